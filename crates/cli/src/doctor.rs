@@ -1,0 +1,235 @@
+//! `switchyard doctor`: what this host can and cannot do, why, and the fix.
+
+use std::{fs, path::Path, process::ExitCode};
+
+use anyhow::Result;
+use switchyard_counters::{Counters, Scope};
+use switchyard_loader::{Config, Probes, tracefs};
+
+struct Check {
+    name: String,
+    ok: bool,
+    /// Required for a full recording (else informational).
+    required: bool,
+    detail: String,
+    fix: Option<String>,
+}
+
+fn cap_effective() -> u64 {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(0)
+}
+
+fn read_sysctl(path: &str) -> Option<i64> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+pub fn run() -> Result<ExitCode> {
+    let mut checks = Vec::new();
+    let caps = cap_effective();
+    let has = |bit: u32| caps & (1u64 << bit) != 0;
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    let euid = nix::unistd::geteuid();
+    let privileged = has(CAP_BPF) && has(CAP_PERFMON) && has(CAP_SYS_ADMIN);
+    checks.push(Check {
+        name: "privileges".into(),
+        ok: privileged,
+        required: true,
+        detail: format!(
+            "euid {euid}; CAP_BPF {}, CAP_PERFMON {}, CAP_SYS_ADMIN {}",
+            yes(has(CAP_BPF)),
+            yes(has(CAP_PERFMON)),
+            yes(has(CAP_SYS_ADMIN))
+        ),
+        fix: (!privileged).then(|| {
+            "run as root, or `setcap cap_bpf,cap_perfmon,cap_sys_admin+ep $(which switchyard)`; \
+             without them `record --degraded` still works"
+                .into()
+        }),
+    });
+
+    let kernel = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    checks.push(Check {
+        name: "kernel".into(),
+        ok: true,
+        required: false,
+        detail: kernel,
+        fix: None,
+    });
+
+    let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+    checks.push(Check {
+        name: "BTF".into(),
+        ok: btf,
+        required: false,
+        detail: if btf {
+            "/sys/kernel/btf/vmlinux present".into()
+        } else {
+            "no /sys/kernel/btf/vmlinux (needed by later probes, not by record)".into()
+        },
+        fix: (!btf).then(|| "use a kernel built with CONFIG_DEBUG_INFO_BTF=y".into()),
+    });
+
+    let tfs = match tracefs::find() {
+        Some(p) => Ok(format!("mounted at {}", p.display())),
+        None if privileged => tracefs::ensure()
+            .map(|p| format!("was not mounted; mounted it at {}", p.display()))
+            .map_err(|e| format!("{e:#}")),
+        None => Err("not mounted".to_string()),
+    };
+    checks.push(Check {
+        name: "tracefs".into(),
+        ok: tfs.is_ok(),
+        required: true,
+        detail: tfs.clone().unwrap_or_else(|e| e),
+        fix: tfs
+            .is_err()
+            .then(|| "mount -t tracefs nodev /sys/kernel/tracing (as root)".into()),
+    });
+    if tfs.is_ok() {
+        let layout = tracefs::check_layout();
+        checks.push(Check {
+            name: "tracepoint layouts".into(),
+            ok: layout.is_ok(),
+            required: true,
+            detail: match &layout {
+                Ok(()) => "sched_switch and task_newtask match this build".into(),
+                Err(e) => format!("{e}"),
+            },
+            fix: layout
+                .is_err()
+                .then(|| "this kernel's record layout differs; please report it with the kernel version".into()),
+        });
+    }
+
+    for (path, name, good, fix) in [
+        (
+            "/proc/sys/kernel/unprivileged_bpf_disabled",
+            "unprivileged_bpf_disabled",
+            "eBPF needs CAP_BPF (or root) either way",
+            "",
+        ),
+        (
+            "/proc/sys/kernel/perf_event_paranoid",
+            "perf_event_paranoid",
+            "perf counters of your own processes need a value ≤ 2 without CAP_PERFMON",
+            "sysctl kernel.perf_event_paranoid=2",
+        ),
+    ] {
+        let v = read_sysctl(path);
+        let ok = match name {
+            "perf_event_paranoid" => privileged || v.is_some_and(|v| v <= 2),
+            _ => true,
+        };
+        checks.push(Check {
+            name: name.into(),
+            ok,
+            required: false,
+            detail: format!(
+                "{} — {good}",
+                v.map_or("unknown".to_string(), |v| v.to_string())
+            ),
+            fix: (!ok && !fix.is_empty()).then(|| fix.into()),
+        });
+    }
+
+    // The real test: load and attach every program record uses, against this process.
+    let me = std::process::id();
+    let probes = Probes::attach(&Config {
+        tgid: me,
+        follow_children: true,
+    });
+    match probes {
+        Ok(p) => {
+            let _ = p.finish(me);
+            checks.push(Check {
+                name: "eBPF programs".into(),
+                ok: true,
+                required: true,
+                detail: "tracepoint (sched_switch, task_newtask) and raw_tracepoint (sys_enter, sys_exit) load and attach".into(),
+                fix: None,
+            });
+        }
+        Err(e) => {
+            let perm = e.is_permission();
+            checks.push(Check {
+                name: "eBPF programs".into(),
+                ok: false,
+                required: true,
+                detail: format!("{:#}", anyhow::Error::new(e)),
+                fix: Some(if perm {
+                    crate::fail::PRIVILEGE_HINT.into()
+                } else {
+                    "see the error; `just setup && just build` rebuilds the probes".into()
+                }),
+            });
+        }
+    }
+
+    match Counters::open(Scope::Pid(me)) {
+        Ok(mut c) => {
+            for row in c.read() {
+                let hardware = matches!(row.name.as_str(), "cycles" | "instructions");
+                checks.push(Check {
+                    name: format!("perf {}", row.name),
+                    ok: row.value.is_some(),
+                    required: false,
+                    detail: match (&row.value, &row.note) {
+                        (Some(_), _) => "works".into(),
+                        (None, Some(n)) => n.clone(),
+                        (None, None) => "unavailable".into(),
+                    },
+                    fix: (row.value.is_none()).then(|| {
+                        if hardware {
+                            "hardware counters are not exposed here (typical in VMs); reported as \"not supported\"".into()
+                        } else {
+                            "lower kernel.perf_event_paranoid or run as root".into()
+                        }
+                    }),
+                });
+            }
+        }
+        Err(e) => checks.push(Check {
+            name: "perf counters".into(),
+            ok: false,
+            required: false,
+            detail: format!("{e:#}"),
+            fix: None,
+        }),
+    }
+
+    let mut full = true;
+    for c in &checks {
+        let mark = if c.ok { "ok  " } else if c.required { "FAIL" } else { "no  " };
+        println!("{mark} {:<26} {}", c.name, c.detail);
+        if let Some(fix) = &c.fix {
+            println!("     {:<26} fix: {fix}", "");
+        }
+        if c.required && !c.ok {
+            full = false;
+        }
+    }
+    if full {
+        println!("\nrecord: full (eBPF + perf counters)");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "\nrecord: degraded only (`switchyard record --degraded`: /proc switches and perf software counters)"
+        );
+        Ok(ExitCode::from(2))
+    }
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}

@@ -1,0 +1,62 @@
+//! Errors a user sees: one line, and the next step when there is one.
+
+use std::fmt;
+
+use switchyard_loader::Error as LoadError;
+
+/// An error that carries its own hint.
+#[derive(Debug)]
+pub struct Hinted {
+    pub message: String,
+    pub hint: String,
+}
+
+impl fmt::Display for Hinted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Hinted {}
+
+/// `Err(Hinted { … })` as an `anyhow::Error`.
+pub fn hinted(message: impl Into<String>, hint: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Hinted {
+        message: message.into(),
+        hint: hint.into(),
+    })
+}
+
+pub const PRIVILEGE_HINT: &str = "run as root (sudo), or grant CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN; \
+     `switchyard record --degraded` records switches from /proc and perf software counters without them";
+
+/// The hint for an error chain, if any link has one.
+pub fn hint_for(err: &anyhow::Error) -> Option<String> {
+    for cause in err.chain() {
+        if let Some(h) = cause.downcast_ref::<Hinted>() {
+            return Some(h.hint.clone());
+        }
+        if let Some(l) = cause.downcast_ref::<LoadError>() {
+            if l.is_permission() {
+                return Some(PRIVILEGE_HINT.to_string());
+            }
+            return Some(match l {
+                LoadError::NotBuilt => {
+                    "build with `just build` (it runs `just setup` for bpf-linker first)".into()
+                }
+                LoadError::Tracefs(_) => {
+                    "mount it: `mount -t tracefs nodev /sys/kernel/tracing` (as root); `switchyard doctor` checks the rest".into()
+                }
+                _ => "`switchyard doctor` shows what this host supports".into(),
+            });
+        }
+    }
+    None
+}
+
+/// The last lines of a verifier log, when the kernel rejected a program.
+pub fn verifier_log(err: &anyhow::Error) -> Option<String> {
+    err.chain()
+        .find_map(|c| c.downcast_ref::<LoadError>())
+        .and_then(|l| l.verifier_log_tail(20))
+}

@@ -1,0 +1,105 @@
+//! switchyard: context switches, syscalls and the waits behind them, for one process.
+//!
+//! The binary is deliberately not a library: it parses flags into one validated config,
+//! runs a subcommand, and is the only place that prints and picks exit codes
+//! (0 ok, 1 a budget failed, 2 usage or environment error).
+
+mod doctor;
+mod fail;
+mod procfs;
+mod record;
+mod spawn;
+mod summary;
+
+use std::{io, path::PathBuf, process::ExitCode, time::Duration};
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "switchyard", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Record a live process (--pid) or a command (after --) and write run.json.
+    Record(RecordArgs),
+    /// Show what this host can and cannot do, why, and the fix.
+    Doctor,
+}
+
+#[derive(clap::Args, Debug)]
+struct RecordArgs {
+    /// Attach to this running process (all its threads).
+    #[arg(short, long, conflicts_with = "command")]
+    pid: Option<u32>,
+    /// Stop after this long (e.g. 10s, 500ms, 2m); default: until the target exits or Ctrl-C.
+    #[arg(short, long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Where to write the run file.
+    #[arg(short, long, default_value = "run.json")]
+    output: PathBuf,
+    /// Do not follow child processes the target forks after attach.
+    #[arg(long)]
+    no_follow_children: bool,
+    /// Without eBPF privileges, record what /proc and perf software counters give instead of
+    /// failing.
+    #[arg(long)]
+    degraded: bool,
+    /// Rows in each top-syscalls table of the summary.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+    /// The command to spawn, with its arguments (after --).
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map_or((s, "s"), |i| (&s[..i], &s[i..]));
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (try 10s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "s" | "" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("unknown unit `{unit}` in `{s}` (use ms, s, m or h)")),
+    };
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(format!("`{s}` must be a positive duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Record(args) => record::run(args),
+        Command::Doctor => doctor::run(),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            // A closed stdout (`switchyard … | head`) is not an error.
+            if let Some(io) = err.downcast_ref::<io::Error>()
+                && io.kind() == io::ErrorKind::BrokenPipe
+            {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {err:#}");
+            if let Some(hint) = fail::hint_for(&err) {
+                eprintln!("hint: {hint}");
+            }
+            if let Some(log) = fail::verifier_log(&err) {
+                eprintln!("{log}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}

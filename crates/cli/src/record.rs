@@ -1,0 +1,419 @@
+//! `switchyard record`: attach, wait for the end (target exit, --duration, Ctrl-C/SIGTERM),
+//! collect, write run.json, print the summary.
+
+use std::{
+    collections::BTreeMap,
+    process::ExitCode,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{Context as _, Result};
+use nix::{
+    sys::signal::{Signal, kill},
+    time::{ClockId, clock_gettime},
+    unistd::Pid,
+};
+use switchyard_counters::{Counters, Scope};
+use switchyard_loader::{Config, Probes};
+use switchyard_model::{
+    Collector, EndReason, FORMAT, Log2Hist, Meta, Missing, Run, SCHEMA_VERSION, TargetMode,
+    ThreadRow,
+};
+
+use crate::{
+    RecordArgs,
+    fail::{PRIVILEGE_HINT, hinted},
+    procfs::{self, ThreadSample},
+    spawn, summary,
+};
+
+/// How often the loop checks for the end (and samples /proc in degraded mode).
+const TICK: Duration = Duration::from_millis(10);
+
+enum Target {
+    Pid(u32),
+    Spawn(spawn::Stopped),
+}
+
+enum Collection {
+    Ebpf(Probes),
+    /// /proc samples: the first seen and the last seen figures of every thread.
+    Degraded {
+        first: BTreeMap<u32, ThreadSample>,
+        last: BTreeMap<u32, ThreadSample>,
+        why: String,
+    },
+}
+
+pub fn run(args: RecordArgs) -> Result<ExitCode> {
+    let target = match (args.pid, args.command.is_empty()) {
+        (Some(pid), true) => Target::Pid(check_pid(pid)?),
+        (None, false) => Target::Spawn(spawn::fork_stopped(&args.command)?),
+        _ => {
+            return Err(hinted(
+                "nothing to record",
+                "give a running process with --pid N, or a command after --: `switchyard record -- ./server --port 9000`",
+            ));
+        }
+    };
+    let (pid, mode) = match &target {
+        Target::Pid(p) => (*p, TargetMode::Pid),
+        Target::Spawn(s) => (s.pid, TargetMode::Spawn),
+    };
+
+    // Signals first, so a Ctrl-C while the probes load still ends cleanly.
+    let signal = Arc::new(AtomicUsize::new(0));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)
+            .context("installing signal handlers")?;
+    }
+
+    let follow = !args.no_follow_children;
+    let collection = match Probes::attach(&Config {
+        tgid: pid,
+        follow_children: follow,
+    }) {
+        Ok(p) => Collection::Ebpf(p),
+        Err(e) if e.is_permission() && args.degraded => {
+            eprintln!(
+                "warning: eBPF unavailable ({e}); degraded mode: switches from /proc and perf software counters only"
+            );
+            let first = procfs::threads(pid);
+            Collection::Degraded {
+                last: first.clone(),
+                first,
+                why: format!("eBPF not permitted: {e}"),
+            }
+        }
+        Err(e) => {
+            if let Target::Spawn(s) = target {
+                s.cancel();
+            }
+            let perm = e.is_permission();
+            let err = anyhow::Error::new(e).context("attaching the probes");
+            return Err(if perm {
+                hinted(format!("{err:#}"), PRIVILEGE_HINT)
+            } else {
+                err
+            });
+        }
+    };
+
+    let counters = Counters::open(match mode {
+        TargetMode::Pid => Scope::Pid(pid),
+        TargetMode::Spawn => Scope::SpawnedBeforeExec(pid),
+    });
+    let mut counters = match counters {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("warning: perf counters unavailable: {e:#}");
+            None
+        }
+    };
+
+    let start_wall = SystemTime::now();
+    let start_mono = mono_ns()?;
+    let started = Instant::now();
+    let command = match target {
+        Target::Spawn(s) => {
+            s.go()?;
+            args.command.clone()
+        }
+        Target::Pid(p) => procfs::cmdline(p),
+    };
+    eprintln!(
+        "switchyard: recording pid {pid} ({}){}; Ctrl-C to stop",
+        procfs::comm(pid).unwrap_or_else(|| "?".into()),
+        args.duration
+            .map(|d| format!(" for {:.1} s", d.as_secs_f64()))
+            .unwrap_or_default()
+    );
+
+    let mut collection = collection;
+    let pidfd = PidFd::open(pid);
+    let end = loop {
+        if let Collection::Degraded { last, .. } = &mut collection {
+            for (tid, s) in procfs::threads(pid) {
+                last.insert(tid, s);
+            }
+        }
+        let sig = signal.load(Ordering::Relaxed);
+        if sig != 0 {
+            break EndReason::Interrupted { signal: sig as i32 };
+        }
+        match mode {
+            TargetMode::Spawn => {
+                if let Some((code, signal)) = spawn::try_reap(pid) {
+                    break EndReason::TargetExited { code, signal };
+                }
+            }
+            TargetMode::Pid => {
+                if pidfd.exited() {
+                    break EndReason::TargetExited {
+                        code: None,
+                        signal: None,
+                    };
+                }
+            }
+        }
+        if args.duration.is_some_and(|d| started.elapsed() >= d) {
+            break EndReason::Duration;
+        }
+        pidfd.wait(TICK);
+    };
+    let end_mono = mono_ns()?;
+    let end_wall = SystemTime::now();
+
+    // Stop counting before touching the target.
+    let (collected, degraded) = match collection {
+        Collection::Ebpf(p) => (
+            Some(p.finish(pid).context("reading the probes' maps")?),
+            None,
+        ),
+        Collection::Degraded { first, last, why } => (None, Some((first, last, why))),
+    };
+    if mode == TargetMode::Spawn && !matches!(end, EndReason::TargetExited { .. }) {
+        // Like timeout(1): the command ends with the recording.
+        let sig = match end {
+            EndReason::Interrupted { signal } => Signal::try_from(signal).unwrap_or(Signal::SIGTERM),
+            _ => Signal::SIGTERM,
+        };
+        stop_child(pid, sig);
+    }
+    let counter_rows = counters.as_mut().map(Counters::read).unwrap_or_default();
+
+    let mut missing = Vec::new();
+    if counters.is_none() {
+        missing.push(Missing {
+            figure: "perf counters".into(),
+            reason: "could not be opened for the target".into(),
+        });
+    }
+    let (collector, syscalls, threads, drops, children) = match (collected, degraded) {
+        (Some(c), _) => (Collector::Ebpf, c.syscalls, c.threads, c.drops, c.children),
+        (None, Some((first, last, why))) => {
+            missing.extend(degraded_missing(&why));
+            let threads = degraded_threads(&first, &last);
+            (Collector::Degraded, Vec::new(), threads, Vec::new(), Vec::new())
+        }
+        (None, None) => (Collector::Degraded, Vec::new(), Vec::new(), Vec::new(), Vec::new()),
+    };
+
+    let run = Run {
+        format: FORMAT.into(),
+        schema_version: SCHEMA_VERSION,
+        meta: Meta {
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            command,
+            mode,
+            pid,
+            follow_children: follow,
+            children,
+            host: nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            kernel: nix::sys::utsname::uname()
+                .map(|u| u.release().to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            start_wall_ns: unix_ns(start_wall),
+            end_wall_ns: unix_ns(end_wall),
+            start_mono_ns: start_mono,
+            end_mono_ns: end_mono,
+            end,
+            collector,
+        },
+        missing,
+        counters: counter_rows,
+        syscalls,
+        threads,
+        drops,
+    };
+    finish(run, &args)
+}
+
+fn finish(run: Run, args: &RecordArgs) -> Result<ExitCode> {
+    run.save(&args.output)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    print!("{}", summary::render(&run, args.top));
+    println!("run file: {}", args.output.display());
+    let secs = run.meta.duration_ns() as f64 / 1e9;
+    match run.meta.end {
+        EndReason::Interrupted { signal }
+            if args.duration.is_some() || run.meta.mode == TargetMode::Spawn =>
+        {
+            Err(hinted(
+                format!(
+                    "interrupted by {} after {secs:.2} s; {} holds what was collected",
+                    signal_name(signal),
+                    args.output.display()
+                ),
+                "let the recording end by itself (target exit or --duration) for a complete run",
+            ))
+        }
+        EndReason::TargetExited { .. }
+            if run.meta.mode == TargetMode::Pid && args.duration.is_some() =>
+        {
+            Err(hinted(
+                format!(
+                    "target pid {} exited {secs:.2} s into the recording; {} holds what was collected",
+                    run.meta.pid,
+                    args.output.display()
+                ),
+                "record a process that outlives --duration, or drop --duration to record until it exits",
+            ))
+        }
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// What degraded mode cannot give, and why.
+fn degraded_missing(why: &str) -> Vec<Missing> {
+    [
+        "syscalls (counts, errors, latency)",
+        "blocked (off-CPU) time and off-CPU histograms",
+        "child processes",
+    ]
+    .into_iter()
+    .map(|figure| Missing {
+        figure: figure.into(),
+        reason: why.into(),
+    })
+    .chain([Missing {
+        figure: "threads that exited between /proc samples".into(),
+        reason: format!("counted up to their last sample ({} ms apart)", TICK.as_millis()),
+    }])
+    .collect()
+}
+
+/// Per-thread deltas between the first and last /proc samples (0 for threads born later).
+fn degraded_threads(
+    first: &BTreeMap<u32, ThreadSample>,
+    last: &BTreeMap<u32, ThreadSample>,
+) -> Vec<ThreadRow> {
+    last.iter()
+        .map(|(&tid, l)| {
+            let f = first.get(&tid).cloned().unwrap_or_default();
+            ThreadRow {
+                tid,
+                tgid: l.tgid,
+                comm: l.comm.clone(),
+                voluntary: l.voluntary.saturating_sub(f.voluntary),
+                involuntary: l.involuntary.saturating_sub(f.involuntary),
+                oncpu_ns: l.oncpu_ns.saturating_sub(f.oncpu_ns),
+                blocked_ns: 0,
+                runqueue_ns: l.runqueue_ns.saturating_sub(f.runqueue_ns),
+                offcpu: Log2Hist::default(),
+            }
+        })
+        .collect()
+}
+
+fn check_pid(pid: u32) -> Result<u32> {
+    if pid == 0 || !procfs::exists(pid) {
+        return Err(hinted(
+            format!("no process with pid {pid}"),
+            format!("check it with `ps -p {pid}`; the process may have exited"),
+        ));
+    }
+    if procfs::is_kernel_thread(pid) {
+        return Err(hinted(
+            format!(
+                "pid {pid} ({}) is a kernel thread",
+                procfs::comm(pid).unwrap_or_default()
+            ),
+            "switchyard records user-space processes; pick the pid of a program",
+        ));
+    }
+    if pid == std::process::id() {
+        return Err(hinted(
+            "switchyard cannot record itself",
+            "give the pid of another process",
+        ));
+    }
+    Ok(pid)
+}
+
+fn mono_ns() -> Result<u64> {
+    let ts = clock_gettime(ClockId::CLOCK_MONOTONIC).context("reading CLOCK_MONOTONIC")?;
+    Ok(ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
+}
+
+fn unix_ns(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn signal_name(sig: i32) -> String {
+    Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {sig}"))
+}
+
+/// Sends `sig` to a spawned child, waits up to a second, then SIGKILL; returns its status.
+fn stop_child(pid: u32, sig: Signal) -> Option<(Option<i32>, Option<i32>)> {
+    let p = Pid::from_raw(pid as i32);
+    let _ = kill(p, sig);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        if let Some(s) = spawn::try_reap(pid) {
+            return Some(s);
+        }
+        std::thread::sleep(TICK);
+    }
+    let _ = kill(p, Signal::SIGKILL);
+    std::thread::sleep(TICK);
+    spawn::try_reap(pid)
+}
+
+/// A pidfd for the target, to wait for its exit without polling /proc.
+struct PidFd(Option<std::os::fd::OwnedFd>);
+
+impl PidFd {
+    fn open(pid: u32) -> PidFd {
+        // SAFETY: pidfd_open(pid, 0) returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
+        if fd < 0 {
+            return PidFd(None);
+        }
+        // SAFETY: a fresh descriptor we own.
+        PidFd(Some(unsafe {
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32)
+        }))
+    }
+
+    /// Sleeps up to `timeout`, waking early when the process exits.
+    fn wait(&self, timeout: Duration) {
+        match &self.0 {
+            Some(fd) => {
+                let mut p = libc::pollfd {
+                    fd: std::os::fd::AsRawFd::as_raw_fd(fd),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                unsafe { libc::poll(&mut p, 1, timeout.as_millis() as libc::c_int) };
+            }
+            None => std::thread::sleep(timeout),
+        }
+    }
+
+    fn exited(&self) -> bool {
+        match &self.0 {
+            Some(fd) => {
+                let mut p = libc::pollfd {
+                    fd: std::os::fd::AsRawFd::as_raw_fd(fd),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd; zero timeout.
+                unsafe { libc::poll(&mut p, 1, 0) > 0 }
+            }
+            None => false,
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! Spawning a command with the probes attached *before* it execs, so its first syscalls
+//! (the dynamic loader's brk/mmap/openat) are counted.
+//!
+//! `std::process::Command::spawn` returns only after exec, too late; so: fork, let the child
+//! wait on a pipe, attach to its pid, then let it exec. An exec failure comes back through a
+//! close-on-exec pipe as an errno.
+
+use std::{
+    env,
+    ffi::CString,
+    os::{fd::AsRawFd, unix::fs::PermissionsExt},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, Result};
+use nix::{
+    fcntl::OFlag,
+    sys::wait::{WaitPidFlag, WaitStatus, waitpid},
+    unistd::{ForkResult, Pid, fork, pipe2, read, write},
+};
+
+use crate::fail::hinted;
+
+/// A forked child waiting for `go` before it execs.
+pub struct Stopped {
+    pub pid: u32,
+    go: std::os::fd::OwnedFd,
+    exec_err: std::os::fd::OwnedFd,
+    program: String,
+}
+
+/// Finds `program` the way execvp will, so "not found" is reported before anything starts.
+pub fn resolve(program: &str) -> Result<PathBuf> {
+    let executable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        if executable(&p) {
+            return Ok(p);
+        }
+        let why = if p.exists() { "is not an executable file" } else { "does not exist" };
+        return Err(hinted(
+            format!("command `{program}` {why}"),
+            "check the path, or that the file is executable",
+        ));
+    }
+    let path = env::var_os("PATH").unwrap_or_default();
+    env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| executable(p))
+        .ok_or_else(|| {
+            hinted(
+                format!("command `{program}` not found in PATH"),
+                "check the spelling, or give the command's path",
+            )
+        })
+}
+
+/// Forks; the child waits for [`Stopped::go`] and then execs `argv`.
+pub fn fork_stopped(argv: &[String]) -> Result<Stopped> {
+    let program = argv.first().context("no command given")?.clone();
+    let resolved = resolve(&program)?;
+    let c_path = CString::new(resolved.as_os_str().as_encoded_bytes())
+        .context("command path contains a NUL byte")?;
+    let c_argv: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .context("an argument contains a NUL byte")?;
+
+    let (go_r, go_w) = pipe2(OFlag::O_CLOEXEC).context("creating a pipe")?;
+    let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC).context("creating a pipe")?;
+
+    // SAFETY: the child only calls async-signal-safe functions (read, execv, write, _exit)
+    // on memory prepared before the fork.
+    match unsafe { fork() }.context("fork")? {
+        ForkResult::Child => {
+            drop(go_w);
+            drop(err_r);
+            let mut b = [0u8; 1];
+            // The parent closes its end without writing to cancel: exit quietly then.
+            if !matches!(read(go_r.as_raw_fd(), &mut b), Ok(1)) {
+                // SAFETY: leave without unwinding or running atexit handlers.
+                unsafe { libc::_exit(127) };
+            }
+            let _ = nix::unistd::execv(&c_path, &c_argv);
+            let errno = nix::errno::Errno::last_raw().to_ne_bytes();
+            let _ = write(&err_w, &errno);
+            // SAFETY: as above.
+            unsafe { libc::_exit(127) };
+        }
+        ForkResult::Parent { child } => {
+            drop(go_r);
+            drop(err_w);
+            Ok(Stopped {
+                pid: child.as_raw() as u32,
+                go: go_w,
+                exec_err: err_r,
+                program,
+            })
+        }
+    }
+}
+
+impl Stopped {
+    /// Lets the child exec; returns once exec has succeeded or reports why it failed.
+    pub fn go(self) -> Result<u32> {
+        write(&self.go, b"g").context("starting the command")?;
+        drop(self.go);
+        let mut buf = [0u8; 4];
+        match read(self.exec_err.as_raw_fd(), &mut buf) {
+            Ok(4) => {
+                let _ = waitpid(Pid::from_raw(self.pid as i32), None);
+                let err = std::io::Error::from_raw_os_error(i32::from_ne_bytes(buf));
+                Err(hinted(
+                    format!("cannot execute `{}`: {err}", self.program),
+                    "check that the file is a program for this machine and that you may run it",
+                ))
+            }
+            _ => Ok(self.pid),
+        }
+    }
+
+    /// Abandons the child before it execs (it exits with status 127).
+    pub fn cancel(self) {
+        let pid = Pid::from_raw(self.pid as i32);
+        drop(self.go);
+        let _ = waitpid(pid, None);
+    }
+}
+
+/// The exit of a spawned child, without blocking: `Some((code, signal))` once it has exited.
+pub fn try_reap(pid: u32) -> Option<(Option<i32>, Option<i32>)> {
+    match waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::Exited(_, code)) => Some((Some(code), None)),
+        Ok(WaitStatus::Signaled(_, sig, _)) => Some((None, Some(sig as i32))),
+        Ok(_) => None,
+        // ECHILD: already reaped.
+        Err(_) => Some((None, None)),
+    }
+}

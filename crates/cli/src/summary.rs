@@ -1,0 +1,206 @@
+//! The terminal summary of a run.
+
+use std::fmt::Write as _;
+
+use switchyard_model::{Collector, EndReason, Run, SyscallRow};
+
+/// 12345678 → "12,345,678".
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Nanoseconds, humanly: "812 ns", "3.4 µs", "12.0 ms", "1.25 s".
+pub fn ns(v: u64) -> String {
+    let f = v as f64;
+    if v < 1_000 {
+        format!("{v} ns")
+    } else if v < 1_000_000 {
+        format!("{:.1} µs", f / 1e3)
+    } else if v < 1_000_000_000 {
+        format!("{:.1} ms", f / 1e6)
+    } else {
+        format!("{:.2} s", f / 1e9)
+    }
+}
+
+fn rate(n: u64, secs: f64) -> String {
+    if secs <= 0.0 {
+        return "-".into();
+    }
+    let r = n as f64 / secs;
+    if r >= 100.0 {
+        thousands(r.round() as u64)
+    } else {
+        format!("{r:.1}")
+    }
+}
+
+fn syscall_table(out: &mut String, title: &str, rows: &[&SyscallRow]) {
+    let _ = writeln!(
+        out,
+        "  {title:<22} {:>12} {:>8} {:>10} {:>10} {:>10}",
+        "count", "errors", "total", "avg", "max"
+    );
+    for s in rows {
+        let avg = if s.count > 0 { s.total_ns / s.count } else { 0 };
+        let _ = writeln!(
+            out,
+            "  {:<22} {:>12} {:>8} {:>10} {:>10} {:>10}",
+            s.name,
+            thousands(s.count),
+            thousands(s.errors),
+            ns(s.total_ns),
+            ns(avg),
+            ns(s.max_ns)
+        );
+    }
+}
+
+pub fn render(run: &Run, top: usize) -> String {
+    let mut out = String::new();
+    let m = &run.meta;
+    let secs = m.duration_ns() as f64 / 1e9;
+    let ended = match &m.end {
+        EndReason::TargetExited {
+            code: Some(c), ..
+        } => format!("target exited with code {c}"),
+        EndReason::TargetExited {
+            signal: Some(s), ..
+        } => format!("target killed by signal {s}"),
+        EndReason::TargetExited { .. } => "target exited".into(),
+        EndReason::Duration => "duration reached".into(),
+        EndReason::Interrupted { signal } => format!("interrupted (signal {signal})"),
+    };
+    let _ = writeln!(
+        out,
+        "switchyard: {} (pid {}) for {secs:.2} s — {ended}",
+        m.command.join(" "),
+        m.pid
+    );
+    if !m.children.is_empty() {
+        let _ = writeln!(out, "followed child processes: {:?}", m.children);
+    }
+    if m.collector == Collector::Degraded {
+        let _ = writeln!(out, "degraded mode: no eBPF; figures missing:");
+        for x in &run.missing {
+            let _ = writeln!(out, "  - {} ({})", x.figure, x.reason);
+        }
+    }
+
+    if m.collector == Collector::Ebpf {
+        let total = run.syscall_total();
+        let errors: u64 = run.syscalls.iter().map(|s| s.errors).sum();
+        let time: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
+        let _ = writeln!(
+            out,
+            "\nsyscalls: {} total ({}/s), {} failed, {} inside syscalls",
+            thousands(total),
+            rate(total, secs),
+            thousands(errors),
+            ns(time)
+        );
+        let mut by_count: Vec<&SyscallRow> = run.syscalls.iter().collect();
+        by_count.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
+        by_count.truncate(top);
+        syscall_table(&mut out, "top by count", &by_count);
+        let mut by_time: Vec<&SyscallRow> = run.syscalls.iter().collect();
+        by_time.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.nr.cmp(&b.nr)));
+        by_time.truncate(top);
+        syscall_table(&mut out, "top by time", &by_time);
+        let failing: Vec<String> = run
+            .syscalls
+            .iter()
+            .filter(|s| s.errors > 0)
+            .flat_map(|s| {
+                s.errnos
+                    .iter()
+                    .map(move |e| format!("{} {}×{}", s.name, e.name, thousands(e.count)))
+            })
+            .take(top)
+            .collect();
+        if !failing.is_empty() {
+            let _ = writeln!(out, "  errors: {}", failing.join(", "));
+        }
+    }
+
+    let vol = run.voluntary();
+    let invol = run.involuntary();
+    let _ = writeln!(
+        out,
+        "\ncontext switches: {} voluntary ({}/s), {} involuntary ({}/s), {} threads",
+        thousands(vol),
+        rate(vol, secs),
+        thousands(invol),
+        rate(invol, secs),
+        run.threads.len()
+    );
+    let on: u64 = run.threads.iter().map(|t| t.oncpu_ns).sum();
+    let blocked: u64 = run.threads.iter().map(|t| t.blocked_ns).sum();
+    let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
+    match (m.collector, run.offcpu_share()) {
+        (Collector::Ebpf, Some(share)) => {
+            let _ = writeln!(
+                out,
+                "off-CPU: {:.1}% of thread time (blocked {}, waiting for a CPU {}, on CPU {})",
+                share * 100.0,
+                ns(blocked),
+                ns(runq),
+                ns(on)
+            );
+        }
+        (Collector::Degraded, _) => {
+            let _ = writeln!(
+                out,
+                "on CPU {}, waiting for a CPU {} (blocked time needs eBPF)",
+                ns(on),
+                ns(runq)
+            );
+        }
+        _ => {}
+    }
+
+    if !run.counters.is_empty() {
+        let parts: Vec<String> = run
+            .counters
+            .iter()
+            .map(|c| match (c.value, c.name.as_str()) {
+                (Some(v), "task-clock") => format!("task-clock {}", ns(v)),
+                (Some(v), name) => format!("{name} {}", thousands(v)),
+                (None, name) => format!(
+                    "{name} {}",
+                    c.note.as_deref().unwrap_or("not supported")
+                ),
+            })
+            .collect();
+        let _ = writeln!(out, "perf: {}", parts.join(", "));
+    }
+    for d in &run.drops {
+        let _ = writeln!(out, "warning: {} {}", thousands(d.count), d.reason);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_numbers() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(ns(999), "999 ns");
+        assert_eq!(ns(1500), "1.5 µs");
+        assert_eq!(ns(2_500_000), "2.5 ms");
+        assert_eq!(ns(1_250_000_000), "1.25 s");
+    }
+}

@@ -1,0 +1,225 @@
+//! Types shared by the kernel-side programs (`ebpf/`) and the loader.
+//!
+//! Every struct here is `#[repr(C)]` with fixed-width fields only, so both sides agree on the
+//! layout byte for byte; a `size_of` assertion sits next to each one. Map and global names are
+//! constants so the loader's lookups cannot drift from the kernel side.
+#![no_std]
+
+/// Map names, as the loader looks them up.
+pub mod maps {
+    /// `HashMap<u32 tgid, u8>`: processes followed (the target, and children forked after attach).
+    pub const TARGETS: &str = "TARGETS";
+    /// `HashMap<u32 tid, ThreadStats>`: per-thread switch counts and on/off-CPU time.
+    pub const THREADS: &str = "THREADS";
+    /// `PerCpuArray<SyscallStats>` indexed by syscall number.
+    pub const SYSCALLS: &str = "SYSCALLS";
+    /// `PerCpuHashMap<ErrnoKey, u64>`: failed syscalls by (number, errno).
+    pub const ERRNOS: &str = "ERRNOS";
+    /// `HashMap<u32 tid, InFlight>`: the syscall each target thread is inside.
+    pub const INFLIGHT: &str = "INFLIGHT";
+    /// `PerCpuArray<u64>` indexed by [`drops`] reasons.
+    pub const DROPS: &str = "DROPS";
+}
+
+/// Read-only globals the loader sets before load (`EbpfLoader::override_global`).
+pub mod globals {
+    /// `u32`: the target's tgid (fast path of the target filter).
+    pub const TARGET_TGID: &str = "TARGET_TGID";
+    /// `u8`: 1 to follow child processes forked after attach.
+    pub const FOLLOW_CHILDREN: &str = "FOLLOW_CHILDREN";
+}
+
+/// Program names (the function names in `ebpf/src`).
+pub mod programs {
+    pub const SCHED_SWITCH: &str = "sched_switch";
+    pub const TASK_NEWTASK: &str = "task_newtask";
+    pub const SYS_ENTER: &str = "sys_enter";
+    pub const SYS_EXIT: &str = "sys_exit";
+}
+
+/// Indexes of the `DROPS` array: every event the kernel side could not record.
+pub mod drops {
+    /// `INFLIGHT` was full: a syscall's latency (and count) was lost.
+    pub const INFLIGHT_FULL: u32 = 0;
+    /// `THREADS` was full: a thread's switches were lost.
+    pub const THREADS_FULL: u32 = 1;
+    /// A syscall number at or above `MAX_SYSCALLS`.
+    pub const SYSCALL_NR: u32 = 2;
+    /// `ERRNOS` was full: an error was counted but its errno lost.
+    pub const ERRNOS_FULL: u32 = 3;
+    /// `TARGETS` was full: a forked child process is not followed.
+    pub const TARGETS_FULL: u32 = 4;
+    pub const COUNT: u32 = 8;
+    /// Human names, indexed like the array.
+    pub const NAMES: [&str; COUNT as usize] = [
+        "syscalls lost (in-flight map full)",
+        "threads lost (thread map full)",
+        "syscalls with a number out of range",
+        "errnos lost (errno map full)",
+        "child processes not followed (target map full)",
+        "",
+        "",
+        "",
+    ];
+}
+
+/// Map sizes.
+pub const MAX_TARGETS: u32 = 1024;
+pub const MAX_THREADS: u32 = 16384;
+pub const MAX_SYSCALLS: u32 = 512;
+pub const MAX_ERRNOS: u32 = 4096;
+
+/// Log2 histogram buckets: bucket `i` holds values in `[2^i, 2^(i+1))` nanoseconds (bucket 0
+/// also holds 0); the last bucket is open-ended (2^39 ns ≈ 9 minutes).
+pub const HIST_BUCKETS: usize = 40;
+
+/// Bucket index for a value, as both sides compute it.
+#[inline(always)]
+pub fn log2_bucket(v: u64) -> usize {
+    // Branch-light integer log2 the verifier accepts (no loops).
+    let mut v = v;
+    let mut r = 0usize;
+    if v >= 1 << 32 {
+        v >>= 32;
+        r += 32;
+    }
+    if v >= 1 << 16 {
+        v >>= 16;
+        r += 16;
+    }
+    if v >= 1 << 8 {
+        v >>= 8;
+        r += 8;
+    }
+    if v >= 1 << 4 {
+        v >>= 4;
+        r += 4;
+    }
+    if v >= 1 << 2 {
+        v >>= 2;
+        r += 2;
+    }
+    if v >= 1 << 1 {
+        r += 1;
+    }
+    if r >= HIST_BUCKETS {
+        HIST_BUCKETS - 1
+    } else {
+        r
+    }
+}
+
+/// Per syscall number: aggregated in a per-CPU array, summed in user space.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SyscallStats {
+    pub count: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    pub hist: [u64; HIST_BUCKETS],
+}
+const _: () = assert!(core::mem::size_of::<SyscallStats>() == 32 + 8 * HIST_BUCKETS);
+
+/// The syscall a thread is inside, keyed by tid.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct InFlight {
+    /// `bpf_get_current_pid_tgid()` at entry, so a reused tid cannot match a stale entry.
+    pub pid_tgid: u64,
+    /// Entry time (CLOCK_MONOTONIC ns); 0 once the exit has been accounted.
+    pub ts: u64,
+    pub nr: u64,
+}
+const _: () = assert!(core::mem::size_of::<InFlight>() == 24);
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ErrnoKey {
+    pub nr: u32,
+    pub errno: u32,
+}
+const _: () = assert!(core::mem::size_of::<ErrnoKey>() == 8);
+
+/// Per thread: context switches and on/off-CPU time.
+///
+/// A switch is involuntary when the thread was preempted or still runnable (`prev_state` is 0
+/// or carries the preempt flag), as the kernel's own `nivcsw` counts it; otherwise voluntary.
+/// Off-CPU time after an involuntary switch is run-queue wait, after a voluntary one it is
+/// blocked time; both go into the histogram.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ThreadStats {
+    pub tgid: u32,
+    /// 1 when the last switch-out was involuntary.
+    pub last_out_involuntary: u32,
+    pub voluntary: u64,
+    pub involuntary: u64,
+    pub oncpu_ns: u64,
+    pub blocked_ns: u64,
+    pub runqueue_ns: u64,
+    pub last_in: u64,
+    pub last_out: u64,
+    /// The thread's name, NUL-padded, as two little-endian words.
+    pub comm: [u64; 2],
+    pub offcpu_hist: [u64; HIST_BUCKETS],
+}
+const _: () = assert!(core::mem::size_of::<ThreadStats>() == 8 + 7 * 8 + 16 + 8 * HIST_BUCKETS);
+
+/// Tracepoint record layouts this build reads with constant offsets (the verifier requires
+/// constant context offsets). The loader checks them against tracefs before loading and
+/// refuses to run on a kernel whose layout differs.
+pub mod tp {
+    /// `sched/sched_switch`
+    pub const SWITCH_PREV_COMM: usize = 8;
+    pub const SWITCH_PREV_PID: usize = 24;
+    pub const SWITCH_PREV_STATE: usize = 32;
+    pub const SWITCH_NEXT_PID: usize = 56;
+    /// `task/task_newtask`
+    pub const NEWTASK_PID: usize = 8;
+    pub const NEWTASK_CLONE_FLAGS: usize = 32;
+
+    /// `(category, event, field, offset, size)` for the loader's check.
+    pub const LAYOUT: [(&str, &str, &str, usize, usize); 6] = [
+        ("sched", "sched_switch", "prev_comm", SWITCH_PREV_COMM, 16),
+        ("sched", "sched_switch", "prev_pid", SWITCH_PREV_PID, 4),
+        ("sched", "sched_switch", "prev_state", SWITCH_PREV_STATE, 8),
+        ("sched", "sched_switch", "next_pid", SWITCH_NEXT_PID, 4),
+        ("task", "task_newtask", "pid", NEWTASK_PID, 4),
+        ("task", "task_newtask", "clone_flags", NEWTASK_CLONE_FLAGS, 8),
+    ];
+
+    /// `prev_state` bit the tracepoint sets when the switch was a preemption
+    /// (`TASK_REPORT_MAX`, printed as "R+").
+    pub const PREEMPT_FLAG: i64 = 0x100;
+    /// `clone_flags` bit of a new thread (as opposed to a new process).
+    pub const CLONE_THREAD: u64 = 0x0001_0000;
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: plain `#[repr(C)]` structs of integers with no padding holes that matter.
+    unsafe impl aya::Pod for super::SyscallStats {}
+    unsafe impl aya::Pod for super::InFlight {}
+    unsafe impl aya::Pod for super::ErrnoKey {}
+    unsafe impl aya::Pod for super::ThreadStats {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log2_buckets() {
+        assert_eq!(log2_bucket(0), 0);
+        assert_eq!(log2_bucket(1), 0);
+        assert_eq!(log2_bucket(2), 1);
+        assert_eq!(log2_bucket(3), 1);
+        assert_eq!(log2_bucket(1023), 9);
+        assert_eq!(log2_bucket(1024), 10);
+        assert_eq!(log2_bucket(u64::MAX), HIST_BUCKETS - 1);
+        for i in 0..HIST_BUCKETS as u32 {
+            assert_eq!(log2_bucket(1u64 << i), i as usize);
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! Loads the kernel-side programs, attaches them to the target, and reads the maps back as
+//! model rows. The only crate that touches aya.
+
+pub mod tracefs;
+
+use std::collections::BTreeMap;
+
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap},
+    programs::{RawTracePoint, TracePoint},
+};
+use switchyard_common::{
+    ErrnoKey, HIST_BUCKETS, SyscallStats, ThreadStats, drops, globals, maps, programs,
+};
+use switchyard_model::{
+    DropRow, ErrnoCount, Log2Hist, SyscallRow, ThreadRow, errno_name, syscall_name,
+};
+
+/// The kernel-side object, built by build.rs (empty when the build was skipped).
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switchyard"));
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the probes were not built into this binary (AYA_BUILD_SKIP was set)")]
+    NotBuilt,
+    #[error(transparent)]
+    Tracefs(#[from] tracefs::Error),
+    #[error("loading the probes")]
+    Load(#[source] aya::EbpfError),
+    #[error("program `{0}` is missing from the object")]
+    MissingProgram(&'static str),
+    #[error("map `{0}` is missing from the object")]
+    MissingMap(&'static str),
+    #[error("the kernel verifier rejected program `{name}` ({errno})")]
+    Verifier {
+        name: &'static str,
+        errno: std::io::Error,
+        log: String,
+    },
+    #[error("loading program `{name}`")]
+    Program {
+        name: &'static str,
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+    #[error("reading map `{name}`")]
+    Map {
+        name: &'static str,
+        #[source]
+        source: aya::maps::MapError,
+    },
+}
+
+impl Error {
+    /// The last `lines` lines of the verifier log, when the kernel rejected a program.
+    pub fn verifier_log_tail(&self, lines: usize) -> Option<String> {
+        let Error::Verifier { name, log, .. } = self else {
+            return None;
+        };
+        let all: Vec<&str> = log.lines().collect();
+        let tail = &all[all.len().saturating_sub(lines)..];
+        Some(format!(
+            "verifier log of `{name}` (last {} lines):\n{}",
+            tail.len(),
+            tail.join("\n")
+        ))
+    }
+
+    /// True when the underlying cause is a missing privilege (EPERM/EACCES).
+    pub fn is_permission(&self) -> bool {
+        // The verifier also answers EACCES; that is a rejected program, not a privilege.
+        if matches!(self, Error::Verifier { .. }) {
+            return false;
+        }
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cur {
+            if let Some(io) = e.downcast_ref::<std::io::Error>()
+                && matches!(io.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES))
+            {
+                return true;
+            }
+            let text = e.to_string();
+            if text.contains("Operation not permitted") || text.contains("Permission denied") {
+                return true;
+            }
+            cur = e.source();
+        }
+        false
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The target's tgid.
+    pub tgid: u32,
+    /// Follow child processes forked after attach.
+    pub follow_children: bool,
+}
+
+/// Loaded and attached probes. Dropping it detaches everything.
+pub struct Probes {
+    ebpf: Ebpf,
+}
+
+/// What the kernel side collected.
+#[derive(Debug, Default)]
+pub struct Collected {
+    pub syscalls: Vec<SyscallRow>,
+    pub threads: Vec<ThreadRow>,
+    pub drops: Vec<DropRow>,
+    /// Child processes followed (tgids other than the target's), sorted.
+    pub children: Vec<u32>,
+}
+
+impl Probes {
+    /// Loads the programs with the target set and attaches them. Events start counting when
+    /// this returns.
+    pub fn attach(config: &Config) -> Result<Probes, Error> {
+        if OBJECT.is_empty() {
+            return Err(Error::NotBuilt);
+        }
+        tracefs::check_layout()?;
+        let follow = u8::from(config.follow_children);
+        let mut ebpf = EbpfLoader::new()
+            .override_global(globals::TARGET_TGID, &config.tgid, true)
+            .override_global(globals::FOLLOW_CHILDREN, &follow, true)
+            .load(OBJECT)
+            .map_err(Error::Load)?;
+
+        // The target is in TARGETS too, so followed children and the target look alike.
+        {
+            let map = ebpf.map_mut(maps::TARGETS).ok_or(Error::MissingMap(maps::TARGETS))?;
+            let mut targets: HashMap<&mut MapData, u32, u8> =
+                HashMap::try_from(map).map_err(|source| Error::Map {
+                    name: maps::TARGETS,
+                    source,
+                })?;
+            targets.insert(config.tgid, 1, 0).map_err(|source| Error::Map {
+                name: maps::TARGETS,
+                source,
+            })?;
+        }
+
+        // Follow first, then the scheduler, then syscalls: a child forked while attaching is
+        // not missed, and no syscall exit is seen before its entry program is in place.
+        attach_tracepoint(&mut ebpf, programs::TASK_NEWTASK, "task", "task_newtask")?;
+        attach_tracepoint(&mut ebpf, programs::SCHED_SWITCH, "sched", "sched_switch")?;
+        attach_raw(&mut ebpf, programs::SYS_ENTER, "sys_enter")?;
+        attach_raw(&mut ebpf, programs::SYS_EXIT, "sys_exit")?;
+        Ok(Probes { ebpf })
+    }
+
+    /// Detaches every program (so the counts stop) and reads the maps.
+    pub fn finish(mut self, target: u32) -> Result<Collected, Error> {
+        for name in [
+            programs::SYS_ENTER,
+            programs::SYS_EXIT,
+            programs::SCHED_SWITCH,
+            programs::TASK_NEWTASK,
+        ] {
+            if let Some(p) = self.ebpf.program_mut(name) {
+                // Unloading detaches the links; errors here only mean it was not attached.
+                let _ = match p {
+                    aya::programs::Program::TracePoint(p) => p.unload(),
+                    aya::programs::Program::RawTracePoint(p) => p.unload(),
+                    _ => Ok(()),
+                };
+            }
+        }
+        self.collect(target)
+    }
+
+    fn collect(&self, target: u32) -> Result<Collected, Error> {
+        let map_err = |name: &'static str| move |source| Error::Map { name, source };
+        let map = |name: &'static str| self.ebpf.map(name).ok_or(Error::MissingMap(name));
+
+        // Errnos first, so each syscall row can carry its own.
+        let errnos_map: PerCpuHashMap<&MapData, ErrnoKey, u64> =
+            PerCpuHashMap::try_from(map(maps::ERRNOS)?).map_err(map_err(maps::ERRNOS))?;
+        let mut errnos: BTreeMap<u32, Vec<ErrnoCount>> = BTreeMap::new();
+        for item in errnos_map.iter() {
+            let (key, values) = item.map_err(map_err(maps::ERRNOS))?;
+            let count: u64 = values.iter().sum();
+            errnos.entry(key.nr).or_default().push(ErrnoCount {
+                errno: key.errno,
+                name: errno_name(key.errno),
+                count,
+            });
+        }
+
+        let stats: PerCpuArray<&MapData, SyscallStats> =
+            PerCpuArray::try_from(map(maps::SYSCALLS)?).map_err(map_err(maps::SYSCALLS))?;
+        let mut syscalls = Vec::new();
+        for (nr, item) in stats.iter().enumerate() {
+            let values = item.map_err(map_err(maps::SYSCALLS))?;
+            let mut sum = SyscallStats {
+                count: 0,
+                errors: 0,
+                total_ns: 0,
+                max_ns: 0,
+                hist: [0; HIST_BUCKETS],
+            };
+            for v in values.iter() {
+                sum.count += v.count;
+                sum.errors += v.errors;
+                sum.total_ns += v.total_ns;
+                sum.max_ns = sum.max_ns.max(v.max_ns);
+                for (a, b) in sum.hist.iter_mut().zip(v.hist.iter()) {
+                    *a += b;
+                }
+            }
+            if sum.count == 0 {
+                continue;
+            }
+            let nr = nr as u32;
+            let mut errs = errnos.remove(&nr).unwrap_or_default();
+            errs.sort_by(|a, b| b.count.cmp(&a.count).then(a.errno.cmp(&b.errno)));
+            syscalls.push(SyscallRow {
+                nr,
+                name: syscall_name(nr),
+                count: sum.count,
+                errors: sum.errors,
+                errnos: errs,
+                total_ns: sum.total_ns,
+                max_ns: sum.max_ns,
+                latency: Log2Hist::from_buckets(&sum.hist),
+            });
+        }
+
+        let threads_map: HashMap<&MapData, u32, ThreadStats> =
+            HashMap::try_from(map(maps::THREADS)?).map_err(map_err(maps::THREADS))?;
+        let mut threads = Vec::new();
+        for item in threads_map.iter() {
+            let (tid, t) = item.map_err(map_err(maps::THREADS))?;
+            let mut comm = [0u8; 16];
+            comm[..8].copy_from_slice(&t.comm[0].to_le_bytes());
+            comm[8..].copy_from_slice(&t.comm[1].to_le_bytes());
+            let comm_len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+            threads.push(ThreadRow {
+                tid,
+                tgid: t.tgid,
+                comm: String::from_utf8_lossy(&comm[..comm_len]).into_owned(),
+                voluntary: t.voluntary,
+                involuntary: t.involuntary,
+                oncpu_ns: t.oncpu_ns,
+                blocked_ns: t.blocked_ns,
+                runqueue_ns: t.runqueue_ns,
+                offcpu: Log2Hist::from_buckets(&t.offcpu_hist),
+            });
+        }
+        threads.sort_by_key(|t| (t.tgid, t.tid));
+
+        let drops_map: PerCpuArray<&MapData, u64> =
+            PerCpuArray::try_from(map(maps::DROPS)?).map_err(map_err(maps::DROPS))?;
+        let mut drop_rows = Vec::new();
+        for (i, item) in drops_map.iter().enumerate() {
+            let count: u64 = item.map_err(map_err(maps::DROPS))?.iter().sum();
+            if count > 0 {
+                drop_rows.push(DropRow {
+                    reason: drops::NAMES.get(i).copied().unwrap_or("unknown").to_string(),
+                    count,
+                });
+            }
+        }
+
+        let targets: HashMap<&MapData, u32, u8> =
+            HashMap::try_from(map(maps::TARGETS)?).map_err(map_err(maps::TARGETS))?;
+        let mut children: Vec<u32> = targets
+            .keys()
+            .filter_map(Result::ok)
+            .filter(|&t| t != target)
+            .collect();
+        children.sort_unstable();
+
+        Ok(Collected {
+            syscalls,
+            threads,
+            drops: drop_rows,
+            children,
+        })
+    }
+}
+
+/// A load failure with a verifier log becomes `Verifier`, so its log is shown once, apart.
+fn load_error(name: &'static str, source: aya::programs::ProgramError) -> Error {
+    match source {
+        aya::programs::ProgramError::LoadError {
+            io_error,
+            verifier_log,
+        } if !verifier_log.to_string().trim().is_empty() => Error::Verifier {
+            name,
+            errno: io_error,
+            log: verifier_log.to_string(),
+        },
+        source => Error::Program { name, source },
+    }
+}
+
+fn attach_tracepoint(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+    category: &str,
+    event: &str,
+) -> Result<(), Error> {
+    let program: &mut TracePoint = ebpf
+        .program_mut(name)
+        .ok_or(Error::MissingProgram(name))?
+        .try_into()
+        .map_err(|source| Error::Program { name, source })?;
+    program.load().map_err(|source| load_error(name, source))?;
+    program
+        .attach(category, event)
+        .map_err(|source| Error::Program { name, source })?;
+    Ok(())
+}
+
+fn attach_raw(ebpf: &mut Ebpf, name: &'static str, event: &str) -> Result<(), Error> {
+    let program: &mut RawTracePoint = ebpf
+        .program_mut(name)
+        .ok_or(Error::MissingProgram(name))?
+        .try_into()
+        .map_err(|source| Error::Program { name, source })?;
+    program.load().map_err(|source| load_error(name, source))?;
+    program
+        .attach(event)
+        .map_err(|source| Error::Program { name, source })?;
+    Ok(())
+}

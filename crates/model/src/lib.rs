@@ -1,0 +1,308 @@
+//! The `Run`: everything one recording collected, as a plain, versioned, serde value.
+//!
+//! Reports, comparisons and gates are pure functions of `Run`s, so they are tested from files
+//! without privileges. Times are nanoseconds; histograms are log2 buckets of nanoseconds.
+
+mod errno_names;
+mod hist;
+mod syscalls_x86_64;
+
+use std::{fs, io, path::Path};
+
+use serde::{Deserialize, Serialize};
+
+pub use hist::Log2Hist;
+
+/// Bumped on any change a reader of an older file could misread.
+pub const SCHEMA_VERSION: u32 = 1;
+/// The `format` field every run file carries, so a stray JSON file is recognised as such.
+pub const FORMAT: &str = "switchyard-run";
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Run {
+    pub format: String,
+    pub schema_version: u32,
+    pub meta: Meta,
+    /// Figures this run does not carry, each with the reason (e.g. degraded mode).
+    pub missing: Vec<Missing>,
+    /// perf counters, in a fixed order; `value: None` when the host does not support one.
+    pub counters: Vec<Counter>,
+    /// Per syscall number, sorted by number; only syscalls seen at least once.
+    pub syscalls: Vec<SyscallRow>,
+    /// Per thread, sorted by (tgid, tid).
+    pub threads: Vec<ThreadRow>,
+    /// Events the kernel side could not record.
+    pub drops: Vec<DropRow>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Meta {
+    pub tool_version: String,
+    /// The command line that was spawned, or the target's /proc cmdline in pid mode.
+    pub command: Vec<String>,
+    pub mode: TargetMode,
+    pub pid: u32,
+    pub follow_children: bool,
+    /// Child processes followed (tgids), in order of appearance.
+    pub children: Vec<u32>,
+    pub host: String,
+    pub kernel: String,
+    /// Unix time, ns.
+    pub start_wall_ns: u64,
+    pub end_wall_ns: u64,
+    /// CLOCK_MONOTONIC, ns (the clock of the kernel-side timestamps).
+    pub start_mono_ns: u64,
+    pub end_mono_ns: u64,
+    pub end: EndReason,
+    /// "ebpf" when the kernel side ran; "degraded" for /proc and perf software counters only.
+    pub collector: Collector,
+}
+
+impl Meta {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_mono_ns.saturating_sub(self.start_mono_ns)
+    }
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetMode {
+    Spawn,
+    Pid,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Collector {
+    Ebpf,
+    Degraded,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum EndReason {
+    /// The target exited; `code` or `signal` as wait(2) reported it (unknown in pid mode).
+    TargetExited { code: Option<i32>, signal: Option<i32> },
+    /// `--duration` elapsed.
+    Duration,
+    /// Ctrl-C (SIGINT) or SIGTERM.
+    Interrupted { signal: i32 },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Missing {
+    pub figure: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Counter {
+    /// perf's name: task-clock, context-switches, cpu-migrations, minor-faults, …
+    pub name: String,
+    pub value: Option<u64>,
+    /// Why the value is missing ("not supported"), or how it was scaled.
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SyscallRow {
+    pub nr: u32,
+    pub name: String,
+    pub count: u64,
+    pub errors: u64,
+    /// Sorted by count, descending.
+    pub errnos: Vec<ErrnoCount>,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    pub latency: Log2Hist,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ErrnoCount {
+    pub errno: u32,
+    pub name: String,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ThreadRow {
+    pub tid: u32,
+    pub tgid: u32,
+    pub comm: String,
+    pub voluntary: u64,
+    pub involuntary: u64,
+    pub oncpu_ns: u64,
+    /// Off-CPU after a voluntary switch (sleeping, waiting).
+    pub blocked_ns: u64,
+    /// Off-CPU after an involuntary switch (runnable, waiting for a CPU).
+    pub runqueue_ns: u64,
+    pub offcpu: Log2Hist,
+}
+
+impl ThreadRow {
+    pub fn offcpu_ns(&self) -> u64 {
+        self.blocked_ns + self.runqueue_ns
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DropRow {
+    pub reason: String,
+    pub count: u64,
+}
+
+/// Why a run file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read run file `{path}`")]
+    Io {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("`{path}` is not a valid run file (line {line}, column {column})")]
+    Corrupt {
+        path: String,
+        line: usize,
+        column: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("`{path}` is a run file of schema version {found}; this build reads version {SCHEMA_VERSION}")]
+    Version { path: String, found: u32 },
+}
+
+impl Run {
+    /// Reads and validates a run file.
+    pub fn load(path: &Path) -> Result<Run, LoadError> {
+        let shown = path.display().to_string();
+        let text = fs::read_to_string(path).map_err(|source| LoadError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        Self::from_json(&text, &shown)
+    }
+
+    pub fn from_json(text: &str, shown: &str) -> Result<Run, LoadError> {
+        // Check the version first, so a newer file gets a version error, not a field error.
+        #[derive(Deserialize)]
+        struct Head {
+            format: String,
+            schema_version: u32,
+        }
+        let corrupt = |source: serde_json::Error| LoadError::Corrupt {
+            path: shown.to_string(),
+            line: source.line(),
+            column: source.column(),
+            source,
+        };
+        let head: Head = serde_json::from_str(text).map_err(corrupt)?;
+        if head.format != FORMAT {
+            return Err(corrupt(serde::de::Error::custom(format!(
+                "format is `{}`, expected `{FORMAT}`",
+                head.format
+            ))));
+        }
+        if head.schema_version != SCHEMA_VERSION {
+            return Err(LoadError::Version {
+                path: shown.to_string(),
+                found: head.schema_version,
+            });
+        }
+        serde_json::from_str(text).map_err(corrupt)
+    }
+
+    /// Writes the run atomically (temporary file, then rename), so a reader never sees half.
+    pub fn save(&self, path: &Path) -> io::Result<()> {
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(self).map_err(io::Error::other)?;
+        fs::write(&tmp, text + "\n")?;
+        fs::rename(&tmp, path)
+    }
+
+    pub fn syscall_total(&self) -> u64 {
+        self.syscalls.iter().map(|s| s.count).sum()
+    }
+
+    pub fn voluntary(&self) -> u64 {
+        self.threads.iter().map(|t| t.voluntary).sum()
+    }
+
+    pub fn involuntary(&self) -> u64 {
+        self.threads.iter().map(|t| t.involuntary).sum()
+    }
+
+    pub fn counter(&self, name: &str) -> Option<u64> {
+        self.counters.iter().find(|c| c.name == name).and_then(|c| c.value)
+    }
+
+    pub fn syscall(&self, name: &str) -> Option<&SyscallRow> {
+        self.syscalls.iter().find(|s| s.name == name)
+    }
+
+    /// Off-CPU share of thread time: off / (on + off), over all threads; `None` without data.
+    pub fn offcpu_share(&self) -> Option<f64> {
+        let off: u64 = self.threads.iter().map(ThreadRow::offcpu_ns).sum();
+        let on: u64 = self.threads.iter().map(|t| t.oncpu_ns).sum();
+        (on + off > 0).then(|| off as f64 / (on + off) as f64)
+    }
+}
+
+/// The name of an x86_64 syscall number, or `syscall_<nr>`.
+pub fn syscall_name(nr: u32) -> String {
+    syscalls_x86_64::X86_64
+        .iter()
+        .find(|(n, _)| *n == nr)
+        .map(|(_, name)| (*name).to_string())
+        .unwrap_or_else(|| format!("syscall_{nr}"))
+}
+
+/// The number of a syscall name, for lookups such as "getppid".
+pub fn syscall_nr(name: &str) -> Option<u32> {
+    syscalls_x86_64::X86_64
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(nr, _)| *nr)
+}
+
+/// The symbolic name of an errno (`EAGAIN`), or `errno_<n>`.
+pub fn errno_name(errno: u32) -> String {
+    errno_names::NAMES
+        .iter()
+        .find(|(n, _)| *n == errno)
+        .map(|(_, name)| (*name).to_string())
+        .unwrap_or_else(|| format!("errno_{errno}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(syscall_name(0), "read");
+        assert_eq!(syscall_name(110), "getppid");
+        assert_eq!(syscall_name(231), "exit_group");
+        assert_eq!(syscall_name(462), "mseal");
+        assert_eq!(syscall_name(9999), "syscall_9999");
+        assert_eq!(syscall_nr("getppid"), Some(110));
+        assert_eq!(errno_name(11), "EAGAIN");
+        assert_eq!(errno_name(2), "ENOENT");
+    }
+
+    #[test]
+    fn corrupt_file_names_line_and_column() {
+        let err = Run::from_json("{\n  \"format\": \"switchyard-run\",\n  oops", "r.json").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("r.json") && msg.contains("line 3"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_format_and_version_are_named() {
+        let err = Run::from_json(r#"{"format":"other","schema_version":1}"#, "x.json").unwrap_err();
+        assert!(err.to_string().contains("not a valid run file"), "{err}");
+        let err =
+            Run::from_json(r#"{"format":"switchyard-run","schema_version":99}"#, "x.json").unwrap_err();
+        assert!(err.to_string().contains("schema version 99"), "{err}");
+    }
+}

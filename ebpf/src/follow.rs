@@ -1,0 +1,44 @@
+//! Follow child processes forked by a target after attach.
+//!
+//! Threads need no bookkeeping: they share the target's tgid. A new *process* (no
+//! `CLONE_THREAD`) created by a target is added to `TARGETS` when following is on.
+//! `task_newtask` runs in the parent's context, so the current tgid is the parent's.
+
+use aya_ebpf::{
+    EbpfContext as _, helpers::bpf_get_current_pid_tgid, macros::tracepoint,
+    programs::TracePointContext,
+};
+use switchyard_common::{drops, tp};
+
+use crate::shared::{TARGETS, drop_event, follow_children, is_target};
+
+#[tracepoint]
+pub fn task_newtask(ctx: TracePointContext) -> u32 {
+    try_task_newtask(&ctx);
+    0
+}
+
+#[inline(always)]
+fn try_task_newtask(ctx: &TracePointContext) {
+    if !follow_children() {
+        return;
+    }
+    let parent = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if !is_target(parent) {
+        return;
+    }
+    let base = ctx.as_ptr() as *const u8;
+    // SAFETY: constant offsets inside the record; the loader checked them against tracefs.
+    let (pid, flags) = unsafe {
+        (
+            *(base.add(tp::NEWTASK_PID) as *const i32),
+            *(base.add(tp::NEWTASK_CLONE_FLAGS) as *const u64),
+        )
+    };
+    if flags & tp::CLONE_THREAD != 0 {
+        return;
+    }
+    if TARGETS.insert(pid as u32, 1u8, 0).is_err() {
+        drop_event(drops::TARGETS_FULL);
+    }
+}

@@ -1,0 +1,23 @@
+//! Kernel side of switchyard: count, time and aggregate in maps; user space does the rest.
+//!
+//! One module per concern. Every program is a thin wrapper around a `try_` function, and every
+//! event that cannot be recorded is counted in `DROPS` so the user sees it.
+#![no_std]
+#![no_main]
+
+mod follow;
+mod sched;
+mod shared;
+mod syscalls;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    // SAFETY: the verifier rejects any program that could reach a panic.
+    unsafe { core::hint::unreachable_unchecked() }
+}
+
+// Helpers such as bpf_probe_read_kernel are GPL-only.
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

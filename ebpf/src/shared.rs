@@ -1,0 +1,44 @@
+//! The target filter, the drop counters and the globals every program reads.
+
+use aya_ebpf::{
+    macros::map,
+    maps::{HashMap, PerCpuArray},
+};
+use switchyard_common::{MAX_TARGETS, drops};
+
+/// Set by the loader before load: the target's tgid.
+#[unsafe(no_mangle)]
+static TARGET_TGID: u32 = 0;
+
+/// Set by the loader before load: 1 to follow child processes.
+#[unsafe(no_mangle)]
+static FOLLOW_CHILDREN: u8 = 0;
+
+#[map(name = "TARGETS")]
+pub static TARGETS: HashMap<u32, u8> = HashMap::with_max_entries(MAX_TARGETS, 0);
+
+#[map(name = "DROPS")]
+static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(drops::COUNT, 0);
+
+#[inline(always)]
+pub fn follow_children() -> bool {
+    // SAFETY: a read-only global the loader rewrites before load.
+    unsafe { core::ptr::read_volatile(&FOLLOW_CHILDREN) != 0 }
+}
+
+/// True when `tgid` is the target or a followed child process.
+#[inline(always)]
+pub fn is_target(tgid: u32) -> bool {
+    // SAFETY: as above.
+    let target = unsafe { core::ptr::read_volatile(&TARGET_TGID) };
+    tgid == target || TARGETS.get_ptr(tgid).is_some()
+}
+
+/// Counts one event that could not be recorded.
+#[inline(always)]
+pub fn drop_event(reason: u32) {
+    if let Some(slot) = DROPS.get_ptr_mut(reason) {
+        // SAFETY: a per-CPU slot; programs on one CPU do not run concurrently.
+        unsafe { *slot += 1 };
+    }
+}

@@ -1,0 +1,126 @@
+//! `raw_syscalls` enter/exit (as raw tracepoints, the cheapest attachment): per syscall number,
+//! count, errors by errno, total and max time and a log2 latency histogram.
+//!
+//! Counting happens at exit, with the latency; `exit` and `exit_group` never return, so they
+//! are counted at entry. A syscall still in flight when the recording stops is not counted.
+
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::{map, raw_tracepoint},
+    maps::{HashMap, PerCpuArray, PerCpuHashMap},
+    programs::RawTracePointContext,
+};
+use switchyard_common::{
+    ErrnoKey, HIST_BUCKETS, InFlight, MAX_ERRNOS, MAX_SYSCALLS, MAX_THREADS, SyscallStats, drops,
+    log2_bucket,
+};
+
+use crate::shared::{drop_event, is_target};
+
+const NR_EXIT: u64 = 60;
+const NR_EXIT_GROUP: u64 = 231;
+/// Return values in [-4095, -1] are errnos.
+const MAX_ERRNO: i64 = 4095;
+
+#[map(name = "SYSCALLS")]
+static SYSCALLS: PerCpuArray<SyscallStats> = PerCpuArray::with_max_entries(MAX_SYSCALLS, 0);
+
+#[map(name = "ERRNOS")]
+static ERRNOS: PerCpuHashMap<ErrnoKey, u64> = PerCpuHashMap::with_max_entries(MAX_ERRNOS, 0);
+
+#[map(name = "INFLIGHT")]
+static INFLIGHT: HashMap<u32, InFlight> = HashMap::with_max_entries(MAX_THREADS, 0);
+
+#[raw_tracepoint(tracepoint = "sys_enter")]
+pub fn sys_enter(ctx: RawTracePointContext) -> i32 {
+    try_sys_enter(&ctx);
+    0
+}
+
+#[inline(always)]
+fn try_sys_enter(ctx: &RawTracePointContext) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !is_target((pid_tgid >> 32) as u32) {
+        return;
+    }
+    // sys_enter(struct pt_regs *regs, long id)
+    let nr: u64 = ctx.arg(1);
+    if nr == NR_EXIT || nr == NR_EXIT_GROUP {
+        if let Some(s) = stats(nr) {
+            // SAFETY: a per-CPU slot.
+            unsafe { (*s).count += 1 };
+        }
+        return;
+    }
+    let entry = InFlight {
+        pid_tgid,
+        ts: unsafe { bpf_ktime_get_ns() },
+        nr,
+    };
+    if INFLIGHT.insert(pid_tgid as u32, entry, 0).is_err() {
+        drop_event(drops::INFLIGHT_FULL);
+    }
+}
+
+#[raw_tracepoint(tracepoint = "sys_exit")]
+pub fn sys_exit(ctx: RawTracePointContext) -> i32 {
+    try_sys_exit(&ctx);
+    0
+}
+
+#[inline(always)]
+fn try_sys_exit(ctx: &RawTracePointContext) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // The in-flight entry is the filter: only target threads have one.
+    let Some(e) = INFLIGHT.get_ptr_mut(pid_tgid as u32) else {
+        return;
+    };
+    // SAFETY: only this thread writes its own entry.
+    let e = unsafe { &mut *e };
+    if e.ts == 0 || e.pid_tgid != pid_tgid {
+        return;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    let took = now.saturating_sub(e.ts);
+    let nr = e.nr;
+    e.ts = 0;
+
+    let Some(s) = stats(nr) else { return };
+    // SAFETY: a per-CPU slot.
+    let s = unsafe { &mut *s };
+    s.count += 1;
+    s.total_ns += took;
+    if took > s.max_ns {
+        s.max_ns = took;
+    }
+    let b = log2_bucket(took);
+    if b < HIST_BUCKETS {
+        s.hist[b] += 1;
+    }
+    // sys_exit(struct pt_regs *regs, long ret)
+    let ret: i64 = ctx.arg(1);
+    if ret < 0 && ret >= -MAX_ERRNO {
+        s.errors += 1;
+        count_errno(nr as u32, (-ret) as u32);
+    }
+}
+
+#[inline(always)]
+fn stats(nr: u64) -> Option<*mut SyscallStats> {
+    if nr >= MAX_SYSCALLS as u64 {
+        drop_event(drops::SYSCALL_NR);
+        return None;
+    }
+    SYSCALLS.get_ptr_mut(nr as u32)
+}
+
+#[inline(always)]
+fn count_errno(nr: u32, errno: u32) {
+    let key = ErrnoKey { nr, errno };
+    if let Some(c) = ERRNOS.get_ptr_mut(&key) {
+        // SAFETY: a per-CPU value.
+        unsafe { *c += 1 };
+    } else if ERRNOS.insert(&key, 1u64, 0).is_err() {
+        drop_event(drops::ERRNOS_FULL);
+    }
+}

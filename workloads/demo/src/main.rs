@@ -1,0 +1,280 @@
+//! A small target with known behaviour, for tests, benchmarks and `just profile`.
+//!
+//! ```text
+//! switchyard-demo known   [--getppid N] [--sleeps M] [--sleep-us U] [--pingpong K] [--wait-stdin]
+//! switchyard-demo threads [--threads T] [--getppid N] [--fork-child] [--wait-stdin]
+//! switchyard-demo getppid-loop --count N        (prints ns per call)
+//! switchyard-demo pingpong --rounds K           (prints ns per round trip)
+//! switchyard-demo mix [--seconds S]             (a bit of everything, for the default profile)
+//! ```
+//!
+//! Syscalls are issued directly (`syscall(2)`) so their counts are exactly what was asked:
+//! N `getppid`, M `nanosleep`, and K round trips of `writev`/`readv` over two pipes between two
+//! threads (2K of each). `known` ends by printing, as JSON, each thread's own voluntary and
+//! involuntary switch counts from `/proc/thread-self/status`, read just before it ends, so a
+//! test can compare what a tracer saw with what the kernel counted.
+
+use std::{
+    env,
+    io::{Read, Write},
+    process,
+    thread,
+    time::{Duration, Instant},
+};
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: switchyard-demo known|threads|getppid-loop|pingpong|mix [options] (see the source header)"
+    );
+    process::exit(2);
+}
+
+struct Args(Vec<String>);
+
+impl Args {
+    fn num(&self, flag: &str, default: u64) -> u64 {
+        match self.0.iter().position(|a| a == flag) {
+            Some(i) => self
+                .0
+                .get(i + 1)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| {
+                    eprintln!("error: {flag} needs a number");
+                    process::exit(2)
+                }),
+            None => default,
+        }
+    }
+    fn flag(&self, flag: &str) -> bool {
+        self.0.iter().any(|a| a == flag)
+    }
+}
+
+fn getppid() {
+    // SAFETY: getppid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_getppid) };
+}
+
+fn nanosleep(us: u64) {
+    let ts = libc::timespec {
+        tv_sec: (us / 1_000_000) as libc::time_t,
+        tv_nsec: ((us % 1_000_000) * 1000) as libc::c_long,
+    };
+    // SAFETY: a valid timespec; a null remainder pointer is allowed.
+    unsafe { libc::syscall(libc::SYS_nanosleep, &ts, std::ptr::null_mut::<libc::timespec>()) };
+}
+
+fn pipe() -> (i32, i32) {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds has room for two descriptors.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        eprintln!("error: pipe: {}", std::io::Error::last_os_error());
+        process::exit(1);
+    }
+    (fds[0], fds[1])
+}
+
+fn xfer(fd: i32, write: bool) {
+    let mut byte = [0u8; 1];
+    let iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let nr = if write { libc::SYS_writev } else { libc::SYS_readv };
+    // SAFETY: one valid iovec of one byte.
+    let n = unsafe { libc::syscall(nr, fd, &iov as *const libc::iovec, 1) };
+    if n != 1 {
+        eprintln!("error: pipe transfer: {}", std::io::Error::last_os_error());
+        process::exit(1);
+    }
+}
+
+/// Runs `rounds` round trips: this thread writes, the peer reads and answers.
+fn pingpong(rounds: u64) -> ThreadSwitches {
+    let (a_r, a_w) = pipe();
+    let (b_r, b_w) = pipe();
+    let peer = thread::spawn(move || {
+        for _ in 0..rounds {
+            xfer(a_r, false);
+            xfer(b_w, true);
+        }
+        own_switches()
+    });
+    for _ in 0..rounds {
+        xfer(a_w, true);
+        xfer(b_r, false);
+    }
+    let s = peer.join().unwrap_or_else(|_| process::exit(1));
+    for fd in [a_r, a_w, b_r, b_w] {
+        // SAFETY: descriptors this function opened.
+        unsafe { libc::close(fd) };
+    }
+    s
+}
+
+struct ThreadSwitches {
+    tid: i64,
+    voluntary: u64,
+    involuntary: u64,
+}
+
+/// This thread's own switch counts, as the kernel keeps them.
+fn own_switches() -> ThreadSwitches {
+    // SAFETY: gettid cannot fail.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    ThreadSwitches {
+        tid,
+        voluntary: field("voluntary_ctxt_switches:"),
+        involuntary: field("nonvoluntary_ctxt_switches:"),
+    }
+}
+
+fn wait_stdin(args: &Args) {
+    if args.flag("--wait-stdin") {
+        println!("ready {}", process::id());
+        let _ = std::io::stdout().flush();
+        let mut b = [0u8; 1];
+        let _ = std::io::stdin().read(&mut b);
+    }
+}
+
+fn known(args: &Args) {
+    let n = args.num("--getppid", 1000);
+    let m = args.num("--sleeps", 100);
+    let us = args.num("--sleep-us", 100);
+    let k = args.num("--pingpong", 1000);
+    wait_stdin(args);
+    for _ in 0..n {
+        getppid();
+    }
+    for _ in 0..m {
+        nanosleep(us);
+    }
+    let peer = pingpong(k);
+    let me = own_switches();
+    println!(
+        "{{\"getppid\":{n},\"nanosleep\":{m},\"pingpong\":{k},\"threads\":[{{\"tid\":{},\"voluntary\":{},\"involuntary\":{}}},{{\"tid\":{},\"voluntary\":{},\"involuntary\":{}}}]}}",
+        me.tid, me.voluntary, me.involuntary, peer.tid, peer.voluntary, peer.involuntary
+    );
+}
+
+fn threads(args: &Args) {
+    let t = args.num("--threads", 8);
+    let n = args.num("--getppid", 1000);
+    wait_stdin(args);
+    let child = if args.flag("--fork-child") {
+        // SAFETY: the child only makes raw syscalls and exits.
+        match unsafe { libc::fork() } {
+            0 => {
+                for _ in 0..n {
+                    getppid();
+                }
+                // SAFETY: leave without running the parent's atexit handlers.
+                unsafe { libc::_exit(0) };
+            }
+            -1 => {
+                eprintln!("error: fork: {}", std::io::Error::last_os_error());
+                process::exit(1);
+            }
+            pid => Some(pid),
+        }
+    } else {
+        None
+    };
+    let workers: Vec<_> = (0..t)
+        .map(|_| {
+            thread::spawn(move || {
+                for _ in 0..n {
+                    getppid();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        let _ = w.join();
+    }
+    if let Some(pid) = child {
+        let mut status = 0;
+        // SAFETY: our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+    }
+    println!("{{\"threads\":{t},\"getppid_per_thread\":{n},\"child\":{}}}", child.is_some());
+}
+
+fn getppid_loop(args: &Args) {
+    let n = args.num("--count", 5_000_000);
+    let start = Instant::now();
+    for _ in 0..n {
+        getppid();
+    }
+    let ns = start.elapsed().as_nanos() as f64 / n as f64;
+    println!("{{\"calls\":{n},\"ns_per_call\":{ns:.1}}}");
+}
+
+fn pingpong_bench(args: &Args) {
+    let k = args.num("--rounds", 200_000);
+    let start = Instant::now();
+    pingpong(k);
+    let ns = start.elapsed().as_nanos() as f64 / k as f64;
+    println!("{{\"rounds\":{k},\"ns_per_round_trip\":{ns:.1}}}");
+}
+
+#[inline(never)]
+fn burn(iters: u64) -> u64 {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..iters {
+        x = x.rotate_left(5) ^ i.wrapping_mul(0x2545_f491_4f6c_dd1d);
+    }
+    x
+}
+
+/// A little of everything for a sample report: CPU work, sleeps, syscalls that fail, and a
+/// pipe ping-pong between threads.
+fn mix(args: &Args) {
+    let secs = args.num("--seconds", 5);
+    let end = Instant::now() + Duration::from_secs(secs);
+    let worker = thread::spawn(move || {
+        let mut acc = 0u64;
+        while Instant::now() < end {
+            acc ^= burn(200_000);
+            thread::yield_now();
+        }
+        acc
+    });
+    let mut failed = 0u64;
+    while Instant::now() < end {
+        pingpong(200);
+        for _ in 0..200 {
+            getppid();
+        }
+        // A syscall that fails on purpose (ENOENT), so the error table has content.
+        if std::fs::metadata("/nonexistent/switchyard-demo").is_err() {
+            failed += 1;
+        }
+        nanosleep(2000);
+    }
+    let acc = worker.join().unwrap_or(0);
+    println!("{{\"seconds\":{secs},\"failed_stats\":{failed},\"acc\":{}}}", acc & 1);
+}
+
+fn main() {
+    let argv: Vec<String> = env::args().skip(1).collect();
+    let Some(cmd) = argv.first().cloned() else { usage() };
+    let args = Args(argv);
+    match cmd.as_str() {
+        "known" => known(&args),
+        "threads" => threads(&args),
+        "getppid-loop" => getppid_loop(&args),
+        "pingpong" => pingpong_bench(&args),
+        "mix" => mix(&args),
+        _ => usage(),
+    }
+}
