@@ -9,7 +9,7 @@ use aya_build::{Package, Toolchain};
 
 fn main() -> anyhow::Result<()> {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or_else(|| anyhow!("OUT_DIR not set"))?);
-    let object = out_dir.join("switchyard");
+    let object = out_dir.join("switchyard-probes");
     // aya-build returns early under AYA_BUILD_SKIP; leave an empty object so the crate compiles.
     if !object.exists() {
         fs::write(&object, []).with_context(|| format!("creating {}", object.display()))?;

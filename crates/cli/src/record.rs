@@ -135,6 +135,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
 
     let mut collection = collection;
     let pidfd = PidFd::open(pid);
+    let mut reaped: Option<spawn::Exit> = None;
     let end = loop {
         if let Collection::Degraded { last, .. } = &mut collection {
             for (tid, s) in procfs::threads(pid) {
@@ -147,8 +148,12 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         }
         match mode {
             TargetMode::Spawn => {
-                if let Some((code, signal)) = spawn::try_reap(pid) {
-                    break EndReason::TargetExited { code, signal };
+                if let Some(exit) = spawn::try_reap(pid) {
+                    reaped = Some(exit);
+                    break EndReason::TargetExited {
+                        code: exit.code,
+                        signal: exit.signal,
+                    };
                 }
             }
             TargetMode::Pid => {
@@ -182,7 +187,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             EndReason::Interrupted { signal } => Signal::try_from(signal).unwrap_or(Signal::SIGTERM),
             _ => Signal::SIGTERM,
         };
-        stop_child(pid, sig);
+        reaped = stop_child(pid, sig);
     }
     let counter_rows = counters.as_mut().map(Counters::read).unwrap_or_default();
 
@@ -197,7 +202,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         (Some(c), _) => (Collector::Ebpf, c.syscalls, c.threads, c.drops, c.children),
         (None, Some((first, last, why))) => {
             missing.extend(degraded_missing(&why));
-            let threads = degraded_threads(&first, &last);
+            let threads = degraded_threads(&first, &last, reaped.and_then(|e| e.switches));
             (Collector::Degraded, Vec::new(), threads, Vec::new(), Vec::new())
         }
         (None, None) => (Collector::Degraded, Vec::new(), Vec::new(), Vec::new(), Vec::new()),
@@ -284,17 +289,25 @@ fn degraded_missing(why: &str) -> Vec<Missing> {
     })
     .chain([Missing {
         figure: "threads that exited between /proc samples".into(),
-        reason: format!("counted up to their last sample ({} ms apart)", TICK.as_millis()),
+        reason: format!(
+            "per-thread figures stop at the last sample ({} ms apart); a spawned target's totals are exact (wait4)",
+            TICK.as_millis()
+        ),
     }])
     .collect()
 }
 
 /// Per-thread deltas between the first and last /proc samples (0 for threads born later).
+///
+/// A spawned target's exact totals come from wait4 (all its threads, exited ones included);
+/// what the samples missed becomes one row for the threads that exited unsampled.
 fn degraded_threads(
     first: &BTreeMap<u32, ThreadSample>,
     last: &BTreeMap<u32, ThreadSample>,
+    totals: Option<(u64, u64)>,
 ) -> Vec<ThreadRow> {
-    last.iter()
+    let mut rows: Vec<ThreadRow> = last
+        .iter()
         .map(|(&tid, l)| {
             let f = first.get(&tid).cloned().unwrap_or_default();
             ThreadRow {
@@ -309,7 +322,30 @@ fn degraded_threads(
                 offcpu: Log2Hist::default(),
             }
         })
-        .collect()
+        .collect();
+    if let Some((vol, invol)) = totals {
+        // wait4 counts from the fork; the first sample is the baseline.
+        let base_vol: u64 = first.values().map(|s| s.voluntary).sum();
+        let base_invol: u64 = first.values().map(|s| s.involuntary).sum();
+        let seen_vol: u64 = rows.iter().map(|r| r.voluntary).sum();
+        let seen_invol: u64 = rows.iter().map(|r| r.involuntary).sum();
+        let extra_vol = vol.saturating_sub(base_vol + seen_vol);
+        let extra_invol = invol.saturating_sub(base_invol + seen_invol);
+        if extra_vol + extra_invol > 0 {
+            rows.push(ThreadRow {
+                tid: 0,
+                tgid: last.values().next().map_or(0, |s| s.tgid),
+                comm: "(exited unsampled)".into(),
+                voluntary: extra_vol,
+                involuntary: extra_invol,
+                oncpu_ns: 0,
+                blocked_ns: 0,
+                runqueue_ns: 0,
+                offcpu: Log2Hist::default(),
+            });
+        }
+    }
+    rows
 }
 
 fn check_pid(pid: u32) -> Result<u32> {
@@ -355,7 +391,7 @@ fn signal_name(sig: i32) -> String {
 }
 
 /// Sends `sig` to a spawned child, waits up to a second, then SIGKILL; returns its status.
-fn stop_child(pid: u32, sig: Signal) -> Option<(Option<i32>, Option<i32>)> {
+fn stop_child(pid: u32, sig: Signal) -> Option<spawn::Exit> {
     let p = Pid::from_raw(pid as i32);
     let _ = kill(p, sig);
     let deadline = Instant::now() + Duration::from_secs(1);

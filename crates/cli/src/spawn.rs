@@ -15,7 +15,7 @@ use std::{
 use anyhow::{Context as _, Result};
 use nix::{
     fcntl::OFlag,
-    sys::wait::{WaitPidFlag, WaitStatus, waitpid},
+    sys::wait::waitpid,
     unistd::{ForkResult, Pid, fork, pipe2, read, write},
 };
 
@@ -131,13 +131,34 @@ impl Stopped {
     }
 }
 
-/// The exit of a spawned child, without blocking: `Some((code, signal))` once it has exited.
-pub fn try_reap(pid: u32) -> Option<(Option<i32>, Option<i32>)> {
-    match waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG)) {
-        Ok(WaitStatus::Exited(_, code)) => Some((Some(code), None)),
-        Ok(WaitStatus::Signaled(_, sig, _)) => Some((None, Some(sig as i32))),
-        Ok(_) => None,
+/// How a spawned child ended, with its resource usage (all its threads, from wait4).
+#[derive(Clone, Copy, Debug)]
+pub struct Exit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// (voluntary, involuntary) context switches of every thread of the child.
+    pub switches: Option<(u64, u64)>,
+}
+
+/// The exit of a spawned child, without blocking: `Some` once it has exited.
+pub fn try_reap(pid: u32) -> Option<Exit> {
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid out-parameter.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointers; WNOHANG never blocks.
+    let rc = unsafe { libc::wait4(pid as libc::pid_t, &mut status, libc::WNOHANG, &mut usage) };
+    match rc {
+        0 => None,
         // ECHILD: already reaped.
-        Err(_) => Some((None, None)),
+        r if r < 0 => Some(Exit {
+            code: None,
+            signal: None,
+            switches: None,
+        }),
+        _ => Some(Exit {
+            code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+            signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
+            switches: Some((usage.ru_nvcsw as u64, usage.ru_nivcsw as u64)),
+        }),
     }
 }

@@ -153,6 +153,14 @@ impl Counters {
                 }
             }
             slot.user_only = user_only;
+            // Switches and migrations happen in kernel mode: user-mode-only counts are always 0,
+            // which would read as a measurement. Report them as missing instead.
+            if user_only && matches!(name, "context-switches" | "cpu-migrations") {
+                slot.counters.clear();
+                slot.error = Some(
+                    "needs kernel-mode counting (perf_event_paranoid <= 1, or CAP_PERFMON)".to_string(),
+                );
+            }
             slots.push(slot);
         }
         Ok(Counters { slots })

@@ -18,7 +18,7 @@ use switchyard_model::{
 };
 
 /// The kernel-side object, built by build.rs (empty when the build was skipped).
-static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switchyard"));
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switchyard-probes"));
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -1,0 +1,135 @@
+//! Shared helpers for the CLI's integration tests.
+#![allow(dead_code, reason = "each test file uses a different subset")]
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+    sync::OnceLock,
+};
+
+pub fn switchyard() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_switchyard"))
+}
+
+/// The demo target binary, built on first use (it lives in another package of the workspace).
+pub fn demo() -> PathBuf {
+    static DEMO: OnceLock<PathBuf> = OnceLock::new();
+    DEMO.get_or_init(|| {
+        let bin_dir = switchyard()
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let demo = bin_dir.join("switchyard-demo");
+        if !demo.exists() {
+            let profile_release = bin_dir.ends_with("release");
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.args(["build", "-p", "switchyard-demo"]);
+            if profile_release {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("running cargo build -p switchyard-demo");
+            assert!(status.success(), "cargo build -p switchyard-demo failed");
+        }
+        assert!(demo.exists(), "{} missing after build", demo.display());
+        demo
+    })
+    .clone()
+}
+
+/// True when privileged tests can run. Without privileges they skip with a printed reason;
+/// under CI=true a skip is a failure, so a silent skip can never pass.
+#[track_caller]
+pub fn privileged(test: &str) -> bool {
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        return true;
+    }
+    let reason = format!("skipping {test}: needs root for eBPF (run `sudo -E just test`)");
+    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+        panic!("{reason}; CI=true turns a skip into a failure");
+    }
+    eprintln!("{reason}");
+    false
+}
+
+pub fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "switchyard-test-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating a temp dir");
+    dir
+}
+
+pub fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Asserts exit code 2 and a one-line error with a hint containing `needle`.
+#[track_caller]
+pub fn assert_user_error(out: &Output, needle: &str) {
+    let (stdout, stderr) = text(out);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "expected exit 2\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let error_lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(error_lines.len(), 1, "expected one error line:\n{stderr}");
+    assert!(
+        error_lines[0].contains(needle),
+        "error line lacks `{needle}`:\n{stderr}"
+    );
+    assert!(
+        stderr.lines().any(|l| l.starts_with("hint: ")),
+        "no hint:\n{stderr}"
+    );
+}
+
+pub fn load_run(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
+
+/// The count of one syscall in a run file (0 when absent).
+pub fn syscall_count(run: &serde_json::Value, name: &str) -> u64 {
+    run["syscalls"]
+        .as_array()
+        .expect("syscalls array")
+        .iter()
+        .find(|s| s["name"] == name)
+        .map_or(0, |s| s["count"].as_u64().unwrap_or(0))
+}
+
+pub fn sum_threads(run: &serde_json::Value, field: &str) -> u64 {
+    run["threads"]
+        .as_array()
+        .expect("threads array")
+        .iter()
+        .map(|t| t[field].as_u64().unwrap_or(0))
+        .sum()
+}
+
+pub fn counter(run: &serde_json::Value, name: &str) -> Option<u64> {
+    run["counters"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == name)?["value"]
+        .as_u64()
+}
+
+/// |a - b| within 1% of b, or within 5.
+#[track_caller]
+pub fn assert_close(what: &str, got: u64, want: u64) {
+    let tol = (want / 100).max(5);
+    assert!(
+        got.abs_diff(want) <= tol,
+        "{what}: got {got}, want {want} ± {tol}"
+    );
+}

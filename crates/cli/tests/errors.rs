@@ -1,0 +1,195 @@
+//! Bad input gets one clear error line, a hint and exit code 2; where data was collected,
+//! run.json is still written.
+
+mod common;
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    process::{Command, Stdio},
+    thread,
+    time::Duration,
+};
+
+use common::*;
+
+#[test]
+fn unknown_pid() {
+    let out = Command::new(switchyard())
+        .args(["record", "--pid", "4000000"])
+        .output()
+        .unwrap();
+    assert_user_error(&out, "no process with pid 4000000");
+}
+
+#[test]
+fn kernel_thread_pid() {
+    // kthreadd is pid 2 on Linux; skip quietly in a pid namespace without it.
+    let comm = std::fs::read_to_string("/proc/2/comm").unwrap_or_default();
+    if comm.trim() != "kthreadd" {
+        eprintln!("skipping kernel_thread_pid: pid 2 is not kthreadd here");
+        return;
+    }
+    let out = Command::new(switchyard())
+        .args(["record", "--pid", "2"])
+        .output()
+        .unwrap();
+    assert_user_error(&out, "kernel thread");
+}
+
+#[test]
+fn command_that_does_not_exist() {
+    let out = Command::new(switchyard())
+        .args(["record", "--", "switchyard-no-such-command"])
+        .output()
+        .unwrap();
+    assert_user_error(&out, "not found");
+    let out = Command::new(switchyard())
+        .args(["record", "--", "/nonexistent/bin/x"])
+        .output()
+        .unwrap();
+    assert_user_error(&out, "does not exist");
+}
+
+#[test]
+fn nothing_to_record() {
+    let out = Command::new(switchyard()).args(["record"]).output().unwrap();
+    assert_user_error(&out, "nothing to record");
+}
+
+#[test]
+fn bad_duration() {
+    let out = Command::new(switchyard())
+        .args(["record", "--duration", "ten", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
+    assert!(text(&out).1.contains("not a duration"), "{:?}", text(&out));
+}
+
+/// Runs switchyard as `nobody` (needs root to drop to it).
+fn as_nobody(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(switchyard())
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("running setpriv")
+}
+
+#[test]
+fn no_privileges_is_a_clear_error_and_degraded_mode_still_counts_switches() {
+    if !privileged("no_privileges_is_a_clear_error…") {
+        return;
+    }
+    let dir = tempdir("nopriv");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let demo = demo();
+    let demo = demo.to_str().unwrap();
+
+    let out = as_nobody(&["record", "--", demo, "known", "--pingpong", "500"], &dir);
+    assert_user_error(&out, "attaching the probes");
+    assert!(text(&out).1.contains("run as root"), "{:?}", text(&out));
+    assert!(!dir.join("run.json").exists(), "no data, so no run file");
+
+    let out = as_nobody(
+        &["record", "--degraded", "--", demo, "known", "--getppid", "10", "--sleeps", "20", "--pingpong", "500"],
+        &dir,
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("degraded mode"), "{stderr}");
+    let run = load_run(&dir.join("run.json"));
+    assert_eq!(run["meta"]["collector"], "degraded");
+    let missing: Vec<String> = run["missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["figure"].as_str().unwrap().to_string())
+        .collect();
+    assert!(missing.iter().any(|m| m.starts_with("syscalls")), "{missing:?}");
+    // At least the 500 blocking reads of the main thread and the 20 sleeps.
+    let vol = sum_threads(&run, "voluntary");
+    assert!(vol >= 520, "voluntary {vol}");
+    // perf software counters still work for one's own processes, in user mode only; the
+    // scheduler's counters need kernel mode, so they are reported missing, not as 0.
+    assert!(counter(&run, "task-clock").is_some_and(|c| c > 0), "{}", run["counters"]);
+    assert_eq!(counter(&run, "context-switches"), None, "{}", run["counters"]);
+    assert!(stdout.contains("degraded mode"), "{stdout}");
+}
+
+#[test]
+fn ctrl_c_mid_run_writes_the_run_file() {
+    if !privileged("ctrl_c_mid_run_writes_the_run_file") {
+        return;
+    }
+    let dir = tempdir("sigint");
+    let run_path = dir.join("run.json");
+    let rec = Command::new(switchyard())
+        .args(["record", "-o"])
+        .arg(&run_path)
+        .arg("--")
+        .arg(demo())
+        .args(["mix", "--seconds", "60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = rec.id();
+    let mut rec = rec;
+    let mut err = BufReader::new(rec.stderr.take().unwrap());
+    let mut l = String::new();
+    err.read_line(&mut l).unwrap();
+    assert!(l.contains("recording pid"), "{l}");
+    thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let out = rec.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{rest}");
+    assert!(rest.contains("error: interrupted by SIGINT"), "{rest}");
+    assert!(rest.contains("hint: "), "{rest}");
+    let run = load_run(&run_path);
+    assert_eq!(run["meta"]["end"]["kind"], "interrupted");
+    assert!(syscall_count(&run, "getppid") > 0, "no data kept");
+}
+
+#[test]
+fn target_exiting_mid_run_writes_the_run_file() {
+    if !privileged("target_exiting_mid_run_writes_the_run_file") {
+        return;
+    }
+    let dir = tempdir("exit");
+    let run_path = dir.join("run.json");
+    let mut target = Command::new(demo())
+        .args(["known", "--getppid", "777", "--sleeps", "1", "--pingpong", "10", "--wait-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(target.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let rec = Command::new(switchyard())
+        .args(["record", "--pid", &target.id().to_string(), "--duration", "60s", "-o"])
+        .arg(&run_path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut rec = rec;
+    let mut err = BufReader::new(rec.stderr.take().unwrap());
+    let mut l = String::new();
+    err.read_line(&mut l).unwrap();
+    assert!(l.contains("recording pid"), "{l}");
+    target.stdin.take().unwrap().write_all(b"g").unwrap();
+    target.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let status = rec.wait().unwrap();
+    assert_eq!(status.code(), Some(2), "{rest}");
+    assert!(rest.contains("exited") && rest.contains("hint: "), "{rest}");
+    let run = load_run(&run_path);
+    assert_eq!(syscall_count(&run, "getppid"), 777);
+}

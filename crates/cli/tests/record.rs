@@ -1,0 +1,177 @@
+//! Recording real targets with known behaviour: exact syscall counts, switch counts that agree
+//! with the kernel's own (/proc) and with perf, spawn and live-attach modes, threads and a
+//! forked child. Needs root; run one at a time (they share kernel state).
+
+mod common;
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    process::{Command, Stdio},
+};
+
+use common::*;
+
+#[test]
+fn spawned_target_counts_are_exact() {
+    if !privileged("spawned_target_counts_are_exact") {
+        return;
+    }
+    let dir = tempdir("exact");
+    let run_path = dir.join("run.json");
+    let (n, m, k) = (5000u64, 50u64, 2000u64);
+    let out = Command::new(switchyard())
+        .args(["record", "-o"])
+        .arg(&run_path)
+        .arg("--")
+        .arg(demo())
+        .args(["known", "--getppid", &n.to_string(), "--sleeps", &m.to_string()])
+        .args(["--sleep-us", "200", "--pingpong", &k.to_string()])
+        .output()
+        .expect("running switchyard");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "record failed:\n{stdout}\n{stderr}");
+    let run = load_run(&run_path);
+
+    assert_eq!(syscall_count(&run, "getppid"), n, "getppid");
+    assert_eq!(syscall_count(&run, "nanosleep"), m, "nanosleep");
+    // K round trips: each side writes K times and reads K times.
+    assert_eq!(syscall_count(&run, "writev"), 2 * k, "writev");
+    assert_eq!(syscall_count(&run, "readv"), 2 * k, "readv");
+    assert_eq!(syscall_count(&run, "exit_group"), 1, "exit_group");
+
+    // The target's own view of its switches, read from /proc/thread-self/status at its end.
+    let own: serde_json::Value = stdout
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("the demo's JSON line");
+    let own_vol: u64 = own["threads"].as_array().unwrap().iter().map(|t| t["voluntary"].as_u64().unwrap()).sum();
+    let own_invol: u64 = own["threads"].as_array().unwrap().iter().map(|t| t["involuntary"].as_u64().unwrap()).sum();
+    let vol = sum_threads(&run, "voluntary");
+    let invol = sum_threads(&run, "involuntary");
+    // Every sleep blocks (a pipe read may find its byte already there on another CPU).
+    assert!(vol >= m, "voluntary {vol} < {m}");
+    assert_close("voluntary vs /proc", vol, own_vol);
+    assert_close("involuntary vs /proc", invol, own_invol);
+    let perf = counter(&run, "context-switches").expect("perf context-switches counter");
+    assert_close("switches vs perf", vol + invol, perf);
+
+    // Off-CPU time: 50 sleeps of 200 µs at least.
+    let blocked = sum_threads(&run, "blocked_ns");
+    assert!(blocked >= m * 200_000, "blocked_ns {blocked}");
+    assert_eq!(run["meta"]["end"]["kind"], "target_exited");
+    assert_eq!(run["meta"]["end"]["code"], 0);
+    assert!(run["drops"].as_array().unwrap().is_empty(), "drops: {}", run["drops"]);
+
+    // The terminal summary names the top syscalls and the switch figures.
+    assert!(stdout.contains("top by count") && stdout.contains("getppid"), "{stdout}");
+    assert!(stdout.contains("context switches:"), "{stdout}");
+}
+
+#[test]
+fn spawn_mode_counts_the_first_syscalls_after_exec() {
+    if !privileged("spawn_mode_counts_the_first_syscalls_after_exec") {
+        return;
+    }
+    let dir = tempdir("first");
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .args(["record", "-o"])
+        .arg(&run_path)
+        .args(["--", "/bin/true"])
+        .output()
+        .expect("running switchyard");
+    assert!(out.status.success(), "{:?}", text(&out));
+    let run = load_run(&run_path);
+    // The exec itself and what the dynamic loader does right after it.
+    assert_eq!(syscall_count(&run, "execve"), 1);
+    for name in ["brk", "mmap", "openat"] {
+        assert!(syscall_count(&run, name) >= 1, "{name} not counted: {}", run["syscalls"]);
+    }
+    assert_eq!(syscall_count(&run, "exit_group"), 1);
+}
+
+#[test]
+fn live_attach_follows_threads_and_a_forked_child() {
+    if !privileged("live_attach_follows_threads_and_a_forked_child") {
+        return;
+    }
+    let dir = tempdir("live");
+    let run_path = dir.join("run.json");
+    let per_thread = 3000u64;
+    let mut target = Command::new(demo())
+        .args(["threads", "--threads", "8", "--fork-child", "--wait-stdin"])
+        .args(["--getppid", &per_thread.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("starting the demo");
+    let mut target_out = BufReader::new(target.stdout.take().unwrap());
+    let mut line = String::new();
+    target_out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("ready"), "demo said {line:?}");
+    let pid = target.id();
+
+    let mut rec = Command::new(switchyard())
+        .args(["record", "--pid", &pid.to_string(), "-o"])
+        .arg(&run_path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting switchyard");
+    // Wait until the probes are attached.
+    let mut rec_err = BufReader::new(rec.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut l = String::new();
+        if rec_err.read_line(&mut l).unwrap() == 0 {
+            break;
+        }
+        said.push_str(&l);
+        if l.contains("recording pid") {
+            break;
+        }
+    }
+    assert!(said.contains("recording pid"), "switchyard said: {said}");
+    target.stdin.take().unwrap().write_all(b"g").unwrap();
+    let status = target.wait().unwrap();
+    assert!(status.success());
+    let out = rec.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", text(&out));
+
+    let run = load_run(&run_path);
+    // 8 threads and one child process, each making `per_thread` getppid calls.
+    assert_eq!(syscall_count(&run, "getppid"), 9 * per_thread);
+    let threads = run["threads"].as_array().unwrap();
+    let in_target = threads.iter().filter(|t| t["tgid"] == pid).count();
+    assert!(in_target >= 9, "{in_target} threads of the target seen (main + 8)");
+    let children = run["meta"]["children"].as_array().unwrap();
+    assert_eq!(children.len(), 1, "children: {children:?}");
+    let child = children[0].as_u64().unwrap();
+    assert!(
+        threads.iter().any(|t| t["tgid"].as_u64() == Some(child)),
+        "no thread of the child {child} in the thread table"
+    );
+    assert_eq!(run["meta"]["mode"], "pid");
+}
+
+#[test]
+fn no_follow_children_leaves_the_child_out() {
+    if !privileged("no_follow_children_leaves_the_child_out") {
+        return;
+    }
+    let dir = tempdir("nofollow");
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .args(["record", "--no-follow-children", "-o"])
+        .arg(&run_path)
+        .arg("--")
+        .arg(demo())
+        .args(["threads", "--threads", "2", "--fork-child", "--getppid", "1000"])
+        .output()
+        .expect("running switchyard");
+    assert!(out.status.success(), "{:?}", text(&out));
+    let run = load_run(&run_path);
+    // Two threads; the child's 1000 calls are not counted.
+    assert_eq!(syscall_count(&run, "getppid"), 2000);
+    assert!(run["meta"]["children"].as_array().unwrap().is_empty());
+}
