@@ -63,24 +63,24 @@ fn try_sched_switch(ctx: &TracePointContext) {
 
     // SAFETY: as above.
     let next_pid = unsafe { *(base.add(tp::SWITCH_NEXT_PID) as *const i32) } as u32;
-    if next_pid != 0 {
-        if let Some(t) = THREADS.get_ptr_mut(next_pid) {
-            // SAFETY: this thread's entry is only touched by its own switches (see above).
-            let t = unsafe { &mut *t };
-            if t.last_out != 0 && now > t.last_out {
-                let off = now - t.last_out;
-                if t.last_out_involuntary != 0 {
-                    t.runqueue_ns += off;
-                } else {
-                    t.blocked_ns += off;
-                }
-                let b = log2_bucket(off);
-                if b < HIST_BUCKETS {
-                    t.offcpu_hist[b] += 1;
-                }
+    if next_pid != 0
+        && let Some(t) = THREADS.get_ptr_mut(next_pid)
+    {
+        // SAFETY: this thread's entry is only touched by its own switches (see above).
+        let t = unsafe { &mut *t };
+        if t.last_out != 0 && now > t.last_out {
+            let off = now - t.last_out;
+            if t.last_out_involuntary != 0 {
+                t.runqueue_ns += off;
+            } else {
+                t.blocked_ns += off;
             }
-            t.last_in = now;
+            let b = log2_bucket(off);
+            if b < HIST_BUCKETS {
+                t.offcpu_hist[b] += 1;
+            }
         }
+        t.last_in = now;
     }
 }
 

@@ -106,9 +106,10 @@ pub fn run() -> Result<ExitCode> {
                 Ok(()) => "sched_switch and task_newtask match this build".into(),
                 Err(e) => format!("{e}"),
             },
-            fix: layout
-                .is_err()
-                .then(|| "this kernel's record layout differs; please report it with the kernel version".into()),
+            fix: layout.is_err().then(|| {
+                "this kernel's record layout differs; please report it with the kernel version"
+                    .into()
+            }),
         });
     }
 
@@ -210,7 +211,13 @@ pub fn run() -> Result<ExitCode> {
 
     let mut full = true;
     for c in &checks {
-        let mark = if c.ok { "ok  " } else if c.required { "FAIL" } else { "no  " };
+        let mark = if c.ok {
+            "ok  "
+        } else if c.required {
+            "FAIL"
+        } else {
+            "no  "
+        };
         println!("{mark} {:<26} {}", c.name, c.detail);
         if let Some(fix) = &c.fix {
             println!("     {:<26} fix: {fix}", "");

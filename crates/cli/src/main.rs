@@ -69,7 +69,11 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         "s" | "" => v,
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
-        _ => return Err(format!("unknown unit `{unit}` in `{s}` (use ms, s, m or h)")),
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{s}` (use ms, s, m or h)"
+            ));
+        }
     };
     if !(secs.is_finite() && secs > 0.0) {
         return Err(format!("`{s}` must be a positive duration"));

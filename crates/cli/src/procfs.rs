@@ -63,7 +63,11 @@ pub fn threads(pid: u32) -> BTreeMap<u32, ThreadSample> {
         return out;
     };
     for entry in dir.flatten() {
-        let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(tid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         let base = entry.path();
@@ -71,11 +75,16 @@ pub fn threads(pid: u32) -> BTreeMap<u32, ThreadSample> {
             continue;
         };
         let field = |name: &str| -> Option<&str> {
-            status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim)
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::trim)
         };
         let num = |name: &str| field(name).and_then(|v| v.parse().ok()).unwrap_or(0);
         let sched = fs::read_to_string(base.join("schedstat")).unwrap_or_default();
-        let mut sched = sched.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
+        let mut sched = sched
+            .split_whitespace()
+            .map(|v| v.parse::<u64>().unwrap_or(0));
         out.insert(
             tid,
             ThreadSample {

@@ -184,7 +184,9 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     if mode == TargetMode::Spawn && !matches!(end, EndReason::TargetExited { .. }) {
         // Like timeout(1): the command ends with the recording.
         let sig = match end {
-            EndReason::Interrupted { signal } => Signal::try_from(signal).unwrap_or(Signal::SIGTERM),
+            EndReason::Interrupted { signal } => {
+                Signal::try_from(signal).unwrap_or(Signal::SIGTERM)
+            }
             _ => Signal::SIGTERM,
         };
         reaped = stop_child(pid, sig);
@@ -203,9 +205,21 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         (None, Some((first, last, why))) => {
             missing.extend(degraded_missing(&why));
             let threads = degraded_threads(&first, &last, reaped.and_then(|e| e.switches));
-            (Collector::Degraded, Vec::new(), threads, Vec::new(), Vec::new())
+            (
+                Collector::Degraded,
+                Vec::new(),
+                threads,
+                Vec::new(),
+                Vec::new(),
+            )
         }
-        (None, None) => (Collector::Degraded, Vec::new(), Vec::new(), Vec::new(), Vec::new()),
+        (None, None) => (
+            Collector::Degraded,
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        ),
     };
 
     let run = Run {

@@ -40,7 +40,11 @@ pub fn resolve(program: &str) -> Result<PathBuf> {
         if executable(&p) {
             return Ok(p);
         }
-        let why = if p.exists() { "is not an executable file" } else { "does not exist" };
+        let why = if p.exists() {
+            "is not an executable file"
+        } else {
+            "does not exist"
+        };
         return Err(hinted(
             format!("command `{program}` {why}"),
             "check the path, or that the file is executable",

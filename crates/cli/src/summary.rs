@@ -9,7 +9,7 @@ pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -50,7 +50,7 @@ fn syscall_table(out: &mut String, title: &str, rows: &[&SyscallRow]) {
         "count", "errors", "total", "avg", "max"
     );
     for s in rows {
-        let avg = if s.count > 0 { s.total_ns / s.count } else { 0 };
+        let avg = s.total_ns.checked_div(s.count).unwrap_or(0);
         let _ = writeln!(
             out,
             "  {:<22} {:>12} {:>8} {:>10} {:>10} {:>10}",
@@ -69,9 +69,7 @@ pub fn render(run: &Run, top: usize) -> String {
     let m = &run.meta;
     let secs = m.duration_ns() as f64 / 1e9;
     let ended = match &m.end {
-        EndReason::TargetExited {
-            code: Some(c), ..
-        } => format!("target exited with code {c}"),
+        EndReason::TargetExited { code: Some(c), .. } => format!("target exited with code {c}"),
         EndReason::TargetExited {
             signal: Some(s), ..
         } => format!("target killed by signal {s}"),
@@ -174,10 +172,7 @@ pub fn render(run: &Run, top: usize) -> String {
             .map(|c| match (c.value, c.name.as_str()) {
                 (Some(v), "task-clock") => format!("task-clock {}", ns(v)),
                 (Some(v), name) => format!("{name} {}", thousands(v)),
-                (None, name) => format!(
-                    "{name} {}",
-                    c.note.as_deref().unwrap_or("not supported")
-                ),
+                (None, name) => format!("{name} {}", c.note.as_deref().unwrap_or("not supported")),
             })
             .collect();
         let _ = writeln!(out, "perf: {}", parts.join(", "));

@@ -52,7 +52,10 @@ fn command_that_does_not_exist() {
 
 #[test]
 fn nothing_to_record() {
-    let out = Command::new(switchyard()).args(["record"]).output().unwrap();
+    let out = Command::new(switchyard())
+        .args(["record"])
+        .output()
+        .unwrap();
     assert_user_error(&out, "nothing to record");
 }
 
@@ -69,7 +72,12 @@ fn bad_duration() {
 /// Runs switchyard as `nobody` (needs root to drop to it).
 fn as_nobody(args: &[&str], dir: &std::path::Path) -> std::process::Output {
     Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
         .arg(switchyard())
         .args(args)
         .current_dir(dir)
@@ -93,7 +101,19 @@ fn no_privileges_is_a_clear_error_and_degraded_mode_still_counts_switches() {
     assert!(!dir.join("run.json").exists(), "no data, so no run file");
 
     let out = as_nobody(
-        &["record", "--degraded", "--", demo, "known", "--getppid", "10", "--sleeps", "20", "--pingpong", "500"],
+        &[
+            "record",
+            "--degraded",
+            "--",
+            demo,
+            "known",
+            "--getppid",
+            "10",
+            "--sleeps",
+            "20",
+            "--pingpong",
+            "500",
+        ],
         &dir,
     );
     let (stdout, stderr) = text(&out);
@@ -107,14 +127,26 @@ fn no_privileges_is_a_clear_error_and_degraded_mode_still_counts_switches() {
         .iter()
         .map(|m| m["figure"].as_str().unwrap().to_string())
         .collect();
-    assert!(missing.iter().any(|m| m.starts_with("syscalls")), "{missing:?}");
+    assert!(
+        missing.iter().any(|m| m.starts_with("syscalls")),
+        "{missing:?}"
+    );
     // At least the 500 blocking reads of the main thread and the 20 sleeps.
     let vol = sum_threads(&run, "voluntary");
     assert!(vol >= 520, "voluntary {vol}");
     // perf software counters still work for one's own processes, in user mode only; the
     // scheduler's counters need kernel mode, so they are reported missing, not as 0.
-    assert!(counter(&run, "task-clock").is_some_and(|c| c > 0), "{}", run["counters"]);
-    assert_eq!(counter(&run, "context-switches"), None, "{}", run["counters"]);
+    assert!(
+        counter(&run, "task-clock").is_some_and(|c| c > 0),
+        "{}",
+        run["counters"]
+    );
+    assert_eq!(
+        counter(&run, "context-switches"),
+        None,
+        "{}",
+        run["counters"]
+    );
     assert!(stdout.contains("degraded mode"), "{stdout}");
 }
 
@@ -163,7 +195,16 @@ fn target_exiting_mid_run_writes_the_run_file() {
     let dir = tempdir("exit");
     let run_path = dir.join("run.json");
     let mut target = Command::new(demo())
-        .args(["known", "--getppid", "777", "--sleeps", "1", "--pingpong", "10", "--wait-stdin"])
+        .args([
+            "known",
+            "--getppid",
+            "777",
+            "--sleeps",
+            "1",
+            "--pingpong",
+            "10",
+            "--wait-stdin",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -172,7 +213,14 @@ fn target_exiting_mid_run_writes_the_run_file() {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     let rec = Command::new(switchyard())
-        .args(["record", "--pid", &target.id().to_string(), "--duration", "60s", "-o"])
+        .args([
+            "record",
+            "--pid",
+            &target.id().to_string(),
+            "--duration",
+            "60s",
+            "-o",
+        ])
         .arg(&run_path)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -24,7 +24,13 @@ fn spawned_target_counts_are_exact() {
         .arg(&run_path)
         .arg("--")
         .arg(demo())
-        .args(["known", "--getppid", &n.to_string(), "--sleeps", &m.to_string()])
+        .args([
+            "known",
+            "--getppid",
+            &n.to_string(),
+            "--sleeps",
+            &m.to_string(),
+        ])
         .args(["--sleep-us", "200", "--pingpong", &k.to_string()])
         .output()
         .expect("running switchyard");
@@ -44,8 +50,18 @@ fn spawned_target_counts_are_exact() {
         .lines()
         .find_map(|l| serde_json::from_str(l).ok())
         .expect("the demo's JSON line");
-    let own_vol: u64 = own["threads"].as_array().unwrap().iter().map(|t| t["voluntary"].as_u64().unwrap()).sum();
-    let own_invol: u64 = own["threads"].as_array().unwrap().iter().map(|t| t["involuntary"].as_u64().unwrap()).sum();
+    let own_vol: u64 = own["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["voluntary"].as_u64().unwrap())
+        .sum();
+    let own_invol: u64 = own["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["involuntary"].as_u64().unwrap())
+        .sum();
     let vol = sum_threads(&run, "voluntary");
     let invol = sum_threads(&run, "involuntary");
     // Every sleep blocks (a pipe read may find its byte already there on another CPU).
@@ -60,10 +76,17 @@ fn spawned_target_counts_are_exact() {
     assert!(blocked >= m * 200_000, "blocked_ns {blocked}");
     assert_eq!(run["meta"]["end"]["kind"], "target_exited");
     assert_eq!(run["meta"]["end"]["code"], 0);
-    assert!(run["drops"].as_array().unwrap().is_empty(), "drops: {}", run["drops"]);
+    assert!(
+        run["drops"].as_array().unwrap().is_empty(),
+        "drops: {}",
+        run["drops"]
+    );
 
     // The terminal summary names the top syscalls and the switch figures.
-    assert!(stdout.contains("top by count") && stdout.contains("getppid"), "{stdout}");
+    assert!(
+        stdout.contains("top by count") && stdout.contains("getppid"),
+        "{stdout}"
+    );
     assert!(stdout.contains("context switches:"), "{stdout}");
 }
 
@@ -85,7 +108,11 @@ fn spawn_mode_counts_the_first_syscalls_after_exec() {
     // The exec itself and what the dynamic loader does right after it.
     assert_eq!(syscall_count(&run, "execve"), 1);
     for name in ["brk", "mmap", "openat"] {
-        assert!(syscall_count(&run, name) >= 1, "{name} not counted: {}", run["syscalls"]);
+        assert!(
+            syscall_count(&run, name) >= 1,
+            "{name} not counted: {}",
+            run["syscalls"]
+        );
     }
     assert_eq!(syscall_count(&run, "exit_group"), 1);
 }
@@ -143,7 +170,10 @@ fn live_attach_follows_threads_and_a_forked_child() {
     assert_eq!(syscall_count(&run, "getppid"), 9 * per_thread);
     let threads = run["threads"].as_array().unwrap();
     let in_target = threads.iter().filter(|t| t["tgid"] == pid).count();
-    assert!(in_target >= 9, "{in_target} threads of the target seen (main + 8)");
+    assert!(
+        in_target >= 9,
+        "{in_target} threads of the target seen (main + 8)"
+    );
     let children = run["meta"]["children"].as_array().unwrap();
     assert_eq!(children.len(), 1, "children: {children:?}");
     let child = children[0].as_u64().unwrap();
@@ -166,7 +196,14 @@ fn no_follow_children_leaves_the_child_out() {
         .arg(&run_path)
         .arg("--")
         .arg(demo())
-        .args(["threads", "--threads", "2", "--fork-child", "--getppid", "1000"])
+        .args([
+            "threads",
+            "--threads",
+            "2",
+            "--fork-child",
+            "--getppid",
+            "1000",
+        ])
         .output()
         .expect("running switchyard");
     assert!(out.status.success(), "{:?}", text(&out));

@@ -15,7 +15,7 @@ pub mod maps {
     pub const SYSCALLS: &str = "SYSCALLS";
     /// `PerCpuHashMap<ErrnoKey, u64>`: failed syscalls by (number, errno).
     pub const ERRNOS: &str = "ERRNOS";
-    /// `HashMap<u32 tid, InFlight>`: the syscall each target thread is inside.
+    /// `Array<InFlight>` indexed by `tid & INFLIGHT_MASK`: the syscall each thread is inside.
     pub const INFLIGHT: &str = "INFLIGHT";
     /// `PerCpuArray<u64>` indexed by [`drops`] reasons.
     pub const DROPS: &str = "DROPS";
@@ -27,6 +27,8 @@ pub mod globals {
     pub const TARGET_TGID: &str = "TARGET_TGID";
     /// `u8`: 1 to follow child processes forked after attach.
     pub const FOLLOW_CHILDREN: &str = "FOLLOW_CHILDREN";
+    /// `u32`: `INFLIGHT`'s size minus one.
+    pub const INFLIGHT_MASK: &str = "INFLIGHT_MASK";
 }
 
 /// Program names (the function names in `ebpf/src`).
@@ -39,7 +41,8 @@ pub mod programs {
 
 /// Indexes of the `DROPS` array: every event the kernel side could not record.
 pub mod drops {
-    /// `INFLIGHT` was full: a syscall's latency (and count) was lost.
+    /// Two threads whose tids share an `INFLIGHT` slot were in syscalls at once (only when
+    /// pid_max exceeds the array): a syscall's latency (and count) was lost.
     pub const INFLIGHT_FULL: u32 = 0;
     /// `THREADS` was full: a thread's switches were lost.
     pub const THREADS_FULL: u32 = 1;
@@ -52,7 +55,7 @@ pub mod drops {
     pub const COUNT: u32 = 8;
     /// Human names, indexed like the array.
     pub const NAMES: [&str; COUNT as usize] = [
-        "syscalls lost (in-flight map full)",
+        "syscalls lost (in-flight slot shared by two threads; pid_max above the array size)",
         "threads lost (thread map full)",
         "syscalls with a number out of range",
         "errnos lost (errno map full)",
@@ -68,6 +71,8 @@ pub const MAX_TARGETS: u32 = 1024;
 pub const MAX_THREADS: u32 = 16384;
 pub const MAX_SYSCALLS: u32 = 512;
 pub const MAX_ERRNOS: u32 = 4096;
+/// `INFLIGHT` covers pid_max up to this many slots (24 bytes each).
+pub const MAX_INFLIGHT: u32 = 1 << 20;
 
 /// Log2 histogram buckets: bucket `i` holds values in `[2^i, 2^(i+1))` nanoseconds (bucket 0
 /// also holds 0); the last bucket is open-ended (2^39 ns ≈ 9 minutes).
@@ -186,7 +191,13 @@ pub mod tp {
         ("sched", "sched_switch", "prev_state", SWITCH_PREV_STATE, 8),
         ("sched", "sched_switch", "next_pid", SWITCH_NEXT_PID, 4),
         ("task", "task_newtask", "pid", NEWTASK_PID, 4),
-        ("task", "task_newtask", "clone_flags", NEWTASK_CLONE_FLAGS, 8),
+        (
+            "task",
+            "task_newtask",
+            "clone_flags",
+            NEWTASK_CLONE_FLAGS,
+            8,
+        ),
     ];
 
     /// `prev_state` bit the tracepoint sets when the switch was a preemption

@@ -129,7 +129,13 @@ impl Counters {
                     b.build()
                 };
                 let built = match build(user_only) {
-                    Err(e) if !user_only && matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)) => {
+                    Err(e)
+                        if !user_only
+                            && matches!(
+                                e.raw_os_error(),
+                                Some(libc::EACCES) | Some(libc::EPERM)
+                            ) =>
+                    {
                         user_only = true;
                         build(true)
                     }
@@ -158,7 +164,8 @@ impl Counters {
             if user_only && matches!(name, "context-switches" | "cpu-migrations") {
                 slot.counters.clear();
                 slot.error = Some(
-                    "needs kernel-mode counting (perf_event_paranoid <= 1, or CAP_PERFMON)".to_string(),
+                    "needs kernel-mode counting (perf_event_paranoid <= 1, or CAP_PERFMON)"
+                        .to_string(),
                 );
             }
             slots.push(slot);

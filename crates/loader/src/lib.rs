@@ -122,24 +122,32 @@ impl Probes {
         }
         tracefs::check_layout()?;
         let follow = u8::from(config.follow_children);
+        let slots = inflight_slots();
+        let mask = slots - 1;
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::TARGET_TGID, &config.tgid, true)
             .override_global(globals::FOLLOW_CHILDREN, &follow, true)
+            .override_global(globals::INFLIGHT_MASK, &mask, true)
+            .map_max_entries(maps::INFLIGHT, slots)
             .load(OBJECT)
             .map_err(Error::Load)?;
 
         // The target is in TARGETS too, so followed children and the target look alike.
         {
-            let map = ebpf.map_mut(maps::TARGETS).ok_or(Error::MissingMap(maps::TARGETS))?;
+            let map = ebpf
+                .map_mut(maps::TARGETS)
+                .ok_or(Error::MissingMap(maps::TARGETS))?;
             let mut targets: HashMap<&mut MapData, u32, u8> =
                 HashMap::try_from(map).map_err(|source| Error::Map {
                     name: maps::TARGETS,
                     source,
                 })?;
-            targets.insert(config.tgid, 1, 0).map_err(|source| Error::Map {
-                name: maps::TARGETS,
-                source,
-            })?;
+            targets
+                .insert(config.tgid, 1, 0)
+                .map_err(|source| Error::Map {
+                    name: maps::TARGETS,
+                    source,
+                })?;
         }
 
         // Follow first, then the scheduler, then syscalls: a child forked while attaching is
@@ -258,7 +266,11 @@ impl Probes {
             let count: u64 = item.map_err(map_err(maps::DROPS))?.iter().sum();
             if count > 0 {
                 drop_rows.push(DropRow {
-                    reason: drops::NAMES.get(i).copied().unwrap_or("unknown").to_string(),
+                    reason: drops::NAMES
+                        .get(i)
+                        .copied()
+                        .unwrap_or("unknown")
+                        .to_string(),
                     count,
                 });
             }
@@ -295,6 +307,17 @@ fn load_error(name: &'static str, source: aya::programs::ProgramError) -> Error 
         },
         source => Error::Program { name, source },
     }
+}
+
+/// INFLIGHT's size: pid_max rounded up to a power of two (one exact slot per tid), capped.
+fn inflight_slots() -> u32 {
+    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(switchyard_common::MAX_INFLIGHT);
+    pid_max
+        .clamp(1024, switchyard_common::MAX_INFLIGHT)
+        .next_power_of_two()
 }
 
 fn attach_tracepoint(

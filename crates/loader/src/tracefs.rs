@@ -107,7 +107,11 @@ pub fn field(format: &str, name: &str) -> Option<(usize, usize)> {
 pub fn check_layout() -> Result<(), Error> {
     let root = ensure()?;
     for (category, event, name, offset, size) in tp::LAYOUT {
-        let path = root.join("events").join(category).join(event).join("format");
+        let path = root
+            .join("events")
+            .join(category)
+            .join(event)
+            .join("format");
         let text = fs::read_to_string(&path).map_err(|source| Error::Format {
             path: path.display().to_string(),
             source,

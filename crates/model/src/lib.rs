@@ -82,7 +82,10 @@ pub enum Collector {
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum EndReason {
     /// The target exited; `code` or `signal` as wait(2) reported it (unknown in pid mode).
-    TargetExited { code: Option<i32>, signal: Option<i32> },
+    TargetExited {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
     /// `--duration` elapsed.
     Duration,
     /// Ctrl-C (SIGINT) or SIGTERM.
@@ -168,7 +171,9 @@ pub enum LoadError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("`{path}` is a run file of schema version {found}; this build reads version {SCHEMA_VERSION}")]
+    #[error(
+        "`{path}` is a run file of schema version {found}; this build reads version {SCHEMA_VERSION}"
+    )]
     Version { path: String, found: u32 },
 }
 
@@ -233,7 +238,10 @@ impl Run {
     }
 
     pub fn counter(&self, name: &str) -> Option<u64> {
-        self.counters.iter().find(|c| c.name == name).and_then(|c| c.value)
+        self.counters
+            .iter()
+            .find(|c| c.name == name)
+            .and_then(|c| c.value)
     }
 
     pub fn syscall(&self, name: &str) -> Option<&SyscallRow> {
@@ -292,7 +300,8 @@ mod tests {
 
     #[test]
     fn corrupt_file_names_line_and_column() {
-        let err = Run::from_json("{\n  \"format\": \"switchyard-run\",\n  oops", "r.json").unwrap_err();
+        let err =
+            Run::from_json("{\n  \"format\": \"switchyard-run\",\n  oops", "r.json").unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("r.json") && msg.contains("line 3"), "{msg}");
     }
@@ -301,8 +310,11 @@ mod tests {
     fn wrong_format_and_version_are_named() {
         let err = Run::from_json(r#"{"format":"other","schema_version":1}"#, "x.json").unwrap_err();
         assert!(err.to_string().contains("not a valid run file"), "{err}");
-        let err =
-            Run::from_json(r#"{"format":"switchyard-run","schema_version":99}"#, "x.json").unwrap_err();
+        let err = Run::from_json(
+            r#"{"format":"switchyard-run","schema_version":99}"#,
+            "x.json",
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("schema version 99"), "{err}");
     }
 }

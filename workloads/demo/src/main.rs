@@ -17,8 +17,7 @@
 use std::{
     env,
     io::{Read, Write},
-    process,
-    thread,
+    process, thread,
     time::{Duration, Instant},
 };
 
@@ -61,7 +60,13 @@ fn nanosleep(us: u64) {
         tv_nsec: ((us % 1_000_000) * 1000) as libc::c_long,
     };
     // SAFETY: a valid timespec; a null remainder pointer is allowed.
-    unsafe { libc::syscall(libc::SYS_nanosleep, &ts, std::ptr::null_mut::<libc::timespec>()) };
+    unsafe {
+        libc::syscall(
+            libc::SYS_nanosleep,
+            &ts,
+            std::ptr::null_mut::<libc::timespec>(),
+        )
+    };
 }
 
 fn pipe() -> (i32, i32) {
@@ -80,7 +85,11 @@ fn xfer(fd: i32, write: bool) {
         iov_base: byte.as_mut_ptr().cast(),
         iov_len: 1,
     };
-    let nr = if write { libc::SYS_writev } else { libc::SYS_readv };
+    let nr = if write {
+        libc::SYS_writev
+    } else {
+        libc::SYS_readv
+    };
     // SAFETY: one valid iovec of one byte.
     let n = unsafe { libc::syscall(nr, fd, &iov as *const libc::iovec, 1) };
     if n != 1 {
@@ -206,7 +215,10 @@ fn threads(args: &Args) {
         // SAFETY: our own child.
         unsafe { libc::waitpid(pid, &mut status, 0) };
     }
-    println!("{{\"threads\":{t},\"getppid_per_thread\":{n},\"child\":{}}}", child.is_some());
+    println!(
+        "{{\"threads\":{t},\"getppid_per_thread\":{n},\"child\":{}}}",
+        child.is_some()
+    );
 }
 
 fn getppid_loop(args: &Args) {
@@ -236,8 +248,8 @@ fn burn(iters: u64) -> u64 {
     x
 }
 
-/// A little of everything for a sample report: CPU work, sleeps, syscalls that fail, and a
-/// pipe ping-pong between threads.
+/// A little of everything for a sample report: CPU work, sleeps, a syscall that fails, and a
+/// pipe ping-pong with a long-lived peer thread.
 fn mix(args: &Args) {
     let secs = args.num("--seconds", 5);
     let end = Instant::now() + Duration::from_secs(secs);
@@ -249,9 +261,22 @@ fn mix(args: &Args) {
         }
         acc
     });
+    let (a_r, a_w) = pipe();
+    let (b_r, b_w) = pipe();
+    // The peer echoes until the write end closes.
+    let peer = thread::spawn(move || {
+        let mut byte = [0u8; 1];
+        // SAFETY: reading one byte into a valid buffer.
+        while unsafe { libc::read(a_r, byte.as_mut_ptr().cast(), 1) } == 1 {
+            xfer(b_w, true);
+        }
+    });
     let mut failed = 0u64;
     while Instant::now() < end {
-        pingpong(200);
+        for _ in 0..200 {
+            xfer(a_w, true);
+            xfer(b_r, false);
+        }
         for _ in 0..200 {
             getppid();
         }
@@ -261,13 +286,21 @@ fn mix(args: &Args) {
         }
         nanosleep(2000);
     }
+    // SAFETY: closing our own write end stops the peer.
+    unsafe { libc::close(a_w) };
+    let _ = peer.join();
     let acc = worker.join().unwrap_or(0);
-    println!("{{\"seconds\":{secs},\"failed_stats\":{failed},\"acc\":{}}}", acc & 1);
+    println!(
+        "{{\"seconds\":{secs},\"failed_stats\":{failed},\"acc\":{}}}",
+        acc & 1
+    );
 }
 
 fn main() {
     let argv: Vec<String> = env::args().skip(1).collect();
-    let Some(cmd) = argv.first().cloned() else { usage() };
+    let Some(cmd) = argv.first().cloned() else {
+        usage()
+    };
     let args = Args(argv);
     match cmd.as_str() {
         "known" => known(&args),

@@ -27,7 +27,9 @@ pub fn demo() -> PathBuf {
             if profile_release {
                 cmd.arg("--release");
             }
-            let status = cmd.status().expect("running cargo build -p switchyard-demo");
+            let status = cmd
+                .status()
+                .expect("running cargo build -p switchyard-demo");
             assert!(status.success(), "cargo build -p switchyard-demo failed");
         }
         assert!(demo.exists(), "{} missing after build", demo.display());
@@ -54,10 +56,7 @@ pub fn privileged(test: &str) -> bool {
 }
 
 pub fn tempdir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "switchyard-test-{name}-{}",
-        std::process::id()
-    ));
+    let dir = std::env::temp_dir().join(format!("switchyard-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("creating a temp dir");
     dir
@@ -79,7 +78,10 @@ pub fn assert_user_error(out: &Output, needle: &str) {
         Some(2),
         "expected exit 2\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    let error_lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error: ")).collect();
+    let error_lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .collect();
     assert_eq!(error_lines.len(), 1, "expected one error line:\n{stderr}");
     assert!(
         error_lines[0].contains(needle),
@@ -92,8 +94,8 @@ pub fn assert_user_error(out: &Output, needle: &str) {
 }
 
 pub fn load_run(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
 }
 

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Added cost per syscall and per context switch, side by side in one run:
+# untraced, under switchyard (counts, errors and latency histograms all on), and under
+# bpftrace doing the same counting. Each configuration runs REPEATS times, interleaved, and
+# the median is reported, with the added cost over the untraced median.
+#
+#   just bench-overhead            (CALLS=5000000 ROUNDS=200000 REPEATS=5 to change)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CALLS=${CALLS:-5000000}
+ROUNDS=${ROUNDS:-200000}
+REPEATS=${REPEATS:-5}
+CPU=${CPU:-1}
+SY=target/release/switchyard
+DEMO=target/release/switchyard-demo
+
+if ! command -v bpftrace >/dev/null; then
+  echo "bench: installing bpftrace (apt)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bpftrace >/dev/null
+fi
+[ -x "$SY" ] && [ -x "$DEMO" ] || { echo "error: build first: just build" >&2; exit 2; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# The demo measures itself and prints {"…":…,"ns_per_call":X} / "ns_per_round_trip":X.
+field() { grep -o "\"$1\":[0-9.]*" | head -n1 | cut -d: -f2; }
+
+BT_COUNT='tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @[args->id] = count(); }'
+BT_HIST='tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @s[tid] = nsecs; }
+tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @h[args->id] = hist(nsecs - @s[tid]); @c[args->id] = count(); delete(@s[tid]); }'
+BT_SWITCH='tracepoint:sched:sched_switch /pid == cpid/ { @[tid, args->prev_state] = count(); }'
+
+run_syscalls() { # mode → ns per getppid
+  local cmd=("$PWD/$DEMO" getppid-loop --count "$CALLS")
+  case $1 in
+    untraced) "${cmd[@]}" ;;
+    switchyard) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
+    bpftrace-count) bpftrace -e "$BT_COUNT" -c "${cmd[*]}" 2>/dev/null ;;
+    bpftrace-hist) bpftrace -e "$BT_HIST" -c "${cmd[*]}" 2>/dev/null ;;
+  esac | field ns_per_call
+}
+
+run_switches() { # mode → ns per round trip (2 switches), both threads pinned to one CPU
+  local cmd=("$(command -v taskset)" -c "$CPU" "$PWD/$DEMO" pingpong --rounds "$ROUNDS")
+  case $1 in
+    untraced) "${cmd[@]}" ;;
+    switchyard) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
+    bpftrace-count) bpftrace -e "$BT_SWITCH" -c "${cmd[*]}" 2>/dev/null ;;
+  esac | field ns_per_round_trip
+}
+
+median() { python3 -c 'import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+
+declare -A sc sw
+for ((i = 0; i < REPEATS; i++)); do
+  for m in untraced switchyard bpftrace-count bpftrace-hist; do
+    sc[$m]+="$(run_syscalls "$m") "
+  done
+  for m in untraced switchyard bpftrace-count; do
+    sw[$m]+="$(run_switches "$m") "
+  done
+done
+
+printf '\nper syscall (getppid loop, %s calls, median of %s)\n' "$CALLS" "$REPEATS"
+printf '  %-44s %10s %10s %8s\n' configuration "ns/call" "added ns" "× base"
+base=$(median ${sc[untraced]})
+for m in untraced switchyard bpftrace-count bpftrace-hist; do
+  v=$(median ${sc[$m]})
+  case $m in
+    untraced) label="untraced" ;;
+    switchyard) label="switchyard (counts, errnos, latency histograms)" ;;
+    bpftrace-count) label="bpftrace: count by syscall" ;;
+    bpftrace-hist) label="bpftrace: count + latency histogram" ;;
+  esac
+  python3 -c 'import sys; v,b=float(sys.argv[1]),float(sys.argv[2]); print("  %-44s %10.1f %10.1f %8.2f" % (sys.argv[3], v, v-b, v/b))' "$v" "$base" "$label"
+done
+
+printf '\nper context switch (pipe ping-pong pinned to CPU %s, %s round trips = 2 switches each, median of %s)\n' "$CPU" "$ROUNDS" "$REPEATS"
+printf '  %-44s %10s %10s %8s\n' configuration "ns/switch" "added ns" "× base"
+base=$(median ${sw[untraced]})
+for m in untraced switchyard bpftrace-count; do
+  v=$(median ${sw[$m]})
+  case $m in
+    untraced) label="untraced" ;;
+    switchyard) label="switchyard (switches, on/off-CPU time, hist)" ;;
+    bpftrace-count) label="bpftrace: count switches by thread/state" ;;
+  esac
+  python3 -c 'import sys; v,b=float(sys.argv[1])/2,float(sys.argv[2])/2; print("  %-44s %10.1f %10.1f %8.2f" % (sys.argv[3], v, v-b, v/b))' "$v" "$base" "$label"
+done
+echo
+echo "note: the switchyard rows include every syscall the ping-pong makes (readv/writev), as the"
+echo "      kernel side counts syscalls and switches together; bpftrace counts switches only."
