@@ -4,11 +4,20 @@
 //! event that cannot be recorded is counted in `DROPS` so the user sees it.
 #![no_std]
 #![no_main]
+// BPF has no compare-and-swap: `atomic_xadd` is the one atomic read-modify-write it offers.
+#![feature(core_intrinsics)]
+#![allow(
+    internal_features,
+    reason = "atomic_xadd is the only atomic add that lowers to BPF XADD"
+)]
 
 mod follow;
+mod oncpu;
 mod sched;
 mod shared;
+mod stacks;
 mod syscalls;
+mod wakeup;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -8,29 +8,34 @@ use aya_ebpf::{
     EbpfContext as _,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, tracepoint},
-    maps::HashMap,
+    maps::{HashMap, PerCpuArray},
     programs::TracePointContext,
 };
-use switchyard_common::{HIST_BUCKETS, MAX_THREADS, ThreadStats, drops, log2_bucket, tp};
+use switchyard_common::{
+    HIST_BUCKETS, MAX_THREADS, OffCpuKey, ThreadStats, WakeupKey, drops, log2_bucket, tp,
+};
 
-use crate::shared::{drop_event, is_target};
+use crate::{
+    shared::{drop_event, is_target},
+    stacks::{KEYS, add, stack_ids, stacks_on},
+};
 
 #[map(name = "THREADS")]
-static THREADS: HashMap<u32, ThreadStats> = HashMap::with_max_entries(MAX_THREADS, 0);
+pub static THREADS: HashMap<u32, ThreadStats> = HashMap::with_max_entries(MAX_THREADS, 0);
 
-const EMPTY: ThreadStats = ThreadStats {
-    tgid: 0,
-    last_out_involuntary: 0,
-    voluntary: 0,
-    involuntary: 0,
-    oncpu_ns: 0,
-    blocked_ns: 0,
-    runqueue_ns: 0,
-    last_in: 0,
-    last_out: 0,
-    comm: [0; 2],
-    offcpu_hist: [0; HIST_BUCKETS],
-};
+/// One zeroed entry, the template for a new thread's entry.
+#[map(name = "ZERO_THREAD")]
+static ZERO_THREAD: PerCpuArray<ThreadStats> = PerCpuArray::with_max_entries(1, 0);
+
+#[map(name = "OFFCPU")]
+static OFFCPU: HashMap<OffCpuKey, u64> = HashMap::with_max_entries(KEYS, 0);
+
+#[map(name = "WAKEUPS")]
+static WAKEUPS: HashMap<WakeupKey, u64> = HashMap::with_max_entries(KEYS, 0);
+
+/// Set by the loader before load.
+#[unsafe(no_mangle)]
+static MIN_BLOCK_NS: u64 = 0;
 
 #[tracepoint]
 pub fn sched_switch(ctx: TracePointContext) -> u32 {
@@ -58,7 +63,7 @@ fn try_sched_switch(ctx: &TracePointContext) {
                 ],
             )
         };
-        switch_out(now, tgid, prev_pid, prev_state, comm);
+        switch_out(ctx, now, tgid, prev_pid, prev_state, comm);
     }
 
     // SAFETY: as above.
@@ -79,19 +84,63 @@ fn try_sched_switch(ctx: &TracePointContext) {
             if b < HIST_BUCKETS {
                 t.offcpu_hist[b] += 1;
             }
+            // SAFETY: a read-only global the loader rewrites before load.
+            let min = unsafe { core::ptr::read_volatile(&MIN_BLOCK_NS) };
+            if stacks_on() && off >= min {
+                offcpu_stacks(t, next_pid, off);
+            }
         }
+        t.waker_set = 0;
         t.last_in = now;
     }
 }
 
+/// Adds one off-CPU interval to the stack-keyed maps: by the stack at switch-out, and, when a
+/// waker was seen, by sleeper and waker stacks together.
 #[inline(always)]
-fn switch_out(now: u64, tgid: u32, tid: u32, prev_state: i64, comm: [u64; 2]) {
+fn offcpu_stacks(t: &ThreadStats, tid: u32, off: u64) {
+    let key = OffCpuKey {
+        tgid: t.tgid,
+        tid,
+        user_stack: t.user_stack,
+        kernel_stack: t.kernel_stack,
+        state: t.state,
+        _pad: 0,
+    };
+    add(&OFFCPU, &key, off);
+    if t.waker_set != 0 {
+        let key = WakeupKey {
+            tgid: t.tgid,
+            tid,
+            user_stack: t.user_stack,
+            kernel_stack: t.kernel_stack,
+            waker_user_stack: t.waker_user_stack,
+            waker_kernel_stack: t.waker_kernel_stack,
+            waker_tgid: t.waker_tgid,
+            waker_tid: t.waker_tid,
+            waker_comm: t.waker_comm,
+        };
+        add(&WAKEUPS, &key, off);
+    }
+}
+
+#[inline(always)]
+fn switch_out(
+    ctx: &TracePointContext,
+    now: u64,
+    tgid: u32,
+    tid: u32,
+    prev_state: i64,
+    comm: [u64; 2],
+) {
     let t = match THREADS.get_ptr_mut(tid) {
         Some(t) => t,
         None => {
-            let mut fresh = EMPTY;
-            fresh.tgid = tgid;
-            if THREADS.insert(tid, fresh, 0).is_err() {
+            let Some(zero) = ZERO_THREAD.get_ptr(0) else {
+                return;
+            };
+            // SAFETY: a live map value, only ever read.
+            if THREADS.insert(tid, unsafe { &*zero }, 0).is_err() {
                 drop_event(drops::THREADS_FULL);
                 return;
             }
@@ -117,4 +166,15 @@ fn switch_out(now: u64, tgid: u32, tid: u32, prev_state: i64, comm: [u64; 2]) {
     t.last_out_involuntary = involuntary as u32;
     t.tgid = tgid;
     t.comm = comm;
+    t.state = prev_state as u32;
+    if stacks_on() {
+        // An exiting thread (state X or Z) has no user stack left: not a loss.
+        let exiting = prev_state & (tp::STATE_DEAD | tp::STATE_ZOMBIE) != 0;
+        let (user, kernel) = stack_ids(ctx, !exiting);
+        t.user_stack = user;
+        t.kernel_stack = kernel;
+    } else {
+        t.user_stack = -1;
+        t.kernel_stack = -1;
+    }
 }

@@ -7,14 +7,18 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, raw_tracepoint},
-    maps::{Array, PerCpuArray, PerCpuHashMap},
+    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
     programs::RawTracePointContext,
 };
 use switchyard_common::{
-    ErrnoKey, HIST_BUCKETS, InFlight, MAX_ERRNOS, MAX_SYSCALLS, SyscallStats, drops, log2_bucket,
+    ErrnoKey, HIST_BUCKETS, InFlight, MAX_ERRNOS, MAX_SYSCALLS, SyscallStackKey, SyscallStats,
+    drops, log2_bucket,
 };
 
-use crate::shared::{drop_event, is_target};
+use crate::{
+    shared::{drop_event, is_target},
+    stacks::{KEYS, add, user_stack_id},
+};
 
 const NR_EXIT: u64 = 60;
 const NR_EXIT_GROUP: u64 = 231;
@@ -38,6 +42,43 @@ static INFLIGHT: Array<InFlight> = Array::with_max_entries(1, 0);
 #[unsafe(no_mangle)]
 static INFLIGHT_MASK: u32 = 0;
 
+#[map(name = "SYSCALL_STACKS")]
+static SYSCALL_STACKS: HashMap<SyscallStackKey, u64> = HashMap::with_max_entries(KEYS, 0);
+
+#[map(name = "SYSCALL_TICK")]
+static SYSCALL_TICK: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// Set by the loader: take the user stack of one syscall in this many (0: none).
+#[unsafe(no_mangle)]
+static SYSCALL_STACK_EVERY: u64 = 0;
+
+/// Samples the user stack of one syscall entry in `SYSCALL_STACK_EVERY`, per CPU.
+#[inline(always)]
+fn sample_stack(ctx: &RawTracePointContext, pid_tgid: u64, nr: u64) {
+    // SAFETY: a read-only global the loader rewrites before load.
+    let every = unsafe { core::ptr::read_volatile(&SYSCALL_STACK_EVERY) };
+    if every == 0 {
+        return;
+    }
+    let Some(tick) = SYSCALL_TICK.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: a per-CPU slot.
+    let tick = unsafe { &mut *tick };
+    *tick += 1;
+    if *tick < every {
+        return;
+    }
+    *tick = 0;
+    let key = SyscallStackKey {
+        tgid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        nr: nr as u32,
+        user_stack: user_stack_id(ctx),
+    };
+    add(&SYSCALL_STACKS, &key, 1);
+}
+
 #[inline(always)]
 fn slot(pid_tgid: u64) -> Option<*mut InFlight> {
     // SAFETY: a read-only global the loader rewrites before load.
@@ -59,6 +100,7 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
     }
     // sys_enter(struct pt_regs *regs, long id)
     let nr: u64 = ctx.arg(1);
+    sample_stack(ctx, pid_tgid, nr);
     if nr == NR_EXIT || nr == NR_EXIT_GROUP {
         if let Some(s) = stats(nr) {
             // SAFETY: a per-CPU slot.

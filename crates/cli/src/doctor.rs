@@ -149,6 +149,12 @@ pub fn run() -> Result<ExitCode> {
     let probes = Probes::attach(&Config {
         tgid: me,
         follow_children: true,
+        stacks: Some(switchyard_loader::StackConfig {
+            oncpu_hz: 99,
+            min_block_ns: 1000,
+            syscall_every: 16,
+            stack_map_size: 1024,
+        }),
     });
     match probes {
         Ok(p) => {
@@ -157,7 +163,7 @@ pub fn run() -> Result<ExitCode> {
                 name: "eBPF programs".into(),
                 ok: true,
                 required: true,
-                detail: "tracepoint (sched_switch, task_newtask) and raw_tracepoint (sys_enter, sys_exit) load and attach".into(),
+                detail: "tracepoint (sched_switch, sched_wakeup, task_newtask), raw_tracepoint (sys_enter, sys_exit) and perf_event (cpu-clock sampling) load and attach".into(),
                 fix: None,
             });
         }

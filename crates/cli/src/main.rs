@@ -48,6 +48,21 @@ struct RecordArgs {
     /// failing.
     #[arg(long)]
     degraded: bool,
+    /// Do not collect stacks (on-CPU, off-CPU, wakeup, syscall): counts only, lowest overhead.
+    #[arg(long)]
+    no_stacks: bool,
+    /// On-CPU sampling frequency of the target's threads, Hz.
+    #[arg(long, default_value_t = 99, value_name = "HZ")]
+    freq: u64,
+    /// Record off-CPU stacks only for blocks at least this long (e.g. 1us, 100us, 1ms).
+    #[arg(long, default_value = "1us", value_parser = parse_duration)]
+    min_block: Duration,
+    /// Take the user stack of one syscall in N (1: every syscall; 0: none).
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    syscall_stacks: u64,
+    /// Entries in the kernel's stack map; raise it when the run warns of collisions.
+    #[arg(long, default_value_t = 16384, value_name = "N")]
+    stack_map_size: u32,
     /// Rows in each top-syscalls table of the summary.
     #[arg(long, default_value_t = 10)]
     top: usize,
@@ -65,13 +80,15 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .parse()
         .map_err(|_| format!("`{s}` is not a duration (try 10s, 500ms, 2m)"))?;
     let secs = match unit {
+        "ns" => v / 1e9,
+        "us" | "µs" => v / 1e6,
         "ms" => v / 1000.0,
         "s" | "" => v,
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
         _ => {
             return Err(format!(
-                "unknown unit `{unit}` in `{s}` (use ms, s, m or h)"
+                "unknown unit `{unit}` in `{s}` (use ns, us, ms, s, m or h)"
             ));
         }
     };

@@ -18,11 +18,12 @@ use nix::{
     unistd::Pid,
 };
 use switchyard_counters::{Counters, Scope};
-use switchyard_loader::{Config, Probes};
+use switchyard_loader::{Config, Probes, StackConfig};
 use switchyard_model::{
-    Collector, EndReason, FORMAT, Log2Hist, Meta, Missing, Run, SCHEMA_VERSION, TargetMode,
-    ThreadRow,
+    Collector, EndReason, FORMAT, Log2Hist, Meta, Missing, Profiles, Run, SCHEMA_VERSION,
+    StackStats, TargetMode, ThreadRow,
 };
+use switchyard_symbolize::Maps;
 
 use crate::{
     RecordArgs,
@@ -73,9 +74,16 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     }
 
     let follow = !args.no_follow_children;
+    let stacks = (!args.no_stacks).then(|| StackConfig {
+        oncpu_hz: args.freq,
+        min_block_ns: args.min_block.as_nanos() as u64,
+        syscall_every: args.syscall_stacks,
+        stack_map_size: args.stack_map_size,
+    });
     let collection = match Probes::attach(&Config {
         tgid: pid,
         follow_children: follow,
+        stacks: stacks.clone(),
     }) {
         Ok(p) => Collection::Ebpf(p),
         Err(e) if e.is_permission() && args.degraded => {
@@ -136,7 +144,25 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let mut collection = collection;
     let pidfd = PidFd::open(pid);
     let mut reaped: Option<spawn::Exit> = None;
+    // Memory maps of the targets, so stacks symbolise after they exit: every tick for the
+    // first second (the dynamic loader maps libraries early), then every 100 ms.
+    let mut maps = Maps::default();
+    let mut last_maps = Instant::now();
     let end = loop {
+        if stacks.is_some()
+            && (started.elapsed() < Duration::from_secs(1)
+                || last_maps.elapsed() >= Duration::from_millis(100))
+        {
+            last_maps = Instant::now();
+            match &collection {
+                Collection::Ebpf(p) => {
+                    for tgid in p.followed() {
+                        maps.refresh(tgid);
+                    }
+                }
+                Collection::Degraded { .. } => {}
+            }
+        }
         if let Collection::Degraded { last, .. } = &mut collection {
             for (tid, s) in procfs::threads(pid) {
                 last.insert(tid, s);
@@ -200,8 +226,37 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             reason: "could not be opened for the target".into(),
         });
     }
+    let mut profiles = Profiles::default();
     let (collector, syscalls, threads, drops, children) = match (collected, degraded) {
-        (Some(c), _) => (Collector::Ebpf, c.syscalls, c.threads, c.drops, c.children),
+        (Some(c), _) => {
+            if let Some(s) = &stacks {
+                let comms = c.threads.iter().map(|t| (t.tid, t.comm.clone())).collect();
+                let mut raw = c.raw;
+                raw.stats = StackStats {
+                    oncpu_hz: s.oncpu_hz,
+                    min_block_ns: s.min_block_ns,
+                    syscall_sample_every: s.syscall_every,
+                    stack_map_size: s.stack_map_size,
+                    ..Default::default()
+                };
+                // Each sampled syscall stands for `every` calls.
+                for sample in &mut raw.syscalls {
+                    sample.value *= s.syscall_every.max(1);
+                }
+                profiles = switchyard_symbolize::symbolize(&raw, &maps, &comms);
+                for d in &c.drops {
+                    let count = d.count;
+                    if d.reason.starts_with("stacks lost") {
+                        profiles.stats.collisions += count;
+                    } else if d.reason.starts_with("user stacks") {
+                        profiles.stats.missing_user += count;
+                    } else if d.reason.starts_with("kernel stacks") {
+                        profiles.stats.missing_kernel += count;
+                    }
+                }
+            }
+            (Collector::Ebpf, c.syscalls, c.threads, c.drops, c.children)
+        }
         (None, Some((first, last, why))) => {
             missing.extend(degraded_missing(&why));
             let threads = degraded_threads(&first, &last, reaped.and_then(|e| e.switches));
@@ -250,6 +305,8 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         syscalls,
         threads,
         drops,
+        profiles,
+        operations: None,
     };
     finish(run, &args)
 }

@@ -19,6 +19,21 @@ pub mod maps {
     pub const INFLIGHT: &str = "INFLIGHT";
     /// `PerCpuArray<u64>` indexed by [`drops`] reasons.
     pub const DROPS: &str = "DROPS";
+    /// `StackTrace`: user and kernel stacks, by id.
+    pub const STACKS: &str = "STACKS";
+    /// `HashMap<OnCpuKey, u64>`: cpu-clock samples by stack.
+    pub const ONCPU: &str = "ONCPU";
+    /// `HashMap<OffCpuKey, u64>`: off-CPU ns by stack at switch-out and state.
+    pub const OFFCPU: &str = "OFFCPU";
+    /// `HashMap<WakeupKey, u64>`: off-CPU ns by sleeper stack and waker stack.
+    pub const WAKEUPS: &str = "WAKEUPS";
+    /// `HashMap<SyscallStackKey, u64>`: sampled syscall entries by user stack.
+    pub const SYSCALL_STACKS: &str = "SYSCALL_STACKS";
+    /// `PerCpuArray<ThreadStats>` of one zeroed entry: the template for new threads (a
+    /// ThreadStats does not fit on the 512-byte eBPF stack beside everything else).
+    pub const ZERO_THREAD: &str = "ZERO_THREAD";
+    /// `PerCpuArray<u64>` of one entry: syscall counter for stack sampling.
+    pub const SYSCALL_TICK: &str = "SYSCALL_TICK";
 }
 
 /// Read-only globals the loader sets before load (`EbpfLoader::override_global`).
@@ -29,6 +44,12 @@ pub mod globals {
     pub const FOLLOW_CHILDREN: &str = "FOLLOW_CHILDREN";
     /// `u32`: `INFLIGHT`'s size minus one.
     pub const INFLIGHT_MASK: &str = "INFLIGHT_MASK";
+    /// `u8`: 1 to take off-CPU, wakeup and syscall stacks.
+    pub const STACKS_ON: &str = "STACKS_ON";
+    /// `u64`: off-CPU intervals shorter than this are not recorded by stack.
+    pub const MIN_BLOCK_NS: &str = "MIN_BLOCK_NS";
+    /// `u64`: take the user stack of one syscall in this many (0: none).
+    pub const SYSCALL_STACK_EVERY: &str = "SYSCALL_STACK_EVERY";
 }
 
 /// Program names (the function names in `ebpf/src`).
@@ -37,6 +58,8 @@ pub mod programs {
     pub const TASK_NEWTASK: &str = "task_newtask";
     pub const SYS_ENTER: &str = "sys_enter";
     pub const SYS_EXIT: &str = "sys_exit";
+    pub const SCHED_WAKEUP: &str = "sched_wakeup";
+    pub const ONCPU: &str = "oncpu";
 }
 
 /// Indexes of the `DROPS` array: every event the kernel side could not record.
@@ -52,7 +75,15 @@ pub mod drops {
     pub const ERRNOS_FULL: u32 = 3;
     /// `TARGETS` was full: a forked child process is not followed.
     pub const TARGETS_FULL: u32 = 4;
-    pub const COUNT: u32 = 8;
+    /// A stack was lost: the stack map was full or two stacks hashed alike.
+    pub const STACK_COLLISION: u32 = 5;
+    /// A user stack could not be walked (no user stack, or no frame pointers).
+    pub const USER_STACK_MISSING: u32 = 6;
+    /// A kernel stack could not be walked.
+    pub const KERNEL_STACK_MISSING: u32 = 7;
+    /// A stack-keyed map was full: an off-CPU, wakeup, on-CPU or syscall stack was lost.
+    pub const STACK_KEYS_FULL: u32 = 8;
+    pub const COUNT: u32 = 12;
     /// Human names, indexed like the array.
     pub const NAMES: [&str; COUNT as usize] = [
         "syscalls lost (in-flight slot shared by two threads; pid_max above the array size)",
@@ -60,6 +91,10 @@ pub mod drops {
         "syscalls with a number out of range",
         "errnos lost (errno map full)",
         "child processes not followed (target map full)",
+        "stacks lost to stack map collisions (raise --stack-map-size)",
+        "user stacks missing (no user stack, or no frame pointers)",
+        "kernel stacks missing",
+        "stack samples lost (stack-keyed map full)",
         "",
         "",
         "",
@@ -67,6 +102,7 @@ pub mod drops {
 }
 
 /// Map sizes.
+pub const MAX_STACK_KEYS: u32 = 65536;
 pub const MAX_TARGETS: u32 = 1024;
 pub const MAX_THREADS: u32 = 16384;
 pub const MAX_SYSCALLS: u32 = 512;
@@ -168,8 +204,69 @@ pub struct ThreadStats {
     /// The thread's name, NUL-padded, as two little-endian words.
     pub comm: [u64; 2],
     pub offcpu_hist: [u64; HIST_BUCKETS],
+    /// Stack ids at the last switch-out (negative: not taken or lost).
+    pub user_stack: i32,
+    pub kernel_stack: i32,
+    /// `prev_state` at the last switch-out.
+    pub state: u32,
+    /// 1 when a waker was recorded since the last switch-out.
+    pub waker_set: u32,
+    pub waker_user_stack: i32,
+    pub waker_kernel_stack: i32,
+    pub waker_tgid: u32,
+    pub waker_tid: u32,
+    pub waker_comm: [u64; 2],
 }
-const _: () = assert!(core::mem::size_of::<ThreadStats>() == 8 + 7 * 8 + 16 + 8 * HIST_BUCKETS);
+const _: () =
+    assert!(core::mem::size_of::<ThreadStats>() == 8 + 7 * 8 + 16 + 8 * HIST_BUCKETS + 32 + 16);
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OnCpuKey {
+    pub tgid: u32,
+    pub tid: u32,
+    pub user_stack: i32,
+    pub kernel_stack: i32,
+}
+const _: () = assert!(core::mem::size_of::<OnCpuKey>() == 16);
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OffCpuKey {
+    pub tgid: u32,
+    pub tid: u32,
+    pub user_stack: i32,
+    pub kernel_stack: i32,
+    /// `prev_state` at switch-out (0 or with `tp::PREEMPT_FLAG`: waiting for a CPU).
+    pub state: u32,
+    pub _pad: u32,
+}
+const _: () = assert!(core::mem::size_of::<OffCpuKey>() == 24);
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WakeupKey {
+    pub tgid: u32,
+    pub tid: u32,
+    pub user_stack: i32,
+    pub kernel_stack: i32,
+    pub waker_user_stack: i32,
+    pub waker_kernel_stack: i32,
+    pub waker_tgid: u32,
+    pub waker_tid: u32,
+    pub waker_comm: [u64; 2],
+}
+const _: () = assert!(core::mem::size_of::<WakeupKey>() == 48);
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SyscallStackKey {
+    pub tgid: u32,
+    pub tid: u32,
+    pub nr: u32,
+    pub user_stack: i32,
+}
+const _: () = assert!(core::mem::size_of::<SyscallStackKey>() == 16);
 
 /// Tracepoint record layouts this build reads with constant offsets (the verifier requires
 /// constant context offsets). The loader checks them against tracefs before loading and
@@ -183,9 +280,11 @@ pub mod tp {
     /// `task/task_newtask`
     pub const NEWTASK_PID: usize = 8;
     pub const NEWTASK_CLONE_FLAGS: usize = 32;
+    /// `sched/sched_wakeup`
+    pub const WAKEUP_PID: usize = 24;
 
     /// `(category, event, field, offset, size)` for the loader's check.
-    pub const LAYOUT: [(&str, &str, &str, usize, usize); 6] = [
+    pub const LAYOUT: [(&str, &str, &str, usize, usize); 7] = [
         ("sched", "sched_switch", "prev_comm", SWITCH_PREV_COMM, 16),
         ("sched", "sched_switch", "prev_pid", SWITCH_PREV_PID, 4),
         ("sched", "sched_switch", "prev_state", SWITCH_PREV_STATE, 8),
@@ -198,11 +297,15 @@ pub mod tp {
             NEWTASK_CLONE_FLAGS,
             8,
         ),
+        ("sched", "sched_wakeup", "pid", WAKEUP_PID, 4),
     ];
 
     /// `prev_state` bit the tracepoint sets when the switch was a preemption
     /// (`TASK_REPORT_MAX`, printed as "R+").
     pub const PREEMPT_FLAG: i64 = 0x100;
+    /// `prev_state` bits of a task that is exiting (EXIT_DEAD, EXIT_ZOMBIE).
+    pub const STATE_DEAD: i64 = 0x10;
+    pub const STATE_ZOMBIE: i64 = 0x20;
     /// `clone_flags` bit of a new thread (as opposed to a new process).
     pub const CLONE_THREAD: u64 = 0x0001_0000;
 }
@@ -214,6 +317,10 @@ mod pod {
     unsafe impl aya::Pod for super::InFlight {}
     unsafe impl aya::Pod for super::ErrnoKey {}
     unsafe impl aya::Pod for super::ThreadStats {}
+    unsafe impl aya::Pod for super::OnCpuKey {}
+    unsafe impl aya::Pod for super::OffCpuKey {}
+    unsafe impl aya::Pod for super::WakeupKey {}
+    unsafe impl aya::Pod for super::SyscallStackKey {}
 }
 
 #[cfg(test)]

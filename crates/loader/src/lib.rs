@@ -7,15 +7,20 @@ use std::collections::BTreeMap;
 
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap},
-    programs::{RawTracePoint, TracePoint},
+    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap},
+    programs::{
+        PerfEvent, RawTracePoint, TracePoint,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+    },
 };
 use switchyard_common::{
-    ErrnoKey, HIST_BUCKETS, SyscallStats, ThreadStats, drops, globals, maps, programs,
+    ErrnoKey, HIST_BUCKETS, OffCpuKey, OnCpuKey, SyscallStackKey, SyscallStats, ThreadStats,
+    WakeupKey, drops, globals, maps, programs, tp,
 };
 use switchyard_model::{
     DropRow, ErrnoCount, Log2Hist, SyscallRow, ThreadRow, errno_name, syscall_name,
 };
+use switchyard_symbolize::{Raw, RawSample, RawWaker, state_label};
 
 /// The kernel-side object, built by build.rs (empty when the build was skipped).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switchyard-probes"));
@@ -44,6 +49,8 @@ pub enum Error {
         #[source]
         source: aya::programs::ProgramError,
     },
+    #[error("listing online CPUs")]
+    Cpus(#[source] std::io::Error),
     #[error("reading map `{name}`")]
     Map {
         name: &'static str,
@@ -96,6 +103,19 @@ pub struct Config {
     pub tgid: u32,
     /// Follow child processes forked after attach.
     pub follow_children: bool,
+    /// Stacks to take; `None` for counts only.
+    pub stacks: Option<StackConfig>,
+}
+
+#[derive(Clone, Debug)]
+pub struct StackConfig {
+    /// On-CPU sampling frequency, Hz (0: no on-CPU sampling).
+    pub oncpu_hz: u64,
+    /// Off-CPU intervals shorter than this are not recorded by stack.
+    pub min_block_ns: u64,
+    /// Take the user stack of one syscall in this many (0: none).
+    pub syscall_every: u64,
+    pub stack_map_size: u32,
 }
 
 /// Loaded and attached probes. Dropping it detaches everything.
@@ -111,6 +131,8 @@ pub struct Collected {
     pub drops: Vec<DropRow>,
     /// Child processes followed (tgids other than the target's), sorted.
     pub children: Vec<u32>,
+    /// Stacks by id and the stack-keyed samples, to symbolise.
+    pub raw: Raw,
 }
 
 impl Probes {
@@ -124,11 +146,19 @@ impl Probes {
         let follow = u8::from(config.follow_children);
         let slots = inflight_slots();
         let mask = slots - 1;
+        let stacks_on = u8::from(config.stacks.is_some());
+        let (min_block, every, map_size) = config.stacks.as_ref().map_or((0, 0, 1), |s| {
+            (s.min_block_ns, s.syscall_every, s.stack_map_size.max(1))
+        });
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::TARGET_TGID, &config.tgid, true)
             .override_global(globals::FOLLOW_CHILDREN, &follow, true)
             .override_global(globals::INFLIGHT_MASK, &mask, true)
+            .override_global(globals::STACKS_ON, &stacks_on, true)
+            .override_global(globals::MIN_BLOCK_NS, &min_block, true)
+            .override_global(globals::SYSCALL_STACK_EVERY, &every, true)
             .map_max_entries(maps::INFLIGHT, slots)
+            .map_max_entries(maps::STACKS, map_size)
             .load(OBJECT)
             .map_err(Error::Load)?;
 
@@ -156,14 +186,33 @@ impl Probes {
         attach_tracepoint(&mut ebpf, programs::SCHED_SWITCH, "sched", "sched_switch")?;
         attach_raw(&mut ebpf, programs::SYS_ENTER, "sys_enter")?;
         attach_raw(&mut ebpf, programs::SYS_EXIT, "sys_exit")?;
+        if let Some(s) = &config.stacks {
+            attach_tracepoint(&mut ebpf, programs::SCHED_WAKEUP, "sched", "sched_wakeup")?;
+            if s.oncpu_hz > 0 {
+                attach_oncpu(&mut ebpf, s.oncpu_hz)?;
+            }
+        }
         Ok(Probes { ebpf })
+    }
+
+    /// The processes followed so far (the target and its children).
+    pub fn followed(&self) -> Vec<u32> {
+        let Some(map) = self.ebpf.map(maps::TARGETS) else {
+            return Vec::new();
+        };
+        let Ok(targets) = HashMap::<&MapData, u32, u8>::try_from(map) else {
+            return Vec::new();
+        };
+        targets.keys().filter_map(Result::ok).collect()
     }
 
     /// Detaches every program (so the counts stop) and reads the maps.
     pub fn finish(mut self, target: u32) -> Result<Collected, Error> {
         for name in [
+            programs::ONCPU,
             programs::SYS_ENTER,
             programs::SYS_EXIT,
+            programs::SCHED_WAKEUP,
             programs::SCHED_SWITCH,
             programs::TASK_NEWTASK,
         ] {
@@ -172,11 +221,91 @@ impl Probes {
                 let _ = match p {
                     aya::programs::Program::TracePoint(p) => p.unload(),
                     aya::programs::Program::RawTracePoint(p) => p.unload(),
+                    aya::programs::Program::PerfEvent(p) => p.unload(),
                     _ => Ok(()),
                 };
             }
         }
-        self.collect(target)
+        let mut collected = self.collect(target)?;
+        collected.raw = self.collect_stacks()?;
+        Ok(collected)
+    }
+
+    fn collect_stacks(&self) -> Result<Raw, Error> {
+        let map_err = |name: &'static str| move |source| Error::Map { name, source };
+        let map = |name: &'static str| self.ebpf.map(name).ok_or(Error::MissingMap(name));
+        let mut raw = Raw::default();
+
+        let oncpu: HashMap<&MapData, OnCpuKey, u64> =
+            HashMap::try_from(map(maps::ONCPU)?).map_err(map_err(maps::ONCPU))?;
+        for item in oncpu.iter() {
+            let (k, v) = item.map_err(map_err(maps::ONCPU))?;
+            raw.oncpu.push(RawSample {
+                tgid: k.tgid,
+                tid: k.tid,
+                user_stack: k.user_stack,
+                kernel_stack: k.kernel_stack,
+                value: v,
+                ..Default::default()
+            });
+        }
+        let offcpu: HashMap<&MapData, OffCpuKey, u64> =
+            HashMap::try_from(map(maps::OFFCPU)?).map_err(map_err(maps::OFFCPU))?;
+        for item in offcpu.iter() {
+            let (k, v) = item.map_err(map_err(maps::OFFCPU))?;
+            raw.offcpu.push(RawSample {
+                tgid: k.tgid,
+                tid: k.tid,
+                user_stack: k.user_stack,
+                kernel_stack: k.kernel_stack,
+                label: state_label(k.state, tp::PREEMPT_FLAG as u32),
+                value: v,
+                waker: None,
+            });
+        }
+        let wakeups: HashMap<&MapData, WakeupKey, u64> =
+            HashMap::try_from(map(maps::WAKEUPS)?).map_err(map_err(maps::WAKEUPS))?;
+        for item in wakeups.iter() {
+            let (k, v) = item.map_err(map_err(maps::WAKEUPS))?;
+            raw.wakeup.push(RawSample {
+                tgid: k.tgid,
+                tid: k.tid,
+                user_stack: k.user_stack,
+                kernel_stack: k.kernel_stack,
+                label: String::new(),
+                value: v,
+                waker: Some(RawWaker {
+                    tgid: k.waker_tgid,
+                    tid: k.waker_tid,
+                    comm: comm_string(k.waker_comm),
+                    user_stack: k.waker_user_stack,
+                    kernel_stack: k.waker_kernel_stack,
+                }),
+            });
+        }
+        let sys: HashMap<&MapData, SyscallStackKey, u64> =
+            HashMap::try_from(map(maps::SYSCALL_STACKS)?).map_err(map_err(maps::SYSCALL_STACKS))?;
+        for item in sys.iter() {
+            let (k, v) = item.map_err(map_err(maps::SYSCALL_STACKS))?;
+            raw.syscalls.push(RawSample {
+                tgid: k.tgid,
+                tid: k.tid,
+                user_stack: k.user_stack,
+                kernel_stack: -1,
+                label: syscall_name(k.nr),
+                value: v,
+                waker: None,
+            });
+        }
+
+        let stacks: StackTraceMap<&MapData> =
+            StackTraceMap::try_from(map(maps::STACKS)?).map_err(map_err(maps::STACKS))?;
+        for item in stacks.iter() {
+            let (id, trace) = item.map_err(map_err(maps::STACKS))?;
+            let ips: Vec<u64> = trace.frames().iter().map(|f| f.ip).collect();
+            raw.stacks.insert(id as i32, ips);
+        }
+        Ok(raw)
     }
 
     fn collect(&self, target: u32) -> Result<Collected, Error> {
@@ -241,14 +370,10 @@ impl Probes {
         let mut threads = Vec::new();
         for item in threads_map.iter() {
             let (tid, t) = item.map_err(map_err(maps::THREADS))?;
-            let mut comm = [0u8; 16];
-            comm[..8].copy_from_slice(&t.comm[0].to_le_bytes());
-            comm[8..].copy_from_slice(&t.comm[1].to_le_bytes());
-            let comm_len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
             threads.push(ThreadRow {
                 tid,
                 tgid: t.tgid,
-                comm: String::from_utf8_lossy(&comm[..comm_len]).into_owned(),
+                comm: comm_string(t.comm),
                 voluntary: t.voluntary,
                 involuntary: t.involuntary,
                 oncpu_ns: t.oncpu_ns,
@@ -290,6 +415,7 @@ impl Probes {
             threads,
             drops: drop_rows,
             children,
+            raw: Raw::default(),
         })
     }
 }
@@ -307,6 +433,39 @@ fn load_error(name: &'static str, source: aya::programs::ProgramError) -> Error 
         },
         source => Error::Program { name, source },
     }
+}
+
+/// A task name kept as two native-endian words.
+fn comm_string(words: [u64; 2]) -> String {
+    let mut comm = [0u8; 16];
+    comm[..8].copy_from_slice(&words[0].to_ne_bytes());
+    comm[8..].copy_from_slice(&words[1].to_ne_bytes());
+    let len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..len]).into_owned()
+}
+
+/// The on-CPU sampler: cpu-clock at `hz` on every online CPU, all processes (the program
+/// filters the target), as `perf record -F hz -a` would.
+fn attach_oncpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), Error> {
+    let name = programs::ONCPU;
+    let program: &mut PerfEvent = ebpf
+        .program_mut(name)
+        .ok_or(Error::MissingProgram(name))?
+        .try_into()
+        .map_err(|source| Error::Program { name, source })?;
+    program.load().map_err(|source| load_error(name, source))?;
+    let cpus = aya::util::online_cpus().map_err(|(_, e)| Error::Cpus(e))?;
+    for cpu in cpus {
+        program
+            .attach(
+                PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                PerfEventScope::AllProcessesOneCpu { cpu },
+                SamplePolicy::Frequency(hz),
+                false,
+            )
+            .map_err(|source| Error::Program { name, source })?;
+    }
+    Ok(())
 }
 
 /// INFLIGHT's size: pid_max rounded up to a power of two (one exact slot per tid), capped.

@@ -5,6 +5,7 @@
 
 mod errno_names;
 mod hist;
+mod stacks;
 mod syscalls_x86_64;
 
 use std::{fs, io, path::Path};
@@ -12,6 +13,7 @@ use std::{fs, io, path::Path};
 use serde::{Deserialize, Serialize};
 
 pub use hist::Log2Hist;
+pub use stacks::{Frame, FrameKind, Profile, Profiles, Stack, StackStats};
 
 /// Bumped on any change a reader of an older file could misread.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -33,6 +35,12 @@ pub struct Run {
     pub threads: Vec<ThreadRow>,
     /// Events the kernel side could not record.
     pub drops: Vec<DropRow>,
+    /// Symbolised stacks (absent when recorded with --no-stacks).
+    #[serde(default)]
+    pub profiles: Profiles,
+    /// Operations the workload completed during the run (from a driver), for per-op figures.
+    #[serde(default)]
+    pub operations: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -6,6 +6,7 @@
 //! switchyard-demo getppid-loop --count N        (prints ns per call)
 //! switchyard-demo pingpong --rounds K           (prints ns per round trip)
 //! switchyard-demo mix [--seconds S]             (a bit of everything, for the default profile)
+//! switchyard-demo stacks [--seconds S]          (one hot function, one blocking, one waker)
 //! ```
 //!
 //! Syscalls are issued directly (`syscall(2)`) so their counts are exactly what was asked:
@@ -296,6 +297,140 @@ fn mix(args: &Args) {
     );
 }
 
+/// Spins for `dur` in a function of its own, so it is the hot frame of an on-CPU profile.
+#[inline(never)]
+fn hot_spin(dur: Duration) -> u64 {
+    let start = Instant::now();
+    let mut acc = 0;
+    while start.elapsed() < dur {
+        acc ^= burn(2_000);
+    }
+    acc
+}
+
+/// A little work before each wakeup (a small on-CPU share).
+#[inline(never)]
+fn prepare_wakeup(dur: Duration) -> u64 {
+    hot_spin_small(dur)
+}
+
+#[inline(never)]
+fn hot_spin_small(dur: Duration) -> u64 {
+    let start = Instant::now();
+    let mut acc = 0;
+    while start.elapsed() < dur {
+        acc ^= burn(500);
+    }
+    acc
+}
+
+/// One byte through libc: glibc has no frame pointers, so the unwinder skips the direct
+/// caller of a libc function; this wrapper is that caller, and the named function above it
+/// stays in the stack.
+#[inline(never)]
+fn io_byte(fd: i32, write: bool) -> bool {
+    let mut byte = [0u8; 1];
+    // SAFETY: one byte into or out of a valid buffer.
+    let n = unsafe {
+        if write {
+            libc::write(fd, byte.as_ptr().cast(), 1)
+        } else {
+            libc::read(fd, byte.as_mut_ptr().cast(), 1)
+        }
+    };
+    n == 1
+}
+
+/// Blocks until the waker writes: the blocking frame of an off-CPU profile.
+#[inline(never)]
+fn block_on_pipe(fd: i32) -> bool {
+    io_byte(fd, false)
+}
+
+/// Wakes a sleeper: the waker frame of a wakeup profile.
+#[inline(never)]
+fn wake_sleeper(fd: i32) {
+    io_byte(fd, true);
+}
+
+#[inline(never)]
+fn nap(us: u64) {
+    nanosleep_wrapper(us);
+}
+
+#[inline(never)]
+fn nanosleep_wrapper(us: u64) {
+    nanosleep(us);
+}
+
+/// A hot thread, two sleepers blocked on pipes and a waker that works a little, wakes one
+/// sleeper, and naps: known leaders for the on-CPU, off-CPU and wakeup flame graphs.
+fn stacks(args: &Args) {
+    let secs = args.num("--seconds", 2);
+    let end = Instant::now() + Duration::from_secs(secs);
+    let hot = thread::Builder::new()
+        .name("hot".into())
+        .spawn(move || {
+            let mut acc = 0;
+            while Instant::now() < end {
+                acc ^= hot_spin(Duration::from_millis(5));
+            }
+            acc
+        })
+        .unwrap_or_else(|e| {
+            eprintln!("error: spawning a thread: {e}");
+            process::exit(1)
+        });
+    let mut writers = Vec::new();
+    let mut sleepers = Vec::new();
+    for i in 0..2 {
+        let (r, w) = pipe();
+        writers.push(w);
+        sleepers.push(
+            thread::Builder::new()
+                .name(format!("sleeper-{i}"))
+                .spawn(move || {
+                    let mut n = 0u64;
+                    while block_on_pipe(r) {
+                        n += 1;
+                    }
+                    n
+                })
+                .unwrap_or_else(|e| {
+                    eprintln!("error: spawning a thread: {e}");
+                    process::exit(1)
+                }),
+        );
+    }
+    let waker = thread::Builder::new()
+        .name("waker".into())
+        .spawn(move || {
+            let mut i = 0;
+            while Instant::now() < end {
+                prepare_wakeup(Duration::from_micros(300));
+                wake_sleeper(writers[i % 2]);
+                nap(1500);
+                i += 1;
+            }
+            for w in writers {
+                // SAFETY: closing our write ends ends the sleepers.
+                unsafe { libc::close(w) };
+            }
+            i
+        })
+        .unwrap_or_else(|e| {
+            eprintln!("error: spawning a thread: {e}");
+            process::exit(1)
+        });
+    let wakeups = waker.join().unwrap_or(0);
+    let woken: u64 = sleepers.into_iter().map(|s| s.join().unwrap_or(0)).sum();
+    let acc = hot.join().unwrap_or(0);
+    println!(
+        "{{\"seconds\":{secs},\"wakeups\":{wakeups},\"woken\":{woken},\"acc\":{}}}",
+        acc & 1
+    );
+}
+
 fn main() {
     let argv: Vec<String> = env::args().skip(1).collect();
     let Some(cmd) = argv.first().cloned() else {
@@ -308,6 +443,7 @@ fn main() {
         "getppid-loop" => getppid_loop(&args),
         "pingpong" => pingpong_bench(&args),
         "mix" => mix(&args),
+        "stacks" => stacks(&args),
         _ => usage(),
     }
 }

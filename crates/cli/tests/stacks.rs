@@ -1,0 +1,148 @@
+//! Stacks of a target with one known hot function, one known blocking function and one
+//! known waker: each leads its flame graph. Needs root.
+
+mod common;
+
+use std::{collections::HashMap, process::Command};
+
+use common::*;
+
+/// The demo's own functions that compete for the lead.
+const CANDIDATES: [&str; 5] = [
+    "switchyard_demo::hot_spin",
+    "switchyard_demo::prepare_wakeup",
+    "switchyard_demo::block_on_pipe",
+    "switchyard_demo::wake_sleeper",
+    "switchyard_demo::nap",
+];
+
+/// Inclusive value per frame name of a profile (a frame counts once per stack).
+fn inclusive(run: &serde_json::Value, profile: &str, waker: bool) -> HashMap<String, u64> {
+    let frames = run["profiles"]["frames"].as_array().unwrap();
+    let mut out = HashMap::new();
+    for s in run["profiles"][profile]["stacks"].as_array().unwrap() {
+        let ids = if waker {
+            &s["waker_frames"]
+        } else {
+            &s["frames"]
+        };
+        let mut names: Vec<String> = ids
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                frames[i.as_u64().unwrap() as usize]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        for n in names {
+            *out.entry(n).or_default() += s["value"].as_u64().unwrap();
+        }
+    }
+    out
+}
+
+#[track_caller]
+fn assert_leads(run: &serde_json::Value, profile: &str, leader: &str) {
+    let incl = inclusive(run, profile, false);
+    let total: u64 = run["profiles"][profile]["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["value"].as_u64().unwrap())
+        .sum();
+    let get = |n: &str| incl.get(n).copied().unwrap_or(0);
+    let lead = get(leader);
+    for other in CANDIDATES.iter().filter(|c| **c != leader) {
+        assert!(
+            lead > get(other),
+            "{profile}: {leader} ({lead}) does not lead {other} ({})",
+            get(other)
+        );
+    }
+    // A share, never an exact count: the profile is statistical.
+    assert!(
+        lead * 100 >= total * 30,
+        "{profile}: {leader} has {lead} of {total}"
+    );
+}
+
+#[test]
+fn hot_blocking_and_waking_functions_lead_their_profiles() {
+    if !privileged("hot_blocking_and_waking_functions_lead_their_profiles") {
+        return;
+    }
+    let dir = tempdir("stacks");
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .args(["record", "--freq", "199", "-o"])
+        .arg(&run_path)
+        .arg("--")
+        .arg(demo())
+        .args(["stacks", "--seconds", "2"])
+        .output()
+        .expect("running switchyard");
+    assert!(out.status.success(), "{:?}", text(&out));
+    let run = load_run(&run_path);
+
+    assert_leads(&run, "oncpu", "switchyard_demo::hot_spin");
+    assert_leads(&run, "offcpu", "switchyard_demo::block_on_pipe");
+
+    // Wakeups of the sleepers name the waker thread and its waking function.
+    let frames = run["profiles"]["frames"].as_array().unwrap();
+    let has = |ids: &serde_json::Value, name: &str| {
+        ids.as_array()
+            .unwrap()
+            .iter()
+            .any(|i| frames[i.as_u64().unwrap() as usize]["name"] == name)
+    };
+    let (mut by_waker, mut all) = (0u64, 0u64);
+    for s in run["profiles"]["wakeup"]["stacks"].as_array().unwrap() {
+        if has(&s["frames"], "switchyard_demo::block_on_pipe") {
+            let v = s["value"].as_u64().unwrap();
+            all += v;
+            if s["waker_comm"] == "waker"
+                && has(&s["waker_frames"], "switchyard_demo::wake_sleeper")
+            {
+                by_waker += v;
+            }
+        }
+    }
+    assert!(all > 0, "no wakeups of block_on_pipe recorded");
+    assert!(
+        by_waker * 2 > all,
+        "wake_sleeper woke {by_waker} of {all} ns"
+    );
+
+    // Kernel frames are symbolised (the sleepers block in the scheduler).
+    let incl = inclusive(&run, "offcpu", false);
+    assert!(
+        incl.contains_key("schedule"),
+        "no kernel frames: {:?}",
+        incl.keys()
+    );
+
+    // Syscall stacks: the sampled readv/write/read calls carry user frames.
+    assert!(
+        !run["profiles"]["syscalls"]["stacks"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "no syscall stacks"
+    );
+    // Stack-map collisions are possible (stacks hash into buckets) but are reported, in the
+    // run's drops and in the stack statistics alike.
+    let collisions = run["profiles"]["stats"]["collisions"].as_u64().unwrap();
+    let reported: u64 = run["drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["reason"].as_str().unwrap().starts_with("stacks lost"))
+        .map(|d| d["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(collisions, reported, "drops: {}", run["drops"]);
+}

@@ -1,0 +1,1 @@
+//! Renderers of runs: folded stacks, pprof, HTML.

@@ -1,0 +1,414 @@
+//! Turns the kernel side's stack ids into symbolised stacks, once, at the end of a recording.
+//!
+//! User addresses are resolved through snapshots of the targets' memory maps taken while they
+//! ran ([`Maps`]), so symbolisation works after the target has exited: each address becomes a
+//! (file, file offset) pair and blazesym reads the ELF symbols and DWARF (with inlined frames)
+//! of that file. Kernel addresses go through kallsyms. Addresses nothing covers become
+//! `[unknown]` frames and are counted, not hidden.
+
+mod maps;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::{Path, PathBuf},
+};
+
+use blazesym::symbolize::{
+    Input, Symbolized, Symbolizer,
+    source::{Elf, Kernel, Source},
+};
+pub use maps::{Mapping, Maps};
+use switchyard_model::{Frame, FrameKind, Profile, Profiles, Stack, StackStats};
+
+/// One aggregated stack sample as the kernel side keeps it.
+#[derive(Clone, Debug, Default)]
+pub struct RawSample {
+    pub tgid: u32,
+    pub tid: u32,
+    /// Stack ids (negative: not recorded).
+    pub user_stack: i32,
+    pub kernel_stack: i32,
+    pub label: String,
+    pub waker: Option<RawWaker>,
+    pub value: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct RawWaker {
+    pub tgid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub user_stack: i32,
+    pub kernel_stack: i32,
+}
+
+/// Everything the kernel side kept about stacks.
+#[derive(Clone, Debug, Default)]
+pub struct Raw {
+    /// Stack id → instruction pointers, leaf first.
+    pub stacks: HashMap<i32, Vec<u64>>,
+    pub oncpu: Vec<RawSample>,
+    pub offcpu: Vec<RawSample>,
+    pub wakeup: Vec<RawSample>,
+    pub syscalls: Vec<RawSample>,
+    pub stats: StackStats,
+}
+
+/// Interns frames and resolves addresses, caching per (file, offset) and kernel address.
+struct Resolver<'a> {
+    maps: &'a Maps,
+    frames: Vec<Frame>,
+    index: HashMap<Frame, u32>,
+    /// (tgid, address) → frame indices, root first (inlined frames expanded).
+    user_cache: HashMap<(u32, u64), Vec<u32>>,
+    kernel_cache: HashMap<u64, Vec<u32>>,
+    unknown: u64,
+}
+
+impl<'a> Resolver<'a> {
+    fn new(maps: &'a Maps) -> Self {
+        Resolver {
+            maps,
+            frames: Vec::new(),
+            index: HashMap::new(),
+            user_cache: HashMap::new(),
+            kernel_cache: HashMap::new(),
+            unknown: 0,
+        }
+    }
+
+    fn intern(&mut self, frame: Frame) -> u32 {
+        if let Some(&i) = self.index.get(&frame) {
+            return i;
+        }
+        let i = self.frames.len() as u32;
+        self.index.insert(frame.clone(), i);
+        self.frames.push(frame);
+        i
+    }
+
+    fn pseudo(&mut self, name: &str) -> u32 {
+        self.intern(Frame {
+            name: name.to_string(),
+            module: String::new(),
+            file: None,
+            line: None,
+            kind: FrameKind::Unknown,
+            inlined: false,
+        })
+    }
+
+    /// Resolves every user address of `raw` in one batch per file, and every kernel address
+    /// in one batch, filling the caches.
+    fn prefetch(&mut self, symbolizer: &Symbolizer, raw: &Raw) {
+        let mut user: BTreeMap<PathBuf, Vec<(u32, u64, u64)>> = BTreeMap::new();
+        let mut unmapped: Vec<(u32, u64)> = Vec::new();
+        let mut kernel: Vec<u64> = Vec::new();
+        let all = raw
+            .oncpu
+            .iter()
+            .chain(&raw.offcpu)
+            .chain(&raw.wakeup)
+            .chain(&raw.syscalls);
+        let mut seen_user = std::collections::HashSet::new();
+        let mut seen_kernel = std::collections::HashSet::new();
+        for s in all {
+            let mut stacks = vec![
+                (s.tgid, s.user_stack, false),
+                (s.tgid, s.kernel_stack, true),
+            ];
+            if let Some(w) = &s.waker {
+                stacks.push((w.tgid, w.user_stack, false));
+                stacks.push((w.tgid, w.kernel_stack, true));
+            }
+            for (tgid, id, is_kernel) in stacks {
+                let Some(ips) = raw.stacks.get(&id) else {
+                    continue;
+                };
+                for ip in call_sites(ips) {
+                    if is_kernel {
+                        if seen_kernel.insert(ip) {
+                            kernel.push(ip);
+                        }
+                    } else if seen_user.insert((tgid, ip)) {
+                        match self.maps.find(tgid, ip) {
+                            Some((path, offset)) => user
+                                .entry(path.to_path_buf())
+                                .or_default()
+                                .push((tgid, ip, offset)),
+                            None => unmapped.push((tgid, ip)),
+                        }
+                    }
+                }
+            }
+        }
+
+        for (path, items) in user {
+            let offsets: Vec<u64> = items.iter().map(|&(_, _, o)| o).collect();
+            let module = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let mut elf = Elf::new(&path);
+            elf.debug_syms = true;
+            let results = symbolizer
+                .symbolize(&Source::Elf(elf), Input::FileOffset(&offsets))
+                .unwrap_or_default();
+            for (i, &(tgid, ip, offset)) in items.iter().enumerate() {
+                let frames = match results.get(i) {
+                    Some(Symbolized::Sym(sym)) => {
+                        let mut out = Vec::new();
+                        let (file, line) = code(sym.code_info.as_deref());
+                        out.push(Frame {
+                            name: sym.name.to_string(),
+                            module: module.clone(),
+                            file,
+                            line,
+                            kind: FrameKind::User,
+                            inlined: false,
+                        });
+                        for f in sym.inlined.iter() {
+                            let (file, line) = code(f.code_info.as_ref());
+                            out.push(Frame {
+                                name: f.name.to_string(),
+                                module: module.clone(),
+                                file,
+                                line,
+                                kind: FrameKind::User,
+                                inlined: true,
+                            });
+                        }
+                        out.into_iter().map(|f| self.intern(f)).collect()
+                    }
+                    _ => {
+                        self.unknown += 1;
+                        vec![self.intern(Frame {
+                            name: format!("[{module}+{offset:#x}]"),
+                            module: module.clone(),
+                            file: None,
+                            line: None,
+                            kind: FrameKind::Unknown,
+                            inlined: false,
+                        })]
+                    }
+                };
+                self.user_cache.insert((tgid, ip), frames);
+            }
+        }
+        for (tgid, ip) in unmapped {
+            self.unknown += 1;
+            let f = self.pseudo("[unknown]");
+            self.user_cache.insert((tgid, ip), vec![f]);
+        }
+
+        if !kernel.is_empty() {
+            let src = Source::Kernel(Kernel::default());
+            let results = symbolizer
+                .symbolize(&src, Input::AbsAddr(&kernel))
+                .unwrap_or_default();
+            for (i, &ip) in kernel.iter().enumerate() {
+                let frames = match results.get(i) {
+                    Some(Symbolized::Sym(sym)) => vec![self.intern(Frame {
+                        name: sym.name.to_string(),
+                        module: "kernel".into(),
+                        file: None,
+                        line: None,
+                        kind: FrameKind::Kernel,
+                        inlined: false,
+                    })],
+                    _ => {
+                        self.unknown += 1;
+                        vec![self.intern(Frame {
+                            name: "[unknown]".into(),
+                            module: "kernel".into(),
+                            file: None,
+                            line: None,
+                            kind: FrameKind::Unknown,
+                            inlined: false,
+                        })]
+                    }
+                };
+                self.kernel_cache.insert(ip, frames);
+            }
+        }
+    }
+
+    /// Frames of one task's user + kernel stacks, root first (user, then kernel).
+    fn stack(&mut self, raw: &Raw, tgid: u32, user: i32, kernel: i32) -> Vec<u32> {
+        let mut out = Vec::new();
+        match raw.stacks.get(&user) {
+            Some(ips) => {
+                let sites: Vec<u64> = call_sites(ips).collect();
+                for ip in sites.iter().rev() {
+                    if let Some(f) = self.user_cache.get(&(tgid, *ip)) {
+                        out.extend_from_slice(f);
+                    }
+                }
+            }
+            None => out.push(self.pseudo("[user stack lost]")),
+        }
+        if let Some(ips) = raw.stacks.get(&kernel) {
+            let sites: Vec<u64> = call_sites(ips).collect();
+            for ip in sites.iter().rev() {
+                if let Some(f) = self.kernel_cache.get(ip) {
+                    out.extend_from_slice(f);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The addresses to symbolise for a stack, leaf first: the leaf's own address, and for every
+/// caller its return address minus one, so the call instruction (not the one after it, which
+/// may belong to another line or inlined function) is what gets named.
+fn call_sites(ips: &[u64]) -> impl Iterator<Item = u64> + '_ {
+    ips.iter()
+        .enumerate()
+        .map(|(i, &ip)| if i == 0 { ip } else { ip.saturating_sub(1) })
+}
+
+fn code(info: Option<&blazesym::symbolize::CodeInfo<'_>>) -> (Option<String>, Option<u32>) {
+    match info {
+        Some(c) => (Some(c.to_path().display().to_string()), c.line),
+        None => (None, None),
+    }
+}
+
+/// Symbolises every stack of `raw`. `comms` names threads by tid (from the thread table).
+pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profiles {
+    let symbolizer = Symbolizer::builder()
+        .enable_code_info(true)
+        .enable_inlined_fns(true)
+        .enable_demangling(true)
+        .build();
+    let mut r = Resolver::new(maps);
+    r.prefetch(&symbolizer, raw);
+    let mut build = |samples: &[RawSample], unit: &str| -> Profile {
+        let mut stacks: Vec<Stack> = samples
+            .iter()
+            .map(|s| {
+                let frames = r.stack(raw, s.tgid, s.user_stack, s.kernel_stack);
+                let (waker_frames, waker_comm) = match &s.waker {
+                    Some(w) => {
+                        let kernel = r.stack(raw, w.tgid, -1, w.kernel_stack);
+                        if kernel
+                            .iter()
+                            .any(|&f| is_interrupt_entry(&r.frames[f as usize].name))
+                        {
+                            // The waker task was only interrupted; the interrupt woke us.
+                            let kernel = kernel
+                                .into_iter()
+                                .filter(|&f| r.frames[f as usize].kind != FrameKind::Unknown)
+                                .collect();
+                            (kernel, "[interrupt]".to_string())
+                        } else {
+                            (
+                                r.stack(raw, w.tgid, w.user_stack, w.kernel_stack),
+                                w.comm.clone(),
+                            )
+                        }
+                    }
+                    None => (Vec::new(), String::new()),
+                };
+                Stack {
+                    tgid: s.tgid,
+                    tid: s.tid,
+                    comm: comms
+                        .get(&s.tid)
+                        .cloned()
+                        .unwrap_or_else(|| format!("[tid {}]", s.tid)),
+                    label: s.label.clone(),
+                    frames,
+                    waker_frames,
+                    waker_comm,
+                    value: s.value,
+                }
+            })
+            .collect();
+        merge_and_sort(&mut stacks);
+        Profile {
+            unit: unit.to_string(),
+            stacks,
+        }
+    };
+    let oncpu = build(&raw.oncpu, "samples");
+    let offcpu = build(&raw.offcpu, "ns");
+    let wakeup = build(&raw.wakeup, "ns");
+    let syscalls = build(&raw.syscalls, "calls");
+    let mut stats = raw.stats.clone();
+    stats.unknown_frames = r.unknown;
+    Profiles {
+        frames: r.frames,
+        oncpu,
+        offcpu,
+        wakeup,
+        syscalls,
+        stats,
+    }
+}
+
+/// Stacks that symbolise alike (e.g. two ids differing only in an unknown frame) merge; then
+/// sorted by value, descending, then by thread and frames, for deterministic output.
+fn merge_and_sort(stacks: &mut Vec<Stack>) {
+    let mut merged: BTreeMap<(u32, u32, String, String, Vec<u32>, Vec<u32>, String), u64> =
+        BTreeMap::new();
+    for s in stacks.drain(..) {
+        *merged
+            .entry((
+                s.tgid,
+                s.tid,
+                s.comm,
+                s.label,
+                s.frames,
+                s.waker_frames,
+                s.waker_comm,
+            ))
+            .or_default() += s.value;
+    }
+    stacks.extend(merged.into_iter().map(
+        |((tgid, tid, comm, label, frames, waker_frames, waker_comm), value)| Stack {
+            tgid,
+            tid,
+            comm,
+            label,
+            frames,
+            waker_frames,
+            waker_comm,
+            value,
+        },
+    ));
+    stacks.sort_by(|a, b| b.value.cmp(&a.value));
+}
+
+/// Kernel functions that only appear on a stack running in interrupt context.
+fn is_interrupt_entry(name: &str) -> bool {
+    name.starts_with("asm_sysvec_")
+        || name.starts_with("asm_common_interrupt")
+        || name.starts_with("__sysvec_")
+        || name.starts_with("sysvec_")
+        || name == "handle_softirqs"
+        || name == "__do_softirq"
+        || name == "irq_exit_rcu"
+        || name == "hrtimer_interrupt"
+}
+
+/// The label of an off-CPU state as the kernel reports `prev_state`.
+pub fn state_label(state: u32, preempt_flag: u32) -> String {
+    if state == 0 || state & preempt_flag != 0 {
+        return "R".into();
+    }
+    match state {
+        1 => "S".into(),
+        2 => "D".into(),
+        4 => "T".into(),
+        8 => "t".into(),
+        0x80 => "I".into(),
+        s => format!("state {s:#x}"),
+    }
+}
+
+/// True for a path blazesym can open (not `[vdso]`, `[heap]`, anonymous, or deleted).
+pub(crate) fn is_file(path: &Path) -> bool {
+    path.is_absolute()
+}

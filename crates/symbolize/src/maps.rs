@@ -1,0 +1,144 @@
+//! Snapshots of `/proc/<pid>/maps`, kept while the targets run, so addresses can be mapped to
+//! (file, file offset) after they exit.
+
+use std::{
+    collections::HashMap,
+    fs,
+    path::{Path, PathBuf},
+};
+
+/// One executable, file-backed mapping.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    /// File offset of `start`.
+    pub offset: u64,
+    pub path: PathBuf,
+}
+
+/// Every executable mapping seen per process; the newest snapshot is searched first.
+#[derive(Clone, Debug, Default)]
+pub struct Maps {
+    by_tgid: HashMap<u32, Vec<Vec<Mapping>>>,
+}
+
+impl Maps {
+    /// Reads `/proc/<tgid>/maps` and keeps it when it differs from the last snapshot.
+    /// A process that has gone leaves its earlier snapshots in place.
+    pub fn refresh(&mut self, tgid: u32) {
+        let Ok(text) = fs::read_to_string(format!("/proc/{tgid}/maps")) else {
+            return;
+        };
+        let maps = parse(&text);
+        if maps.is_empty() {
+            return;
+        }
+        let list = self.by_tgid.entry(tgid).or_default();
+        if list.last() != Some(&maps) {
+            list.push(maps);
+        }
+    }
+
+    /// Adds a snapshot directly (tests, or maps read elsewhere).
+    pub fn insert(&mut self, tgid: u32, maps: Vec<Mapping>) {
+        self.by_tgid.entry(tgid).or_default().push(maps);
+    }
+
+    /// The file and file offset of `addr` in process `tgid`.
+    pub fn find(&self, tgid: u32, addr: u64) -> Option<(&Path, u64)> {
+        let list = self.by_tgid.get(&tgid)?;
+        list.iter().rev().find_map(|snap| {
+            snap.iter()
+                .find(|m| m.start <= addr && addr < m.end)
+                .map(|m| (m.path.as_path(), addr - m.start + m.offset))
+        })
+    }
+
+    pub fn processes(&self) -> usize {
+        self.by_tgid.len()
+    }
+}
+
+/// Parses the executable, file-backed lines of a maps file.
+pub fn parse(text: &str) -> Vec<Mapping> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        // start-end perms offset dev inode path
+        let mut parts = line.split_whitespace();
+        let (Some(range), Some(perms), Some(offset), Some(_dev), Some(_inode)) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            continue;
+        };
+        let path: String = parts.collect::<Vec<_>>().join(" ");
+        if !perms.contains('x') || path.ends_with(" (deleted)") {
+            continue;
+        }
+        let path = PathBuf::from(path);
+        if !crate::is_file(&path) {
+            continue;
+        }
+        let Some((start, end)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(start), Ok(end), Ok(offset)) = (
+            u64::from_str_radix(start, 16),
+            u64::from_str_radix(end, 16),
+            u64::from_str_radix(offset, 16),
+        ) else {
+            continue;
+        };
+        out.push(Mapping {
+            start,
+            end,
+            offset,
+            path,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_executable_file_mappings_only() {
+        let text = "\
+55d0c0000000-55d0c0001000 r--p 00000000 fd:01 123 /usr/bin/demo
+55d0c0001000-55d0c0005000 r-xp 00001000 fd:01 123 /usr/bin/demo
+7f0000000000-7f0000021000 rw-p 00000000 00:00 0 [heap]
+7f1000000000-7f1000100000 r-xp 00028000 fd:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6
+7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0 [vdso]
+";
+        let m = parse(text);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].path, PathBuf::from("/usr/bin/demo"));
+        let mut maps = Maps::default();
+        maps.insert(7, m);
+        let (path, off) = maps.find(7, 0x55d0c0001010).unwrap();
+        assert_eq!(path, Path::new("/usr/bin/demo"));
+        assert_eq!(off, 0x1010);
+        assert_eq!(maps.find(7, 0x7f1000000010).unwrap().1, 0x28010);
+        assert!(maps.find(7, 0x7ffd00000010).is_none());
+        assert!(maps.find(8, 0x55d0c0001010).is_none());
+    }
+
+    #[test]
+    fn own_maps_resolve() {
+        let mut maps = Maps::default();
+        let me = std::process::id();
+        maps.refresh(me);
+        let f = own_maps_resolve as fn() as usize as u64;
+        let (path, _) = maps.find(me, f).expect("own code is mapped");
+        assert_eq!(
+            path.file_name(),
+            std::env::current_exe().unwrap().file_name()
+        );
+    }
+}

@@ -1,0 +1,42 @@
+//! On-CPU stacks: a perf_event program on every CPU's cpu-clock (sampling frequency set by the
+//! loader), counting samples of target threads by user and kernel stack.
+
+use aya_ebpf::{
+    helpers::bpf_get_current_pid_tgid,
+    macros::{map, perf_event},
+    maps::HashMap,
+    programs::PerfEventContext,
+};
+use switchyard_common::OnCpuKey;
+
+use crate::{
+    shared::is_target,
+    stacks::{KEYS, add, stack_ids},
+};
+
+#[map(name = "ONCPU")]
+static ONCPU: HashMap<OnCpuKey, u64> = HashMap::with_max_entries(KEYS, 0);
+
+#[perf_event]
+pub fn oncpu(ctx: PerfEventContext) -> u32 {
+    try_oncpu(&ctx);
+    0
+}
+
+#[inline(always)]
+fn try_oncpu(ctx: &PerfEventContext) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    // The idle task (pid 0) is never a target.
+    if pid_tgid as u32 == 0 || !is_target(tgid) {
+        return;
+    }
+    let (user_stack, kernel_stack) = stack_ids(ctx, false);
+    let key = OnCpuKey {
+        tgid,
+        tid: pid_tgid as u32,
+        user_stack,
+        kernel_stack,
+    };
+    add(&ONCPU, &key, 1);
+}

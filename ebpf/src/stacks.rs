@@ -1,0 +1,109 @@
+//! Stack ids and the stack-keyed maps. Stacks are walked by the kernel (`bpf_get_stackid`);
+//! user space reads the ids' frames once at the end and symbolises them.
+
+use aya_ebpf::{
+    EbpfContext,
+    macros::map,
+    maps::{HashMap, StackTrace},
+    programs::tracing::StackIdContext,
+};
+use switchyard_common::{MAX_STACK_KEYS, drops};
+
+use crate::shared::drop_event;
+
+/// Sized by the loader (`--stack-map-size`).
+#[map(name = "STACKS")]
+pub static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
+
+const BPF_F_USER_STACK: u64 = 1 << 8;
+const EEXIST: i32 = 17;
+const ENOMEM: i32 = 12;
+
+/// Set by the loader before load: 1 to take stacks.
+#[unsafe(no_mangle)]
+static STACKS_ON: u8 = 0;
+
+#[inline(always)]
+pub fn stacks_on() -> bool {
+    // SAFETY: a read-only global the loader rewrites before load.
+    unsafe { core::ptr::read_volatile(&STACKS_ON) != 0 }
+}
+
+/// The user and kernel stack ids of the current task; -1 where a stack was not recorded.
+///
+/// With `count_missing`, a stack that could not be walked is counted in DROPS. Callers where
+/// an absent stack is normal pass false: a cpu-clock sample taken in user mode has no kernel
+/// stack, and a waker may be a kernel thread or an interrupt with no user stack. Collisions
+/// are always counted.
+#[inline(always)]
+pub fn stack_ids<C: EbpfContext + StackIdContext>(ctx: &C, count_missing: bool) -> (i32, i32) {
+    let user = match ctx.get_stackid(&STACKS, BPF_F_USER_STACK) {
+        Ok(id) => id as i32,
+        Err(e) => {
+            lost(e, drops::USER_STACK_MISSING, count_missing);
+            -1
+        }
+    };
+    let kernel = match ctx.get_stackid(&STACKS, 0) {
+        Ok(id) => id as i32,
+        Err(e) => {
+            lost(e, drops::KERNEL_STACK_MISSING, count_missing);
+            -1
+        }
+    };
+    (user, kernel)
+}
+
+/// The user stack id of the current task only.
+#[inline(always)]
+pub fn user_stack_id<C: EbpfContext + StackIdContext>(ctx: &C) -> i32 {
+    match ctx.get_stackid(&STACKS, BPF_F_USER_STACK) {
+        Ok(id) => id as i32,
+        Err(e) => {
+            lost(e, drops::USER_STACK_MISSING, true);
+            -1
+        }
+    }
+}
+
+#[inline(always)]
+fn lost(err: i32, missing: u32, count_missing: bool) {
+    if err == -EEXIST || err == -ENOMEM {
+        drop_event(drops::STACK_COLLISION);
+    } else if count_missing {
+        drop_event(missing);
+    }
+}
+
+/// Adds `value` to `map[key]`, creating the entry; counts a full map as a drop.
+#[inline(always)]
+pub fn add<K>(map: &HashMap<K, u64>, key: &K, value: u64) {
+    if let Some(v) = map.get_ptr_mut(key) {
+        // SAFETY: a live map value; concurrent adds on two CPUs may race, and the atomic
+        // add keeps them exact.
+        unsafe { atomic_add(v, value) };
+    } else if map.insert(key, value, 0).is_err() {
+        // Another CPU may have inserted it first: add to that entry.
+        match map.get_ptr_mut(key) {
+            // SAFETY: as above.
+            Some(v) => unsafe {
+                atomic_add(v, value);
+            },
+            None => drop_event(drops::STACK_KEYS_FULL),
+        }
+    }
+}
+
+/// `*dst += value` as one atomic instruction (BPF XADD).
+#[inline(always)]
+unsafe fn atomic_add(dst: *mut u64, value: u64) {
+    // SAFETY: the caller passes a live map value.
+    unsafe {
+        core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+            dst, value,
+        )
+    };
+}
+
+/// Map size of every stack-keyed map.
+pub const KEYS: u32 = MAX_STACK_KEYS;
