@@ -33,10 +33,11 @@ tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @h[args->id] = hist(nsecs - @s[tid]
 BT_SWITCH='tracepoint:sched:sched_switch /pid == cpid/ { @[tid, args->prev_state] = count(); }'
 
 run_syscalls() { # mode → ns per getppid
-  local cmd=("$PWD/$DEMO" getppid-loop --count "$CALLS")
+  local cmd=("$(command -v taskset)" -c "$CPU" "$PWD/$DEMO" getppid-loop --count "$CALLS")
   case $1 in
     untraced) "${cmd[@]}" ;;
-    switchyard) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
+    switchyard) "$SY" record --no-stacks -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
+    switchyard-stacks) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
     bpftrace-count) bpftrace -e "$BT_COUNT" -c "${cmd[*]}" 2>/dev/null ;;
     bpftrace-hist) bpftrace -e "$BT_HIST" -c "${cmd[*]}" 2>/dev/null ;;
   esac | field ns_per_call
@@ -46,7 +47,8 @@ run_switches() { # mode → ns per round trip (2 switches), both threads pinned 
   local cmd=("$(command -v taskset)" -c "$CPU" "$PWD/$DEMO" pingpong --rounds "$ROUNDS")
   case $1 in
     untraced) "${cmd[@]}" ;;
-    switchyard) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
+    switchyard) "$SY" record --no-stacks -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
+    switchyard-stacks) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
     bpftrace-count) bpftrace -e "$BT_SWITCH" -c "${cmd[*]}" 2>/dev/null ;;
   esac | field ns_per_round_trip
 }
@@ -55,22 +57,23 @@ median() { python3 -c 'import sys,statistics; print(statistics.median(float(x) f
 
 declare -A sc sw
 for ((i = 0; i < REPEATS; i++)); do
-  for m in untraced switchyard bpftrace-count bpftrace-hist; do
+  for m in untraced switchyard switchyard-stacks bpftrace-count bpftrace-hist; do
     sc[$m]+="$(run_syscalls "$m") "
   done
-  for m in untraced switchyard bpftrace-count; do
+  for m in untraced switchyard switchyard-stacks bpftrace-count; do
     sw[$m]+="$(run_switches "$m") "
   done
 done
 
-printf '\nper syscall (getppid loop, %s calls, median of %s)\n' "$CALLS" "$REPEATS"
+printf '\nper syscall (getppid loop pinned to CPU %s, %s calls, median of %s)\n' "$CPU" "$CALLS" "$REPEATS"
 printf '  %-44s %10s %10s %8s\n' configuration "ns/call" "added ns" "× base"
 base=$(median ${sc[untraced]})
-for m in untraced switchyard bpftrace-count bpftrace-hist; do
+for m in untraced switchyard switchyard-stacks bpftrace-count bpftrace-hist; do
   v=$(median ${sc[$m]})
   case $m in
     untraced) label="untraced" ;;
-    switchyard) label="switchyard (counts, errnos, latency histograms)" ;;
+    switchyard) label="switchyard --no-stacks (counts, errnos, latency)" ;;
+    switchyard-stacks) label="switchyard (+ stacks: 1 syscall in 16, 99 Hz)" ;;
     bpftrace-count) label="bpftrace: count by syscall" ;;
     bpftrace-hist) label="bpftrace: count + latency histogram" ;;
   esac
@@ -80,11 +83,12 @@ done
 printf '\nper context switch (pipe ping-pong pinned to CPU %s, %s round trips = 2 switches each, median of %s)\n' "$CPU" "$ROUNDS" "$REPEATS"
 printf '  %-44s %10s %10s %8s\n' configuration "ns/switch" "added ns" "× base"
 base=$(median ${sw[untraced]})
-for m in untraced switchyard bpftrace-count; do
+for m in untraced switchyard switchyard-stacks bpftrace-count; do
   v=$(median ${sw[$m]})
   case $m in
     untraced) label="untraced" ;;
-    switchyard) label="switchyard (switches, on/off-CPU time, hist)" ;;
+    switchyard) label="switchyard --no-stacks (switches, on/off-CPU)" ;;
+    switchyard-stacks) label="switchyard (+ off-CPU and wakeup stacks)" ;;
     bpftrace-count) label="bpftrace: count switches by thread/state" ;;
   esac
   python3 -c 'import sys; v,b=float(sys.argv[1])/2,float(sys.argv[2])/2; print("  %-44s %10.1f %10.1f %8.2f" % (sys.argv[3], v, v-b, v/b))' "$v" "$base" "$label"

@@ -12,6 +12,7 @@
 )]
 
 mod follow;
+mod locks;
 mod oncpu;
 mod sched;
 mod shared;

@@ -20,6 +20,16 @@ pub static TARGETS: HashMap<u32, u8> = HashMap::with_max_entries(MAX_TARGETS, 0)
 #[map(name = "DROPS")]
 static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(drops::COUNT, 0);
 
+/// Set by the loader: INFLIGHT's size minus one; thread slots of every per-thread array.
+#[unsafe(no_mangle)]
+static INFLIGHT_MASK: u32 = 0;
+
+#[inline(always)]
+pub fn inflight_mask() -> u32 {
+    // SAFETY: a read-only global the loader rewrites before load.
+    unsafe { core::ptr::read_volatile(&INFLIGHT_MASK) }
+}
+
 #[inline(always)]
 pub fn follow_children() -> bool {
     // SAFETY: a read-only global the loader rewrites before load.

@@ -96,7 +96,7 @@ pub fn add<K>(map: &HashMap<K, u64>, key: &K, value: u64) {
 
 /// `*dst += value` as one atomic instruction (BPF XADD).
 #[inline(always)]
-unsafe fn atomic_add(dst: *mut u64, value: u64) {
+pub unsafe fn atomic_add(dst: *mut u64, value: u64) {
     // SAFETY: the caller passes a live map value.
     unsafe {
         core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(

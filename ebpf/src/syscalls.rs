@@ -5,7 +5,7 @@
 //! are counted at entry. A syscall still in flight when the recording stops is not counted.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel},
     macros::{map, raw_tracepoint},
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
     programs::RawTracePointContext,
@@ -16,8 +16,9 @@ use switchyard_common::{
 };
 
 use crate::{
-    shared::{drop_event, is_target},
-    stacks::{KEYS, add, user_stack_id},
+    locks::futex_done,
+    shared::{drop_event, inflight_mask, is_target},
+    stacks::{KEYS, add, stacks_on, user_stack_id},
 };
 
 const NR_EXIT: u64 = 60;
@@ -37,10 +38,6 @@ static ERRNOS: PerCpuHashMap<ErrnoKey, u64> = PerCpuHashMap::with_max_entries(MA
 /// are then exact; beyond that a clash is detected by `pid_tgid` and counted as a drop.
 #[map(name = "INFLIGHT")]
 static INFLIGHT: Array<InFlight> = Array::with_max_entries(1, 0);
-
-/// Set by the loader: INFLIGHT's size minus one (a power of two minus one).
-#[unsafe(no_mangle)]
-static INFLIGHT_MASK: u32 = 0;
 
 #[map(name = "SYSCALL_STACKS")]
 static SYSCALL_STACKS: HashMap<SyscallStackKey, u64> = HashMap::with_max_entries(KEYS, 0);
@@ -81,9 +78,43 @@ fn sample_stack(ctx: &RawTracePointContext, pid_tgid: u64, nr: u64) {
 
 #[inline(always)]
 fn slot(pid_tgid: u64) -> Option<*mut InFlight> {
-    // SAFETY: a read-only global the loader rewrites before load.
-    let mask = unsafe { core::ptr::read_volatile(&INFLIGHT_MASK) };
-    INFLIGHT.get_ptr_mut(pid_tgid as u32 & mask)
+    INFLIGHT.get_ptr_mut(pid_tgid as u32 & inflight_mask())
+}
+
+const NR_FUTEX: u64 = 202;
+const NR_FUTEX_WAITV: u64 = 449;
+const NR_FUTEX_WAIT: u64 = 455;
+/// pt_regs offsets of the first two syscall arguments on x86_64 (di, si).
+const REGS_DI: usize = 112;
+const REGS_SI: usize = 104;
+
+/// For a futex syscall that waits, the futex word's address (0 for futex_waitv).
+#[inline(always)]
+fn futex_wait_addr(ctx: &RawTracePointContext, nr: u64) -> Option<u64> {
+    match nr {
+        NR_FUTEX => {
+            let regs: *const u8 = ctx.arg(0);
+            // SAFETY: the syscall's saved registers; a failed read reads as "not a wait".
+            let (uaddr, op) = unsafe {
+                (
+                    bpf_probe_read_kernel(regs.add(REGS_DI) as *const u64).ok()?,
+                    bpf_probe_read_kernel(regs.add(REGS_SI) as *const u64).ok()?,
+                )
+            };
+            // FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2
+            match op & 0x7f {
+                0 | 6 | 9 | 11 | 13 => Some(uaddr),
+                _ => None,
+            }
+        }
+        NR_FUTEX_WAIT => {
+            let regs: *const u8 = ctx.arg(0);
+            // SAFETY: as above.
+            unsafe { bpf_probe_read_kernel(regs.add(REGS_DI) as *const u64).ok() }
+        }
+        NR_FUTEX_WAITV => Some(0),
+        _ => None,
+    }
 }
 
 #[raw_tracepoint(tracepoint = "sys_enter")]
@@ -118,6 +149,14 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
     }
     e.pid_tgid = pid_tgid;
     e.nr = nr;
+    match futex_wait_addr(ctx, nr) {
+        Some(uaddr) => {
+            e.futex_wait = 1;
+            e.uaddr = uaddr;
+            e.user_stack = if stacks_on() { user_stack_id(ctx) } else { -1 };
+        }
+        None => e.futex_wait = 0,
+    }
     e.ts = unsafe { bpf_ktime_get_ns() };
 }
 
@@ -141,6 +180,11 @@ fn try_sys_exit(ctx: &RawTracePointContext) {
     let took = now.saturating_sub(e.ts);
     let nr = e.nr;
     e.ts = 0;
+    // sys_exit(struct pt_regs *regs, long ret)
+    let ret: i64 = ctx.arg(1);
+    if e.futex_wait != 0 {
+        futex_done((pid_tgid >> 32) as u32, e.uaddr, e.user_stack, took, ret);
+    }
 
     let Some(s) = stats(nr) else { return };
     // SAFETY: a per-CPU slot.
@@ -154,8 +198,6 @@ fn try_sys_exit(ctx: &RawTracePointContext) {
     if b < HIST_BUCKETS {
         s.hist[b] += 1;
     }
-    // sys_exit(struct pt_regs *regs, long ret)
-    let ret: i64 = ctx.arg(1);
     if (-MAX_ERRNO..0).contains(&ret) {
         s.errors += 1;
         count_errno(nr as u32, (-ret) as u32);

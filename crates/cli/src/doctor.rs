@@ -155,6 +155,7 @@ pub fn run() -> Result<ExitCode> {
             syscall_every: 16,
             stack_map_size: 1024,
         }),
+        spans: Vec::new(),
     });
     match probes {
         Ok(p) => {

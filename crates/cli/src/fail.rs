@@ -44,6 +44,10 @@ pub fn hint_for(err: &anyhow::Error) -> Option<String> {
                 LoadError::NotBuilt => {
                     "build with `just build` (it runs `just setup` for bpf-linker first)".into()
                 }
+                LoadError::Uprobe { .. } => {
+                    "check the symbol name with `nm -D BINARY` or `nm BINARY` (Rust needs #[no_mangle] for a stable name)".into()
+                }
+                LoadError::TooManySpans(_) => "time fewer functions per recording".into(),
                 LoadError::Tracefs(_) => {
                     "mount it: `mount -t tracefs nodev /sys/kernel/tracing` (as root); `switchyard doctor` checks the rest".into()
                 }

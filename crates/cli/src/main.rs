@@ -8,6 +8,7 @@ mod doctor;
 mod fail;
 mod procfs;
 mod record;
+mod report;
 mod spawn;
 mod summary;
 
@@ -28,6 +29,8 @@ enum Command {
     Record(RecordArgs),
     /// Show what this host can and cannot do, why, and the fix.
     Doctor,
+    /// Write the HTML report, folded stacks and pprof profiles of a run file.
+    Report(report::ReportArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -63,6 +66,11 @@ struct RecordArgs {
     /// Entries in the kernel's stack map; raise it when the run warns of collisions.
     #[arg(long, default_value_t = 16384, value_name = "N")]
     stack_map_size: u32,
+    /// Time a function from entry to return (uprobe + uretprobe), e.g. a spin-lock acquire:
+    /// SYMBOL in the target's executable, or SYMBOL@/path/to/binary-or-library. Repeatable
+    /// (at most 8). Not for Go binaries: return probes crash Go programs.
+    #[arg(long = "uprobe-span", value_name = "SYMBOL[@BINARY]")]
+    uprobe_spans: Vec<String>,
     /// Rows in each top-syscalls table of the summary.
     #[arg(long, default_value_t = 10)]
     top: usize,
@@ -103,6 +111,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Record(args) => record::run(args),
         Command::Doctor => doctor::run(),
+        Command::Report(args) => report::run(args),
     };
     match result {
         Ok(code) => code,

@@ -18,9 +18,9 @@ use nix::{
     unistd::Pid,
 };
 use switchyard_counters::{Counters, Scope};
-use switchyard_loader::{Config, Probes, StackConfig};
+use switchyard_loader::{Config, Probes, Span, StackConfig};
 use switchyard_model::{
-    Collector, EndReason, FORMAT, Log2Hist, Meta, Missing, Profiles, Run, SCHEMA_VERSION,
+    Collector, EndReason, FORMAT, Locks, Log2Hist, Meta, Missing, Profiles, Run, SCHEMA_VERSION,
     StackStats, TargetMode, ThreadRow,
 };
 use switchyard_symbolize::Maps;
@@ -80,10 +80,20 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         syscall_every: args.syscall_stacks,
         stack_map_size: args.stack_map_size,
     });
+    let spans = match spans(&args, &target) {
+        Ok(s) => s,
+        Err(e) => {
+            if let Target::Spawn(s) = target {
+                s.cancel();
+            }
+            return Err(e);
+        }
+    };
     let collection = match Probes::attach(&Config {
         tgid: pid,
         follow_children: follow,
         stacks: stacks.clone(),
+        spans,
     }) {
         Ok(p) => Collection::Ebpf(p),
         Err(e) if e.is_permission() && args.degraded => {
@@ -227,8 +237,10 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         });
     }
     let mut profiles = Profiles::default();
+    let mut locks = Locks::default();
     let (collector, syscalls, threads, drops, children) = match (collected, degraded) {
         (Some(c), _) => {
+            locks = c.locks;
             if let Some(s) = &stacks {
                 let comms = c.threads.iter().map(|t| (t.tid, t.comm.clone())).collect();
                 let mut raw = c.raw;
@@ -307,6 +319,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         drops,
         profiles,
         operations: None,
+        locks,
     };
     finish(run, &args)
 }
@@ -417,6 +430,43 @@ fn degraded_threads(
         }
     }
     rows
+}
+
+/// `--uprobe-span SYMBOL[@BINARY]`: the binary defaults to the target's executable.
+fn spans(args: &RecordArgs, target: &Target) -> Result<Vec<Span>> {
+    let exe = || -> Result<std::path::PathBuf> {
+        match target {
+            Target::Spawn(_) => spawn::resolve(&args.command[0]),
+            Target::Pid(pid) => std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
+                hinted(
+                    format!("cannot read the executable of pid {pid}: {e}"),
+                    "give the binary explicitly: --uprobe-span SYMBOL@/path/to/binary",
+                )
+            }),
+        }
+    };
+    args.uprobe_spans
+        .iter()
+        .map(|spec| {
+            let (symbol, binary) = match spec.split_once('@') {
+                Some((s, b)) => (s.to_string(), std::path::PathBuf::from(b)),
+                None => (spec.clone(), exe()?),
+            };
+            if symbol.is_empty() {
+                return Err(hinted(
+                    format!("`--uprobe-span {spec}` names no symbol"),
+                    "use --uprobe-span SYMBOL or SYMBOL@/path/to/binary",
+                ));
+            }
+            if !binary.exists() {
+                return Err(hinted(
+                    format!("`--uprobe-span {spec}`: {} does not exist", binary.display()),
+                    "give the path of the binary or shared library that defines the symbol",
+                ));
+            }
+            Ok(Span { symbol, binary })
+        })
+        .collect()
 }
 
 fn check_pid(pid: u32) -> Result<u32> {

@@ -177,6 +177,65 @@ pub fn render(run: &Run, top: usize) -> String {
             .collect();
         let _ = writeln!(out, "perf: {}", parts.join(", "));
     }
+    let l = &run.locks;
+    if m.collector == Collector::Ebpf {
+        let avg = l.futex.total_ns.checked_div(l.futex.count).unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "lock waits: {} futex waits ({} total, avg {}, max {}; {} timed out, {} did not block)",
+            thousands(l.futex.count),
+            ns(l.futex.total_ns),
+            ns(avg),
+            ns(l.futex.max_ns),
+            thousands(l.futex.timeouts),
+            thousands(l.futex.eagain)
+        );
+        for f in l.futex_top.iter().take(3) {
+            let _ = writeln!(
+                out,
+                "  futex {} (pid {}): {} waits, {}",
+                f.uaddr,
+                f.tgid,
+                thousands(f.count),
+                ns(f.total_ns)
+            );
+        }
+        if let Some(c) = &l.contention {
+            let _ = writeln!(
+                out,
+                "kernel lock contention: {} waits, {}",
+                thousands(c.count),
+                ns(c.total_ns)
+            );
+        }
+        for s in &l.spans {
+            let avg = s.stats.total_ns.checked_div(s.stats.count).unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "span {}: {} calls, {} total, avg {}, max {}",
+                s.symbol,
+                thousands(s.stats.count),
+                ns(s.stats.total_ns),
+                ns(avg),
+                ns(s.stats.max_ns)
+            );
+        }
+    }
+    let p = &run.profiles;
+    if p.stats.oncpu_hz > 0 || !p.offcpu.stacks.is_empty() {
+        let _ = writeln!(
+            out,
+            "stacks: {} on-CPU samples ({} Hz), off-CPU {} in {} stacks, wakeups {} in {} stacks, {} sampled syscall stacks; {} unknown frames",
+            thousands(p.oncpu.total()),
+            p.stats.oncpu_hz,
+            ns(p.offcpu.total()),
+            p.offcpu.stacks.len(),
+            ns(p.wakeup.total()),
+            p.wakeup.stacks.len(),
+            p.syscalls.stacks.len(),
+            thousands(p.stats.unknown_frames)
+        );
+    }
     for d in &run.drops {
         let _ = writeln!(out, "warning: {} {}", thousands(d.count), d.reason);
     }

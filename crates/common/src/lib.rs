@@ -34,6 +34,18 @@ pub mod maps {
     pub const ZERO_THREAD: &str = "ZERO_THREAD";
     /// `PerCpuArray<u64>` of one entry: syscall counter for stack sampling.
     pub const SYSCALL_TICK: &str = "SYSCALL_TICK";
+    /// `HashMap<FutexKey, FutexStats>`: futex waits by address and user stack.
+    pub const FUTEXES: &str = "FUTEXES";
+    /// `PerCpuArray<WaitStats>` of one entry: every futex wait.
+    pub const FUTEX_WAITS: &str = "FUTEX_WAITS";
+    /// `PerCpuArray<WaitStats>` of one entry: kernel lock contention (lock:contention_*).
+    pub const LOCK_CONTENTION: &str = "LOCK_CONTENTION";
+    /// `Array<u64>` indexed by `tid & INFLIGHT_MASK`: contention start time.
+    pub const LOCK_INFLIGHT: &str = "LOCK_INFLIGHT";
+    /// `PerCpuArray<WaitStats>` indexed by span (the uprobe's cookie).
+    pub const SPANS: &str = "SPANS";
+    /// `Array<u64>` indexed by `(tid & INFLIGHT_MASK) * MAX_SPANS + span`: entry time.
+    pub const SPAN_INFLIGHT: &str = "SPAN_INFLIGHT";
 }
 
 /// Read-only globals the loader sets before load (`EbpfLoader::override_global`).
@@ -60,6 +72,10 @@ pub mod programs {
     pub const SYS_EXIT: &str = "sys_exit";
     pub const SCHED_WAKEUP: &str = "sched_wakeup";
     pub const ONCPU: &str = "oncpu";
+    pub const CONTENTION_BEGIN: &str = "contention_begin";
+    pub const CONTENTION_END: &str = "contention_end";
+    pub const SPAN_ENTER: &str = "span_enter";
+    pub const SPAN_EXIT: &str = "span_exit";
 }
 
 /// Indexes of the `DROPS` array: every event the kernel side could not record.
@@ -171,8 +187,50 @@ pub struct InFlight {
     /// Entry time (CLOCK_MONOTONIC ns); 0 once the exit has been accounted.
     pub ts: u64,
     pub nr: u64,
+    /// For futex waits: the futex word's address, and the user stack id at entry.
+    pub uaddr: u64,
+    pub user_stack: i32,
+    /// 1 when this syscall is a futex wait.
+    pub futex_wait: u32,
 }
-const _: () = assert!(core::mem::size_of::<InFlight>() == 24);
+const _: () = assert!(core::mem::size_of::<InFlight>() == 40);
+
+/// Futex waits by address and user stack.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FutexKey {
+    pub tgid: u32,
+    pub user_stack: i32,
+    pub uaddr: u64,
+}
+const _: () = assert!(core::mem::size_of::<FutexKey>() == 16);
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FutexStats {
+    pub count: u64,
+    pub total_ns: u64,
+}
+const _: () = assert!(core::mem::size_of::<FutexStats>() == 16);
+
+/// A log2 histogram with its count and total, for futex waits, kernel lock contention and
+/// each uprobe span.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct WaitStats {
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Futex waits: returned ETIMEDOUT; contention: lock not taken (ret != 0).
+    pub timeouts: u64,
+    /// Futex waits: returned EAGAIN (the word had changed: no wait).
+    pub eagain: u64,
+    pub hist: [u64; HIST_BUCKETS],
+}
+const _: () = assert!(core::mem::size_of::<WaitStats>() == 40 + 8 * HIST_BUCKETS);
+
+/// Uprobe spans: at most this many symbols per recording.
+pub const MAX_SPANS: u32 = 8;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -283,8 +341,12 @@ pub mod tp {
     /// `sched/sched_wakeup`
     pub const WAKEUP_PID: usize = 24;
 
+    /// `lock/contention_begin` and `lock/contention_end`
+    pub const CONTENTION_LOCK_ADDR: usize = 8;
+    pub const CONTENTION_END_RET: usize = 16;
+
     /// `(category, event, field, offset, size)` for the loader's check.
-    pub const LAYOUT: [(&str, &str, &str, usize, usize); 7] = [
+    pub const LAYOUT: [(&str, &str, &str, usize, usize); 8] = [
         ("sched", "sched_switch", "prev_comm", SWITCH_PREV_COMM, 16),
         ("sched", "sched_switch", "prev_pid", SWITCH_PREV_PID, 4),
         ("sched", "sched_switch", "prev_state", SWITCH_PREV_STATE, 8),
@@ -298,6 +360,7 @@ pub mod tp {
             8,
         ),
         ("sched", "sched_wakeup", "pid", WAKEUP_PID, 4),
+        ("lock", "contention_end", "ret", CONTENTION_END_RET, 4),
     ];
 
     /// `prev_state` bit the tracepoint sets when the switch was a preemption
@@ -321,6 +384,9 @@ mod pod {
     unsafe impl aya::Pod for super::OffCpuKey {}
     unsafe impl aya::Pod for super::WakeupKey {}
     unsafe impl aya::Pod for super::SyscallStackKey {}
+    unsafe impl aya::Pod for super::FutexKey {}
+    unsafe impl aya::Pod for super::FutexStats {}
+    unsafe impl aya::Pod for super::WaitStats {}
 }
 
 #[cfg(test)]

@@ -9,16 +9,19 @@ use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap},
     programs::{
-        PerfEvent, RawTracePoint, TracePoint,
+        PerfEvent, RawTracePoint, TracePoint, UProbe,
+        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
 use switchyard_common::{
-    ErrnoKey, HIST_BUCKETS, OffCpuKey, OnCpuKey, SyscallStackKey, SyscallStats, ThreadStats,
-    WakeupKey, drops, globals, maps, programs, tp,
+    ErrnoKey, FutexKey, FutexStats, HIST_BUCKETS, MAX_SPANS, OffCpuKey, OnCpuKey,
+    SyscallStackKey, SyscallStats, ThreadStats, WaitStats, WakeupKey, drops, globals, maps,
+    programs, tp,
 };
 use switchyard_model::{
-    DropRow, ErrnoCount, Log2Hist, SyscallRow, ThreadRow, errno_name, syscall_name,
+    DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow, WaitSummary,
+    errno_name, syscall_name,
 };
 use switchyard_symbolize::{Raw, RawSample, RawWaker, state_label};
 
@@ -46,6 +49,15 @@ pub enum Error {
     #[error("loading program `{name}`")]
     Program {
         name: &'static str,
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+    #[error("at most {MAX_SPANS} --uprobe-span functions, got {0}")]
+    TooManySpans(usize),
+    #[error("attaching a uprobe to `{symbol}` in {binary}")]
+    Uprobe {
+        symbol: String,
+        binary: String,
         #[source]
         source: aya::programs::ProgramError,
     },
@@ -105,6 +117,15 @@ pub struct Config {
     pub follow_children: bool,
     /// Stacks to take; `None` for counts only.
     pub stacks: Option<StackConfig>,
+    /// Functions to time from entry to return (uprobe + uretprobe), at most `MAX_SPANS`.
+    pub spans: Vec<Span>,
+}
+
+/// A function to time: its symbol in a binary.
+#[derive(Clone, Debug)]
+pub struct Span {
+    pub symbol: String,
+    pub binary: std::path::PathBuf,
 }
 
 #[derive(Clone, Debug)]
@@ -121,6 +142,9 @@ pub struct StackConfig {
 /// Loaded and attached probes. Dropping it detaches everything.
 pub struct Probes {
     ebpf: Ebpf,
+    spans: Vec<Span>,
+    /// Kernel lock contention tracepoints attached (missing on some kernels).
+    contention: bool,
 }
 
 /// What the kernel side collected.
@@ -133,6 +157,7 @@ pub struct Collected {
     pub children: Vec<u32>,
     /// Stacks by id and the stack-keyed samples, to symbolise.
     pub raw: Raw,
+    pub locks: Locks,
 }
 
 impl Probes {
@@ -158,6 +183,8 @@ impl Probes {
             .override_global(globals::MIN_BLOCK_NS, &min_block, true)
             .override_global(globals::SYSCALL_STACK_EVERY, &every, true)
             .map_max_entries(maps::INFLIGHT, slots)
+            .map_max_entries(maps::LOCK_INFLIGHT, slots)
+            .map_max_entries(maps::SPAN_INFLIGHT, slots * MAX_SPANS)
             .map_max_entries(maps::STACKS, map_size)
             .load(OBJECT)
             .map_err(Error::Load)?;
@@ -192,7 +219,25 @@ impl Probes {
                 attach_oncpu(&mut ebpf, s.oncpu_hz)?;
             }
         }
-        Ok(Probes { ebpf })
+        // Kernels without CONFIG_LOCKDEP-free contention tracepoints simply lack them.
+        let contention = tracefs::find()
+            .is_some_and(|root| root.join("events/lock/contention_begin").is_dir())
+            && attach_tracepoint(&mut ebpf, programs::CONTENTION_BEGIN, "lock", "contention_begin")
+                .and_then(|()| {
+                    attach_tracepoint(&mut ebpf, programs::CONTENTION_END, "lock", "contention_end")
+                })
+                .is_ok();
+        if config.spans.len() > MAX_SPANS as usize {
+            return Err(Error::TooManySpans(config.spans.len()));
+        }
+        if !config.spans.is_empty() {
+            attach_spans(&mut ebpf, &config.spans)?;
+        }
+        Ok(Probes {
+            ebpf,
+            spans: config.spans.clone(),
+            contention,
+        })
     }
 
     /// The processes followed so far (the target and its children).
@@ -209,6 +254,10 @@ impl Probes {
     /// Detaches every program (so the counts stop) and reads the maps.
     pub fn finish(mut self, target: u32) -> Result<Collected, Error> {
         for name in [
+            programs::SPAN_ENTER,
+            programs::SPAN_EXIT,
+            programs::CONTENTION_BEGIN,
+            programs::CONTENTION_END,
             programs::ONCPU,
             programs::SYS_ENTER,
             programs::SYS_EXIT,
@@ -222,13 +271,93 @@ impl Probes {
                     aya::programs::Program::TracePoint(p) => p.unload(),
                     aya::programs::Program::RawTracePoint(p) => p.unload(),
                     aya::programs::Program::PerfEvent(p) => p.unload(),
+                    aya::programs::Program::UProbe(p) => p.unload(),
                     _ => Ok(()),
                 };
             }
         }
         let mut collected = self.collect(target)?;
         collected.raw = self.collect_stacks()?;
+        collected.locks = self.collect_locks(&mut collected.raw)?;
         Ok(collected)
+    }
+
+    fn wait_summary(&self, name: &'static str, index: u32) -> Result<WaitSummary, Error> {
+        let map_err = |source| Error::Map { name, source };
+        let map = self.ebpf.map(name).ok_or(Error::MissingMap(name))?;
+        let arr: PerCpuArray<&MapData, WaitStats> = PerCpuArray::try_from(map).map_err(map_err)?;
+        let values = arr.get(&index, 0).map_err(map_err)?;
+        let mut out = WaitSummary::default();
+        let mut hist = [0u64; HIST_BUCKETS];
+        for v in values.iter() {
+            out.count += v.count;
+            out.total_ns += v.total_ns;
+            out.max_ns = out.max_ns.max(v.max_ns);
+            out.timeouts += v.timeouts;
+            out.eagain += v.eagain;
+            for (a, b) in hist.iter_mut().zip(v.hist.iter()) {
+                *a += b;
+            }
+        }
+        out.hist = Log2Hist::from_buckets(&hist);
+        Ok(out)
+    }
+
+    /// Futex waits, kernel lock contention and spans; futex stacks go into `raw.futex`.
+    fn collect_locks(&self, raw: &mut Raw) -> Result<Locks, Error> {
+        let mut locks = Locks {
+            futex: self.wait_summary(maps::FUTEX_WAITS, 0)?,
+            contention: if self.contention {
+                Some(self.wait_summary(maps::LOCK_CONTENTION, 0)?)
+            } else {
+                None
+            },
+            ..Default::default()
+        };
+        let map_err = |source| Error::Map {
+            name: maps::FUTEXES,
+            source,
+        };
+        let futexes: HashMap<&MapData, FutexKey, FutexStats> = HashMap::try_from(
+            self.ebpf.map(maps::FUTEXES).ok_or(Error::MissingMap(maps::FUTEXES))?,
+        )
+        .map_err(map_err)?;
+        let mut by_addr: BTreeMap<(u32, u64), (u64, u64)> = BTreeMap::new();
+        for item in futexes.iter() {
+            let (k, v) = item.map_err(map_err)?;
+            let e = by_addr.entry((k.tgid, k.uaddr)).or_default();
+            e.0 += v.count;
+            e.1 += v.total_ns;
+            raw.futex.push(RawSample {
+                tgid: k.tgid,
+                tid: k.tgid,
+                user_stack: k.user_stack,
+                kernel_stack: -1,
+                label: format!("{:#x}", k.uaddr),
+                value: v.total_ns,
+                waker: None,
+            });
+        }
+        locks.futex_top = by_addr
+            .into_iter()
+            .map(|((tgid, uaddr), (count, total_ns))| FutexRow {
+                tgid,
+                uaddr: format!("{uaddr:#x}"),
+                count,
+                total_ns,
+            })
+            .collect();
+        locks
+            .futex_top
+            .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(b.count.cmp(&a.count)));
+        for (i, span) in self.spans.iter().enumerate() {
+            locks.spans.push(SpanRow {
+                symbol: span.symbol.clone(),
+                binary: span.binary.display().to_string(),
+                stats: self.wait_summary(maps::SPANS, i as u32)?,
+            });
+        }
+        Ok(locks)
     }
 
     fn collect_stacks(&self) -> Result<Raw, Error> {
@@ -416,6 +545,7 @@ impl Probes {
             drops: drop_rows,
             children,
             raw: Raw::default(),
+            locks: Locks::default(),
         })
     }
 }
@@ -442,6 +572,35 @@ fn comm_string(words: [u64; 2]) -> String {
     comm[8..].copy_from_slice(&words[1].to_ne_bytes());
     let len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
     String::from_utf8_lossy(&comm[..len]).into_owned()
+}
+
+/// Entry and return probes on every span's symbol; the cookie is the span's index.
+fn attach_spans(ebpf: &mut Ebpf, spans: &[Span]) -> Result<(), Error> {
+    for name in [programs::SPAN_ENTER, programs::SPAN_EXIT] {
+        let program: &mut UProbe = ebpf
+            .program_mut(name)
+            .ok_or(Error::MissingProgram(name))?
+            .try_into()
+            .map_err(|source| Error::Program { name, source })?;
+        program.load().map_err(|source| load_error(name, source))?;
+        for (i, span) in spans.iter().enumerate() {
+            program
+                .attach(
+                    UProbeAttachPoint {
+                        location: UProbeAttachLocation::Symbol(&span.symbol),
+                        cookie: Some(i as u64),
+                    },
+                    &span.binary,
+                    UProbeScope::AllProcesses,
+                )
+                .map_err(|source| Error::Uprobe {
+                    symbol: span.symbol.clone(),
+                    binary: span.binary.display().to_string(),
+                    source,
+                })?;
+        }
+    }
+    Ok(())
 }
 
 /// The on-CPU sampler: cpu-clock at `hz` on every online CPU, all processes (the program

@@ -5,6 +5,7 @@
 
 mod errno_names;
 mod hist;
+pub mod metrics;
 mod stacks;
 mod syscalls_x86_64;
 
@@ -41,6 +42,51 @@ pub struct Run {
     /// Operations the workload completed during the run (from a driver), for per-op figures.
     #[serde(default)]
     pub operations: Option<u64>,
+    /// Lock waits: futex waits, kernel lock contention, uprobe spans.
+    #[serde(default)]
+    pub locks: Locks,
+}
+
+/// Waits summarised: count, time, a log2 histogram of ns.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct WaitSummary {
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Futex: waits that timed out (ETIMEDOUT); contention: lock not taken.
+    pub timeouts: u64,
+    /// Futex: waits that did not block because the word had changed (EAGAIN).
+    pub eagain: u64,
+    pub hist: Log2Hist,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Locks {
+    /// Every futex wait of the targets (FUTEX_WAIT, WAIT_BITSET, LOCK_PI, futex_wait(v)).
+    pub futex: WaitSummary,
+    /// Futex words by total wait time, descending.
+    pub futex_top: Vec<FutexRow>,
+    /// Kernel lock contention (lock:contention_begin/end); `None` where the tracepoints are
+    /// missing.
+    pub contention: Option<WaitSummary>,
+    /// `--uprobe-span` functions: entry-to-return time.
+    pub spans: Vec<SpanRow>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FutexRow {
+    pub tgid: u32,
+    /// The futex word's address, as 0x… (0 for futex_waitv).
+    pub uaddr: String,
+    pub count: u64,
+    pub total_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SpanRow {
+    pub symbol: String,
+    pub binary: String,
+    pub stats: WaitSummary,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -291,8 +337,66 @@ pub fn errno_name(errno: u32) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A small, fixed run for unit tests.
+    pub(crate) fn sample_run() -> Run {
+        Run {
+            format: FORMAT.into(),
+            schema_version: SCHEMA_VERSION,
+            meta: Meta {
+                tool_version: "0.1.0".into(),
+                command: vec!["demo".into()],
+                mode: TargetMode::Spawn,
+                pid: 100,
+                follow_children: true,
+                children: vec![],
+                host: "host".into(),
+                kernel: "6.18".into(),
+                start_wall_ns: 0,
+                end_wall_ns: 2_000_000_000,
+                start_mono_ns: 1_000_000_000,
+                end_mono_ns: 3_000_000_000,
+                end: EndReason::TargetExited {
+                    code: Some(0),
+                    signal: None,
+                },
+                collector: Collector::Ebpf,
+            },
+            missing: vec![],
+            counters: vec![Counter {
+                name: "task-clock".into(),
+                value: Some(500_000_000),
+                note: None,
+            }],
+            syscalls: vec![SyscallRow {
+                nr: 110,
+                name: "getppid".into(),
+                count: 1000,
+                errors: 0,
+                errnos: vec![],
+                total_ns: 100_000,
+                max_ns: 1_000,
+                latency: Log2Hist::from_buckets(&[0, 0, 0, 0, 0, 0, 1000]),
+            }],
+            threads: vec![ThreadRow {
+                tid: 100,
+                tgid: 100,
+                comm: "demo".into(),
+                voluntary: 40,
+                involuntary: 2,
+                oncpu_ns: 500_000_000,
+                blocked_ns: 1_500_000_000,
+                runqueue_ns: 0,
+                offcpu: Log2Hist::default(),
+            }],
+            drops: vec![],
+            profiles: Profiles::default(),
+            operations: None,
+            locks: Locks::default(),
+        }
+    }
 
     #[test]
     fn names() {

@@ -20,6 +20,9 @@ pub struct Profiles {
     /// User stacks at syscall entry (every call, or one in `syscall_sample_every`); value: calls
     /// (already multiplied back by the sampling rate).
     pub syscalls: Profile,
+    /// Futex wait time by user stack at the wait; label: the futex word's address; value: ns.
+    #[serde(default)]
+    pub futex: Profile,
     /// Recording settings and what was lost.
     pub stats: StackStats,
 }

@@ -51,6 +51,7 @@ pub struct Raw {
     pub offcpu: Vec<RawSample>,
     pub wakeup: Vec<RawSample>,
     pub syscalls: Vec<RawSample>,
+    pub futex: Vec<RawSample>,
     pub stats: StackStats,
 }
 
@@ -109,7 +110,8 @@ impl<'a> Resolver<'a> {
             .iter()
             .chain(&raw.offcpu)
             .chain(&raw.wakeup)
-            .chain(&raw.syscalls);
+            .chain(&raw.syscalls)
+            .chain(&raw.futex);
         let mut seen_user = std::collections::HashSet::new();
         let mut seen_kernel = std::collections::HashSet::new();
         for s in all {
@@ -336,6 +338,7 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
     let offcpu = build(&raw.offcpu, "ns");
     let wakeup = build(&raw.wakeup, "ns");
     let syscalls = build(&raw.syscalls, "calls");
+    let futex = build(&raw.futex, "ns");
     let mut stats = raw.stats.clone();
     stats.unknown_frames = r.unknown;
     Profiles {
@@ -344,6 +347,7 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
         offcpu,
         wakeup,
         syscalls,
+        futex,
         stats,
     }
 }

@@ -7,6 +7,9 @@
 //! switchyard-demo pingpong --rounds K           (prints ns per round trip)
 //! switchyard-demo mix [--seconds S]             (a bit of everything, for the default profile)
 //! switchyard-demo stacks [--seconds S]          (one hot function, one blocking, one waker)
+//! switchyard-demo locks [--futex-waits N] [--span-calls M]
+//!                                               (N futex waits that time out on one word,
+//!                                                M calls of `demo_span_target`)
 //! ```
 //!
 //! Syscalls are issued directly (`syscall(2)`) so their counts are exactly what was asked:
@@ -431,6 +434,57 @@ fn stacks(args: &Args) {
     );
 }
 
+/// A function with a stable, unmangled name for `--uprobe-span demo_span_target`.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn demo_span_target(iters: u64) -> u64 {
+    burn(iters)
+}
+
+/// One FUTEX_WAIT_PRIVATE while the word is 0; true when it timed out. Not inlined: the
+/// unwinder skips the direct caller of libc's `syscall`, and this is that caller.
+#[inline(never)]
+fn futex_wait(word: &std::sync::atomic::AtomicU32, ts: &libc::timespec) -> bool {
+    // SAFETY: a valid futex word and timeout.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            0u32,
+            ts as *const libc::timespec,
+        )
+    };
+    r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ETIMEDOUT)
+}
+
+/// N futex waits on one word that never changes, each timing out after 20 µs, and M calls of
+/// the span target; prints the word's address.
+fn locks(args: &Args) {
+    let n = args.num("--futex-waits", 500);
+    let m = args.num("--span-calls", 1000);
+    let word = std::sync::atomic::AtomicU32::new(0);
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 20_000,
+    };
+    let mut timed_out = 0;
+    for _ in 0..n {
+        if futex_wait(&word, &ts) {
+            timed_out += 1;
+        }
+    }
+    let mut acc = 0;
+    for i in 0..m {
+        acc ^= demo_span_target(100 + (i & 7));
+    }
+    println!(
+        "{{\"futex_word\":\"{:#x}\",\"futex_waits\":{n},\"timed_out\":{timed_out},\"span_calls\":{m},\"acc\":{}}}",
+        word.as_ptr() as usize,
+        acc & 1
+    );
+}
+
 fn main() {
     let argv: Vec<String> = env::args().skip(1).collect();
     let Some(cmd) = argv.first().cloned() else {
@@ -444,6 +498,7 @@ fn main() {
         "pingpong" => pingpong_bench(&args),
         "mix" => mix(&args),
         "stacks" => stacks(&args),
+        "locks" => locks(&args),
         _ => usage(),
     }
 }

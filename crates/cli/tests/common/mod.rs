@@ -11,7 +11,8 @@ pub fn switchyard() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_switchyard"))
 }
 
-/// The demo target binary, built on first use (it lives in another package of the workspace).
+/// The demo target binary, brought up to date on first use (it lives in another package of
+/// the workspace, so `cargo test -p switchyard` alone would not rebuild it).
 pub fn demo() -> PathBuf {
     static DEMO: OnceLock<PathBuf> = OnceLock::new();
     DEMO.get_or_init(|| {

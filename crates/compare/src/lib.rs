@@ -1,0 +1,337 @@
+//! Two builds compared: every figure side by side, with the delta and whether it is a change
+//! or noise.
+//!
+//! Each side may hold several runs (repeats). A side's figure is then the median, shown with
+//! its min–max; a delta whose sides' ranges overlap is noise, not a win or a loss. With one
+//! run per side no spread is known, and a delta is reported as measured.
+
+use std::{collections::BTreeSet, fmt::Write as _};
+
+use switchyard_model::{
+    Run,
+    metrics::{self, Better, Metric},
+};
+
+/// One side's figure over its runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Runs that had the figure.
+    pub n: usize,
+}
+
+impl Spread {
+    fn of(values: &[f64]) -> Option<Spread> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(|a, b| a.total_cmp(b));
+        let mid = v.len() / 2;
+        let median = if v.len() % 2 == 1 {
+            v[mid]
+        } else {
+            (v[mid - 1] + v[mid]) / 2.0
+        };
+        Some(Spread {
+            median,
+            min: v[0],
+            max: v[v.len() - 1],
+            n: v.len(),
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Better,
+    Worse,
+    /// The two sides' min–max ranges overlap.
+    Noise,
+    Same,
+    /// Informational figure, or present on one side only.
+    Neutral,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub name: String,
+    pub unit: &'static str,
+    pub a: Option<Spread>,
+    pub b: Option<Spread>,
+    pub delta: Option<f64>,
+    pub delta_pct: Option<f64>,
+    pub verdict: Verdict,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    pub a_label: String,
+    pub b_label: String,
+    pub a_runs: usize,
+    pub b_runs: usize,
+    pub rows: Vec<Row>,
+}
+
+/// Figures shown by default: the headline ones, then syscalls by name.
+fn rank(name: &str) -> (u8, String) {
+    let order = [
+        "throughput",
+        "operations",
+        "duration",
+        "cpu.per_op",
+        "cpu.time",
+        "cpu.utilisation",
+        "switches.total.per_op",
+        "switches.voluntary.per_op",
+        "switches.involuntary.per_op",
+        "syscalls.total.per_op",
+        "switches.total.per_s",
+        "switches.voluntary.per_s",
+        "switches.involuntary.per_s",
+        "syscalls.total.per_s",
+        "switches.voluntary",
+        "switches.involuntary",
+        "syscalls.total",
+        "syscalls.errors",
+        "syscalls.time",
+        "offcpu.share",
+        "offcpu.blocked",
+        "runqueue.wait",
+    ];
+    match order.iter().position(|o| *o == name) {
+        Some(i) => (0, format!("{i:03}")),
+        None if name.starts_with("perf.") => (1, name.to_string()),
+        None => (2, name.to_string()),
+    }
+}
+
+/// Compares side A (`a`, the baseline) with side B.
+pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison {
+    let ma: Vec<_> = a.iter().map(metrics::extract).collect();
+    let mb: Vec<_> = b.iter().map(metrics::extract).collect();
+    let names: BTreeSet<&String> = ma.iter().chain(&mb).flat_map(|m| m.keys()).collect();
+    let mut rows: Vec<Row> = names
+        .into_iter()
+        .map(|name| {
+            let pick = |side: &[std::collections::BTreeMap<String, Metric>]| {
+                let vals: Vec<f64> = side.iter().filter_map(|m| m.get(name).map(|x| x.value)).collect();
+                Spread::of(&vals)
+            };
+            let meta = ma
+                .iter()
+                .chain(&mb)
+                .find_map(|m| m.get(name))
+                .map(|m| (m.unit, m.better))
+                .unwrap_or(("", Better::Neither));
+            let (sa, sb) = (pick(&ma), pick(&mb));
+            let (delta, delta_pct, verdict) = judge(sa.as_ref(), sb.as_ref(), meta.1);
+            Row {
+                name: name.clone(),
+                unit: meta.0,
+                a: sa,
+                b: sb,
+                delta,
+                delta_pct,
+                verdict,
+            }
+        })
+        .collect();
+    rows.sort_by(|x, y| rank(&x.name).cmp(&rank(&y.name)));
+    Comparison {
+        a_label: a_label.to_string(),
+        b_label: b_label.to_string(),
+        a_runs: a.len(),
+        b_runs: b.len(),
+        rows,
+    }
+}
+
+fn judge(a: Option<&Spread>, b: Option<&Spread>, better: Better) -> (Option<f64>, Option<f64>, Verdict) {
+    let (Some(a), Some(b)) = (a, b) else {
+        return (None, None, Verdict::Neutral);
+    };
+    let delta = b.median - a.median;
+    let pct = (a.median != 0.0).then(|| delta / a.median.abs() * 100.0);
+    if delta == 0.0 {
+        return (Some(delta), pct, Verdict::Same);
+    }
+    if better == Better::Neither {
+        return (Some(delta), pct, Verdict::Neutral);
+    }
+    // With repeats on both sides, overlapping ranges mean the delta is inside the spread.
+    if a.n > 1 && b.n > 1 && a.min <= b.max && b.min <= a.max {
+        return (Some(delta), pct, Verdict::Noise);
+    }
+    let improved = match better {
+        Better::Lower => delta < 0.0,
+        _ => delta > 0.0,
+    };
+    (
+        Some(delta),
+        pct,
+        if improved { Verdict::Better } else { Verdict::Worse },
+    )
+}
+
+/// A figure, compactly: 3 significant digits, thousands separators for large ones.
+pub fn fmt_value(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{:.3e}", v)
+    } else if a >= 1000.0 {
+        let s = format!("{:.0}", v);
+        let neg = s.starts_with('-');
+        let digits: Vec<char> = s.trim_start_matches('-').chars().collect();
+        let mut out = String::new();
+        for (i, c) in digits.iter().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(*c);
+        }
+        if neg { format!("-{out}") } else { out }
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a == 0.0 {
+        "0".into()
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+fn side(s: &Option<Spread>) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) if s.n > 1 => format!(
+            "{} [{}–{}]",
+            fmt_value(s.median),
+            fmt_value(s.min),
+            fmt_value(s.max)
+        ),
+        Some(s) => fmt_value(s.median),
+    }
+}
+
+pub fn verdict_word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Better => "better",
+        Verdict::Worse => "worse",
+        Verdict::Noise => "noise",
+        Verdict::Same => "same",
+        Verdict::Neutral => "",
+    }
+}
+
+/// The terminal table. `all` includes every syscall; otherwise syscalls and perf counters
+/// whose both sides are below 1% of the total syscalls are left out.
+pub fn render_text(c: &Comparison, all: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "A = {} ({} run{}), B = {} ({} run{}); medians, [min–max] with repeats",
+        c.a_label,
+        c.a_runs,
+        if c.a_runs == 1 { "" } else { "s" },
+        c.b_label,
+        c.b_runs,
+        if c.b_runs == 1 { "" } else { "s" }
+    );
+    let rows: Vec<&Row> = c.rows.iter().filter(|r| all || shown(r, c)).collect();
+    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(10).max(10);
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:>7}  {:>26}  {:>26}  {:>12}  {:>8}  verdict",
+        "figure", "unit", "A", "B", "delta", "delta %"
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:>7}  {:>26}  {:>26}  {:>12}  {:>8}  {}",
+            r.name,
+            r.unit,
+            side(&r.a),
+            side(&r.b),
+            r.delta.map(|d| format!("{}{}", if d > 0.0 { "+" } else { "" }, fmt_value(d))).unwrap_or_else(|| "-".into()),
+            r.delta_pct.map(|p| format!("{p:+.1}%")).unwrap_or_else(|| "-".into()),
+            verdict_word(r.verdict)
+        );
+    }
+    out
+}
+
+/// Per-syscall rows only when the syscall matters (≥ 1% of either side's syscalls); raw
+/// counts only when no per-op figure exists.
+pub fn shown(r: &Row, c: &Comparison) -> bool {
+    let Some(rest) = r.name.strip_prefix("syscalls.") else {
+        return !r.name.starts_with("perf.") || !r.name.ends_with("faults");
+    };
+    if ["total", "errors", "time"].iter().any(|p| rest.starts_with(p)) {
+        return true;
+    }
+    let base = rest.split('.').next().unwrap_or(rest);
+    if rest != base && !rest.ends_with(".per_op") && !rest.ends_with(".per_s") {
+        return false;
+    }
+    let total = |side: fn(&Row) -> &Option<Spread>| {
+        c.rows
+            .iter()
+            .find(|x| x.name == "syscalls.total")
+            .and_then(|x| side(x).as_ref())
+            .map_or(0.0, |s| s.median)
+    };
+    let count = c.rows.iter().find(|x| x.name == format!("syscalls.{base}"));
+    let share = |s: &Option<Spread>, t: f64| s.as_ref().map_or(0.0, |s| s.median) / t.max(1.0);
+    count.is_some_and(|x| {
+        share(&x.a, total(|r| &r.a)) >= 0.01 || share(&x.b, total(|r| &r.b)) >= 0.01
+    }) && (rest.ends_with(".per_op") || !c.rows.iter().any(|x| x.name == format!("syscalls.{base}.per_op")))
+        && !rest.ends_with(".per_s")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spread(v: &[f64]) -> Option<Spread> {
+        Spread::of(v)
+    }
+
+    #[test]
+    fn medians_and_ranges() {
+        let s = spread(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max, s.n), (2.0, 1.0, 3.0, 3));
+        let s = spread(&[4.0, 1.0, 2.0, 3.0]).unwrap();
+        assert_eq!(s.median, 2.5);
+        assert!(spread(&[]).is_none());
+    }
+
+    #[test]
+    fn overlap_is_noise_and_direction_counts() {
+        let a = spread(&[10.0, 12.0, 11.0]);
+        let b = spread(&[11.5, 13.0, 12.5]);
+        assert_eq!(judge(a.as_ref(), b.as_ref(), Better::Lower).2, Verdict::Noise);
+        let b = spread(&[20.0, 21.0, 22.0]);
+        let (d, pct, v) = judge(a.as_ref(), b.as_ref(), Better::Lower);
+        assert_eq!((d, v), (Some(10.0), Verdict::Worse));
+        assert!((pct.unwrap() - 90.909).abs() < 0.01);
+        assert_eq!(judge(a.as_ref(), b.as_ref(), Better::Higher).2, Verdict::Better);
+        // One run per side: no spread to judge noise by.
+        let (a1, b1) = (spread(&[10.0]), spread(&[10.5]));
+        assert_eq!(judge(a1.as_ref(), b1.as_ref(), Better::Lower).2, Verdict::Worse);
+        assert_eq!(judge(a1.as_ref(), None, Better::Lower).2, Verdict::Neutral);
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_value(1234567.0), "1.235e6");
+        assert_eq!(fmt_value(12345.4), "12,345");
+        assert_eq!(fmt_value(-1500.0), "-1,500");
+        assert_eq!(fmt_value(123.45), "123.5");
+        assert_eq!(fmt_value(1.2345), "1.23");
+        assert_eq!(fmt_value(0.012345), "0.0123");
+    }
+}

@@ -1,0 +1,152 @@
+//! Named figures of a run, the vocabulary shared by comparisons and budgets.
+//!
+//! Every figure has a stable dotted name (`switches.voluntary.per_op`), a unit and the
+//! direction that counts as better. Per-second figures divide by the recording's duration;
+//! per-operation figures exist only when the run carries an operation count.
+
+use std::collections::BTreeMap;
+
+use crate::Run;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Better {
+    Lower,
+    Higher,
+    /// Informational (duration, operation count).
+    Neither,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Metric {
+    pub value: f64,
+    /// "count", "1/s", "1/op", "µs/op", "ms", "%", "s", "ns".
+    pub unit: &'static str,
+    pub better: Better,
+}
+
+fn put(m: &mut BTreeMap<String, Metric>, name: impl Into<String>, value: f64, unit: &'static str, better: Better) {
+    m.insert(name.into(), Metric { value, unit, better });
+}
+
+/// A count with its per-second and (when known) per-operation rates.
+fn rates(
+    m: &mut BTreeMap<String, Metric>,
+    name: &str,
+    count: f64,
+    secs: f64,
+    ops: Option<f64>,
+    better: Better,
+) {
+    put(m, name, count, "count", better);
+    if secs > 0.0 {
+        put(m, format!("{name}.per_s"), count / secs, "1/s", better);
+    }
+    if let Some(ops) = ops.filter(|o| *o > 0.0) {
+        put(m, format!("{name}.per_op"), count / ops, "1/op", better);
+    }
+}
+
+/// Every named figure of `run`.
+pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
+    use Better::*;
+    let mut m = BTreeMap::new();
+    let secs = run.meta.duration_ns() as f64 / 1e9;
+    let ops = run.operations.map(|o| o as f64);
+    put(&mut m, "duration", secs, "s", Neither);
+    if let Some(ops) = ops {
+        put(&mut m, "operations", ops, "count", Neither);
+        if secs > 0.0 {
+            put(&mut m, "throughput", ops / secs, "1/s", Higher);
+        }
+    }
+
+    if run.meta.collector == crate::Collector::Ebpf {
+        rates(&mut m, "syscalls.total", run.syscall_total() as f64, secs, ops, Lower);
+        let errors: u64 = run.syscalls.iter().map(|s| s.errors).sum();
+        rates(&mut m, "syscalls.errors", errors as f64, secs, ops, Lower);
+        let time: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
+        put(&mut m, "syscalls.time", time as f64 / 1e6, "ms", Lower);
+        for s in &run.syscalls {
+            rates(&mut m, &format!("syscalls.{}", s.name), s.count as f64, secs, ops, Lower);
+            if s.count > 0 {
+                put(
+                    &mut m,
+                    format!("syscalls.{}.avg_us", s.name),
+                    s.total_ns as f64 / s.count as f64 / 1e3,
+                    "µs",
+                    Lower,
+                );
+            }
+        }
+        let blocked: u64 = run.threads.iter().map(|t| t.blocked_ns).sum();
+        let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
+        put(&mut m, "offcpu.blocked", blocked as f64 / 1e6, "ms", Lower);
+        if let Some(share) = run.offcpu_share() {
+            put(&mut m, "offcpu.share", share * 100.0, "%", Lower);
+        }
+        put(&mut m, "runqueue.wait", runq as f64 / 1e6, "ms", Lower);
+    }
+
+    let l = &run.locks;
+    if run.meta.collector == crate::Collector::Ebpf {
+        rates(&mut m, "futex.waits", l.futex.count as f64, secs, ops, Lower);
+        put(&mut m, "futex.wait_time", l.futex.total_ns as f64 / 1e6, "ms", Lower);
+        if let Some(ops) = ops.filter(|o| *o > 0.0) {
+            put(&mut m, "futex.wait_time.per_op", l.futex.total_ns as f64 / 1e3 / ops, "µs/op", Lower);
+        }
+        put(&mut m, "futex.wait_max", l.futex.max_ns as f64 / 1e6, "ms", Lower);
+        if let Some(c) = &l.contention {
+            rates(&mut m, "kernel_locks.contended", c.count as f64, secs, ops, Lower);
+            put(&mut m, "kernel_locks.wait_time", c.total_ns as f64 / 1e6, "ms", Lower);
+        }
+        for s in &l.spans {
+            let name = format!("span.{}", s.symbol);
+            rates(&mut m, &name, s.stats.count as f64, secs, ops, Neither);
+            put(&mut m, format!("{name}.time"), s.stats.total_ns as f64 / 1e6, "ms", Lower);
+            if let Some(ops) = ops.filter(|o| *o > 0.0) {
+                put(&mut m, format!("{name}.time.per_op"), s.stats.total_ns as f64 / 1e3 / ops, "µs/op", Lower);
+            }
+        }
+    }
+
+    let vol = run.voluntary() as f64;
+    let invol = run.involuntary() as f64;
+    rates(&mut m, "switches.voluntary", vol, secs, ops, Lower);
+    rates(&mut m, "switches.involuntary", invol, secs, ops, Lower);
+    rates(&mut m, "switches.total", vol + invol, secs, ops, Lower);
+
+    let oncpu: u64 = run.threads.iter().map(|t| t.oncpu_ns).sum();
+    let cpu_ns = run.counter("task-clock").unwrap_or(oncpu) as f64;
+    put(&mut m, "cpu.time", cpu_ns / 1e6, "ms", Lower);
+    if let Some(ops) = ops.filter(|o| *o > 0.0) {
+        put(&mut m, "cpu.per_op", cpu_ns / 1e3 / ops, "µs/op", Lower);
+    }
+    if secs > 0.0 {
+        put(&mut m, "cpu.utilisation", cpu_ns / 1e9 / secs * 100.0, "%", Lower);
+    }
+    for c in &run.counters {
+        if let Some(v) = c.value {
+            put(&mut m, format!("perf.{}", c.name), v as f64, "count", Lower);
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_op_only_with_operations() {
+        let mut run = crate::tests::sample_run();
+        let m = extract(&run);
+        assert!(m.contains_key("switches.voluntary.per_s"));
+        assert!(!m.contains_key("switches.voluntary.per_op"));
+        run.operations = Some(10);
+        let m = extract(&run);
+        assert_eq!(m["switches.voluntary.per_op"].value, run.voluntary() as f64 / 10.0);
+        assert_eq!(m["syscalls.getppid"].value, 1000.0);
+        assert_eq!(m["syscalls.getppid.per_op"].value, 100.0);
+        assert_eq!(m["throughput"].better, Better::Higher);
+    }
+}

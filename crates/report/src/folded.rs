@@ -1,0 +1,142 @@
+//! Folded stacks, as Brendan Gregg's FlameGraph and inferno read them: one line per stack,
+//! `comm;frame;frame;… value`, root first.
+//!
+//! - on-CPU: `comm;user…;kernel… samples`
+//! - off-CPU: `comm;[S];user…;kernel… ns` (the label is the thread state: S, D, R)
+//! - wakeup: `comm;[S];sleeper…;--;waker frames leaf to root;waker comm ns`, like bcc's
+//!   offwaketime: the sleeper grows up from the bottom, the waker hangs upside down above it
+//! - syscalls: `comm;[syscall];user… calls`
+//!
+//! Kernel frames end in `_[k]` and inlined frames in `_[i]` (FlameGraph's annotations; inferno
+//! colours them and shows the name without the suffix). A non-empty label is always shown as
+//! `[label]` after the thread name.
+
+use std::{collections::BTreeMap, fmt::Write as _};
+
+use switchyard_model::{Frame, FrameKind, Run, Stack};
+
+use crate::{Error, ProfileKind};
+
+/// The separator frame between the sleeper's and the waker's stack (inferno greys it).
+pub const WAKER_SEPARATOR: &str = "--";
+
+/// The folded stacks of one profile: identical stacks merged, lines sorted, each ending in
+/// `\n`. Empty when the profile has no samples.
+pub fn folded(run: &Run, kind: ProfileKind) -> Result<String, Error> {
+    let mut out = String::new();
+    for (stack, value) in merged(run, kind)? {
+        let _ = writeln!(out, "{stack} {value}");
+    }
+    Ok(out)
+}
+
+/// Folded stack → summed value, sorted by stack. Stacks of value 0 are left out.
+pub(crate) fn merged(run: &Run, kind: ProfileKind) -> Result<BTreeMap<String, u64>, Error> {
+    let frames = &run.profiles.frames;
+    let mut lines: BTreeMap<String, u64> = BTreeMap::new();
+    for (i, stack) in kind.of(&run.profiles).stacks.iter().enumerate() {
+        if stack.value == 0 {
+            continue;
+        }
+        let line = fold(frames, kind, i, stack)?;
+        *lines.entry(line).or_default() += stack.value;
+    }
+    Ok(lines)
+}
+
+fn fold(frames: &[Frame], kind: ProfileKind, i: usize, stack: &Stack) -> Result<String, Error> {
+    let lookup = |index: u32| {
+        frames.get(index as usize).ok_or(Error::FrameOutOfRange {
+            profile: kind.name(),
+            stack: i,
+            index,
+            frames: frames.len(),
+        })
+    };
+    let mut parts: Vec<String> = vec![sanitize_frame(&stack.comm)];
+    if !stack.label.is_empty() {
+        parts.push(format!("[{}]", sanitize_frame(&stack.label)));
+    }
+    for &index in &stack.frames {
+        parts.push(frame_name(lookup(index)?));
+    }
+    if kind == ProfileKind::Wakeup {
+        parts.push(WAKER_SEPARATOR.to_string());
+        for &index in stack.waker_frames.iter().rev() {
+            parts.push(frame_name(lookup(index)?));
+        }
+        parts.push(sanitize_frame(&stack.waker_comm));
+    }
+    Ok(parts.join(";"))
+}
+
+/// A frame's folded name: sanitised, with `_[k]` for kernel and `_[i]` for inlined frames.
+pub(crate) fn frame_name(frame: &Frame) -> String {
+    let name = sanitize_frame(&frame.name);
+    match frame.kind {
+        FrameKind::Kernel => name + "_[k]",
+        FrameKind::User if frame.inlined => name + "_[i]",
+        _ => name,
+    }
+}
+
+/// Makes a name safe as one frame of a folded line:
+/// - `;` (the frame separator, as in Rust's `[u8; 8]`) becomes `:`;
+/// - line breaks, tabs and other control or non-space whitespace become a space;
+/// - leading and trailing spaces go; an empty name becomes `[unknown]`;
+/// - a trailing ` 123` or ` 1.5` would be read as a sample count: its space becomes `_`;
+/// - a leading `# ` (a comment line) becomes `#_`;
+/// - `-` and `--`, inferno's separator frames, become `[-]` and `[--]`.
+pub fn sanitize_frame(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| match c {
+            ';' => ':',
+            c if c.is_control() || (c.is_whitespace() && c != ' ') => ' ',
+            c => c,
+        })
+        .collect();
+    let mut s = cleaned.trim_matches(' ').to_string();
+    if s.is_empty() {
+        return "[unknown]".into();
+    }
+    if let Some(space) = s.rfind(' ') {
+        let tail = &s[space + 1..];
+        if !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            s.replace_range(space..space + 1, "_");
+        }
+    }
+    if s.starts_with("# ") {
+        s.replace_range(1..2, "_");
+    }
+    if s == "-" || s == "--" {
+        s = format!("[{s}]");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sanitises_frame_names() {
+        assert_eq!(
+            sanitize_frame("core::ptr::drop<[u8; 8]>"),
+            "core::ptr::drop<[u8: 8]>"
+        );
+        assert_eq!(sanitize_frame("a\nb\r\tc"), "a b  c");
+        assert_eq!(sanitize_frame("  padded  "), "padded");
+        assert_eq!(sanitize_frame(""), "[unknown]");
+        assert_eq!(sanitize_frame(" \n "), "[unknown]");
+        assert_eq!(sanitize_frame("frame 12"), "frame_12");
+        assert_eq!(sanitize_frame("frame 1.5"), "frame_1.5");
+        assert_eq!(
+            sanitize_frame("operator new(unsigned long)"),
+            "operator new(unsigned long)"
+        );
+        assert_eq!(sanitize_frame("# note"), "#_note");
+        assert_eq!(sanitize_frame("--"), "[--]");
+        assert_eq!(sanitize_frame("<script>"), "<script>");
+    }
+}

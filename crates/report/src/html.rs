@@ -1,0 +1,689 @@
+//! The HTML report: one self-contained file (inline CSS, JS and SVG; nothing fetched), with a
+//! summary, sortable syscall and thread tables, latency histograms, four flame graphs and the
+//! drops and warnings of the run.
+//!
+//! Every string from the target (command line, thread and symbol names, paths) goes through
+//! [`Esc`]. Table rows and headings sit on lines of their own, so golden files diff well.
+
+use std::fmt::Write as _;
+
+use switchyard_model::{
+    Collector, Counter, EndReason, Log2Hist, Profiles, Run, SyscallRow, TargetMode,
+};
+
+use crate::{
+    Error, ProfileKind,
+    chart::log2_chart,
+    escape::{Esc, html as esc},
+    flame::{self, flamegraph},
+    units::{command_line, ns, ns_f, percent, rate, significant, thousands, utc},
+};
+
+/// Latency charts are drawn for this many syscalls, the top ones by total time.
+const TOP_HISTOGRAMS: usize = 6;
+
+const STYLE: &str = include_str!("report.css");
+const SCRIPT: &str = include_str!("sort.js");
+
+/// The report of a run as one HTML document.
+pub fn html(run: &Run) -> Result<String, Error> {
+    let mut graphs = Vec::new();
+    for kind in ProfileKind::ALL {
+        graphs.push((kind, flamegraph(run, kind)?));
+    }
+
+    let m = &run.meta;
+    let command = command_line(&m.command);
+    let mut out = String::with_capacity(64 * 1024);
+    let _ = writeln!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>switchyard: {}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>",
+        Esc(&command)
+    );
+    let _ = writeln!(
+        out,
+        "<header>\n<h1>switchyard report</h1>\n<p class=\"cmd\"><code>{}</code></p>\n<nav>",
+        Esc(&command)
+    );
+    let nav = [
+        ("summary", "Summary"),
+        ("syscalls", "Syscalls"),
+        ("threads", "Threads"),
+        ("latency", "Histograms"),
+        ("flame-oncpu", "On-CPU"),
+        ("flame-offcpu", "Off-CPU"),
+        ("flame-wakeup", "Wakeups"),
+        ("flame-syscalls", "Syscall stacks"),
+        ("warnings", "Drops and warnings"),
+    ];
+    for (id, title) in nav {
+        let _ = writeln!(out, "<a href=\"#{id}\">{title}</a>");
+    }
+    out.push_str("</nav>\n</header>\n<main>\n");
+
+    summary(&mut out, run, &command);
+    syscalls(&mut out, run);
+    threads(&mut out, run);
+    histograms(&mut out, run);
+    for (kind, svg) in &graphs {
+        flame_section(&mut out, run, *kind, svg.as_deref());
+    }
+    warnings(&mut out, run);
+
+    let _ = writeln!(
+        out,
+        "</main>\n<footer>switchyard {} · run file schema {}</footer>\n<script>\n{SCRIPT}</script>\n</body>\n</html>",
+        Esc(&m.tool_version),
+        run.schema_version
+    );
+    Ok(out)
+}
+
+fn secs(run: &Run) -> f64 {
+    run.meta.duration_ns() as f64 / 1e9
+}
+
+fn ended(end: &EndReason) -> String {
+    match end {
+        EndReason::TargetExited { code: Some(c), .. } => format!("target exited with code {c}"),
+        EndReason::TargetExited {
+            signal: Some(s), ..
+        } => format!("target killed by signal {s}"),
+        EndReason::TargetExited { .. } => "target exited".into(),
+        EndReason::Duration => "--duration elapsed".into(),
+        EndReason::Interrupted { signal } => format!("interrupted (signal {signal})"),
+    }
+}
+
+/// A key/value row; `value` is HTML already.
+fn kv(out: &mut String, key: &str, value: &str) {
+    let _ = writeln!(out, "<tr><th scope=\"row\">{key}</th><td>{value}</td></tr>");
+}
+
+/// A right-aligned number cell that sorts by `v`.
+fn num(v: impl std::fmt::Display, text: &str) -> String {
+    format!("<td class=\"num\" data-v=\"{v}\">{text}</td>")
+}
+
+fn not_available(why: &str) -> String {
+    format!("<span class=\"na\">{}</span>", Esc(why))
+}
+
+fn card(out: &mut String, value: &str, key: &str, sub: &str) {
+    let _ = writeln!(
+        out,
+        "<div class=\"card\"><div class=\"v\">{value}</div><div class=\"k\">{key}</div><div class=\"s\">{sub}</div></div>"
+    );
+}
+
+fn summary(out: &mut String, run: &Run, command: &str) {
+    let m = &run.meta;
+    let secs = secs(run);
+    let ebpf = m.collector == Collector::Ebpf;
+    let total = run.syscall_total();
+    let errors: u64 = run.syscalls.iter().map(|s| s.errors).sum();
+    let in_syscalls: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
+    let (vol, invol) = (run.voluntary(), run.involuntary());
+    let on: u64 = run.threads.iter().map(|t| t.oncpu_ns).sum();
+    let blocked: u64 = run.threads.iter().map(|t| t.blocked_ns).sum();
+    let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
+
+    out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n<div class=\"cards\">\n");
+    card(
+        out,
+        &ns(m.duration_ns()),
+        "recorded",
+        &Esc(&ended(&m.end)).to_string(),
+    );
+    if ebpf {
+        card(
+            out,
+            &thousands(total),
+            "syscalls",
+            &format!("{}/s · {} failed", rate(total, secs), thousands(errors)),
+        );
+    } else {
+        card(out, "–", "syscalls", "not recorded in degraded mode");
+    }
+    card(
+        out,
+        &thousands(vol + invol),
+        "context switches",
+        &format!(
+            "{} voluntary · {} involuntary",
+            thousands(vol),
+            thousands(invol)
+        ),
+    );
+    match (ebpf, run.offcpu_share()) {
+        (true, Some(share)) => card(
+            out,
+            &percent(share),
+            "off-CPU",
+            &format!("of thread time · on CPU {}", ns(on)),
+        ),
+        _ => card(out, "–", "off-CPU", "needs eBPF (blocked time)"),
+    }
+    out.push_str("</div>\n<table class=\"kv\">\n");
+    kv(out, "Command", &format!("<code>{}</code>", Esc(command)));
+    let mode = match m.mode {
+        TargetMode::Spawn => "spawned",
+        TargetMode::Pid => "attached",
+    };
+    kv(out, "Target", &format!("pid {} ({mode})", m.pid));
+    let children = if !m.follow_children {
+        "not followed".to_string()
+    } else if m.children.is_empty() {
+        "none".to_string()
+    } else {
+        m.children
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    kv(out, "Child processes", &children);
+    kv(out, "Started", &utc(m.start_wall_ns));
+    kv(out, "Duration", &ns(m.duration_ns()));
+    kv(out, "Ended", &Esc(&ended(&m.end)).to_string());
+    kv(
+        out,
+        "Collector",
+        match m.collector {
+            Collector::Ebpf => "eBPF and perf counters",
+            Collector::Degraded => "degraded: /proc and perf software counters, no eBPF",
+        },
+    );
+    kv(
+        out,
+        "Host",
+        &format!("{} · Linux {}", Esc(&m.host), Esc(&m.kernel)),
+    );
+    out.push_str("</table>\n<h3>Totals</h3>\n<table class=\"kv\">\n");
+    if ebpf {
+        kv(
+            out,
+            "Syscalls",
+            &format!("{} ({}/s)", thousands(total), rate(total, secs)),
+        );
+        kv(out, "Failed syscalls", &thousands(errors));
+        kv(out, "Time inside syscalls", &ns(in_syscalls));
+    } else {
+        kv(
+            out,
+            "Syscalls",
+            &not_available("not recorded in degraded mode"),
+        );
+    }
+    kv(
+        out,
+        "Voluntary switches",
+        &format!("{} ({}/s)", thousands(vol), rate(vol, secs)),
+    );
+    kv(
+        out,
+        "Involuntary switches",
+        &format!("{} ({}/s)", thousands(invol), rate(invol, secs)),
+    );
+    kv(out, "Threads", &thousands(run.threads.len() as u64));
+    match (ebpf, run.offcpu_share()) {
+        (true, Some(share)) => kv(
+            out,
+            "Off-CPU share",
+            &format!(
+                "{} of thread time (blocked {}, waiting for a CPU {}, on CPU {})",
+                percent(share),
+                ns(blocked),
+                ns(runq),
+                ns(on)
+            ),
+        ),
+        (true, None) => kv(out, "Off-CPU share", &not_available("no thread time")),
+        (false, _) => kv(
+            out,
+            "Off-CPU share",
+            &format!(
+                "{} (on CPU {}, waiting for a CPU {})",
+                not_available("blocked time needs eBPF"),
+                ns(on),
+                ns(runq)
+            ),
+        ),
+    }
+    out.push_str("</table>\n");
+    if let Some(ops) = run.operations {
+        per_operation(out, run, ops);
+    }
+    counters(out, run);
+    out.push_str("</section>\n");
+}
+
+fn per_operation(out: &mut String, run: &Run, ops: u64) {
+    out.push_str("<h3>Per operation</h3>\n<table class=\"kv\">\n");
+    kv(
+        out,
+        "Operations",
+        &format!("{} ({}/s)", thousands(ops), rate(ops, secs(run))),
+    );
+    if ops == 0 {
+        kv(
+            out,
+            "Per operation",
+            &not_available("no operations completed"),
+        );
+        out.push_str("</table>\n");
+        return;
+    }
+    let per = |v: u64| v as f64 / ops as f64;
+    if run.meta.collector == Collector::Ebpf {
+        let in_syscalls: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
+        kv(out, "Syscalls", &significant(per(run.syscall_total())));
+        kv(out, "Time inside syscalls", &ns_f(per(in_syscalls)));
+    }
+    let (vol, invol) = (run.voluntary(), run.involuntary());
+    kv(
+        out,
+        "Context switches",
+        &format!(
+            "{} ({} voluntary, {} involuntary)",
+            significant(per(vol + invol)),
+            significant(per(vol)),
+            significant(per(invol))
+        ),
+    );
+    match run.counter("task-clock") {
+        Some(cpu) => kv(out, "CPU time (task-clock)", &ns_f(per(cpu))),
+        None => {
+            let on: u64 = run.threads.iter().map(|t| t.oncpu_ns).sum();
+            kv(out, "CPU time (threads on CPU)", &ns_f(per(on)));
+        }
+    }
+    if run.meta.collector == Collector::Ebpf {
+        let off: u64 = run.threads.iter().map(|t| t.offcpu_ns()).sum();
+        kv(out, "Off-CPU time", &ns_f(per(off)));
+    }
+    out.push_str("</table>\n");
+}
+
+fn counter_value(c: &Counter) -> String {
+    match c.value {
+        Some(v) if c.name == "task-clock" => ns(v),
+        Some(v) => thousands(v),
+        None => not_available("not supported"),
+    }
+}
+
+fn counters(out: &mut String, run: &Run) {
+    out.push_str("<h3>perf counters</h3>\n");
+    if run.counters.is_empty() {
+        out.push_str("<p class=\"none\">none recorded</p>\n");
+        return;
+    }
+    out.push_str(
+        "<table class=\"data counters\">\n<thead><tr><th>Counter</th><th class=\"num\">Value</th>\
+         <th class=\"num\">Per second</th><th>Note</th></tr></thead>\n<tbody>\n",
+    );
+    for c in &run.counters {
+        let per_sec = match c.value {
+            Some(_) if c.name == "task-clock" => "–".to_string(),
+            Some(v) => rate(v, secs(run)),
+            None => "–".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{per_sec}</td><td>{}</td></tr>",
+            Esc(&c.name),
+            counter_value(c),
+            Esc(c.note.as_deref().unwrap_or(""))
+        );
+    }
+    out.push_str("</tbody>\n</table>\n");
+}
+
+fn errnos(s: &SyscallRow) -> String {
+    s.errnos
+        .iter()
+        .map(|e| format!("{}×{}", Esc(&e.name), thousands(e.count)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn syscalls(out: &mut String, run: &Run) {
+    out.push_str("<section id=\"syscalls\">\n<h2>Syscalls</h2>\n");
+    if run.meta.collector == Collector::Degraded {
+        out.push_str("<p class=\"none\">not recorded: degraded mode has no eBPF</p>\n</section>\n");
+        return;
+    }
+    if run.syscalls.is_empty() {
+        out.push_str("<p class=\"none\">no syscalls recorded</p>\n</section>\n");
+        return;
+    }
+    let secs = secs(run);
+    let all: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
+    let mut rows: Vec<&SyscallRow> = run.syscalls.iter().collect();
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.nr.cmp(&b.nr)));
+    out.push_str(
+        "<p class=\"note\">Every syscall of the target, counted at exit. Click a column to sort.</p>\n\
+         <div class=\"scroll\"><table class=\"data sortable\" id=\"syscall-table\">\n<thead><tr>\
+         <th>Syscall</th><th class=\"num\">Nr</th><th class=\"num\">Count</th>\
+         <th class=\"num\">Per second</th><th class=\"num\">Errors</th><th>Errnos</th>\
+         <th class=\"num\" aria-sort=\"descending\">Total time</th><th class=\"num\">Share</th>\
+         <th class=\"num\">Average</th><th class=\"num\">Max</th></tr></thead>\n<tbody>\n",
+    );
+    for s in rows {
+        let avg = s.total_ns.checked_div(s.count).unwrap_or(0);
+        let share = if all > 0 {
+            s.total_ns as f64 / all as f64
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td>{}{}{}{}<td>{}</td>{}{}{}{}</tr>",
+            Esc(&s.name),
+            num(s.nr, &s.nr.to_string()),
+            num(s.count, &thousands(s.count)),
+            num(
+                s.count as f64 / secs.max(f64::MIN_POSITIVE),
+                &rate(s.count, secs)
+            ),
+            num(s.errors, &thousands(s.errors)),
+            errnos(s),
+            num(s.total_ns, &ns(s.total_ns)),
+            num(format!("{share:.6}"), &percent(share)),
+            num(avg, &ns(avg)),
+            num(s.max_ns, &ns(s.max_ns)),
+        );
+    }
+    out.push_str("</tbody>\n</table></div>\n</section>\n");
+}
+
+fn threads(out: &mut String, run: &Run) {
+    out.push_str("<section id=\"threads\">\n<h2>Threads</h2>\n");
+    if run.threads.is_empty() {
+        out.push_str("<p class=\"none\">no threads recorded</p>\n</section>\n");
+        return;
+    }
+    let secs = secs(run);
+    let ebpf = run.meta.collector == Collector::Ebpf;
+    out.push_str(
+        "<p class=\"note\">Voluntary switches: the thread blocked (I/O, a lock, a sleep); involuntary: it was \
+         preempted while still runnable. Click a column to sort.</p>\n\
+         <div class=\"scroll\"><table class=\"data sortable\" id=\"thread-table\">\n<thead><tr>\
+         <th class=\"num\">TID</th><th class=\"num\">PID</th><th>Thread</th>\
+         <th class=\"num\">Voluntary</th><th class=\"num\">Involuntary</th>\
+         <th class=\"num\">Voluntary/s</th><th class=\"num\">Involuntary/s</th>\
+         <th class=\"num\">On CPU</th><th class=\"num\">Blocked</th>\
+         <th class=\"num\">Waiting for a CPU</th><th class=\"num\">Off-CPU share</th></tr></thead>\n<tbody>\n",
+    );
+    for t in &run.threads {
+        let (blocked, share) = if ebpf {
+            let total = t.oncpu_ns + t.offcpu_ns();
+            let share = if total > 0 {
+                t.offcpu_ns() as f64 / total as f64
+            } else {
+                0.0
+            };
+            (
+                num(t.blocked_ns, &ns(t.blocked_ns)),
+                num(format!("{share:.6}"), &percent(share)),
+            )
+        } else {
+            let na = format!("<td class=\"num\">{}</td>", not_available("needs eBPF"));
+            (na.clone(), na)
+        };
+        let _ = writeln!(
+            out,
+            "<tr>{}{}<td>{}</td>{}{}{}{}{}{blocked}{}{share}</tr>",
+            num(t.tid, &t.tid.to_string()),
+            num(t.tgid, &t.tgid.to_string()),
+            Esc(&t.comm),
+            num(t.voluntary, &thousands(t.voluntary)),
+            num(t.involuntary, &thousands(t.involuntary)),
+            num(
+                t.voluntary as f64 / secs.max(f64::MIN_POSITIVE),
+                &rate(t.voluntary, secs)
+            ),
+            num(
+                t.involuntary as f64 / secs.max(f64::MIN_POSITIVE),
+                &rate(t.involuntary, secs)
+            ),
+            num(t.oncpu_ns, &ns(t.oncpu_ns)),
+            num(t.runqueue_ns, &ns(t.runqueue_ns)),
+        );
+    }
+    out.push_str("</tbody>\n</table></div>\n</section>\n");
+}
+
+fn histograms(out: &mut String, run: &Run) {
+    out.push_str("<section id=\"latency\">\n<h2>Latency histograms</h2>\n");
+    out.push_str(
+        "<p class=\"note\">Log2 buckets: a bar counts the values from its left edge to twice that. \
+         Hover a bar for its range and count.</p>\n",
+    );
+    let mut top: Vec<&SyscallRow> = run
+        .syscalls
+        .iter()
+        .filter(|s| s.latency.count() > 0)
+        .collect();
+    top.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.nr.cmp(&b.nr)));
+    if top.len() > TOP_HISTOGRAMS {
+        top.truncate(TOP_HISTOGRAMS);
+        let _ = writeln!(
+            out,
+            "<h3>Syscall latency, top {TOP_HISTOGRAMS} by total time</h3>"
+        );
+    } else {
+        out.push_str("<h3>Syscall latency, by total time</h3>\n");
+    }
+    if top.is_empty() {
+        out.push_str("<p class=\"none\">no syscall latencies recorded</p>\n");
+    } else {
+        out.push_str("<div class=\"charts\">\n");
+        for s in top {
+            let avg = s.total_ns.checked_div(s.count).unwrap_or(0);
+            let caption = format!(
+                "<b>{}</b> {} · total {} · average {} · max {}",
+                Esc(&s.name),
+                count(s.count, "call"),
+                ns(s.total_ns),
+                ns(avg),
+                ns(s.max_ns)
+            );
+            let label = format!("{} latency histogram", s.name);
+            figure(out, &caption, &s.latency, "syscall", "calls", &label);
+        }
+        out.push_str("</div>\n");
+    }
+    out.push_str("<h3>Off-CPU intervals, all threads</h3>\n");
+    let mut offcpu = Log2Hist::default();
+    for t in &run.threads {
+        offcpu.add(&t.offcpu);
+    }
+    if offcpu.count() == 0 {
+        out.push_str("<p class=\"none\">no off-CPU intervals recorded</p>\n");
+    } else {
+        let off: u64 = run.threads.iter().map(|t| t.offcpu_ns()).sum();
+        let caption = format!(
+            "<b>off-CPU</b> {} · total {}",
+            count(offcpu.count(), "interval"),
+            ns(off)
+        );
+        out.push_str("<div class=\"charts\">\n");
+        figure(
+            out,
+            &caption,
+            &offcpu,
+            "offcpu",
+            "intervals",
+            "off-CPU interval histogram",
+        );
+        out.push_str("</div>\n");
+    }
+    out.push_str("</section>\n");
+}
+
+fn figure(out: &mut String, caption: &str, hist: &Log2Hist, class: &str, noun: &str, label: &str) {
+    if let Some(svg) = log2_chart(hist, class, noun, label) {
+        let _ = writeln!(
+            out,
+            "<figure>\n<figcaption>{caption}</figcaption>\n{svg}\n</figure>"
+        );
+    }
+}
+
+/// "1 stack", "3 stacks".
+fn count(n: u64, noun: &str) -> String {
+    format!("{} {noun}{}", thousands(n), if n == 1 { "" } else { "s" })
+}
+
+fn flame_note(run: &Run, kind: ProfileKind) -> String {
+    let stats = &run.profiles.stats;
+    let profile = kind.of(&run.profiles);
+    let total = profile.total();
+    let stacks = profile.stacks.len() as u64;
+    if run.profiles == Profiles::default() {
+        return "This run has no stacks (recorded with --no-stacks, or without eBPF).".into();
+    }
+    match kind {
+        ProfileKind::OnCpu if stats.oncpu_hz == 0 => {
+            "On-CPU sampling was off for this run.".to_string()
+        }
+        ProfileKind::OnCpu => format!(
+            "{} of the target's threads at {} Hz (perf cpu-clock), about {} on CPU. \
+             Kernel frames are orange, inlined frames aqua.",
+            count(total, "sample"),
+            thousands(stats.oncpu_hz),
+            ns(total.saturating_mul(1_000_000_000) / stats.oncpu_hz)
+        ),
+        ProfileKind::OffCpu => {
+            let mut note = format!(
+                "{} off CPU in {}, by the stack at switch-out; the frame above the thread name \
+                 is its state: [S] sleeping, [D] uninterruptible, [R] preempted.",
+                ns(total),
+                count(stacks, "stack"),
+            );
+            if stats.min_block_ns > 0 {
+                note += &format!(
+                    " Blocks shorter than {} are not recorded by stack.",
+                    ns(stats.min_block_ns)
+                );
+            }
+            note
+        }
+        ProfileKind::Wakeup => format!(
+            "{} of off-CPU time by who ended it: the sleeper's stack grows from the bottom, \
+             <code>--</code> separates it from the waker's stack, drawn upside down, with the \
+             waker's thread name on top.",
+            ns(total)
+        ),
+        ProfileKind::Syscalls if stats.syscall_sample_every == 0 => {
+            "Syscall stacks were off for this run.".to_string()
+        }
+        ProfileKind::Syscalls if stats.syscall_sample_every == 1 => format!(
+            "{} by user stack at entry; every syscall had its stack taken.",
+            count(total, "syscall")
+        ),
+        ProfileKind::Syscalls => format!(
+            "{} by user stack at entry; one syscall in {} had its stack taken and the counts \
+             are scaled back.",
+            count(total, "syscall"),
+            thousands(stats.syscall_sample_every)
+        ),
+    }
+}
+
+fn flame_section(out: &mut String, run: &Run, kind: ProfileKind, svg: Option<&str>) {
+    let title = format!("{} flame graph", kind.title());
+    let _ = writeln!(
+        out,
+        "<section id=\"flame-{}\">\n<h2>{title}</h2>\n<p class=\"note\">{}</p>",
+        kind.name(),
+        flame_note(run, kind)
+    );
+    match svg {
+        None => out.push_str("<p class=\"empty\">no samples</p>\n"),
+        Some(svg) => {
+            // The iframe keeps the graph's aspect ratio, so it never scrolls inside.
+            let height = flame::svg_height(svg).unwrap_or(600);
+            let _ = writeln!(
+                out,
+                "<p class=\"hint\">Click a frame to zoom in, Search (or Ctrl-F inside the graph) to highlight.</p>\n\
+                 <div class=\"flame\"><iframe id=\"flame-{}-graph\" title=\"{title}\" \
+                 style=\"aspect-ratio:{}/{height}\" srcdoc=\"{}\"></iframe></div>",
+                kind.name(),
+                flame::IMAGE_WIDTH,
+                esc(&flame::srcdoc(svg))
+            );
+        }
+    }
+    out.push_str("</section>\n");
+}
+
+fn warnings(out: &mut String, run: &Run) {
+    let stats = &run.profiles.stats;
+    let mut items: Vec<(&str, String)> = Vec::new();
+    for d in &run.drops {
+        items.push((
+            "dropped",
+            format!("{} {}", thousands(d.count), Esc(&d.reason)),
+        ));
+    }
+    // The recorder may also list a stack loss among the drops; say it once.
+    let in_drops = |n: u64, word: &str| {
+        run.drops
+            .iter()
+            .any(|d| d.count == n && d.reason.contains(word))
+    };
+    if stats.collisions > 0 && !in_drops(stats.collisions, "collision") {
+        items.push((
+            "stacks",
+            format!(
+                "{} stacks lost: the stack map was full or two stacks hashed alike (map size {}); \
+                 raise <code>--stack-map-size</code>",
+                thousands(stats.collisions),
+                thousands(u64::from(stats.stack_map_size))
+            ),
+        ));
+    }
+    if stats.missing_user > 0 && !in_drops(stats.missing_user, "user stack") {
+        items.push((
+            "stacks",
+            format!(
+                "{} user stacks missing (a kernel thread, or code built without frame pointers)",
+                thousands(stats.missing_user)
+            ),
+        ));
+    }
+    if stats.missing_kernel > 0 && !in_drops(stats.missing_kernel, "kernel stack") {
+        items.push((
+            "stacks",
+            format!("{} kernel stacks missing", thousands(stats.missing_kernel)),
+        ));
+    }
+    if stats.unknown_frames > 0 {
+        items.push((
+            "stacks",
+            format!(
+                "{} no symbol covers (shown as [unknown] or module+offset)",
+                count(stats.unknown_frames, "frame")
+            ),
+        ));
+    }
+    for x in &run.missing {
+        items.push(("missing", format!("{}: {}", Esc(&x.figure), Esc(&x.reason))));
+    }
+    out.push_str("<section id=\"warnings\">\n<h2>Drops and warnings</h2>\n");
+    if items.is_empty() {
+        out.push_str("<p class=\"none\">none</p>\n");
+    } else {
+        out.push_str("<ul class=\"warnings\">\n");
+        for (source, text) in items {
+            let _ = writeln!(out, "<li><span class=\"src\">{source}</span> {text}</li>");
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</section>\n");
+}

@@ -1,0 +1,279 @@
+//! pprof profiles (`profile.proto`, gzip'd), as `go tool pprof` and most profile viewers read
+//! them.
+//!
+//! One location per frame (with its source line when the run has one), one function per
+//! distinct name and file, one mapping per module. A sample's locations run leaf first, as
+//! the format wants; the thread name, tid, pid and the stack's label (thread state, syscall,
+//! waker) are sample labels.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    io::Write as _,
+};
+
+use ::pprof::protos::{
+    Function, Label, Line, Location, Mapping, Message, Profile, Sample, ValueType,
+};
+use flate2::{Compression, write::GzEncoder};
+use switchyard_model::{Frame, Run};
+
+use crate::{Error, ProfileKind, units::command_line};
+
+/// The gzip'd, encoded pprof profile of one profile of the run.
+pub fn pprof(run: &Run, kind: ProfileKind) -> Result<Vec<u8>, Error> {
+    let bytes = pprof_profile(run, kind)?.encode_to_vec();
+    let compress = |source| Error::Compress {
+        profile: kind.name(),
+        source,
+    };
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+    gz.write_all(&bytes).map_err(compress)?;
+    gz.finish().map_err(compress)
+}
+
+/// The pprof profile of one profile of the run, before encoding.
+pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
+    let mut b = Builder::default();
+    b.string(""); // index 0 is the empty string, by the format's rule
+    let profiles = &run.profiles;
+    let frames = &profiles.frames;
+    let stacks = &kind.of(profiles).stacks;
+
+    // Sample types and the sampling period.
+    let hz = profiles.stats.oncpu_hz;
+    let (sample_type, period_type, period) = match kind {
+        ProfileKind::OnCpu if hz > 0 => {
+            let cpu = b.value_type("cpu", "nanoseconds");
+            (
+                vec![b.value_type("samples", "count"), cpu.clone()],
+                Some(cpu),
+                (1_000_000_000 / hz) as i64,
+            )
+        }
+        ProfileKind::OnCpu => (vec![b.value_type("samples", "count")], None, 0),
+        ProfileKind::OffCpu => {
+            let t = b.value_type("off_cpu", "nanoseconds");
+            (vec![t.clone()], Some(t), 1)
+        }
+        ProfileKind::Wakeup => {
+            let t = b.value_type("wakeup", "nanoseconds");
+            (vec![t.clone()], Some(t), 1)
+        }
+        ProfileKind::Syscalls => {
+            let t = b.value_type("calls", "count");
+            let every = profiles.stats.syscall_sample_every.max(1);
+            (
+                vec![t.clone()],
+                Some(t),
+                i64::try_from(every).unwrap_or(i64::MAX),
+            )
+        }
+    };
+    let scale_cpu = kind == ProfileKind::OnCpu && hz > 0;
+
+    // Every frame a stack of this profile refers to, checked, in frame-table order.
+    let mut used = BTreeSet::new();
+    for (i, stack) in stacks.iter().enumerate() {
+        for &index in &stack.frames {
+            if index as usize >= frames.len() {
+                return Err(Error::FrameOutOfRange {
+                    profile: kind.name(),
+                    stack: i,
+                    index,
+                    frames: frames.len(),
+                });
+            }
+            used.insert(index);
+        }
+    }
+
+    // Mappings: one per module; the target's own binary first (pprof takes the first mapping
+    // for the main binary), the kernel last, the others in name order.
+    let mut modules: BTreeMap<&str, Vec<&Frame>> = BTreeMap::new();
+    for &index in &used {
+        let frame = &frames[index as usize];
+        modules
+            .entry(frame.module.as_str())
+            .or_default()
+            .push(frame);
+    }
+    let main_binary = run
+        .meta
+        .command
+        .first()
+        .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+        .unwrap_or_default();
+    let mut ordered: Vec<(&str, &Vec<&Frame>)> = modules
+        .iter()
+        .filter(|(m, _)| !m.is_empty())
+        .map(|(m, f)| (*m, f))
+        .collect();
+    ordered.sort_by_key(|(m, _)| (*m != main_binary, *m == "kernel"));
+    let mut mapping_ids: HashMap<&str, u64> = HashMap::new();
+    let mut mappings = Vec::new();
+    for (module, in_module) in ordered {
+        let id = mappings.len() as u64 + 1;
+        mapping_ids.insert(module, id);
+        let name = if module == "kernel" {
+            "[kernel.kallsyms]"
+        } else {
+            module
+        };
+        mappings.push(Mapping {
+            id,
+            filename: b.string(name),
+            // Symbolised already: pprof must not look for the binary.
+            has_functions: true,
+            has_filenames: in_module.iter().any(|f| f.file.is_some()),
+            has_line_numbers: in_module.iter().any(|f| f.line.is_some()),
+            has_inline_frames: in_module.iter().any(|f| f.inlined),
+            ..Mapping::default()
+        });
+    }
+
+    // Functions (per name and file) and locations (per frame).
+    let mut function_ids: HashMap<(&str, Option<&str>), u64> = HashMap::new();
+    let mut functions = Vec::new();
+    let mut location_ids: HashMap<u32, u64> = HashMap::new();
+    let mut locations = Vec::new();
+    for &index in &used {
+        let frame = &frames[index as usize];
+        let key = (frame.name.as_str(), frame.file.as_deref());
+        let function_id = match function_ids.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = functions.len() as u64 + 1;
+                let name = b.string(&frame.name);
+                functions.push(Function {
+                    id,
+                    name,
+                    system_name: name,
+                    filename: frame.file.as_deref().map_or(0, |f| b.string(f)),
+                    start_line: 0,
+                });
+                function_ids.insert(key, id);
+                id
+            }
+        };
+        let id = locations.len() as u64 + 1;
+        location_ids.insert(index, id);
+        locations.push(Location {
+            id,
+            mapping_id: mapping_ids.get(frame.module.as_str()).copied().unwrap_or(0),
+            address: 0,
+            line: vec![Line {
+                function_id,
+                line: frame.line.map_or(0, i64::from),
+            }],
+            is_folded: false,
+        });
+    }
+
+    // Samples, in the run's order.
+    let (thread, tid, pid) = (b.string("thread"), b.string("tid"), b.string("pid"));
+    let label_key = match kind {
+        ProfileKind::OnCpu => b.string("label"),
+        ProfileKind::OffCpu => b.string("state"),
+        ProfileKind::Wakeup => b.string("state"),
+        ProfileKind::Syscalls => b.string("syscall"),
+    };
+    let waker = b.string("waker");
+    let mut samples = Vec::new();
+    for stack in stacks.iter().filter(|s| s.value > 0) {
+        let value = i64::try_from(stack.value).unwrap_or(i64::MAX);
+        let mut labels = vec![
+            Label {
+                key: thread,
+                str: b.string(&stack.comm),
+                ..Label::default()
+            },
+            Label {
+                key: tid,
+                num: i64::from(stack.tid),
+                ..Label::default()
+            },
+            Label {
+                key: pid,
+                num: i64::from(stack.tgid),
+                ..Label::default()
+            },
+        ];
+        if !stack.label.is_empty() {
+            labels.push(Label {
+                key: label_key,
+                str: b.string(&stack.label),
+                ..Label::default()
+            });
+        }
+        if kind == ProfileKind::Wakeup && !stack.waker_comm.is_empty() {
+            labels.push(Label {
+                key: waker,
+                str: b.string(&stack.waker_comm),
+                ..Label::default()
+            });
+        }
+        samples.push(Sample {
+            location_id: stack
+                .frames
+                .iter()
+                .rev()
+                .filter_map(|i| location_ids.get(i).copied())
+                .collect(),
+            value: if scale_cpu {
+                vec![value, value.saturating_mul(period)]
+            } else {
+                vec![value]
+            },
+            label: labels,
+        });
+    }
+
+    let comment = vec![b.string(&format!(
+        "switchyard {}: {}",
+        kind.name(),
+        command_line(&run.meta.command)
+    ))];
+    let default_sample_type = sample_type.last().map_or(0, |t| t.ty);
+    Ok(Profile {
+        sample_type,
+        sample: samples,
+        mapping: mappings,
+        location: locations,
+        function: functions,
+        string_table: b.strings,
+        drop_frames: 0,
+        keep_frames: 0,
+        time_nanos: i64::try_from(run.meta.start_wall_ns).unwrap_or(0),
+        duration_nanos: i64::try_from(run.meta.duration_ns()).unwrap_or(i64::MAX),
+        period_type,
+        period,
+        comment,
+        default_sample_type,
+    })
+}
+
+/// The profile's string table, interned.
+#[derive(Default)]
+struct Builder {
+    strings: Vec<String>,
+    index: HashMap<String, i64>,
+}
+
+impl Builder {
+    fn string(&mut self, s: &str) -> i64 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        let i = self.strings.len() as i64;
+        self.strings.push(s.to_string());
+        self.index.insert(s.to_string(), i);
+        i
+    }
+
+    fn value_type(&mut self, ty: &str, unit: &str) -> ValueType {
+        ValueType {
+            ty: self.string(ty),
+            unit: self.string(unit),
+        }
+    }
+}

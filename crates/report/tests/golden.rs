@@ -1,0 +1,308 @@
+//! Golden tests: every run in `tests/data/<case>.json` is rendered, and each output compared
+//! line by line with `tests/data/results/<case>.<output>`. `SWITCHYARD_BLESS=1` rewrites the
+//! expected files instead.
+//!
+//! Outputs per case:
+//! - `<case>.<profile>.folded`: the four folded profiles;
+//! - `<case>.html`: the HTML, with each flame graph document, the inline CSS and the script
+//!   replaced by placeholders (the graphs are inferno's; their escaping is checked in
+//!   `report.rs`);
+//! - `<case>.tables.txt`: a text rendering of the HTML's headings, table rows and notes;
+//! - `<case>.<profile>.pprof.txt`: a dump of the on-CPU and off-CPU pprof profiles.
+
+use std::{
+    env, fs,
+    io::Read,
+    path::{Path, PathBuf},
+};
+
+use pprof::protos::{Message, Profile};
+use switchyard_model::Run;
+use switchyard_report::{ProfileKind, folded, html, pprof};
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+fn cases() -> Vec<(String, Run)> {
+    let mut cases = Vec::new();
+    let mut entries: Vec<PathBuf> = fs::read_dir(data_dir())
+        .expect("tests/data exists")
+        .map(|e| e.expect("readable tests/data entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .expect("UTF-8 case name")
+            .to_string();
+        let run = Run::load(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+        cases.push((name, run));
+    }
+    assert!(
+        cases.len() >= 3,
+        "expected at least three cases in tests/data"
+    );
+    cases
+}
+
+/// Compares `actual` with the expected file, line by line, or rewrites it when blessing.
+#[track_caller]
+fn check(file: &str, actual: &str) {
+    let path = data_dir().join("results").join(file);
+    if env::var_os("SWITCHYARD_BLESS").is_some_and(|v| v == "1") {
+        fs::write(&path, actual).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        return;
+    }
+    let expected = fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run `SWITCHYARD_BLESS=1 cargo test -p switchyard-report --test golden` to create it)",
+            path.display()
+        )
+    });
+    let shown = format!("tests/data/results/{file}");
+    let mut expected_lines = expected.lines();
+    let mut actual_lines = actual.lines();
+    let mut line = 0;
+    loop {
+        line += 1;
+        match (expected_lines.next(), actual_lines.next()) {
+            (None, None) => break,
+            (Some(e), Some(a)) if e == a => continue,
+            (e, a) => panic!(
+                "{shown}:{line}: output differs\n  expected: {}\n  actual:   {}\n\
+                 (rerun with SWITCHYARD_BLESS=1 to accept the new output)",
+                e.unwrap_or("<end of file>"),
+                a.unwrap_or("<end of output>")
+            ),
+        }
+    }
+    assert_eq!(
+        expected.ends_with('\n'),
+        actual.ends_with('\n'),
+        "{shown}: final newline differs"
+    );
+}
+
+/// Replaces the contents of every `<tag>…</tag>` block (tag alone on its line) by `placeholder`.
+fn replace_block(html: &str, tag: &str, placeholder: &str) -> String {
+    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+    let mut out = String::new();
+    let mut inside = false;
+    for line in html.lines() {
+        if inside {
+            if line == close {
+                inside = false;
+                out.push_str(placeholder);
+                out.push('\n');
+                out.push_str(line);
+                out.push('\n');
+            }
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+        if line == open {
+            inside = true;
+        }
+    }
+    out
+}
+
+/// The HTML with each `srcdoc="…"` value (an escaped flame graph document) replaced by a note
+/// of how many frames it draws, and the inline CSS and script replaced by their file names.
+fn html_structure(html: &str) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    while let Some(i) = rest.find("srcdoc=\"") {
+        let start = i + "srcdoc=\"".len();
+        let len = rest[start..].find('"').expect("srcdoc value is closed");
+        let doc = &rest[start..start + len];
+        assert!(!doc.contains('<'), "srcdoc must be attribute-escaped");
+        // inferno writes one `fg:w` (the frame's width in samples) per drawn frame.
+        let frames = doc.matches(" fg:w=").count();
+        out.push_str(&rest[..start]);
+        out.push_str(&format!("[flame graph document, {frames} frames]"));
+        rest = &rest[start + len..];
+    }
+    out.push_str(rest);
+    let out = replace_block(&out, "style", "/* src/report.css */");
+    replace_block(&out, "script", "/* src/sort.js */")
+}
+
+fn strip_tags(s: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in s.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+/// Headings, table rows (cells joined by ` | `), list items, notes and chart captions of the
+/// report, one per line: a text rendering of what a reader sees.
+fn text_rendering(structure: &str) -> String {
+    let mut out = String::new();
+    for line in structure.lines() {
+        let text = if line.starts_with("<h1") {
+            format!("# {}", strip_tags(line))
+        } else if line.starts_with("<h2") {
+            format!("\n## {}", strip_tags(line))
+        } else if line.starts_with("<h3") {
+            format!("### {}", strip_tags(line))
+        } else if line.starts_with("<tr") || line.starts_with("<thead><tr") {
+            let cells: Vec<String> = line
+                .replace("</td>", "\u{1f}")
+                .replace("</th>", "\u{1f}")
+                .split('\u{1f}')
+                .map(|c| strip_tags(c).trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect();
+            cells.join(" | ")
+        } else if line.starts_with("<li") {
+            format!("- {}", strip_tags(line))
+        } else if line.starts_with("<p class=\"none\"") || line.starts_with("<p class=\"empty\"") {
+            format!("({})", strip_tags(line))
+        } else if line.starts_with("<p class=\"note\"") || line.starts_with("<p class=\"cmd\"") {
+            strip_tags(line)
+        } else if line.starts_with("<figcaption") {
+            format!("chart: {}", strip_tags(line))
+        } else if line.starts_with("<div class=\"card\"") {
+            let parts: Vec<String> = line.split("</div>").map(strip_tags).collect();
+            format!("card: {}", parts.join(" / ").trim_end_matches(" / "))
+        } else if line.starts_with("<div class=\"flame\"") {
+            "[flame graph]".to_string()
+        } else {
+            continue;
+        };
+        out.push_str(&text);
+        out.push('\n');
+    }
+    out
+}
+
+fn pprof_dump(run: &Run, kind: ProfileKind) -> String {
+    let gz = pprof(run, kind).expect("pprof encodes");
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(gz.as_slice())
+        .read_to_end(&mut bytes)
+        .expect("valid gzip");
+    let p = Profile::decode(bytes.as_slice()).expect("valid profile.proto");
+    let s = |i: i64| p.string_table[i as usize].as_str();
+    let mut out = String::new();
+    let types: Vec<String> = p
+        .sample_type
+        .iter()
+        .map(|t| format!("{}/{}", s(t.ty), s(t.unit)))
+        .collect();
+    out.push_str(&format!("sample types: {}\n", types.join(", ")));
+    if let Some(t) = &p.period_type {
+        out.push_str(&format!("period: {} {}/{}\n", p.period, s(t.ty), s(t.unit)));
+    }
+    out.push_str(&format!(
+        "time: {} ns, duration: {} ns\n",
+        p.time_nanos, p.duration_nanos
+    ));
+    for c in &p.comment {
+        out.push_str(&format!("comment: {}\n", s(*c)));
+    }
+    for m in &p.mapping {
+        out.push_str(&format!(
+            "mapping {}: {} functions={} filenames={} lines={} inline={}\n",
+            m.id,
+            s(m.filename),
+            m.has_functions,
+            m.has_filenames,
+            m.has_line_numbers,
+            m.has_inline_frames
+        ));
+    }
+    let function = |id: u64| {
+        p.function
+            .iter()
+            .find(|f| f.id == id)
+            .expect("line refers to a function")
+    };
+    for l in &p.location {
+        let lines: Vec<String> = l
+            .line
+            .iter()
+            .map(|line| {
+                let f = function(line.function_id);
+                format!("{} {}:{}", s(f.name), s(f.filename), line.line)
+            })
+            .collect();
+        out.push_str(&format!(
+            "location {} (mapping {}): {}\n",
+            l.id,
+            l.mapping_id,
+            lines.join(" | ")
+        ));
+    }
+    for sample in &p.sample {
+        let labels: Vec<String> = sample
+            .label
+            .iter()
+            .map(|l| {
+                if l.str != 0 {
+                    format!("{}={}", s(l.key), s(l.str))
+                } else {
+                    format!("{}={}", s(l.key), l.num)
+                }
+            })
+            .collect();
+        let ids: Vec<String> = sample.location_id.iter().map(u64::to_string).collect();
+        out.push_str(&format!(
+            "sample {:?} at [{}] {}\n",
+            sample.value,
+            ids.join(" "),
+            labels.join(" ")
+        ));
+    }
+    out
+}
+
+#[test]
+fn golden_outputs() {
+    for (name, run) in cases() {
+        for kind in ProfileKind::ALL {
+            let text = folded(&run, kind).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            check(&format!("{name}.{}.folded", kind.name()), &text);
+        }
+        let page = html(&run).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        let structure = html_structure(&page);
+        check(&format!("{name}.html"), &structure);
+        check(&format!("{name}.tables.txt"), &text_rendering(&structure));
+        for kind in [ProfileKind::OnCpu, ProfileKind::OffCpu] {
+            check(
+                &format!("{name}.{}.pprof.txt", kind.name()),
+                &pprof_dump(&run, kind),
+            );
+        }
+    }
+}
+
+#[test]
+fn outputs_are_deterministic() {
+    for (name, run) in cases() {
+        assert_eq!(html(&run).unwrap(), html(&run).unwrap(), "{name}: html");
+        for kind in ProfileKind::ALL {
+            assert_eq!(
+                pprof(&run, kind).unwrap(),
+                pprof(&run, kind).unwrap(),
+                "{name}: {kind:?} pprof"
+            );
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Lock waits: futex waits (from the syscall probes, see `syscalls.rs`), kernel lock
+//! contention (`lock:contention_begin/end`), and user-space spans timed by a uprobe at a
+//! named function's entry and a uretprobe at its return (`--uprobe-span`).
+
+use aya_ebpf::{
+    EbpfContext as _,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, generated::bpf_get_attach_cookie},
+    macros::{map, tracepoint, uprobe, uretprobe},
+    maps::{Array, HashMap, PerCpuArray},
+    programs::{ProbeContext, RetProbeContext, TracePointContext},
+};
+use switchyard_common::{
+    FutexKey, FutexStats, HIST_BUCKETS, MAX_SPANS, WaitStats, drops, log2_bucket, tp,
+};
+
+use crate::{
+    shared::{drop_event, inflight_mask, is_target},
+    stacks::KEYS,
+};
+
+#[map(name = "FUTEXES")]
+static FUTEXES: HashMap<FutexKey, FutexStats> = HashMap::with_max_entries(KEYS, 0);
+
+#[map(name = "FUTEX_WAITS")]
+static FUTEX_WAITS: PerCpuArray<WaitStats> = PerCpuArray::with_max_entries(1, 0);
+
+#[map(name = "LOCK_CONTENTION")]
+static LOCK_CONTENTION: PerCpuArray<WaitStats> = PerCpuArray::with_max_entries(1, 0);
+
+/// Sized by the loader like INFLIGHT.
+#[map(name = "LOCK_INFLIGHT")]
+static LOCK_INFLIGHT: Array<u64> = Array::with_max_entries(1, 0);
+
+#[map(name = "SPANS")]
+static SPANS: PerCpuArray<WaitStats> = PerCpuArray::with_max_entries(MAX_SPANS, 0);
+
+/// Sized by the loader: INFLIGHT's size × MAX_SPANS.
+#[map(name = "SPAN_INFLIGHT")]
+static SPAN_INFLIGHT: Array<u64> = Array::with_max_entries(1, 0);
+
+const ETIMEDOUT: i64 = 110;
+const EAGAIN: i64 = 11;
+
+#[inline(always)]
+fn record(stats: *mut WaitStats, took: u64) {
+    // SAFETY: a per-CPU slot.
+    let s = unsafe { &mut *stats };
+    s.count += 1;
+    s.total_ns += took;
+    if took > s.max_ns {
+        s.max_ns = took;
+    }
+    let b = log2_bucket(took);
+    if b < HIST_BUCKETS {
+        s.hist[b] += 1;
+    }
+}
+
+/// Called by `sys_exit` for a futex wait that began at `ts`.
+#[inline(always)]
+pub fn futex_done(tgid: u32, uaddr: u64, user_stack: i32, took: u64, ret: i64) {
+    if let Some(s) = FUTEX_WAITS.get_ptr_mut(0) {
+        record(s, took);
+        // SAFETY: a per-CPU slot.
+        let s = unsafe { &mut *s };
+        if ret == -ETIMEDOUT {
+            s.timeouts += 1;
+        } else if ret == -EAGAIN {
+            s.eagain += 1;
+        }
+    }
+    let key = FutexKey {
+        tgid,
+        user_stack,
+        uaddr,
+    };
+    match FUTEXES.get_ptr_mut(&key) {
+        Some(v) => {
+            // SAFETY: a live map value; other CPUs may add to the same key: atomic adds.
+            unsafe {
+                crate::stacks::atomic_add(&raw mut (*v).count, 1);
+                crate::stacks::atomic_add(&raw mut (*v).total_ns, took);
+            }
+        }
+        None => {
+            let v = FutexStats {
+                count: 1,
+                total_ns: took,
+            };
+            if FUTEXES.insert(&key, &v, 0).is_err() {
+                drop_event(drops::STACK_KEYS_FULL);
+            }
+        }
+    }
+}
+
+#[tracepoint]
+pub fn contention_begin(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if is_target((pid_tgid >> 32) as u32)
+        && let Some(slot) = LOCK_INFLIGHT.get_ptr_mut(pid_tgid as u32 & inflight_mask())
+    {
+        // SAFETY: this thread's slot.
+        unsafe { *slot = bpf_ktime_get_ns() };
+    }
+    let _ = ctx;
+    0
+}
+
+#[tracepoint]
+pub fn contention_end(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let Some(slot) = LOCK_INFLIGHT.get_ptr_mut(pid_tgid as u32 & inflight_mask()) else {
+        return 0;
+    };
+    // SAFETY: this thread's slot.
+    let start = unsafe { *slot };
+    if start == 0 || !is_target((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    // SAFETY: as above.
+    unsafe { *slot = 0 };
+    let took = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
+    if let Some(s) = LOCK_CONTENTION.get_ptr_mut(0) {
+        record(s, took);
+        let base = ctx.as_ptr() as *const u8;
+        // SAFETY: a constant offset inside the record; checked against tracefs.
+        let ret = unsafe { *(base.add(tp::CONTENTION_END_RET) as *const i32) };
+        if ret != 0 {
+            // SAFETY: a per-CPU slot.
+            unsafe { (*s).timeouts += 1 };
+        }
+    }
+    0
+}
+
+#[inline(always)]
+fn span_slot(ctx_ptr: *mut core::ffi::c_void, tid: u32) -> Option<(u32, *mut u64)> {
+    // SAFETY: the cookie the loader attached with: the span's index.
+    let span = unsafe { bpf_get_attach_cookie(ctx_ptr) } as u32;
+    if span >= MAX_SPANS {
+        return None;
+    }
+    let idx = (tid & inflight_mask()) * MAX_SPANS + span;
+    SPAN_INFLIGHT.get_ptr_mut(idx).map(|p| (span, p))
+}
+
+#[uprobe]
+pub fn span_enter(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !is_target((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    if let Some((_, slot)) = span_slot(ctx.as_ptr(), pid_tgid as u32) {
+        // SAFETY: this thread's slot for this span.
+        unsafe { *slot = bpf_ktime_get_ns() };
+    }
+    0
+}
+
+#[uretprobe]
+pub fn span_exit(ctx: RetProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let Some((span, slot)) = span_slot(ctx.as_ptr(), pid_tgid as u32) else {
+        return 0;
+    };
+    // SAFETY: this thread's slot for this span.
+    let start = unsafe { *slot };
+    if start == 0 {
+        return 0;
+    }
+    // SAFETY: as above.
+    unsafe { *slot = 0 };
+    let took = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
+    if let Some(s) = SPANS.get_ptr_mut(span) {
+        record(s, took);
+    }
+    0
+}
