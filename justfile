@@ -21,8 +21,9 @@ profile seconds="5": build
     dir="reports/demo-mix-$(date +%Y%m%d-%H%M%S)"
     mkdir -p "$dir"
     {{release}}/switchyard record -o "$dir/run.json" -- {{release}}/switchyard-demo mix --seconds {{seconds}}
+    {{release}}/switchyard report "$dir/run.json" -o "$dir"
     ln -sfn "$(basename "$dir")" reports/latest
-    echo "report: $dir (reports/latest)"
+    echo "report: $dir/index.html (reports/latest)"
 
 # Record a live process until Ctrl-C: just profile-pid 1234
 profile-pid pid: build
@@ -30,8 +31,10 @@ profile-pid pid: build
     set -euo pipefail
     dir="reports/pid-{{pid}}-$(date +%Y%m%d-%H%M%S)"
     mkdir -p "$dir"
-    {{release}}/switchyard record --pid {{pid}} -o "$dir/run.json"
+    {{release}}/switchyard record --pid {{pid}} -o "$dir/run.json" || status=$?
+    test -s "$dir/run.json" && {{release}}/switchyard report "$dir/run.json" -o "$dir"
     ln -sfn "$(basename "$dir")" reports/latest
+    exit "${status:-0}"
 
 # What this host can and cannot do
 doctor: build
@@ -51,3 +54,11 @@ lint: setup
 # Added cost per syscall and per context switch: untraced vs switchyard vs bpftrace
 bench-overhead: build
     bash scripts/bench-overhead.sh
+
+# Time to render the report of a 60-second run (records one first)
+bench-report seconds="60": build
+    bash scripts/bench-report.sh {{seconds}}
+
+# Open a report in headless Chromium: fail on console errors, save a screenshot
+check-html html="reports/latest/index.html" png="reports/screenshot.png":
+    bash crates/report/check-html.sh {{html}} {{png}}

@@ -3,6 +3,8 @@
 use std::{fs, path::Path, process::ExitCode};
 
 use anyhow::Result;
+
+use crate::fail::out;
 use switchyard_counters::{Counters, Scope};
 use switchyard_loader::{Config, Probes, tracefs};
 
@@ -225,21 +227,21 @@ pub fn run() -> Result<ExitCode> {
         } else {
             "no  "
         };
-        println!("{mark} {:<26} {}", c.name, c.detail);
+        out(format!("{mark} {:<26} {}\n", c.name, c.detail))?;
         if let Some(fix) = &c.fix {
-            println!("     {:<26} fix: {fix}", "");
+            out(format!("     {:<26} fix: {fix}\n", ""))?;
         }
         if c.required && !c.ok {
             full = false;
         }
     }
     if full {
-        println!("\nrecord: full (eBPF + perf counters)");
+        out("\nrecord: full (eBPF + perf counters)\n")?;
         Ok(ExitCode::SUCCESS)
     } else {
-        println!(
-            "\nrecord: degraded only (`switchyard record --degraded`: /proc switches and perf software counters)"
-        );
+        out("
+record: degraded only (`switchyard record --degraded`: /proc switches and perf software counters)
+")?;
         Ok(ExitCode::from(2))
     }
 }

@@ -4,6 +4,16 @@ use std::fmt;
 
 use switchyard_loader::Error as LoadError;
 
+/// Writes to stdout, returning the error instead of panicking as `print!` does, so a closed
+/// pipe (`switchyard … | head`) ends the program quietly with exit 0 (see `main`).
+pub fn out(text: impl AsRef<str>) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_ref().as_bytes())?;
+    stdout.flush()?;
+    Ok(())
+}
+
 /// An error that carries its own hint.
 #[derive(Debug)]
 pub struct Hinted {

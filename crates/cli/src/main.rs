@@ -4,6 +4,7 @@
 //! runs a subcommand, and is the only place that prints and picks exit codes
 //! (0 ok, 1 a budget failed, 2 usage or environment error).
 
+mod compare;
 mod doctor;
 mod fail;
 mod procfs;
@@ -31,6 +32,8 @@ enum Command {
     Doctor,
     /// Write the HTML report, folded stacks and pprof profiles of a run file.
     Report(report::ReportArgs),
+    /// Compare two builds: every figure side by side, differential flame graphs.
+    Compare(compare::CompareArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
         Command::Record(args) => record::run(args),
         Command::Doctor => doctor::run(),
         Command::Report(args) => report::run(args),
+        Command::Compare(args) => compare::run(args),
     };
     match result {
         Ok(code) => code,

@@ -27,7 +27,7 @@ use switchyard_symbolize::Maps;
 
 use crate::{
     RecordArgs,
-    fail::{PRIVILEGE_HINT, hinted},
+    fail::{PRIVILEGE_HINT, hinted, out},
     procfs::{self, ThreadSample},
     spawn, summary,
 };
@@ -327,8 +327,8 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
 fn finish(run: Run, args: &RecordArgs) -> Result<ExitCode> {
     run.save(&args.output)
         .with_context(|| format!("writing {}", args.output.display()))?;
-    print!("{}", summary::render(&run, args.top));
-    println!("run file: {}", args.output.display());
+    out(summary::render(&run, args.top))?;
+    out(format!("run file: {}\n", args.output.display()))?;
     let secs = run.meta.duration_ns() as f64 / 1e9;
     match run.meta.end {
         EndReason::Interrupted { signal }
@@ -460,7 +460,10 @@ fn spans(args: &RecordArgs, target: &Target) -> Result<Vec<Span>> {
             }
             if !binary.exists() {
                 return Err(hinted(
-                    format!("`--uprobe-span {spec}`: {} does not exist", binary.display()),
+                    format!(
+                        "`--uprobe-span {spec}`: {} does not exist",
+                        binary.display()
+                    ),
                     "give the path of the binary or shared library that defines the symbol",
                 ));
             }

@@ -83,6 +83,10 @@ pub fn fork_stopped(argv: &[String]) -> Result<Stopped> {
         ForkResult::Child => {
             drop(go_w);
             drop(err_r);
+            // The Rust runtime ignores SIGPIPE, and an ignored signal survives exec: give the
+            // command the default, as a shell would.
+            // SAFETY: signal(2) is async-signal-safe.
+            unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
             let mut b = [0u8; 1];
             // The parent closes its end without writing to cancel: exit quietly then.
             if !matches!(read(go_r.as_raw_fd(), &mut b), Ok(1)) {

@@ -5,7 +5,11 @@
 //! its min–max; a delta whose sides' ranges overlap is noise, not a win or a loss. With one
 //! run per side no spread is known, and a delta is reported as measured.
 
+mod html;
+
 use std::{collections::BTreeSet, fmt::Write as _};
+
+pub use html::{Error, diff_folded, html};
 
 use switchyard_model::{
     Run,
@@ -88,6 +92,8 @@ fn rank(name: &str) -> (u8, String) {
         "switches.voluntary.per_op",
         "switches.involuntary.per_op",
         "syscalls.total.per_op",
+        "futex.waits.per_op",
+        "futex.wait_time.per_op",
         "switches.total.per_s",
         "switches.voluntary.per_s",
         "switches.involuntary.per_s",
@@ -100,6 +106,11 @@ fn rank(name: &str) -> (u8, String) {
         "offcpu.share",
         "offcpu.blocked",
         "runqueue.wait",
+        "futex.waits",
+        "futex.wait_time",
+        "futex.wait_max",
+        "kernel_locks.contended",
+        "kernel_locks.wait_time",
     ];
     match order.iter().position(|o| *o == name) {
         Some(i) => (0, format!("{i:03}")),
@@ -117,7 +128,10 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
         .into_iter()
         .map(|name| {
             let pick = |side: &[std::collections::BTreeMap<String, Metric>]| {
-                let vals: Vec<f64> = side.iter().filter_map(|m| m.get(name).map(|x| x.value)).collect();
+                let vals: Vec<f64> = side
+                    .iter()
+                    .filter_map(|m| m.get(name).map(|x| x.value))
+                    .collect();
                 Spread::of(&vals)
             };
             let meta = ma
@@ -149,7 +163,11 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
     }
 }
 
-fn judge(a: Option<&Spread>, b: Option<&Spread>, better: Better) -> (Option<f64>, Option<f64>, Verdict) {
+fn judge(
+    a: Option<&Spread>,
+    b: Option<&Spread>,
+    better: Better,
+) -> (Option<f64>, Option<f64>, Verdict) {
     let (Some(a), Some(b)) = (a, b) else {
         return (None, None, Verdict::Neutral);
     };
@@ -172,7 +190,11 @@ fn judge(a: Option<&Spread>, b: Option<&Spread>, better: Better) -> (Option<f64>
     (
         Some(delta),
         pct,
-        if improved { Verdict::Better } else { Verdict::Worse },
+        if improved {
+            Verdict::Better
+        } else {
+            Verdict::Worse
+        },
     )
 }
 
@@ -242,7 +264,12 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
         if c.b_runs == 1 { "" } else { "s" }
     );
     let rows: Vec<&Row> = c.rows.iter().filter(|r| all || shown(r, c)).collect();
-    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(10).max(10);
+    let width = rows
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(10)
+        .max(10);
     let _ = writeln!(
         out,
         "{:<width$}  {:>7}  {:>26}  {:>26}  {:>12}  {:>8}  verdict",
@@ -256,8 +283,12 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
             r.unit,
             side(&r.a),
             side(&r.b),
-            r.delta.map(|d| format!("{}{}", if d > 0.0 { "+" } else { "" }, fmt_value(d))).unwrap_or_else(|| "-".into()),
-            r.delta_pct.map(|p| format!("{p:+.1}%")).unwrap_or_else(|| "-".into()),
+            r.delta
+                .map(|d| format!("{}{}", if d > 0.0 { "+" } else { "" }, fmt_value(d)))
+                .unwrap_or_else(|| "-".into()),
+            r.delta_pct
+                .map(|p| format!("{p:+.1}%"))
+                .unwrap_or_else(|| "-".into()),
             verdict_word(r.verdict)
         );
     }
@@ -270,7 +301,10 @@ pub fn shown(r: &Row, c: &Comparison) -> bool {
     let Some(rest) = r.name.strip_prefix("syscalls.") else {
         return !r.name.starts_with("perf.") || !r.name.ends_with("faults");
     };
-    if ["total", "errors", "time"].iter().any(|p| rest.starts_with(p)) {
+    if ["total", "errors", "time"]
+        .iter()
+        .any(|p| rest.starts_with(p))
+    {
         return true;
     }
     let base = rest.split('.').next().unwrap_or(rest);
@@ -288,7 +322,11 @@ pub fn shown(r: &Row, c: &Comparison) -> bool {
     let share = |s: &Option<Spread>, t: f64| s.as_ref().map_or(0.0, |s| s.median) / t.max(1.0);
     count.is_some_and(|x| {
         share(&x.a, total(|r| &r.a)) >= 0.01 || share(&x.b, total(|r| &r.b)) >= 0.01
-    }) && (rest.ends_with(".per_op") || !c.rows.iter().any(|x| x.name == format!("syscalls.{base}.per_op")))
+    }) && (rest.ends_with(".per_op")
+        || !c
+            .rows
+            .iter()
+            .any(|x| x.name == format!("syscalls.{base}.per_op")))
         && !rest.ends_with(".per_s")
 }
 
@@ -313,15 +351,24 @@ mod tests {
     fn overlap_is_noise_and_direction_counts() {
         let a = spread(&[10.0, 12.0, 11.0]);
         let b = spread(&[11.5, 13.0, 12.5]);
-        assert_eq!(judge(a.as_ref(), b.as_ref(), Better::Lower).2, Verdict::Noise);
+        assert_eq!(
+            judge(a.as_ref(), b.as_ref(), Better::Lower).2,
+            Verdict::Noise
+        );
         let b = spread(&[20.0, 21.0, 22.0]);
         let (d, pct, v) = judge(a.as_ref(), b.as_ref(), Better::Lower);
         assert_eq!((d, v), (Some(10.0), Verdict::Worse));
         assert!((pct.unwrap() - 90.909).abs() < 0.01);
-        assert_eq!(judge(a.as_ref(), b.as_ref(), Better::Higher).2, Verdict::Better);
+        assert_eq!(
+            judge(a.as_ref(), b.as_ref(), Better::Higher).2,
+            Verdict::Better
+        );
         // One run per side: no spread to judge noise by.
         let (a1, b1) = (spread(&[10.0]), spread(&[10.5]));
-        assert_eq!(judge(a1.as_ref(), b1.as_ref(), Better::Lower).2, Verdict::Worse);
+        assert_eq!(
+            judge(a1.as_ref(), b1.as_ref(), Better::Lower).2,
+            Verdict::Worse
+        );
         assert_eq!(judge(a1.as_ref(), None, Better::Lower).2, Verdict::Neutral);
     }
 

@@ -10,14 +10,13 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap},
     programs::{
         PerfEvent, RawTracePoint, TracePoint, UProbe,
-        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
     },
 };
 use switchyard_common::{
-    ErrnoKey, FutexKey, FutexStats, HIST_BUCKETS, MAX_SPANS, OffCpuKey, OnCpuKey,
-    SyscallStackKey, SyscallStats, ThreadStats, WaitStats, WakeupKey, drops, globals, maps,
-    programs, tp,
+    ErrnoKey, FutexKey, FutexStats, HIST_BUCKETS, MAX_SPANS, OffCpuKey, OnCpuKey, SyscallStackKey,
+    SyscallStats, ThreadStats, WaitStats, WakeupKey, drops, globals, maps, programs, tp,
 };
 use switchyard_model::{
     DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow, WaitSummary,
@@ -222,11 +221,21 @@ impl Probes {
         // Kernels without CONFIG_LOCKDEP-free contention tracepoints simply lack them.
         let contention = tracefs::find()
             .is_some_and(|root| root.join("events/lock/contention_begin").is_dir())
-            && attach_tracepoint(&mut ebpf, programs::CONTENTION_BEGIN, "lock", "contention_begin")
-                .and_then(|()| {
-                    attach_tracepoint(&mut ebpf, programs::CONTENTION_END, "lock", "contention_end")
-                })
-                .is_ok();
+            && attach_tracepoint(
+                &mut ebpf,
+                programs::CONTENTION_BEGIN,
+                "lock",
+                "contention_begin",
+            )
+            .and_then(|()| {
+                attach_tracepoint(
+                    &mut ebpf,
+                    programs::CONTENTION_END,
+                    "lock",
+                    "contention_end",
+                )
+            })
+            .is_ok();
         if config.spans.len() > MAX_SPANS as usize {
             return Err(Error::TooManySpans(config.spans.len()));
         }
@@ -319,7 +328,9 @@ impl Probes {
             source,
         };
         let futexes: HashMap<&MapData, FutexKey, FutexStats> = HashMap::try_from(
-            self.ebpf.map(maps::FUTEXES).ok_or(Error::MissingMap(maps::FUTEXES))?,
+            self.ebpf
+                .map(maps::FUTEXES)
+                .ok_or(Error::MissingMap(maps::FUTEXES))?,
         )
         .map_err(map_err)?;
         let mut by_addr: BTreeMap<(u32, u64), (u64, u64)> = BTreeMap::new();

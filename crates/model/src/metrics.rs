@@ -24,8 +24,21 @@ pub struct Metric {
     pub better: Better,
 }
 
-fn put(m: &mut BTreeMap<String, Metric>, name: impl Into<String>, value: f64, unit: &'static str, better: Better) {
-    m.insert(name.into(), Metric { value, unit, better });
+fn put(
+    m: &mut BTreeMap<String, Metric>,
+    name: impl Into<String>,
+    value: f64,
+    unit: &'static str,
+    better: Better,
+) {
+    m.insert(
+        name.into(),
+        Metric {
+            value,
+            unit,
+            better,
+        },
+    );
 }
 
 /// A count with its per-second and (when known) per-operation rates.
@@ -61,13 +74,27 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
     }
 
     if run.meta.collector == crate::Collector::Ebpf {
-        rates(&mut m, "syscalls.total", run.syscall_total() as f64, secs, ops, Lower);
+        rates(
+            &mut m,
+            "syscalls.total",
+            run.syscall_total() as f64,
+            secs,
+            ops,
+            Lower,
+        );
         let errors: u64 = run.syscalls.iter().map(|s| s.errors).sum();
         rates(&mut m, "syscalls.errors", errors as f64, secs, ops, Lower);
         let time: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
         put(&mut m, "syscalls.time", time as f64 / 1e6, "ms", Lower);
         for s in &run.syscalls {
-            rates(&mut m, &format!("syscalls.{}", s.name), s.count as f64, secs, ops, Lower);
+            rates(
+                &mut m,
+                &format!("syscalls.{}", s.name),
+                s.count as f64,
+                secs,
+                ops,
+                Lower,
+            );
             if s.count > 0 {
                 put(
                     &mut m,
@@ -89,22 +116,72 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
 
     let l = &run.locks;
     if run.meta.collector == crate::Collector::Ebpf {
-        rates(&mut m, "futex.waits", l.futex.count as f64, secs, ops, Lower);
-        put(&mut m, "futex.wait_time", l.futex.total_ns as f64 / 1e6, "ms", Lower);
+        rates(
+            &mut m,
+            "futex.waits",
+            l.futex.count as f64,
+            secs,
+            ops,
+            Lower,
+        );
+        put(
+            &mut m,
+            "futex.wait_time",
+            l.futex.total_ns as f64 / 1e6,
+            "ms",
+            Lower,
+        );
         if let Some(ops) = ops.filter(|o| *o > 0.0) {
-            put(&mut m, "futex.wait_time.per_op", l.futex.total_ns as f64 / 1e3 / ops, "µs/op", Lower);
+            put(
+                &mut m,
+                "futex.wait_time.per_op",
+                l.futex.total_ns as f64 / 1e3 / ops,
+                "µs/op",
+                Lower,
+            );
         }
-        put(&mut m, "futex.wait_max", l.futex.max_ns as f64 / 1e6, "ms", Lower);
+        put(
+            &mut m,
+            "futex.wait_max",
+            l.futex.max_ns as f64 / 1e6,
+            "ms",
+            Lower,
+        );
         if let Some(c) = &l.contention {
-            rates(&mut m, "kernel_locks.contended", c.count as f64, secs, ops, Lower);
-            put(&mut m, "kernel_locks.wait_time", c.total_ns as f64 / 1e6, "ms", Lower);
+            rates(
+                &mut m,
+                "kernel_locks.contended",
+                c.count as f64,
+                secs,
+                ops,
+                Lower,
+            );
+            put(
+                &mut m,
+                "kernel_locks.wait_time",
+                c.total_ns as f64 / 1e6,
+                "ms",
+                Lower,
+            );
         }
         for s in &l.spans {
             let name = format!("span.{}", s.symbol);
             rates(&mut m, &name, s.stats.count as f64, secs, ops, Neither);
-            put(&mut m, format!("{name}.time"), s.stats.total_ns as f64 / 1e6, "ms", Lower);
+            put(
+                &mut m,
+                format!("{name}.time"),
+                s.stats.total_ns as f64 / 1e6,
+                "ms",
+                Lower,
+            );
             if let Some(ops) = ops.filter(|o| *o > 0.0) {
-                put(&mut m, format!("{name}.time.per_op"), s.stats.total_ns as f64 / 1e3 / ops, "µs/op", Lower);
+                put(
+                    &mut m,
+                    format!("{name}.time.per_op"),
+                    s.stats.total_ns as f64 / 1e3 / ops,
+                    "µs/op",
+                    Lower,
+                );
             }
         }
     }
@@ -122,7 +199,13 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
         put(&mut m, "cpu.per_op", cpu_ns / 1e3 / ops, "µs/op", Lower);
     }
     if secs > 0.0 {
-        put(&mut m, "cpu.utilisation", cpu_ns / 1e9 / secs * 100.0, "%", Lower);
+        put(
+            &mut m,
+            "cpu.utilisation",
+            cpu_ns / 1e9 / secs * 100.0,
+            "%",
+            Lower,
+        );
     }
     for c in &run.counters {
         if let Some(v) = c.value {
@@ -144,7 +227,10 @@ mod tests {
         assert!(!m.contains_key("switches.voluntary.per_op"));
         run.operations = Some(10);
         let m = extract(&run);
-        assert_eq!(m["switches.voluntary.per_op"].value, run.voluntary() as f64 / 10.0);
+        assert_eq!(
+            m["switches.voluntary.per_op"].value,
+            run.voluntary() as f64 / 10.0
+        );
         assert_eq!(m["syscalls.getppid"].value, 1000.0);
         assert_eq!(m["syscalls.getppid.per_op"].value, 100.0);
         assert_eq!(m["throughput"].better, Better::Higher);

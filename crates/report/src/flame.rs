@@ -41,6 +41,11 @@ pub fn flamegraph(run: &Run, kind: ProfileKind) -> Result<Option<String>, Error>
             Palette::Basic(BasicPalette::Aqua),
             BackgroundColor::Grey,
         ),
+        ProfileKind::Futex => (
+            "Futex wait flame graph",
+            Palette::Basic(BasicPalette::Orange),
+            BackgroundColor::Grey,
+        ),
         ProfileKind::Syscalls => (
             "Syscall flame graph",
             Palette::Basic(BasicPalette::Purple),

@@ -34,49 +34,40 @@ pub fn html(run: &Run) -> Result<String, Error> {
 
     let m = &run.meta;
     let command = command_line(&m.command);
-    let mut out = String::with_capacity(64 * 1024);
-    let _ = writeln!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>switchyard: {}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>",
-        Esc(&command)
-    );
-    let _ = writeln!(
-        out,
-        "<header>\n<h1>switchyard report</h1>\n<p class=\"cmd\"><code>{}</code></p>\n<nav>",
-        Esc(&command)
-    );
     let nav = [
         ("summary", "Summary"),
         ("syscalls", "Syscalls"),
         ("threads", "Threads"),
         ("latency", "Histograms"),
+        ("locks", "Lock waits"),
         ("flame-oncpu", "On-CPU"),
         ("flame-offcpu", "Off-CPU"),
         ("flame-wakeup", "Wakeups"),
         ("flame-syscalls", "Syscall stacks"),
+        ("flame-futex", "Futex waits"),
         ("warnings", "Drops and warnings"),
     ];
-    for (id, title) in nav {
-        let _ = writeln!(out, "<a href=\"#{id}\">{title}</a>");
-    }
-    out.push_str("</nav>\n</header>\n<main>\n");
-
+    let mut out = String::with_capacity(64 * 1024);
     summary(&mut out, run, &command);
     syscalls(&mut out, run);
     threads(&mut out, run);
     histograms(&mut out, run);
+    locks(&mut out, run);
     for (kind, svg) in &graphs {
         flame_section(&mut out, run, *kind, svg.as_deref());
     }
     warnings(&mut out, run);
-
-    let _ = writeln!(
-        out,
-        "</main>\n<footer>switchyard {} · run file schema {}</footer>\n<script>\n{SCRIPT}</script>\n</body>\n</html>",
-        Esc(&m.tool_version),
-        run.schema_version
+    let footer = format!(
+        "switchyard {} · run file schema {}",
+        m.tool_version, run.schema_version
+    );
+    let out = document(
+        &format!("switchyard: {command}"),
+        "switchyard report",
+        &command,
+        &nav,
+        &out,
+        &footer,
     );
     Ok(out)
 }
@@ -579,6 +570,11 @@ fn flame_note(run: &Run, kind: ProfileKind) -> String {
              waker's thread name on top.",
             ns(total)
         ),
+        ProfileKind::Futex => format!(
+            "{} waiting on futexes, by the user stack at the wait; the frame above the thread \
+             name is the futex word's address.",
+            ns(total)
+        ),
         ProfileKind::Syscalls if stats.syscall_sample_every == 0 => {
             "Syscall stacks were off for this run.".to_string()
         }
@@ -595,6 +591,59 @@ fn flame_note(run: &Run, kind: ProfileKind) -> String {
     }
 }
 
+/// A flame graph SVG embedded in a page: its own document in an `<iframe srcdoc>` (scripts and
+/// ids of several graphs cannot clash) that keeps the graph's aspect ratio.
+pub fn embed_flamegraph(id: &str, title: &str, svg: &str) -> String {
+    let height = flame::svg_height(svg).unwrap_or(600);
+    format!(
+        "<p class=\"hint\">Click a frame to zoom in, Search (or Ctrl-F inside the graph) to highlight.</p>\n\
+         <div class=\"flame\"><iframe id=\"{}\" title=\"{}\" \
+         style=\"aspect-ratio:{}/{height}\" srcdoc=\"{}\"></iframe></div>\n",
+        Esc(id),
+        Esc(title),
+        flame::IMAGE_WIDTH,
+        esc(&flame::srcdoc(svg))
+    )
+}
+
+/// A whole page in the report's style: head with the stylesheet, a header with `heading`,
+/// `subtitle` and a navigation bar of (anchor, title), the `main` content, and the table
+/// sorting script.
+pub fn document(
+    title: &str,
+    heading: &str,
+    subtitle: &str,
+    nav: &[(&str, &str)],
+    main: &str,
+    footer: &str,
+) -> String {
+    let mut out = String::with_capacity(main.len() + STYLE.len() + SCRIPT.len() + 1024);
+    let _ = writeln!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>",
+        Esc(title)
+    );
+    let _ = writeln!(
+        out,
+        "<header>\n<h1>{}</h1>\n<p class=\"cmd\"><code>{}</code></p>\n<nav>",
+        Esc(heading),
+        Esc(subtitle)
+    );
+    for (id, t) in nav {
+        let _ = writeln!(out, "<a href=\"#{}\">{}</a>", Esc(id), Esc(t));
+    }
+    out.push_str("</nav>\n</header>\n<main>\n");
+    out.push_str(main);
+    let _ = writeln!(
+        out,
+        "</main>\n<footer>{}</footer>\n<script>\n{SCRIPT}</script>\n</body>\n</html>",
+        Esc(footer)
+    );
+    out
+}
+
 fn flame_section(out: &mut String, run: &Run, kind: ProfileKind, svg: Option<&str>) {
     let title = format!("{} flame graph", kind.title());
     let _ = writeln!(
@@ -605,19 +654,100 @@ fn flame_section(out: &mut String, run: &Run, kind: ProfileKind, svg: Option<&st
     );
     match svg {
         None => out.push_str("<p class=\"empty\">no samples</p>\n"),
-        Some(svg) => {
-            // The iframe keeps the graph's aspect ratio, so it never scrolls inside.
-            let height = flame::svg_height(svg).unwrap_or(600);
+        Some(svg) => out.push_str(&embed_flamegraph(
+            &format!("flame-{}-graph", kind.name()),
+            &title,
+            svg,
+        )),
+    }
+    out.push_str("</section>\n");
+}
+
+/// Futex waits, kernel lock contention and uprobe spans.
+fn locks(out: &mut String, run: &Run) {
+    let l = &run.locks;
+    out.push_str("<section id=\"locks\">\n<h2>Lock waits</h2>\n");
+    if run.meta.collector != Collector::Ebpf {
+        out.push_str("<p class=\"empty\">not recorded (needs eBPF)</p>\n</section>\n");
+        return;
+    }
+    let avg = l.futex.total_ns.checked_div(l.futex.count).unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "<p>{} futex waits, {} in all (average {}, longest {}); {} timed out, {} did not \
+         block (the word had changed).</p>",
+        thousands(l.futex.count),
+        ns(l.futex.total_ns),
+        ns(avg),
+        ns(l.futex.max_ns),
+        thousands(l.futex.timeouts),
+        thousands(l.futex.eagain)
+    );
+    if !l.futex_top.is_empty() {
+        out.push_str(
+            "<table class=\"sortable\" id=\"futex-table\">\n<thead><tr><th>futex word</th><th>pid</th>\
+             <th class=\"num\">waits</th><th class=\"num\">total</th><th class=\"num\">average</th></tr></thead>\n<tbody>\n",
+        );
+        for f in l.futex_top.iter().take(20) {
             let _ = writeln!(
                 out,
-                "<p class=\"hint\">Click a frame to zoom in, Search (or Ctrl-F inside the graph) to highlight.</p>\n\
-                 <div class=\"flame\"><iframe id=\"flame-{}-graph\" title=\"{title}\" \
-                 style=\"aspect-ratio:{}/{height}\" srcdoc=\"{}\"></iframe></div>",
-                kind.name(),
-                flame::IMAGE_WIDTH,
-                esc(&flame::srcdoc(svg))
+                "<tr><td><code>{}</code></td><td>{}</td><td class=\"num\" data-v=\"{}\">{}</td>\
+                 <td class=\"num\" data-v=\"{}\">{}</td><td class=\"num\">{}</td></tr>",
+                Esc(&f.uaddr),
+                f.tgid,
+                f.count,
+                thousands(f.count),
+                f.total_ns,
+                ns(f.total_ns),
+                ns(f.total_ns.checked_div(f.count).unwrap_or(0))
             );
         }
+        out.push_str("</tbody>\n</table>\n");
+    }
+    out.push_str("<div class=\"charts\">\n");
+    figure(
+        out,
+        "futex wait time",
+        &l.futex.hist,
+        "offcpu",
+        "waits",
+        "futex wait time histogram",
+    );
+    for s in &l.spans {
+        figure(
+            out,
+            &format!("{} entry to return", Esc(&s.symbol)),
+            &s.stats.hist,
+            "syscall",
+            "calls",
+            &format!("{} time histogram", s.symbol),
+        );
+    }
+    out.push_str("</div>\n");
+    match &l.contention {
+        Some(c) => {
+            let _ = writeln!(
+                out,
+                "<p>Kernel lock contention (lock:contention_begin/end): {} waits, {} in all.</p>",
+                thousands(c.count),
+                ns(c.total_ns)
+            );
+        }
+        None => out.push_str("<p>Kernel lock contention: not available on this kernel.</p>\n"),
+    }
+    for s in &l.spans {
+        let avg = s.stats.total_ns.checked_div(s.stats.count).unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "<h3>Span <code>{}</code></h3>\n<p>{} calls in <code>{}</code>, {} from entry to return \
+             in all (average {}, longest {}).</p>",
+            Esc(&s.symbol),
+            thousands(s.stats.count),
+            Esc(&s.binary),
+            ns(s.stats.total_ns),
+            ns(avg),
+            ns(s.stats.max_ns)
+        );
     }
     out.push_str("</section>\n");
 }

@@ -14,9 +14,10 @@ mod units;
 
 use switchyard_model::{Profile, Profiles, Run};
 
+pub use escape::html as escape_html;
 pub use flame::flamegraph;
 pub use folded::{folded, sanitize_frame};
-pub use html::html;
+pub use html::{document, embed_flamegraph, html};
 pub use pprof::{pprof, pprof_profile};
 
 /// One of the four stack profiles of a run.
@@ -30,14 +31,17 @@ pub enum ProfileKind {
     Wakeup,
     /// User stacks at syscall entry; value: calls.
     Syscalls,
+    /// Futex wait time by user stack at the wait; value: ns.
+    Futex,
 }
 
 impl ProfileKind {
-    pub const ALL: [ProfileKind; 4] = [
+    pub const ALL: [ProfileKind; 5] = [
         ProfileKind::OnCpu,
         ProfileKind::OffCpu,
         ProfileKind::Wakeup,
         ProfileKind::Syscalls,
+        ProfileKind::Futex,
     ];
 
     /// Short name, used for file names and HTML ids: "oncpu", "offcpu", "wakeup", "syscalls".
@@ -47,6 +51,7 @@ impl ProfileKind {
             ProfileKind::OffCpu => "offcpu",
             ProfileKind::Wakeup => "wakeup",
             ProfileKind::Syscalls => "syscalls",
+            ProfileKind::Futex => "futex",
         }
     }
 
@@ -57,6 +62,7 @@ impl ProfileKind {
             ProfileKind::OffCpu => "Off-CPU",
             ProfileKind::Wakeup => "Wakeup",
             ProfileKind::Syscalls => "Syscall stacks",
+            ProfileKind::Futex => "Futex wait",
         }
     }
 
@@ -67,6 +73,7 @@ impl ProfileKind {
             ProfileKind::OffCpu => &profiles.offcpu,
             ProfileKind::Wakeup => &profiles.wakeup,
             ProfileKind::Syscalls => &profiles.syscalls,
+            ProfileKind::Futex => &profiles.futex,
         }
     }
 
@@ -78,7 +85,7 @@ impl ProfileKind {
         }
         match self {
             ProfileKind::OnCpu => "samples",
-            ProfileKind::OffCpu | ProfileKind::Wakeup => "ns",
+            ProfileKind::OffCpu | ProfileKind::Wakeup | ProfileKind::Futex => "ns",
             ProfileKind::Syscalls => "calls",
         }
     }

@@ -59,6 +59,10 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
             let t = b.value_type("wakeup", "nanoseconds");
             (vec![t.clone()], Some(t), 1)
         }
+        ProfileKind::Futex => {
+            let t = b.value_type("futex_wait", "nanoseconds");
+            (vec![t.clone()], Some(t), 1)
+        }
         ProfileKind::Syscalls => {
             let t = b.value_type("calls", "count");
             let every = profiles.stats.syscall_sample_every.max(1);
@@ -176,6 +180,7 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
         ProfileKind::OffCpu => b.string("state"),
         ProfileKind::Wakeup => b.string("state"),
         ProfileKind::Syscalls => b.string("syscall"),
+        ProfileKind::Futex => b.string("futex"),
     };
     let waker = b.string("waker");
     let mut samples = Vec::new();

@@ -63,7 +63,6 @@ struct Resolver<'a> {
     /// (tgid, address) → frame indices, root first (inlined frames expanded).
     user_cache: HashMap<(u32, u64), Vec<u32>>,
     kernel_cache: HashMap<u64, Vec<u32>>,
-    unknown: u64,
 }
 
 impl<'a> Resolver<'a> {
@@ -74,7 +73,6 @@ impl<'a> Resolver<'a> {
             index: HashMap::new(),
             user_cache: HashMap::new(),
             kernel_cache: HashMap::new(),
-            unknown: 0,
         }
     }
 
@@ -126,6 +124,11 @@ impl<'a> Resolver<'a> {
             for (tgid, id, is_kernel) in stacks {
                 let Some(ips) = raw.stacks.get(&id) else {
                     continue;
+                };
+                let ips = if is_kernel {
+                    ips.as_slice()
+                } else {
+                    self.walkable(tgid, ips)
                 };
                 for ip in call_sites(ips) {
                     if is_kernel {
@@ -183,7 +186,6 @@ impl<'a> Resolver<'a> {
                         out.into_iter().map(|f| self.intern(f)).collect()
                     }
                     _ => {
-                        self.unknown += 1;
                         vec![self.intern(Frame {
                             name: format!("[{module}+{offset:#x}]"),
                             module: module.clone(),
@@ -198,7 +200,6 @@ impl<'a> Resolver<'a> {
             }
         }
         for (tgid, ip) in unmapped {
-            self.unknown += 1;
             let f = self.pseudo("[unknown]");
             self.user_cache.insert((tgid, ip), vec![f]);
         }
@@ -219,7 +220,6 @@ impl<'a> Resolver<'a> {
                         inlined: false,
                     })],
                     _ => {
-                        self.unknown += 1;
                         vec![self.intern(Frame {
                             name: "[unknown]".into(),
                             module: "kernel".into(),
@@ -235,12 +235,27 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    /// The part of a user stack (leaf first) that a frame-pointer walk can vouch for: it ends
+    /// before the first address outside the process's code. Code without frame pointers
+    /// (glibc's thread start, for one) lets the walk run on into stack data, and everything
+    /// past that point is noise, not callers.
+    fn walkable<'s>(&self, tgid: u32, ips: &'s [u64]) -> &'s [u64] {
+        match ips
+            .iter()
+            .skip(1)
+            .position(|&ip| self.maps.find(tgid, ip.saturating_sub(1)).is_none())
+        {
+            Some(i) => &ips[..i + 1],
+            None => ips,
+        }
+    }
+
     /// Frames of one task's user + kernel stacks, root first (user, then kernel).
     fn stack(&mut self, raw: &Raw, tgid: u32, user: i32, kernel: i32) -> Vec<u32> {
         let mut out = Vec::new();
         match raw.stacks.get(&user) {
             Some(ips) => {
-                let sites: Vec<u64> = call_sites(ips).collect();
+                let sites: Vec<u64> = call_sites(self.walkable(tgid, ips)).collect();
                 for ip in sites.iter().rev() {
                     if let Some(f) = self.user_cache.get(&(tgid, *ip)) {
                         out.extend_from_slice(f);
@@ -340,7 +355,22 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
     let syscalls = build(&raw.syscalls, "calls");
     let futex = build(&raw.futex, "ns");
     let mut stats = raw.stats.clone();
-    stats.unknown_frames = r.unknown;
+    // What the user sees: unknown frames across the stacks shown, not addresses looked up.
+    let unknown = |f: &u32| {
+        let f = &r.frames[*f as usize];
+        f.kind == FrameKind::Unknown && !f.name.ends_with("stack lost]")
+    };
+    stats.unknown_frames = [&oncpu, &offcpu, &wakeup, &syscalls, &futex]
+        .iter()
+        .flat_map(|p| &p.stacks)
+        .map(|s| {
+            s.frames
+                .iter()
+                .chain(&s.waker_frames)
+                .filter(|f| unknown(f))
+                .count() as u64
+        })
+        .sum();
     Profiles {
         frames: r.frames,
         oncpu,

@@ -1,0 +1,77 @@
+//! `switchyard compare`: two builds side by side (terminal table + HTML with differential
+//! flame graphs).
+
+use std::{fs, path::PathBuf, process::ExitCode};
+
+use anyhow::{Context as _, Result};
+use switchyard_model::Run;
+
+use crate::fail::{hinted, out};
+
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// Baseline and candidate run files (one each); or use --a/--b for repeats.
+    #[arg(value_name = "RUN", num_args = 0..=2)]
+    runs: Vec<PathBuf>,
+    /// Baseline run files (repeats of build A).
+    #[arg(long = "a", num_args = 1.., value_name = "RUN", conflicts_with = "runs")]
+    a: Vec<PathBuf>,
+    /// Candidate run files (repeats of build B).
+    #[arg(long = "b", num_args = 1.., value_name = "RUN", conflicts_with = "runs")]
+    b: Vec<PathBuf>,
+    /// Names of the two sides (default: A and B, or the run files' stem).
+    #[arg(long, default_value = "A")]
+    a_label: String,
+    #[arg(long, default_value = "B")]
+    b_label: String,
+    /// Write the HTML comparison (index.html and differential folded stacks) here.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Show every figure (all syscalls and perf counters), not only the headline ones.
+    #[arg(long)]
+    all: bool,
+}
+
+fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
+    paths
+        .iter()
+        .map(|p| {
+            Run::load(p).map_err(|e| {
+                hinted(
+                    format!("{e}"),
+                    "pass run files written by `switchyard record` (run.json)",
+                )
+            })
+        })
+        .collect()
+}
+
+pub fn run(args: CompareArgs) -> Result<ExitCode> {
+    let (a_paths, b_paths) = match (args.runs.as_slice(), args.a.is_empty(), args.b.is_empty()) {
+        ([a, b], true, true) => (vec![a.clone()], vec![b.clone()]),
+        ([], false, false) => (args.a.clone(), args.b.clone()),
+        _ => {
+            return Err(hinted(
+                "compare needs two sides",
+                "give two run files (`switchyard compare a.json b.json`) or repeats (`--a a1.json a2.json --b b1.json b2.json`)",
+            ));
+        }
+    };
+    let a = load(&a_paths)?;
+    let b = load(&b_paths)?;
+    let cmp = switchyard_compare::compare(&args.a_label, &a, &args.b_label, &b);
+    out(switchyard_compare::render_text(&cmp, args.all))?;
+    if let Some(dir) = &args.output {
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let page = switchyard_compare::html(&cmp, &a, &b, args.all)
+            .context("rendering the HTML comparison")?;
+        let index = dir.join("index.html");
+        fs::write(&index, page).with_context(|| format!("writing {}", index.display()))?;
+        for (kind, text) in switchyard_compare::diff_folded(&a, &b)? {
+            let path = dir.join(format!("{kind}.diff.folded"));
+            fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+        out(format!("comparison: {}\n", index.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

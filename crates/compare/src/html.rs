@@ -1,0 +1,189 @@
+//! The comparison as a page: the table with verdicts, and differential flame graphs (on-CPU
+//! and off-CPU) where B's stacks are coloured by their change from A, normalised so the two
+//! sides' totals match.
+
+use std::fmt::Write as _;
+
+use inferno::{
+    differential,
+    flamegraph::{self, Options},
+};
+use switchyard_model::Run;
+use switchyard_report::{ProfileKind, document, embed_flamegraph, escape_html as esc, folded};
+
+use crate::{Comparison, Row, fmt_value, shown, verdict_word};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Report(#[from] switchyard_report::Error),
+    #[error("differencing the {0} stacks")]
+    Diff(&'static str, #[source] std::io::Error),
+    #[error("drawing the differential {0} flame graph")]
+    Flame(&'static str, #[source] std::io::Error),
+}
+
+/// Profiles compared as differential flame graphs.
+const KINDS: [ProfileKind; 2] = [ProfileKind::OnCpu, ProfileKind::OffCpu];
+
+/// Folded stacks of one side: every run's lines (inferno sums repeated stacks).
+fn side_folded(runs: &[Run], kind: ProfileKind) -> Result<String, Error> {
+    let mut out = String::new();
+    for r in runs {
+        out.push_str(&folded(r, kind)?);
+    }
+    Ok(out)
+}
+
+/// Differential folded stacks (`stack count_a count_b`), normalised, per profile kind name.
+pub fn diff_folded(a: &[Run], b: &[Run]) -> Result<Vec<(&'static str, String)>, Error> {
+    let mut out = Vec::new();
+    for kind in KINDS {
+        let (fa, fb) = (side_folded(a, kind)?, side_folded(b, kind)?);
+        let mut opts = differential::Options {
+            normalize: true,
+            ..Default::default()
+        };
+        opts.strip_hex = true;
+        let mut diff = Vec::new();
+        differential::from_readers(opts, fa.as_bytes(), fb.as_bytes(), &mut diff)
+            .map_err(|e| Error::Diff(kind.name(), e))?;
+        // inferno writes in hash order: sort for stable output.
+        let text = String::from_utf8_lossy(&diff);
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_unstable();
+        let mut sorted = lines.join("\n");
+        if !sorted.is_empty() {
+            sorted.push('\n');
+        }
+        out.push((kind.name(), sorted));
+    }
+    Ok(out)
+}
+
+fn diff_svg(kind: ProfileKind, diff: &str) -> Result<Option<String>, Error> {
+    if diff.trim().is_empty() {
+        return Ok(None);
+    }
+    let mut opt = Options::default();
+    opt.title = format!(
+        "{} differential flame graph (B, coloured by change from A)",
+        kind.title()
+    );
+    opt.deterministic = true;
+    opt.image_width = Some(1200);
+    opt.count_name = match kind {
+        ProfileKind::OnCpu => "samples".into(),
+        _ => "ns".into(),
+    };
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut opt, diff.lines(), &mut svg)
+        .map_err(|e| Error::Flame(kind.name(), e))?;
+    Ok(Some(String::from_utf8_lossy(&svg).into_owned()))
+}
+
+fn cell(s: &Option<crate::Spread>) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) if s.n > 1 => format!(
+            "{} <span class=\"spread\">[{}–{}]</span>",
+            fmt_value(s.median),
+            fmt_value(s.min),
+            fmt_value(s.max)
+        ),
+        Some(s) => fmt_value(s.median),
+    }
+}
+
+fn row(out: &mut String, r: &Row) {
+    let delta = r
+        .delta
+        .map(|d| format!("{}{}", if d > 0.0 { "+" } else { "" }, fmt_value(d)))
+        .unwrap_or_else(|| "-".into());
+    let pct = r
+        .delta_pct
+        .map(|p| format!("{p:+.1}%"))
+        .unwrap_or_else(|| "-".into());
+    let _ = writeln!(
+        out,
+        "<tr class=\"{v}\"><td><code>{}</code></td><td>{}</td><td class=\"num\" data-v=\"{}\">{}</td>\
+         <td class=\"num\" data-v=\"{}\">{}</td><td class=\"num\">{delta}</td><td class=\"num\" data-v=\"{}\">{pct}</td><td>{v}</td></tr>",
+        esc(&r.name),
+        esc(r.unit),
+        r.a.as_ref().map_or(0.0, |s| s.median),
+        cell(&r.a),
+        r.b.as_ref().map_or(0.0, |s| s.median),
+        cell(&r.b),
+        r.delta_pct.unwrap_or(0.0),
+        v = verdict_word(r.verdict),
+    );
+}
+
+/// The comparison page.
+pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, Error> {
+    let mut main = String::new();
+    let _ = writeln!(
+        main,
+        "<section id=\"summary\">\n<h2>Summary</h2>\n<p>A = <b>{}</b> ({} run{}), B = <b>{}</b> ({} run{}). \
+         Figures are medians; with repeats, [min–max] follows, and a delta inside both \
+         ranges is marked <i>noise</i>, not a win or a loss.</p>",
+        esc(&c.a_label),
+        c.a_runs,
+        if c.a_runs == 1 { "" } else { "s" },
+        esc(&c.b_label),
+        c.b_runs,
+        if c.b_runs == 1 { "" } else { "s" },
+    );
+    for (label, runs) in [(&c.a_label, a), (&c.b_label, b)] {
+        if let Some(r) = runs.first() {
+            let _ = writeln!(
+                main,
+                "<p>{}: <code>{}</code></p>",
+                esc(label),
+                esc(&r.meta.command.join(" "))
+            );
+        }
+    }
+    main.push_str("</section>\n<section id=\"table\">\n<h2>Figures</h2>\n");
+    main.push_str(
+        "<table class=\"sortable compare\">\n<thead><tr><th>figure</th><th>unit</th><th class=\"num\">A</th>\
+         <th class=\"num\">B</th><th class=\"num\">delta</th><th class=\"num\">delta %</th><th>verdict</th></tr></thead>\n<tbody>\n",
+    );
+    for r in c.rows.iter().filter(|r| all || shown(r, c)) {
+        row(&mut main, r);
+    }
+    main.push_str("</tbody>\n</table>\n</section>\n");
+    let diffs = diff_folded(a, b)?;
+    for (kind, (_, diff)) in KINDS.iter().zip(&diffs) {
+        let _ = writeln!(
+            main,
+            "<section id=\"diff-{}\">\n<h2>{} differential flame graph</h2>\n\
+             <p class=\"note\">B's stacks, widths as in B (normalised to A's total), red where B spends more than A, blue where less.</p>",
+            kind.name(),
+            kind.title()
+        );
+        match diff_svg(*kind, diff)? {
+            Some(svg) => main.push_str(&embed_flamegraph(
+                &format!("diff-{}-graph", kind.name()),
+                &format!("{} differential flame graph", kind.title()),
+                &svg,
+            )),
+            None => main.push_str("<p class=\"empty\">no samples</p>\n"),
+        }
+        main.push_str("</section>\n");
+    }
+    let title = format!("switchyard: {} vs {}", c.a_label, c.b_label);
+    Ok(document(
+        &title,
+        "switchyard comparison",
+        &format!("{} vs {}", c.a_label, c.b_label),
+        &[
+            ("summary", "Summary"),
+            ("table", "Figures"),
+            ("diff-oncpu", "On-CPU diff"),
+            ("diff-offcpu", "Off-CPU diff"),
+        ],
+        &main,
+        "switchyard comparison",
+    ))
+}
