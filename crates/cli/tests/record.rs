@@ -76,11 +76,15 @@ fn spawned_target_counts_are_exact() {
     assert!(blocked >= m * 200_000, "blocked_ns {blocked}");
     assert_eq!(run["meta"]["end"]["kind"], "target_exited");
     assert_eq!(run["meta"]["end"]["code"], 0);
-    assert!(
-        run["drops"].as_array().unwrap().is_empty(),
-        "drops: {}",
-        run["drops"]
-    );
+    // No event of the counting programs was lost. (Stack drops belong to the stack
+    // programs and are tested with them.)
+    let lost: Vec<&serde_json::Value> = run["drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| !d["reason"].as_str().unwrap_or("").contains("stack"))
+        .collect();
+    assert!(lost.is_empty(), "drops: {}", run["drops"]);
 
     // The terminal summary names the top syscalls and the switch figures.
     assert!(

@@ -1,0 +1,34 @@
+//! What every switchyard workload shares.
+//!
+//! A workload is two processes talking over loopback (127.0.0.1): a *server*, the target that
+//! switchyard profiles, and a *driver*, the load generator. A run is bounded by a duration or an
+//! operation count. The pieces both sides use live here:
+//!
+//! - [`Recorder`]: send→reply latencies in an hdrhistogram (nanoseconds, 3 significant digits)
+//!   plus a per-window series (operations, p99 and max per window); one per driver thread,
+//!   merged at the end.
+//! - [`DriverResult`]: the versioned file a driver writes (`format: "switchyard-driver-result"`,
+//!   `schema_version: 1`), with the serialised histogram so results can be re-read and merged.
+//! - [`parse_duration`] (`10s`, `500ms`), [`RunBound`]/[`Budget`] for `--duration | --ops`,
+//!   [`Shutdown`] for SIGINT/SIGTERM.
+//! - The ready handshake: a server binds port 0 by default and prints `ready <port>` on stdout
+//!   once it is listening ([`announce_ready`]); a launcher reads it ([`read_ready`]) or lets
+//!   [`ServerProcess`] spawn the server and wait for it.
+
+mod bound;
+mod duration;
+mod launch;
+mod ready;
+mod recorder;
+mod result;
+mod shutdown;
+mod window;
+
+pub use bound::{BoundError, Budget, RunBound};
+pub use duration::{DurationError, parse_duration};
+pub use launch::{LaunchError, ServerExit, ServerProcess};
+pub use ready::{READY_PREFIX, ReadyError, announce_ready, parse_ready_line, read_ready};
+pub use recorder::{LatencyRecorder, MergeError, Percentiles, Recorder, SIGNIFICANT_DIGITS};
+pub use result::{DriverResult, FORMAT, ResultError, SCHEMA_VERSION};
+pub use shutdown::Shutdown;
+pub use window::{DEFAULT_WINDOW, Window, WindowSeries};
