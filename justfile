@@ -55,6 +55,10 @@ lint: setup
 bench-overhead: build
     bash scripts/bench-overhead.sh
 
+# The spin-lock broker story: spin vs mutex vs abs, repeats, two contention levels, two sizes
+compare-broker: build
+    bash scripts/compare-broker.sh
+
 # Time to render the report of a 60-second run (records one first)
 bench-report seconds="60": build
     bash scripts/bench-report.sh {{seconds}}

@@ -22,6 +22,8 @@ use crate::{
 };
 
 const NR_EXIT: u64 = 60;
+const NR_URETPROBE: u64 = 335;
+const NR_UPROBE: u64 = 336;
 const NR_EXIT_GROUP: u64 = 231;
 /// Return values in [-4095, -1] are errnos.
 const MAX_ERRNO: i64 = 4095;
@@ -131,6 +133,11 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
     }
     // sys_enter(struct pt_regs *regs, long id)
     let nr: u64 = ctx.arg(1);
+    // The kernel's own trampolines for uprobes and uretprobes (ours, for --uprobe-span) enter
+    // through these; they are not the target's syscalls.
+    if nr == NR_URETPROBE || nr == NR_UPROBE {
+        return;
+    }
     sample_stack(ctx, pid_tgid, nr);
     if nr == NR_EXIT || nr == NR_EXIT_GROUP {
         if let Some(s) = stats(nr) {

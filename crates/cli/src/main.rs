@@ -70,10 +70,16 @@ struct RecordArgs {
     #[arg(long, default_value_t = 16384, value_name = "N")]
     stack_map_size: u32,
     /// Time a function from entry to return (uprobe + uretprobe), e.g. a spin-lock acquire:
-    /// SYMBOL in the target's executable, or SYMBOL@/path/to/binary-or-library. Repeatable
-    /// (at most 8). Not for Go binaries: return probes crash Go programs.
-    #[arg(long = "uprobe-span", value_name = "SYMBOL[@BINARY]")]
+    /// SYMBOL in the target's executable, or SYMBOL@/path/to/binary-or-library; LABEL= names
+    /// its figures (span.LABEL). Repeatable (at most 8). Not for Go binaries: return probes
+    /// crash Go programs.
+    #[arg(long = "uprobe-span", value_name = "[LABEL=]SYMBOL[@BINARY]")]
     uprobe_spans: Vec<String>,
+    /// A workload driver's result file (switchyard-driver-result JSON) to attach to the run:
+    /// operations for per-operation figures, and the latency the driver measured. Read when
+    /// the recording ends (waiting up to 5 s for the driver to write it).
+    #[arg(long, value_name = "FILE")]
+    workload_result: Option<PathBuf>,
     /// Rows in each top-syscalls table of the summary.
     #[arg(long, default_value_t = 10)]
     top: usize,

@@ -21,7 +21,7 @@ use switchyard_counters::{Counters, Scope};
 use switchyard_loader::{Config, Probes, Span, StackConfig};
 use switchyard_model::{
     Collector, EndReason, FORMAT, Locks, Log2Hist, Meta, Missing, Profiles, Run, SCHEMA_VERSION,
-    StackStats, TargetMode, ThreadRow,
+    StackStats, TargetMode, ThreadRow, Workload,
 };
 use switchyard_symbolize::Maps;
 
@@ -289,6 +289,17 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         ),
     };
 
+    // The driver writes its result as the load ends, about when the target exits.
+    let workload = match &args.workload_result {
+        Some(path) => match read_workload(path) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                eprintln!("warning: {e:#}; the run has no per-operation figures");
+                None
+            }
+        },
+        None => None,
+    };
     let run = Run {
         format: FORMAT.into(),
         schema_version: SCHEMA_VERSION,
@@ -318,8 +329,9 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         threads,
         drops,
         profiles,
-        operations: None,
+        operations: workload.as_ref().map(|w| w.operations),
         locks,
+        workload,
     };
     finish(run, &args)
 }
@@ -357,6 +369,46 @@ fn finish(run: Run, args: &RecordArgs) -> Result<ExitCode> {
         }
         _ => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// A driver result file, waited for up to 5 s (the driver may still be writing it).
+fn read_workload(path: &std::path::Path) -> Result<Workload> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !path.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = switchyard_harness::DriverResult::read(path)
+        .with_context(|| format!("reading the workload result {}", path.display()))?;
+    let l = &r.latency_ns;
+    Ok(Workload {
+        name: r.workload.clone(),
+        build: r.build.clone(),
+        parameters: r
+            .parameters
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                )
+            })
+            .collect(),
+        operations: r.operations,
+        errors: r.errors,
+        duration_ns: r.duration_ns,
+        throughput_per_s: r.throughput_per_s,
+        p50_ns: l.p50,
+        p90_ns: l.p90,
+        p99_ns: l.p99,
+        p99_9_ns: l.p99_9,
+        p99_99_ns: l.p99_99,
+        max_ns: l.max,
+        windows: r
+            .windows
+            .iter()
+            .map(|w| (w.start_ms, w.operations, w.p99_ns, w.max_ns))
+            .collect(),
+    })
 }
 
 /// What degraded mode cannot give, and why.
@@ -448,14 +500,19 @@ fn spans(args: &RecordArgs, target: &Target) -> Result<Vec<Span>> {
     args.uprobe_spans
         .iter()
         .map(|spec| {
-            let (symbol, binary) = match spec.split_once('@') {
-                Some((s, b)) => (s.to_string(), std::path::PathBuf::from(b)),
-                None => (spec.clone(), exe()?),
+            let (label, rest) = match spec.split_once('=') {
+                Some((l, r)) => (Some(l.to_string()), r),
+                None => (None, spec.as_str()),
             };
+            let (symbol, binary) = match rest.split_once('@') {
+                Some((s, b)) => (s.to_string(), std::path::PathBuf::from(b)),
+                None => (rest.to_string(), exe()?),
+            };
+            let label = label.unwrap_or_else(|| symbol.clone());
             if symbol.is_empty() {
                 return Err(hinted(
                     format!("`--uprobe-span {spec}` names no symbol"),
-                    "use --uprobe-span SYMBOL or SYMBOL@/path/to/binary",
+                    "use --uprobe-span [LABEL=]SYMBOL[@/path/to/binary]",
                 ));
             }
             if !binary.exists() {
@@ -467,7 +524,11 @@ fn spans(args: &RecordArgs, target: &Target) -> Result<Vec<Span>> {
                     "give the path of the binary or shared library that defines the symbol",
                 ));
             }
-            Ok(Span { symbol, binary })
+            Ok(Span {
+                label,
+                symbol,
+                binary,
+            })
         })
         .collect()
 }

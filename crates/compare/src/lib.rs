@@ -83,6 +83,11 @@ pub struct Comparison {
 fn rank(name: &str) -> (u8, String) {
     let order = [
         "throughput",
+        "latency.p50",
+        "latency.p99",
+        "latency.p99_9",
+        "latency.p99_99",
+        "latency.max",
         "operations",
         "duration",
         "cpu.per_op",
@@ -94,6 +99,7 @@ fn rank(name: &str) -> (u8, String) {
         "syscalls.total.per_op",
         "futex.waits.per_op",
         "futex.wait_time.per_op",
+        "span.acquire.time.per_op",
         "switches.total.per_s",
         "switches.voluntary.per_s",
         "switches.involuntary.per_s",
@@ -295,11 +301,15 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
     out
 }
 
-/// Per-syscall rows only when the syscall matters (≥ 1% of either side's syscalls); raw
-/// counts only when no per-op figure exists.
+/// Whether the default table shows a row: every headline figure; a syscall only when it is
+/// at least 1% of either side's syscalls, and then per operation when the runs have
+/// operations, else as a count; perf counters except page faults.
 pub fn shown(r: &Row, c: &Comparison) -> bool {
+    if r.name.starts_with("perf.") {
+        return !r.name.ends_with("faults");
+    }
     let Some(rest) = r.name.strip_prefix("syscalls.") else {
-        return !r.name.starts_with("perf.") || !r.name.ends_with("faults");
+        return true;
     };
     if ["total", "errors", "time"]
         .iter()
@@ -307,27 +317,27 @@ pub fn shown(r: &Row, c: &Comparison) -> bool {
     {
         return true;
     }
-    let base = rest.split('.').next().unwrap_or(rest);
-    if rest != base && !rest.ends_with(".per_op") && !rest.ends_with(".per_s") {
+    let (name, suffix) = rest.split_once('.').unwrap_or((rest, ""));
+    let has_per_op = c
+        .rows
+        .iter()
+        .any(|x| x.name == format!("syscalls.{name}.per_op"));
+    let wanted = if has_per_op { "per_op" } else { "" };
+    if suffix != wanted {
         return false;
     }
-    let total = |side: fn(&Row) -> &Option<Spread>| {
+    let median = |name: &str, side: fn(&Row) -> &Option<Spread>| {
         c.rows
             .iter()
-            .find(|x| x.name == "syscalls.total")
+            .find(|x| x.name == name)
             .and_then(|x| side(x).as_ref())
             .map_or(0.0, |s| s.median)
     };
-    let count = c.rows.iter().find(|x| x.name == format!("syscalls.{base}"));
-    let share = |s: &Option<Spread>, t: f64| s.as_ref().map_or(0.0, |s| s.median) / t.max(1.0);
-    count.is_some_and(|x| {
-        share(&x.a, total(|r| &r.a)) >= 0.01 || share(&x.b, total(|r| &r.b)) >= 0.01
-    }) && (rest.ends_with(".per_op")
-        || !c
-            .rows
-            .iter()
-            .any(|x| x.name == format!("syscalls.{base}.per_op")))
-        && !rest.ends_with(".per_s")
+    let count = format!("syscalls.{name}");
+    let share = |side: fn(&Row) -> &Option<Spread>| {
+        median(&count, side) / median("syscalls.total", side).max(1.0)
+    };
+    share(|x| &x.a) >= 0.01 || share(|x| &x.b) >= 0.01
 }
 
 #[cfg(test)]

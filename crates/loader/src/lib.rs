@@ -123,6 +123,8 @@ pub struct Config {
 /// A function to time: its symbol in a binary.
 #[derive(Clone, Debug)]
 pub struct Span {
+    /// The name its figures go by.
+    pub label: String,
     pub symbol: String,
     pub binary: std::path::PathBuf,
 }
@@ -363,6 +365,7 @@ impl Probes {
             .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(b.count.cmp(&a.count)));
         for (i, span) in self.spans.iter().enumerate() {
             locks.spans.push(SpanRow {
+                label: span.label.clone(),
                 symbol: span.symbol.clone(),
                 binary: span.binary.display().to_string(),
                 stats: self.wait_summary(maps::SPANS, i as u32)?,

@@ -45,6 +45,30 @@ pub struct Run {
     /// Lock waits: futex waits, kernel lock contention, uprobe spans.
     #[serde(default)]
     pub locks: Locks,
+    /// What the workload's driver measured during the run (`record --workload-result`).
+    #[serde(default)]
+    pub workload: Option<Workload>,
+}
+
+/// A workload driver's view of the run: operations and their latency.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Workload {
+    pub name: String,
+    pub build: String,
+    /// The driver's parameters (producers, message size, …), as text.
+    pub parameters: std::collections::BTreeMap<String, String>,
+    pub operations: u64,
+    pub errors: u64,
+    pub duration_ns: u64,
+    pub throughput_per_s: f64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p99_9_ns: u64,
+    pub p99_99_ns: u64,
+    pub max_ns: u64,
+    /// Per-window series: (start ms, operations, p99 ns, max ns).
+    pub windows: Vec<(u64, u64, u64, u64)>,
 }
 
 /// Waits summarised: count, time, a log2 histogram of ns.
@@ -84,6 +108,9 @@ pub struct FutexRow {
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct SpanRow {
+    /// The name figures use (`span.<label>`): given as LABEL=SYMBOL, else the symbol.
+    #[serde(default)]
+    pub label: String,
     pub symbol: String,
     pub binary: String,
     pub stats: WaitSummary,
@@ -395,6 +422,7 @@ pub(crate) mod tests {
             profiles: Profiles::default(),
             operations: None,
             locks: Locks::default(),
+            workload: None,
         }
     }
 

@@ -68,9 +68,25 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
     put(&mut m, "duration", secs, "s", Neither);
     if let Some(ops) = ops {
         put(&mut m, "operations", ops, "count", Neither);
-        if secs > 0.0 {
-            put(&mut m, "throughput", ops / secs, "1/s", Higher);
+        match &run.workload {
+            // The driver's own clock covers exactly the load.
+            Some(w) => put(&mut m, "throughput", w.throughput_per_s, "1/s", Higher),
+            None if secs > 0.0 => put(&mut m, "throughput", ops / secs, "1/s", Higher),
+            None => {}
         }
+    }
+    if let Some(w) = &run.workload {
+        for (name, v) in [
+            ("latency.p50", w.p50_ns),
+            ("latency.p90", w.p90_ns),
+            ("latency.p99", w.p99_ns),
+            ("latency.p99_9", w.p99_9_ns),
+            ("latency.p99_99", w.p99_99_ns),
+            ("latency.max", w.max_ns),
+        ] {
+            put(&mut m, name, v as f64 / 1e3, "µs", Lower);
+        }
+        put(&mut m, "workload.errors", w.errors as f64, "count", Lower);
     }
 
     if run.meta.collector == crate::Collector::Ebpf {
@@ -165,7 +181,12 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
             );
         }
         for s in &l.spans {
-            let name = format!("span.{}", s.symbol);
+            let label = if s.label.is_empty() {
+                &s.symbol
+            } else {
+                &s.label
+            };
+            let name = format!("span.{label}");
             rates(&mut m, &name, s.stats.count as f64, secs, ops, Neither);
             put(
                 &mut m,

@@ -363,6 +363,8 @@ pub const X86_64: &[(u32, &str)] = &[
     (448, "process_mrelease"),
     (449, "futex_waitv"),
     (450, "set_mempolicy_home_node"),
+    (335, "uretprobe"),
+    (336, "uprobe"),
     (451, "cachestat"),
     (452, "fchmodat2"),
     (453, "map_shadow_stack"),

@@ -247,8 +247,51 @@ fn summary(out: &mut String, run: &Run, command: &str) {
     if let Some(ops) = run.operations {
         per_operation(out, run, ops);
     }
+    if let Some(w) = &run.workload {
+        workload(out, w);
+    }
     counters(out, run);
     out.push_str("</section>\n");
+}
+
+/// What the workload's driver measured: throughput and latency percentiles.
+fn workload(out: &mut String, w: &switchyard_model::Workload) {
+    let _ = writeln!(
+        out,
+        "<h3>Workload: {} ({})</h3>\n<table class=\"kv\">",
+        Esc(&w.name),
+        Esc(&w.build)
+    );
+    let params: Vec<String> = w
+        .parameters
+        .iter()
+        .map(|(k, v)| format!("{}={}", Esc(k), Esc(v)))
+        .collect();
+    kv(out, "Parameters", &params.join(", "));
+    kv(
+        out,
+        "Throughput",
+        &format!(
+            "{}/s ({} operations, {} errors)",
+            thousands(w.throughput_per_s.round() as u64),
+            thousands(w.operations),
+            thousands(w.errors)
+        ),
+    );
+    kv(
+        out,
+        "Latency",
+        &format!(
+            "P50 {} · P90 {} · P99 {} · P99.9 {} · P99.99 {} · max {}",
+            ns(w.p50_ns),
+            ns(w.p90_ns),
+            ns(w.p99_ns),
+            ns(w.p99_9_ns),
+            ns(w.p99_99_ns),
+            ns(w.max_ns)
+        ),
+    );
+    out.push_str("</table>\n");
 }
 
 fn per_operation(out: &mut String, run: &Run, ops: u64) {

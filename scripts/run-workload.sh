@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One profiled workload run: the server under `switchyard record`, its driver on loopback, and
+# the report. Writes OUT/run.json, OUT/result.json (the driver's), OUT/index.html.
+#
+#   scripts/run-workload.sh spinlock-broker BUILD OUT [producers] [size] [seconds]
+#
+# BUILD is spin, mutex or abs. Binaries come from target/release (just build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+workload=${1:?usage: run-workload.sh WORKLOAD BUILD OUT [producers] [size] [seconds]}
+build=${2:?build}
+out=${3:?output directory}
+producers=${4:-2}
+size=${5:-2}
+seconds=${6:-3}
+bin=target/release
+sy=$bin/switchyard
+
+mkdir -p "$out"
+rm -f "$out/result.json" "$out/run.json"
+
+case $workload in
+  spinlock-broker)
+    case $build in spin | mutex | abs) ;; *) echo "error: unknown build '$build' (spin, mutex, abs)" >&2; exit 2 ;; esac
+    server=("$bin/spinlock-broker" --lock "$build" --exit-after-idle 300 --dir "$out/log")
+    record_flags=(--uprobe-span "acquire=broker_${build}_acquire")
+    driver() { "$bin/spinlock-broker-driver" --addr "127.0.0.1:$1" --producers "$producers" \
+      --size "$size" --duration "${seconds}s" --build "$build" --out "$out/result.json"; }
+    ;;
+  *) echo "error: unknown workload '$workload' (spinlock-broker)" >&2; exit 2 ;;
+esac
+
+# The server announces `ready <port>` on stdout once it listens.
+fifo=$(mktemp -u)
+mkfifo "$fifo"
+"$sy" record "${record_flags[@]}" --workload-result "$out/result.json" -o "$out/run.json" \
+  -- "${server[@]}" >"$fifo" 2>"$out/record.err" &
+rec=$!
+exec 3<"$fifo"
+rm -f "$fifo"
+port=
+while IFS= read -r -t 30 line <&3; do
+  case $line in ready\ *) port=${line#ready }; break ;; esac
+done
+if [ -z "$port" ]; then
+  echo "error: $workload did not become ready; see $out/record.err" >&2
+  kill "$rec" 2>/dev/null || true
+  exit 2
+fi
+# Keep draining the server's and switchyard's stdout into a file.
+cat <&3 >"$out/record.out" &
+drain=$!
+driver "$port" >"$out/driver.out" 2>&1
+status=0
+wait "$rec" || status=$?
+wait "$drain" || true
+if [ "$status" -ne 0 ]; then
+  echo "error: switchyard record exited $status; see $out/record.err" >&2
+  cat "$out/record.err" >&2
+  exit "$status"
+fi
+"$sy" report "$out/run.json" -o "$out" >/dev/null
+echo "$out"
