@@ -4,11 +4,11 @@
 # Writes every run and report under reports/spinlock-broker/<contention>-<size>B/, comparison
 # pages (mutex vs spin, mutex vs abs) beside them, and prints the table of medians.
 #
-#   just compare-broker            (REPEATS=3 SECONDS=3 to change)
+#   just compare-broker            (REPEATS=3 RUN_SECONDS=3 to change)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${REPEATS:-3}
-SECONDS_RUN=${SECONDS:-3}
+SECONDS_RUN=${RUN_SECONDS:-3}
 cores=$(nproc)
 root=reports/spinlock-broker
 sy=target/release/switchyard

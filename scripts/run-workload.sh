@@ -22,7 +22,10 @@ rm -f "$out/result.json" "$out/run.json"
 case $workload in
   spinlock-broker)
     case $build in spin | mutex | abs) ;; *) echo "error: unknown build '$build' (spin, mutex, abs)" >&2; exit 2 ;; esac
-    server=("$bin/spinlock-broker" --lock "$build" --exit-after-idle 300 --dir "$out/log")
+    # The commit log is scratch: keep it out of the report directory.
+    logdir=$(mktemp -d)
+    trap 'rm -rf "$logdir"' EXIT
+    server=("$bin/spinlock-broker" --lock "$build" --exit-after-idle 300 --dir "$logdir")
     record_flags=(--uprobe-span "acquire=broker_${build}_acquire")
     driver() { "$bin/spinlock-broker-driver" --addr "127.0.0.1:$1" --producers "$producers" \
       --size "$size" --duration "${seconds}s" --build "$build" --out "$out/result.json"; }
@@ -50,7 +53,13 @@ fi
 # Keep draining the server's and switchyard's stdout into a file.
 cat <&3 >"$out/record.out" &
 drain=$!
-driver "$port" >"$out/driver.out" 2>&1
+if ! driver "$port" >"$out/driver.out" 2>&1; then
+  echo "error: the $workload driver failed; see $out/driver.out" >&2
+  tail -n 3 "$out/driver.out" >&2
+  kill -INT "$rec" 2>/dev/null || true
+  wait "$rec" 2>/dev/null || true
+  exit 2
+fi
 status=0
 wait "$rec" || status=$?
 wait "$drain" || true

@@ -609,32 +609,26 @@ impl PidFd {
 
     /// Sleeps up to `timeout`, waking early when the process exits.
     fn wait(&self, timeout: Duration) {
-        match &self.0 {
-            Some(fd) => {
-                let mut p = libc::pollfd {
-                    fd: std::os::fd::AsRawFd::as_raw_fd(fd),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd.
-                unsafe { libc::poll(&mut p, 1, timeout.as_millis() as libc::c_int) };
-            }
-            None => std::thread::sleep(timeout),
+        if self.0.is_none() {
+            std::thread::sleep(timeout);
+        } else {
+            self.poll(timeout.as_millis() as libc::c_int);
         }
     }
 
     fn exited(&self) -> bool {
-        match &self.0 {
-            Some(fd) => {
-                let mut p = libc::pollfd {
-                    fd: std::os::fd::AsRawFd::as_raw_fd(fd),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd; zero timeout.
-                unsafe { libc::poll(&mut p, 1, 0) > 0 }
-            }
-            None => false,
-        }
+        self.poll(0)
+    }
+
+    /// True when the pidfd is readable (the process has exited) within `timeout_ms`.
+    fn poll(&self, timeout_ms: libc::c_int) -> bool {
+        let Some(fd) = &self.0 else { return false };
+        let mut p = libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(fd),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, timeout_ms) > 0 }
     }
 }

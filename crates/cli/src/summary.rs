@@ -2,34 +2,8 @@
 
 use std::fmt::Write as _;
 
-use switchyard_model::{Collector, EndReason, Run, SyscallRow};
-
-/// 12345678 → "12,345,678".
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Nanoseconds, humanly: "812 ns", "3.4 µs", "12.0 ms", "1.25 s".
-pub fn ns(v: u64) -> String {
-    let f = v as f64;
-    if v < 1_000 {
-        format!("{v} ns")
-    } else if v < 1_000_000 {
-        format!("{:.1} µs", f / 1e3)
-    } else if v < 1_000_000_000 {
-        format!("{:.1} ms", f / 1e6)
-    } else {
-        format!("{:.2} s", f / 1e9)
-    }
-}
+use switchyard_model::{Collector, Run, SyscallRow};
+use switchyard_report::units::{ns, thousands};
 
 fn rate(n: u64, secs: f64) -> String {
     if secs <= 0.0 {
@@ -68,15 +42,7 @@ pub fn render(run: &Run, top: usize) -> String {
     let mut out = String::new();
     let m = &run.meta;
     let secs = m.duration_ns() as f64 / 1e9;
-    let ended = match &m.end {
-        EndReason::TargetExited { code: Some(c), .. } => format!("target exited with code {c}"),
-        EndReason::TargetExited {
-            signal: Some(s), ..
-        } => format!("target killed by signal {s}"),
-        EndReason::TargetExited { .. } => "target exited".into(),
-        EndReason::Duration => "duration reached".into(),
-        EndReason::Interrupted { signal } => format!("interrupted (signal {signal})"),
-    };
+    let ended = m.end.describe();
     let _ = writeln!(
         out,
         "switchyard: {} (pid {}) for {secs:.2} s — {ended}",
@@ -240,21 +206,4 @@ pub fn render(run: &Run, top: usize) -> String {
         let _ = writeln!(out, "warning: {} {}", thousands(d.count), d.reason);
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats_numbers() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(1234567), "1,234,567");
-        assert_eq!(ns(999), "999 ns");
-        assert_eq!(ns(1500), "1.5 µs");
-        assert_eq!(ns(2_500_000), "2.5 ms");
-        assert_eq!(ns(1_250_000_000), "1.25 s");
-    }
 }

@@ -173,6 +173,21 @@ pub enum EndReason {
     Interrupted { signal: i32 },
 }
 
+impl EndReason {
+    /// How the recording ended, in a few words.
+    pub fn describe(&self) -> String {
+        match self {
+            EndReason::TargetExited { code: Some(c), .. } => format!("target exited with code {c}"),
+            EndReason::TargetExited {
+                signal: Some(s), ..
+            } => format!("target killed by signal {s}"),
+            EndReason::TargetExited { .. } => "target exited".into(),
+            EndReason::Duration => "--duration elapsed".into(),
+            EndReason::Interrupted { signal } => format!("interrupted (signal {signal})"),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Missing {
     pub figure: String,

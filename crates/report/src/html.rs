@@ -7,9 +7,7 @@
 
 use std::fmt::Write as _;
 
-use switchyard_model::{
-    Collector, Counter, EndReason, Log2Hist, Profiles, Run, SyscallRow, TargetMode,
-};
+use switchyard_model::{Collector, Counter, Log2Hist, Profiles, Run, SyscallRow, TargetMode};
 
 use crate::{
     Error, ProfileKind,
@@ -76,18 +74,6 @@ fn secs(run: &Run) -> f64 {
     run.meta.duration_ns() as f64 / 1e9
 }
 
-fn ended(end: &EndReason) -> String {
-    match end {
-        EndReason::TargetExited { code: Some(c), .. } => format!("target exited with code {c}"),
-        EndReason::TargetExited {
-            signal: Some(s), ..
-        } => format!("target killed by signal {s}"),
-        EndReason::TargetExited { .. } => "target exited".into(),
-        EndReason::Duration => "--duration elapsed".into(),
-        EndReason::Interrupted { signal } => format!("interrupted (signal {signal})"),
-    }
-}
-
 /// A key/value row; `value` is HTML already.
 fn kv(out: &mut String, key: &str, value: &str) {
     let _ = writeln!(out, "<tr><th scope=\"row\">{key}</th><td>{value}</td></tr>");
@@ -126,7 +112,7 @@ fn summary(out: &mut String, run: &Run, command: &str) {
         out,
         &ns(m.duration_ns()),
         "recorded",
-        &Esc(&ended(&m.end)).to_string(),
+        &Esc(&m.end.describe()).to_string(),
     );
     if ebpf {
         card(
@@ -178,7 +164,7 @@ fn summary(out: &mut String, run: &Run, command: &str) {
     kv(out, "Child processes", &children);
     kv(out, "Started", &utc(m.start_wall_ns));
     kv(out, "Duration", &ns(m.duration_ns()));
-    kv(out, "Ended", &Esc(&ended(&m.end)).to_string());
+    kv(out, "Ended", &Esc(&m.end.describe()).to_string());
     kv(
         out,
         "Collector",

@@ -10,7 +10,7 @@ mod flame;
 mod folded;
 mod html;
 mod pprof;
-mod units;
+pub mod units;
 
 use switchyard_model::{Profile, Profiles, Run};
 
