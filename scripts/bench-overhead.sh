@@ -30,6 +30,7 @@ field() { grep -o "\"$1\":[0-9.]*" | head -n1 | cut -d: -f2; }
 BT_COUNT='tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @[args->id] = count(); }'
 BT_HIST='tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @s[tid] = nsecs; }
 tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @h[args->id] = hist(nsecs - @s[tid]); @c[args->id] = count(); delete(@s[tid]); }'
+BT_EMPTY='tracepoint:raw_syscalls:sys_enter /pid == cpid/ { } tracepoint:raw_syscalls:sys_exit /pid == cpid/ { }'
 BT_SWITCH='tracepoint:sched:sched_switch /pid == cpid/ { @[tid, args->prev_state] = count(); }'
 
 run_syscalls() { # mode → ns per getppid
@@ -40,6 +41,7 @@ run_syscalls() { # mode → ns per getppid
     switchyard-stacks) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
     bpftrace-count) bpftrace -e "$BT_COUNT" -c "${cmd[*]}" 2>/dev/null ;;
     bpftrace-hist) bpftrace -e "$BT_HIST" -c "${cmd[*]}" 2>/dev/null ;;
+    bpftrace-empty) bpftrace -e "$BT_EMPTY" -c "${cmd[*]}" 2>/dev/null ;;
   esac | field ns_per_call
 }
 
@@ -57,7 +59,7 @@ median() { python3 -c 'import sys,statistics; print(statistics.median(float(x) f
 
 declare -A sc sw
 for ((i = 0; i < REPEATS; i++)); do
-  for m in untraced switchyard switchyard-stacks bpftrace-count bpftrace-hist; do
+  for m in untraced switchyard switchyard-stacks bpftrace-empty bpftrace-count bpftrace-hist; do
     sc[$m]+="$(run_syscalls "$m") "
   done
   for m in untraced switchyard switchyard-stacks bpftrace-count; do
@@ -66,22 +68,23 @@ for ((i = 0; i < REPEATS; i++)); do
 done
 
 printf '\nper syscall (getppid loop pinned to CPU %s, %s calls, median of %s)\n' "$CPU" "$CALLS" "$REPEATS"
-printf '  %-44s %10s %10s %8s\n' configuration "ns/call" "added ns" "× base"
+printf '  %-50s %10s %10s %8s\n' configuration "ns/call" "added ns" "× base"
 base=$(median ${sc[untraced]})
-for m in untraced switchyard switchyard-stacks bpftrace-count bpftrace-hist; do
+for m in untraced switchyard switchyard-stacks bpftrace-empty bpftrace-count bpftrace-hist; do
   v=$(median ${sc[$m]})
   case $m in
     untraced) label="untraced" ;;
     switchyard) label="switchyard --no-stacks (counts, errnos, latency)" ;;
     switchyard-stacks) label="switchyard (+ stacks: 1 syscall in 16, 99 Hz)" ;;
+    bpftrace-empty) label="bpftrace: empty enter+exit probes (floor)" ;;
     bpftrace-count) label="bpftrace: count by syscall" ;;
     bpftrace-hist) label="bpftrace: count + latency histogram" ;;
   esac
-  python3 -c 'import sys; v,b=float(sys.argv[1]),float(sys.argv[2]); print("  %-44s %10.1f %10.1f %8.2f" % (sys.argv[3], v, v-b, v/b))' "$v" "$base" "$label"
+  python3 -c 'import sys; v,b=float(sys.argv[1]),float(sys.argv[2]); print("  %-50s %10.1f %10.1f %8.2f" % (sys.argv[3], v, v-b, v/b))' "$v" "$base" "$label"
 done
 
 printf '\nper context switch (pipe ping-pong pinned to CPU %s, %s round trips = 2 switches each, median of %s)\n' "$CPU" "$ROUNDS" "$REPEATS"
-printf '  %-44s %10s %10s %8s\n' configuration "ns/switch" "added ns" "× base"
+printf '  %-50s %10s %10s %8s\n' configuration "ns/switch" "added ns" "× base"
 base=$(median ${sw[untraced]})
 for m in untraced switchyard switchyard-stacks bpftrace-count; do
   v=$(median ${sw[$m]})
@@ -91,7 +94,7 @@ for m in untraced switchyard switchyard-stacks bpftrace-count; do
     switchyard-stacks) label="switchyard (+ off-CPU and wakeup stacks)" ;;
     bpftrace-count) label="bpftrace: count switches by thread/state" ;;
   esac
-  python3 -c 'import sys; v,b=float(sys.argv[1])/2,float(sys.argv[2])/2; print("  %-44s %10.1f %10.1f %8.2f" % (sys.argv[3], v, v-b, v/b))' "$v" "$base" "$label"
+  python3 -c 'import sys; v,b=float(sys.argv[1])/2,float(sys.argv[2])/2; print("  %-50s %10.1f %10.1f %8.2f" % (sys.argv[3], v, v-b, v/b))' "$v" "$base" "$label"
 done
 echo
 echo "note: the switchyard rows include every syscall the ping-pong makes (readv/writev), as the"
