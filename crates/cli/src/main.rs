@@ -7,6 +7,7 @@
 mod compare;
 mod doctor;
 mod fail;
+mod gate;
 mod procfs;
 mod record;
 mod report;
@@ -34,6 +35,8 @@ enum Command {
     Report(report::ReportArgs),
     /// Compare two builds: every figure side by side, differential flame graphs.
     Compare(compare::CompareArgs),
+    /// Check runs against budgets: exit 1 when one fails (markdown and JUnit for CI).
+    Gate(gate::GateArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -122,6 +125,7 @@ fn main() -> ExitCode {
         Command::Doctor => doctor::run(),
         Command::Report(args) => report::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Gate(args) => gate::run(args),
     };
     match result {
         Ok(code) => code,

@@ -236,9 +236,122 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
     m
 }
 
+/// Figure names with a fixed spelling; `<…>` parts stand for a syscall name, a span label or a
+/// perf counter, and `[.per_s|.per_op]` for the rates of a count.
+pub const NAMES: &[&str] = &[
+    "duration",
+    "operations",
+    "throughput",
+    "latency.p50",
+    "latency.p90",
+    "latency.p99",
+    "latency.p99_9",
+    "latency.p99_99",
+    "latency.max",
+    "workload.errors",
+    "syscalls.total[.per_s|.per_op]",
+    "syscalls.errors[.per_s|.per_op]",
+    "syscalls.time",
+    "syscalls.<name>[.per_s|.per_op]",
+    "syscalls.<name>.avg_us",
+    "offcpu.blocked",
+    "offcpu.share",
+    "runqueue.wait",
+    "futex.waits[.per_s|.per_op]",
+    "futex.wait_time",
+    "futex.wait_time.per_op",
+    "futex.wait_max",
+    "kernel_locks.contended[.per_s|.per_op]",
+    "kernel_locks.wait_time",
+    "span.<label>[.per_s|.per_op]",
+    "span.<label>.time",
+    "span.<label>.time.per_op",
+    "switches.voluntary[.per_s|.per_op]",
+    "switches.involuntary[.per_s|.per_op]",
+    "switches.total[.per_s|.per_op]",
+    "cpu.time",
+    "cpu.per_op",
+    "cpu.utilisation",
+    "perf.<counter>",
+];
+
+/// Whether `name` is a figure some run can have (for validating budgets).
+pub fn is_known(name: &str) -> bool {
+    let rates = |rest: &str| matches!(rest, "" | ".per_s" | ".per_op");
+    let counter_names = [
+        "task-clock",
+        "context-switches",
+        "cpu-migrations",
+        "minor-faults",
+        "major-faults",
+        "cycles",
+        "instructions",
+    ];
+    if let Some(rest) = name.strip_prefix("perf.") {
+        return counter_names.contains(&rest);
+    }
+    if let Some(rest) = name.strip_prefix("syscalls.") {
+        for fixed in ["total", "errors"] {
+            if let Some(r) = rest.strip_prefix(fixed) {
+                return rates(r);
+            }
+        }
+        if rest == "time" {
+            return true;
+        }
+        let (sys, r) = rest.split_once('.').map_or((rest, ""), |(a, b)| (a, b));
+        let r = if r.is_empty() {
+            String::new()
+        } else {
+            format!(".{r}")
+        };
+        return crate::syscall_nr(sys).is_some() && (rates(&r) || r == ".avg_us");
+    }
+    if let Some(rest) = name.strip_prefix("span.") {
+        let (label, r) = rest.split_once('.').map_or((rest, ""), |(a, b)| (a, b));
+        let r = if r.is_empty() {
+            String::new()
+        } else {
+            format!(".{r}")
+        };
+        return !label.is_empty() && (rates(&r) || r == ".time" || r == ".time.per_op");
+    }
+    for prefix in [
+        "switches.voluntary",
+        "switches.involuntary",
+        "switches.total",
+        "futex.waits",
+        "kernel_locks.contended",
+    ] {
+        if let Some(r) = name.strip_prefix(prefix) {
+            return rates(r);
+        }
+    }
+    NAMES.contains(&name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn known_names_cover_what_extract_produces() {
+        let mut run = crate::tests::sample_run();
+        run.operations = Some(10);
+        for name in extract(&run).keys() {
+            assert!(is_known(name), "{name} is produced but not known");
+        }
+        for bad in [
+            "switches.totl",
+            "syscalls.nosuchcall",
+            "perf.bogus",
+            "syscalls.read.per_hour",
+            "span.",
+        ] {
+            assert!(!is_known(bad), "{bad}");
+        }
+        assert!(is_known("syscalls.sendmmsg.per_op") && is_known("span.acquire.time.per_op"));
+    }
 
     #[test]
     fn per_op_only_with_operations() {

@@ -1,0 +1,95 @@
+//! `switchyard gate`: budgets on runs, for CI. Exit 0 when every budget holds, 1 when one
+//! fails, 2 for a bad budget or run file.
+
+use std::{fs, path::PathBuf, process::ExitCode};
+
+use anyhow::{Context as _, Result};
+use switchyard_model::{Run, metrics};
+
+use crate::fail::{hinted, out};
+
+#[derive(clap::Args, Debug)]
+pub struct GateArgs {
+    /// The budget file (TOML, `[[budget]]` tables: metric, max, min, regression, and optional
+    /// workload and build to match).
+    #[arg(long, value_name = "FILE", required_unless_present = "list")]
+    budgets: Option<PathBuf>,
+    /// The run regressions are measured against.
+    #[arg(long, value_name = "RUN")]
+    baseline: Option<PathBuf>,
+    /// Also write the verdicts as markdown (e.g. "$GITHUB_STEP_SUMMARY").
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
+    /// Also write the verdicts as JUnit XML.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// List the figure names a budget can use, and exit.
+    #[arg(long)]
+    list: bool,
+    /// Run files to check.
+    #[arg(value_name = "RUN", required_unless_present = "list")]
+    runs: Vec<PathBuf>,
+}
+
+fn load(path: &PathBuf) -> Result<Run> {
+    Run::load(path).map_err(|e| {
+        hinted(
+            e.to_string(),
+            "pass run files written by `switchyard record`",
+        )
+    })
+}
+
+pub fn run(args: GateArgs) -> Result<ExitCode> {
+    if args.list {
+        let mut text = String::from(
+            "figures a budget can name (<…> is a syscall name, a span label or a perf counter):\n",
+        );
+        for n in metrics::NAMES {
+            text.push_str(&format!("  {n}\n"));
+        }
+        out(text)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let path = args.budgets.as_ref().context("--budgets is required")?;
+    let shown = path.display().to_string();
+    let src = fs::read_to_string(path).map_err(|e| {
+        hinted(
+            format!("cannot read budget file `{shown}`: {e}"),
+            "check the path given to --budgets",
+        )
+    })?;
+    let budgets = switchyard_gate::parse(&src, &shown).map_err(|e| {
+        hinted(
+            e.to_string(),
+            "see `switchyard gate --list` for figure names; a budget sets max, min or regression",
+        )
+    })?;
+    let runs: Vec<(String, Run)> = args
+        .runs
+        .iter()
+        .map(|p| Ok((p.display().to_string(), load(p)?)))
+        .collect::<Result<_>>()?;
+    let baseline = args.baseline.as_ref().map(load).transpose()?;
+    let checks = switchyard_gate::check(&budgets, &runs, baseline.as_ref());
+    if checks.is_empty() {
+        return Err(hinted(
+            format!("no budget in {shown} applies to the given runs"),
+            "budgets match runs by `workload` and `build` (from the run's workload result); drop them to match every run",
+        ));
+    }
+    out(switchyard_gate::text(&checks))?;
+    if let Some(p) = &args.markdown {
+        fs::write(p, switchyard_gate::markdown(&checks))
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &args.junit {
+        fs::write(p, switchyard_gate::junit(&checks))
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(if checks.iter().all(|c| c.passed()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,104 @@
+//! `switchyard gate` from files: exit 0 when budgets hold, 1 when one fails, 2 for a bad budget
+//! file with its line and column. No privileges needed.
+
+mod common;
+
+use std::{path::PathBuf, process::Command};
+
+use common::*;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../compare/tests/data")
+        .join(name)
+}
+
+fn gate(budgets: &str, extra: &[&str]) -> std::process::Output {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = tempdir(&format!("gate-{n}"));
+    let file = dir.join("budgets.toml");
+    std::fs::write(&file, budgets).unwrap();
+    Command::new(switchyard())
+        .args(["gate", "--budgets"])
+        .arg(&file)
+        .args(extra)
+        .arg(fixture("b.json"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn budgets_pass_and_fail_with_exit_codes() {
+    let a = fixture("a.json");
+    let a = a.to_str().unwrap();
+    // b.json: 2.18 voluntary switches per operation, 9.59 syscalls per operation.
+    let ok = gate(
+        "[[budget]]\nmetric = \"switches.voluntary.per_op\"\nmax = 3\n",
+        &[],
+    );
+    assert_eq!(ok.status.code(), Some(0), "{:?}", text(&ok));
+    let over = gate(
+        "[[budget]]\nmetric = \"syscalls.total.per_op\"\nmax = 5\n",
+        &[],
+    );
+    assert_eq!(over.status.code(), Some(1), "{:?}", text(&over));
+    assert!(text(&over).0.contains("FAIL"), "{:?}", text(&over));
+    // Against a.json, b.json's CPU per operation improved; its throughput rose too.
+    let base = gate(
+        "[[budget]]\nmetric = \"cpu.per_op\"\nregression = 0\n\n[[budget]]\nmetric = \"throughput\"\nregression = 0\n",
+        &["--baseline", a],
+    );
+    assert_eq!(base.status.code(), Some(0), "{:?}", text(&base));
+    // A regression budget without a baseline cannot pass.
+    let nobase = gate("[[budget]]\nmetric = \"cpu.per_op\"\nregression = 5\n", &[]);
+    assert_eq!(nobase.status.code(), Some(1), "{:?}", text(&nobase));
+}
+
+#[test]
+fn markdown_and_junit_are_written() {
+    let dir = tempdir("gate-outputs");
+    let (md, junit) = (dir.join("summary.md"), dir.join("junit.xml"));
+    let out = gate(
+        "[[budget]]\nmetric = \"syscalls.total.per_op\"\nmax = 5\n",
+        &[
+            "--markdown",
+            md.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(
+        md.contains("1 of 1 failed") && md.contains("syscalls.total.per_op"),
+        "{md}"
+    );
+    let junit = std::fs::read_to_string(junit).unwrap();
+    assert!(
+        junit.contains("<failure message=") && junit.contains("tests=\"1\" failures=\"1\""),
+        "{junit}"
+    );
+}
+
+#[test]
+fn bad_budget_files_name_line_and_column() {
+    for (src, needle) in [
+        (
+            "[[budget]]\nmetric = \"switches.totl\"\nmax = 1\n",
+            ":2:10: unknown figure",
+        ),
+        (
+            "[[budget]]\nmetric = \"cpu.per_op\"\nmax = \"fast\"\n",
+            ":3:",
+        ),
+        ("[[budget]\nmetric = 1\n", ":1:"),
+        (
+            "[[budget]]\nmetric = \"cpu.per_op\"\nmx = 3\n",
+            ":3:1: unknown field `mx`",
+        ),
+    ] {
+        let out = gate(src, &[]);
+        assert_user_error(&out, needle);
+    }
+}

@@ -1,0 +1,320 @@
+//! Budgets for CI: limits on a run's figures, absolute or against a baseline run.
+//!
+//! A budget file is TOML, a list of `[[budget]]` tables:
+//!
+//! ```toml
+//! [[budget]]
+//! workload = "mmsg-relay"          # optional: runs of this workload (run.workload.name)
+//! build = "mmsg"                   # optional: and this build
+//! metric = "syscalls.total.per_op" # a figure name (see `switchyard_model::metrics`)
+//! max = 1.5                        # optional: fail above
+//! min = 40000                      # optional: fail below
+//! regression = 10                  # optional: fail when worse than --baseline by more than 10%
+//! ```
+//!
+//! Parsing is strict (unknown keys, unknown figures, wrong types and empty budgets are errors
+//! naming the line and column), because a typo in a CI budget must not pass silently.
+
+mod output;
+
+use std::{collections::BTreeMap, ops::Range};
+
+use serde::Deserialize;
+use switchyard_model::{
+    Run,
+    metrics::{self, Better, Metric},
+};
+
+pub use output::{junit, markdown, text};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}:{line}:{column}: {message}")]
+    Budget {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    budget: Vec<toml::Spanned<RawBudget>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBudget {
+    workload: Option<String>,
+    build: Option<String>,
+    metric: toml::Spanned<String>,
+    max: Option<f64>,
+    min: Option<f64>,
+    regression: Option<toml::Spanned<f64>>,
+}
+
+/// One validated budget.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Budget {
+    pub workload: Option<String>,
+    pub build: Option<String>,
+    pub metric: String,
+    pub max: Option<f64>,
+    pub min: Option<f64>,
+    /// Allowed worsening against the baseline, percent.
+    pub regression: Option<f64>,
+    /// Where it was written (line), for messages.
+    pub line: usize,
+}
+
+impl Budget {
+    fn applies(&self, run: &Run) -> bool {
+        let w = run.workload.as_ref();
+        let matches = |want: &Option<String>, have: Option<&str>| match want {
+            None => true,
+            Some(want) => have == Some(want.as_str()),
+        };
+        matches(&self.workload, w.map(|w| w.name.as_str()))
+            && matches(&self.build, w.map(|w| w.build.as_str()))
+    }
+
+    /// "spinlock-broker/abs switches.total.per_op".
+    pub fn name(&self) -> String {
+        let scope = match (&self.workload, &self.build) {
+            (Some(w), Some(b)) => format!("{w}/{b} "),
+            (Some(w), None) => format!("{w} "),
+            (None, Some(b)) => format!("*/{b} "),
+            (None, None) => String::new(),
+        };
+        format!("{scope}{}", self.metric)
+    }
+}
+
+fn line_col(src: &str, offset: usize) -> (usize, usize) {
+    let before = &src[..offset.min(src.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |i| before.len() - i - 1)
+        + 1;
+    (line, column)
+}
+
+/// Parses and validates a budget file's text; `path` names it in errors.
+pub fn parse(src: &str, path: &str) -> Result<Vec<Budget>, Error> {
+    let at = |span: Option<Range<usize>>, message: String| {
+        let (line, column) = span.map_or((1, 1), |s| line_col(src, s.start));
+        Error::Budget {
+            path: path.to_string(),
+            line,
+            column,
+            message,
+        }
+    };
+    let file: File = toml::from_str(src).map_err(|e| at(e.span(), e.message().to_string()))?;
+    let mut out = Vec::new();
+    for spanned in file.budget {
+        let span = spanned.span();
+        let raw = spanned.into_inner();
+        let metric_span = raw.metric.span();
+        let metric = raw.metric.into_inner();
+        if !metrics::is_known(&metric) {
+            return Err(at(
+                Some(metric_span),
+                format!("unknown figure `{metric}` (see `switchyard gate --list`)"),
+            ));
+        }
+        if raw.max.is_none() && raw.min.is_none() && raw.regression.is_none() {
+            return Err(at(
+                Some(span),
+                format!("budget for `{metric}` sets none of max, min, regression"),
+            ));
+        }
+        if let (Some(min), Some(max)) = (raw.min, raw.max)
+            && min > max
+        {
+            return Err(at(
+                Some(span),
+                format!("budget for `{metric}` has min {min} above max {max}"),
+            ));
+        }
+        let regression = match raw.regression {
+            Some(r) if *r.get_ref() < 0.0 || !r.get_ref().is_finite() => {
+                return Err(at(
+                    Some(r.span()),
+                    "regression is an allowed worsening in percent, 0 or more".into(),
+                ));
+            }
+            Some(r) => Some(r.into_inner()),
+            None => None,
+        };
+        out.push(Budget {
+            workload: raw.workload,
+            build: raw.build,
+            metric,
+            max: raw.max,
+            min: raw.min,
+            regression,
+            line: line_col(src, span.start).0,
+        });
+    }
+    Ok(out)
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Status {
+    Pass,
+    Fail(String),
+}
+
+/// One budget checked against one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Check {
+    /// The run's label (its file name).
+    pub run: String,
+    pub budget: Budget,
+    pub value: Option<f64>,
+    pub baseline: Option<f64>,
+    pub status: Status,
+}
+
+impl Check {
+    pub fn passed(&self) -> bool {
+        self.status == Status::Pass
+    }
+}
+
+/// Checks every budget that applies to each run. `runs` are (label, run); `baseline` is the
+/// run regressions are measured against.
+pub fn check(budgets: &[Budget], runs: &[(String, Run)], baseline: Option<&Run>) -> Vec<Check> {
+    let base: Option<BTreeMap<String, Metric>> = baseline.map(metrics::extract);
+    let mut out = Vec::new();
+    for (label, run) in runs {
+        let figures = metrics::extract(run);
+        for b in budgets.iter().filter(|b| b.applies(run)) {
+            let fig = figures.get(&b.metric);
+            let value = fig.map(|m| m.value);
+            let base_value = base
+                .as_ref()
+                .and_then(|m| m.get(&b.metric))
+                .map(|m| m.value);
+            let status = judge(b, fig, base_value, baseline.is_some());
+            out.push(Check {
+                run: label.clone(),
+                budget: b.clone(),
+                value,
+                baseline: base_value,
+                status,
+            });
+        }
+    }
+    out
+}
+
+fn judge(b: &Budget, fig: Option<&Metric>, base: Option<f64>, has_baseline: bool) -> Status {
+    let Some(fig) = fig else {
+        return Status::Fail(format!(
+            "the run has no `{}` (per-operation figures need a workload result)",
+            b.metric
+        ));
+    };
+    let v = fig.value;
+    if let Some(max) = b.max
+        && v > max
+    {
+        return Status::Fail(format!("{} above the maximum {}", num(v), num(max)));
+    }
+    if let Some(min) = b.min
+        && v < min
+    {
+        return Status::Fail(format!("{} below the minimum {}", num(v), num(min)));
+    }
+    if let Some(allowed) = b.regression {
+        if !has_baseline {
+            return Status::Fail("a regression budget needs --baseline".into());
+        }
+        let Some(base) = base else {
+            return Status::Fail(format!("the baseline has no `{}`", b.metric));
+        };
+        let worse_by = match fig.better {
+            Better::Lower => v - base,
+            Better::Higher => base - v,
+            Better::Neither => 0.0,
+        };
+        let pct = if base != 0.0 {
+            worse_by / base.abs() * 100.0
+        } else if worse_by > 0.0 {
+            f64::INFINITY
+        } else {
+            0.0
+        };
+        if pct > allowed {
+            return Status::Fail(format!(
+                "{} is {pct:.1}% worse than the baseline {} (allowed {allowed}%)",
+                num(v),
+                num(base)
+            ));
+        }
+    }
+    Status::Pass
+}
+
+/// A figure for messages: 4 significant digits.
+pub fn num(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    let digits = (4 - v.abs().log10().floor() as i32 - 1).clamp(0, 6) as usize;
+    format!("{v:.digits$}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_names_errors_by_line_and_column() {
+        let ok = "[[budget]]\nmetric = \"switches.total.per_op\"\nmax = 1.5\n\n[[budget]]\nworkload = \"w\"\nbuild = \"b\"\nmetric = \"latency.p99\"\nregression = 10\n";
+        let b = parse(ok, "b.toml").unwrap();
+        assert_eq!(b.len(), 2);
+        assert_eq!(b[1].regression, Some(10.0));
+        assert_eq!(b[1].name(), "w/b latency.p99");
+
+        let unknown = "[[budget]]\nmetric = \"switches.totl\"\nmax = 1\n";
+        let e = parse(unknown, "b.toml").unwrap_err().to_string();
+        assert!(
+            e.starts_with("b.toml:2:10: unknown figure `switches.totl`"),
+            "{e}"
+        );
+
+        let wrong_type = "[[budget]]\nmetric = \"cpu.per_op\"\nmax = \"fast\"\n";
+        let e = parse(wrong_type, "b.toml").unwrap_err().to_string();
+        assert!(e.starts_with("b.toml:3:"), "{e}");
+
+        let syntax = "[[budget]\nmetric = 1\n";
+        let e = parse(syntax, "b.toml").unwrap_err().to_string();
+        assert!(e.starts_with("b.toml:1:"), "{e}");
+
+        let typo = "[[budget]]\nmetric = \"cpu.per_op\"\nmx = 3\n";
+        let e = parse(typo, "b.toml").unwrap_err().to_string();
+        assert!(e.starts_with("b.toml:3:1:") && e.contains("mx"), "{e}");
+
+        let empty = "[[budget]]\nmetric = \"cpu.per_op\"\n";
+        assert!(
+            parse(empty, "b.toml")
+                .unwrap_err()
+                .to_string()
+                .contains("none of max")
+        );
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(num(1.23456), "1.235");
+        assert_eq!(num(12345.6), "12346");
+        assert_eq!(num(0.0012346), "0.001235");
+    }
+}

@@ -1,0 +1,161 @@
+//! The verdicts as a terminal table, markdown (for CI step summaries) and JUnit XML.
+
+use std::fmt::Write as _;
+
+use crate::{Check, Status, num};
+
+fn value(c: &Check) -> String {
+    c.value.map_or_else(|| "-".into(), num)
+}
+
+fn limit(c: &Check) -> String {
+    let b = &c.budget;
+    let mut parts = Vec::new();
+    if let Some(max) = b.max {
+        parts.push(format!("≤ {}", num(max)));
+    }
+    if let Some(min) = b.min {
+        parts.push(format!("≥ {}", num(min)));
+    }
+    if let Some(r) = b.regression {
+        match c.baseline {
+            Some(base) => parts.push(format!("≤ {r}% worse than {}", num(base))),
+            None => parts.push(format!("≤ {r}% worse than baseline")),
+        }
+    }
+    parts.join(", ")
+}
+
+fn verdict(c: &Check) -> (&'static str, String) {
+    match &c.status {
+        Status::Pass => ("pass", String::new()),
+        Status::Fail(why) => ("FAIL", why.clone()),
+    }
+}
+
+/// A plain table: one line per check.
+pub fn text(checks: &[Check]) -> String {
+    let mut out = String::new();
+    let w_run = checks.iter().map(|c| c.run.len()).max().unwrap_or(3).max(3);
+    let w_budget = checks
+        .iter()
+        .map(|c| c.budget.name().len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let _ = writeln!(
+        out,
+        "{:<4}  {:<w_run$}  {:<w_budget$}  {:>12}  limit",
+        "", "run", "budget", "value"
+    );
+    for c in checks {
+        let (v, why) = verdict(c);
+        let _ = writeln!(
+            out,
+            "{v:<4}  {:<w_run$}  {:<w_budget$}  {:>12}  {}{}",
+            c.run,
+            c.budget.name(),
+            value(c),
+            limit(c),
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!("  — {why}")
+            }
+        );
+    }
+    let failed = checks.iter().filter(|c| !c.passed()).count();
+    let _ = writeln!(out, "{} budgets checked, {failed} failed", checks.len());
+    out
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// GitHub-flavoured markdown, for `$GITHUB_STEP_SUMMARY` and the like.
+pub fn markdown(checks: &[Check]) -> String {
+    let failed = checks.iter().filter(|c| !c.passed()).count();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### switchyard budgets: {}\n",
+        if failed == 0 {
+            format!("all {} passed", checks.len())
+        } else {
+            format!("{failed} of {} failed", checks.len())
+        }
+    );
+    out.push_str("| | run | budget | value | limit | why |\n|---|---|---|---|---|---|\n");
+    for c in checks {
+        let (v, why) = verdict(c);
+        let icon = if c.passed() { "✅" } else { "❌" };
+        let _ = writeln!(
+            out,
+            "| {icon} {v} | {} | `{}` | {} | {} | {} |",
+            md_escape(&c.run),
+            md_escape(&c.budget.name()),
+            value(c),
+            md_escape(&limit(c)),
+            md_escape(&why)
+        );
+    }
+    out
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&apos;")
+}
+
+/// JUnit XML: one test suite per run, one test case per budget.
+pub fn junit(checks: &[Check]) -> String {
+    let mut runs: Vec<&str> = checks.iter().map(|c| c.run.as_str()).collect();
+    runs.dedup();
+    let failures = checks.iter().filter(|c| !c.passed()).count();
+    let mut out = String::new();
+    let _ = writeln!(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"switchyard budgets\" tests=\"{}\" failures=\"{failures}\">",
+        checks.len()
+    );
+    for run in runs {
+        let cs: Vec<&Check> = checks.iter().filter(|c| c.run == run).collect();
+        let f = cs.iter().filter(|c| !c.passed()).count();
+        let _ = writeln!(
+            out,
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{f}\">",
+            xml(run),
+            cs.len()
+        );
+        for c in cs {
+            let _ = write!(
+                out,
+                "    <testcase classname=\"{}\" name=\"{}\"",
+                xml(run),
+                xml(&c.budget.name())
+            );
+            match &c.status {
+                Status::Pass => out.push_str("/>\n"),
+                Status::Fail(why) => {
+                    let _ = writeln!(
+                        out,
+                        ">\n      <failure message=\"{}\">value {}, limit {}</failure>\n    </testcase>",
+                        xml(why),
+                        xml(&value(c)),
+                        xml(&limit(c))
+                    );
+                }
+            }
+        }
+        out.push_str("  </testsuite>\n");
+    }
+    out.push_str("</testsuites>\n");
+    out
+}
