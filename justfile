@@ -3,7 +3,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 
 release := "target/release"
 
-# Profile the built-in demo target and write a report under reports/
+# Profile the default workload and write a report under reports/
 default: profile
 
 # Toolchain pieces the kernel side needs: rust-src for nightly, bpf-linker (idempotent, ~1 min once)
@@ -14,27 +14,17 @@ setup:
 build: setup
     cargo build --release --bins
 
-# Record the built-in demo target: just profile [seconds]
-profile seconds="5": build
-    #!/usr/bin/env bash
-    set -euo pipefail
-    dir="reports/demo-mix-$(date +%Y%m%d-%H%M%S)"
-    mkdir -p "$dir"
-    {{release}}/switchyard record -o "$dir/run.json" -- {{release}}/switchyard-demo mix --seconds {{seconds}}
-    {{release}}/switchyard report "$dir/run.json" -o "$dir"
-    ln -sfn "$(basename "$dir")" reports/latest
-    echo "report: $dir/index.html (reports/latest)"
+# Profile a workload build under load (default: the spin-lock broker, abs), or `just profile pid=N`
+profile workload="spinlock-broker" build="" seconds="5": build
+    bash scripts/profile.sh {{workload}} "{{build}}" {{seconds}}
 
-# Record a live process until Ctrl-C: just profile-pid 1234
-profile-pid pid: build
-    #!/usr/bin/env bash
-    set -euo pipefail
-    dir="reports/pid-{{pid}}-$(date +%Y%m%d-%H%M%S)"
-    mkdir -p "$dir"
-    {{release}}/switchyard record --pid {{pid}} -o "$dir/run.json" || status=$?
-    test -s "$dir/run.json" && {{release}}/switchyard report "$dir/run.json" -o "$dir"
-    ln -sfn "$(basename "$dir")" reports/latest
-    exit "${status:-0}"
+# Compare two builds of a workload: just compare spinlock-broker mutex abs [repeats] [seconds]
+compare workload a b repeats="3" seconds="3": build
+    bash scripts/compare.sh {{workload}} {{a}} {{b}} {{repeats}} {{seconds}}
+
+# Gate runs on the workload budgets: just gate reports/*/run.json
+gate +runs: build
+    target/release/switchyard gate --budgets workloads/budgets.toml {{runs}}
 
 # What this host can and cannot do
 doctor: build

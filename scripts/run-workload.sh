@@ -5,6 +5,7 @@
 #   scripts/run-workload.sh spinlock-broker BUILD OUT [producers] [size] [seconds]
 #
 # BUILD is spin, mutex or abs. Binaries come from target/release (just build).
+# AS_BUILD=NAME labels the run as another build (to check that budgets catch a regression).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workload=${1:?usage: run-workload.sh WORKLOAD BUILD OUT [producers] [size] [seconds]}
@@ -28,7 +29,7 @@ case $workload in
     server=("$bin/spinlock-broker" --lock "$build" --exit-after-idle 300 --dir "$logdir")
     record_flags=(--uprobe-span "acquire=broker_${build}_acquire")
     driver() { "$bin/spinlock-broker-driver" --addr "127.0.0.1:$1" --producers "$producers" \
-      --size "$size" --duration "${seconds}s" --build "$build" --out "$out/result.json"; }
+      --size "$size" --duration "${seconds}s" --build "${AS_BUILD:-$build}" --out "$out/result.json"; }
     ;;
   *) echo "error: unknown workload '$workload' (spinlock-broker)" >&2; exit 2 ;;
 esac

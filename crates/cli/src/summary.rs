@@ -143,6 +143,34 @@ pub fn render(run: &Run, top: usize) -> String {
             .collect();
         let _ = writeln!(out, "perf: {}", parts.join(", "));
     }
+    if let Some(w) = &run.workload {
+        let _ = writeln!(
+            out,
+            "workload {} ({}): {} operations, {}/s; latency P50 {}, P99 {}, P99.99 {}, max {}",
+            w.name,
+            w.build,
+            thousands(w.operations),
+            thousands(w.throughput_per_s.round() as u64),
+            ns(w.p50_ns),
+            ns(w.p99_ns),
+            ns(w.p99_99_ns),
+            ns(w.max_ns)
+        );
+    }
+    if let Some(ops) = run.operations.filter(|&o| o > 0) {
+        let per = |v: u64| v as f64 / ops as f64;
+        let cpu = run
+            .counter("task-clock")
+            .unwrap_or_else(|| run.threads.iter().map(|t| t.oncpu_ns).sum());
+        let _ = writeln!(
+            out,
+            "per operation: {:.3} syscalls, {:.3} context switches, {:.4} futex waits, {} CPU",
+            per(run.syscall_total()),
+            per(vol + invol),
+            per(run.locks.futex.count),
+            ns(cpu / ops)
+        );
+    }
     let l = &run.locks;
     if m.collector == Collector::Ebpf {
         let avg = l.futex.total_ns.checked_div(l.futex.count).unwrap_or(0);
