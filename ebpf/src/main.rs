@@ -12,6 +12,7 @@
 )]
 
 mod follow;
+mod gc;
 mod locks;
 mod oncpu;
 mod sched;

@@ -158,6 +158,7 @@ pub fn run() -> Result<ExitCode> {
             stack_map_size: 1024,
         }),
         spans: Vec::new(),
+        go_gc: None,
     });
     match probes {
         Ok(p) => {

@@ -58,6 +58,9 @@ pub fn hint_for(err: &anyhow::Error) -> Option<String> {
                     "check the symbol name with `nm -D BINARY` or `nm BINARY` (Rust needs #[no_mangle] for a stable name)".into()
                 }
                 LoadError::TooManySpans(_) => "time fewer functions per recording".into(),
+                LoadError::NotGo(_) => {
+                    "--go-gc needs an unstripped Go binary (check with `go version BINARY`)".into()
+                }
                 LoadError::Tracefs(_) => {
                     "mount it: `mount -t tracefs nodev /sys/kernel/tracing` (as root); `switchyard doctor` checks the rest".into()
                 }

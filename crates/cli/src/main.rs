@@ -78,6 +78,10 @@ struct RecordArgs {
     /// crash Go programs.
     #[arg(long = "uprobe-span", value_name = "[LABEL=]SYMBOL[@BINARY]")]
     uprobe_spans: Vec<String>,
+    /// Record the Go runtime's GC cycles, stop-the-world pauses and mark assists of a Go
+    /// target (entry-only uprobes on the unmodified binary).
+    #[arg(long)]
+    go_gc: bool,
     /// A workload driver's result file (switchyard-driver-result JSON) to attach to the run:
     /// operations for per-operation figures, and the latency the driver measured. Read when
     /// the recording ends (waiting up to 5 s for the driver to write it).

@@ -89,11 +89,25 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             return Err(e);
         }
     };
+    let go_gc = if args.go_gc {
+        match target_binary(&args, &target) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                if let Target::Spawn(s) = target {
+                    s.cancel();
+                }
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
     let collection = match Probes::attach(&Config {
         tgid: pid,
         follow_children: follow,
         stacks: stacks.clone(),
         spans,
+        go_gc: go_gc.clone(),
     }) {
         Ok(p) => Collection::Ebpf(p),
         Err(e) if e.is_permission() && args.degraded => {
@@ -158,7 +172,11 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     // first second (the dynamic loader maps libraries early), then every 100 ms.
     let mut maps = Maps::default();
     let mut last_maps = Instant::now();
+    let mut gc_events = Vec::new();
     let end = loop {
+        if let Collection::Ebpf(p) = &mut collection {
+            p.drain_gc_events(&mut gc_events);
+        }
         if stacks.is_some()
             && (started.elapsed() < Duration::from_secs(1)
                 || last_maps.elapsed() >= Duration::from_millis(100))
@@ -211,10 +229,13 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
 
     // Stop counting before touching the target.
     let (collected, degraded) = match collection {
-        Collection::Ebpf(p) => (
-            Some(p.finish(pid).context("reading the probes' maps")?),
-            None,
-        ),
+        Collection::Ebpf(mut p) => {
+            p.drain_gc_events(&mut gc_events);
+            (
+                Some(p.finish(pid).context("reading the probes' maps")?),
+                None,
+            )
+        }
         Collection::Degraded { first, last, why } => (None, Some((first, last, why))),
     };
     if mode == TargetMode::Spawn && !matches!(end, EndReason::TargetExited { .. }) {
@@ -238,9 +259,19 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     }
     let mut profiles = Profiles::default();
     let mut locks = Locks::default();
+    let mut gc = None;
     let (collector, syscalls, threads, drops, children) = match (collected, degraded) {
         (Some(c), _) => {
             locks = c.locks;
+            if let (Some(g), Some(binary)) = (c.gc, &go_gc) {
+                let lost = c
+                    .drops
+                    .iter()
+                    .filter(|d| d.reason.starts_with("Go GC"))
+                    .map(|d| d.count)
+                    .sum();
+                gc = Some(go_gc_summary(&g, binary, &gc_events, start_mono, lost));
+            }
             if let Some(s) = &stacks {
                 let comms = c.threads.iter().map(|t| (t.tid, t.comm.clone())).collect();
                 let mut raw = c.raw;
@@ -291,7 +322,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
 
     // The driver writes its result as the load ends, about when the target exits.
     let workload = match &args.workload_result {
-        Some(path) => match read_workload(path) {
+        Some(path) => match read_workload(path, start_mono) {
             Ok(w) => Some(w),
             Err(e) => {
                 eprintln!("warning: {e:#}; the run has no per-operation figures");
@@ -332,6 +363,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         operations: workload.as_ref().map(|w| w.operations),
         locks,
         workload,
+        gc,
     };
     finish(run, &args)
 }
@@ -372,7 +404,7 @@ fn finish(run: Run, args: &RecordArgs) -> Result<ExitCode> {
 }
 
 /// A driver result file, waited for up to 5 s (the driver may still be writing it).
-fn read_workload(path: &std::path::Path) -> Result<Workload> {
+fn read_workload(path: &std::path::Path, start_mono: u64) -> Result<Workload> {
     let deadline = Instant::now() + Duration::from_secs(5);
     while !path.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
@@ -408,6 +440,7 @@ fn read_workload(path: &std::path::Path) -> Result<Workload> {
             .iter()
             .map(|w| (w.start_ms, w.operations, w.p99_ns, w.max_ns))
             .collect(),
+        start_offset_ns: (r.start_mono_ns > 0).then(|| r.start_mono_ns.saturating_sub(start_mono)),
     })
 }
 
@@ -482,6 +515,81 @@ fn degraded_threads(
         }
     }
     rows
+}
+
+/// The target's executable: the spawned command, or a live process's /proc/<pid>/exe.
+fn target_binary(args: &RecordArgs, target: &Target) -> Result<std::path::PathBuf> {
+    match target {
+        Target::Spawn(_) => spawn::resolve(&args.command[0]),
+        Target::Pid(pid) => std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
+            hinted(
+                format!("cannot read the executable of pid {pid}: {e}"),
+                "record as root, or spawn the program under switchyard",
+            )
+        }),
+    }
+}
+
+/// GC figures from the exact per-kind counts and the timestamped events: pauses pair each
+/// stop-the-world with the next restart (the world stops one at a time).
+fn go_gc_summary(
+    g: &switchyard_loader::GcCollected,
+    binary: &std::path::Path,
+    events: &[switchyard_common::GcEvent],
+    start_mono: u64,
+    lost: u64,
+) -> switchyard_model::GoGc {
+    use switchyard_common::gc;
+    let mut events: Vec<_> = events.to_vec();
+    events.sort_by_key(|e| e.ts);
+    let mut timeline = Vec::new();
+    let (mut pauses, mut total, mut max) = (0u64, 0u64, 0u64);
+    let mut stopped: Option<u64> = None;
+    for e in &events {
+        let at_ns = e.ts.saturating_sub(start_mono);
+        match e.kind {
+            gc::MARK_TERMINATION => timeline.push(switchyard_model::GcMark {
+                kind: "cycle".into(),
+                at_ns,
+                duration_ns: 0,
+            }),
+            gc::STOP_THE_WORLD => stopped = Some(e.ts),
+            gc::START_THE_WORLD => {
+                if let Some(t) = stopped.take() {
+                    let d = e.ts.saturating_sub(t);
+                    pauses += 1;
+                    total += d;
+                    max = max.max(d);
+                    timeline.push(switchyard_model::GcMark {
+                        kind: "pause".into(),
+                        at_ns: t.saturating_sub(start_mono),
+                        duration_ns: d,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    switchyard_model::GoGc {
+        binary: binary.display().to_string(),
+        symbols: g
+            .symbols
+            .iter()
+            .map(|(symbol, found)| switchyard_model::GcSymbol {
+                symbol: symbol.clone(),
+                found: *found,
+            })
+            .collect(),
+        cycles: g.counts[gc::MARK_TERMINATION as usize],
+        starts: g.counts[gc::START as usize],
+        pauses,
+        pause_total_ns: total,
+        pause_max_ns: max,
+        mark_assists: g.counts[gc::MARK_ASSIST as usize],
+        mark_done: g.counts[gc::MARK_DONE as usize],
+        timeline,
+        events_lost: lost,
+    }
 }
 
 /// `--uprobe-span SYMBOL[@BINARY]`: the binary defaults to the target's executable.

@@ -46,6 +46,11 @@ pub mod maps {
     pub const SPANS: &str = "SPANS";
     /// `Array<u64>` indexed by `(tid & INFLIGHT_MASK) * MAX_SPANS + span`: entry time.
     pub const SPAN_INFLIGHT: &str = "SPAN_INFLIGHT";
+    /// `RingBuf` of `GcEvent`: Go runtime GC events with their timestamps.
+    pub const GC_EVENTS: &str = "GC_EVENTS";
+    /// `PerCpuArray<u64>` indexed by `gc::*` kind: every GC event counted, even when the ring
+    /// buffer is full.
+    pub const GC_COUNTS: &str = "GC_COUNTS";
 }
 
 /// Read-only globals the loader sets before load (`EbpfLoader::override_global`).
@@ -75,6 +80,7 @@ pub mod programs {
     pub const CONTENTION_BEGIN: &str = "contention_begin";
     pub const CONTENTION_END: &str = "contention_end";
     pub const SPAN_ENTER: &str = "span_enter";
+    pub const GO_GC: &str = "go_gc";
     pub const SPAN_EXIT: &str = "span_exit";
 }
 
@@ -99,6 +105,8 @@ pub mod drops {
     pub const KERNEL_STACK_MISSING: u32 = 7;
     /// A stack-keyed map was full: an off-CPU, wakeup, on-CPU or syscall stack was lost.
     pub const STACK_KEYS_FULL: u32 = 8;
+    /// The GC event ring buffer was full: an event's timestamp was lost (it is still counted).
+    pub const GC_EVENTS_FULL: u32 = 9;
     pub const COUNT: u32 = 12;
     /// Human names, indexed like the array.
     pub const NAMES: [&str; COUNT as usize] = [
@@ -111,7 +119,7 @@ pub mod drops {
         "user stacks missing (no user stack, or no frame pointers)",
         "kernel stacks missing",
         "stack samples lost (stack-keyed map full)",
-        "",
+        "Go GC event timestamps lost (ring buffer full; counts are exact)",
         "",
         "",
     ];
@@ -228,6 +236,43 @@ pub struct WaitStats {
     pub hist: [u64; HIST_BUCKETS],
 }
 const _: () = assert!(core::mem::size_of::<WaitStats>() == 40 + 8 * HIST_BUCKETS);
+
+/// Go runtime GC events, entry-only uprobes (return probes crash Go: it moves stacks). The
+/// uprobe's cookie is the kind.
+pub mod gc {
+    /// `runtime.gcStart`: a goroutine asks for a GC cycle (several may, for one cycle).
+    pub const START: u32 = 0;
+    /// `runtime.gcMarkTermination`: once per completed cycle.
+    pub const MARK_TERMINATION: u32 = 1;
+    /// `runtime.stopTheWorldWithSema`: the world stops.
+    pub const STOP_THE_WORLD: u32 = 2;
+    /// `runtime.startTheWorldWithSema`: the world restarts.
+    pub const START_THE_WORLD: u32 = 3;
+    /// `runtime.gcMarkDone`: a worker thinks marking is done.
+    pub const MARK_DONE: u32 = 4;
+    /// `runtime.gcAssistAlloc`: an allocating goroutine is drafted into marking.
+    pub const MARK_ASSIST: u32 = 5;
+    pub const KINDS: u32 = 6;
+    /// (kind, symbol) in kind order.
+    pub const SYMBOLS: [(u32, &str); KINDS as usize] = [
+        (START, "runtime.gcStart"),
+        (MARK_TERMINATION, "runtime.gcMarkTermination"),
+        (STOP_THE_WORLD, "runtime.stopTheWorldWithSema"),
+        (START_THE_WORLD, "runtime.startTheWorldWithSema"),
+        (MARK_DONE, "runtime.gcMarkDone"),
+        (MARK_ASSIST, "runtime.gcAssistAlloc"),
+    ];
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct GcEvent {
+    /// CLOCK_MONOTONIC ns.
+    pub ts: u64,
+    pub kind: u32,
+    pub tid: u32,
+}
+const _: () = assert!(core::mem::size_of::<GcEvent>() == 16);
 
 /// Uprobe spans: at most this many symbols per recording.
 pub const MAX_SPANS: u32 = 8;
@@ -387,6 +432,7 @@ mod pod {
     unsafe impl aya::Pod for super::FutexKey {}
     unsafe impl aya::Pod for super::FutexStats {}
     unsafe impl aya::Pod for super::WaitStats {}
+    unsafe impl aya::Pod for super::GcEvent {}
 }
 
 #[cfg(test)]

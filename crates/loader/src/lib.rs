@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap},
+    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
     programs::{
         PerfEvent, RawTracePoint, TracePoint, UProbe,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
@@ -15,8 +15,9 @@ use aya::{
     },
 };
 use switchyard_common::{
-    ErrnoKey, FutexKey, FutexStats, HIST_BUCKETS, MAX_SPANS, OffCpuKey, OnCpuKey, SyscallStackKey,
-    SyscallStats, ThreadStats, WaitStats, WakeupKey, drops, globals, maps, programs, tp,
+    ErrnoKey, FutexKey, FutexStats, GcEvent, HIST_BUCKETS, MAX_SPANS, OffCpuKey, OnCpuKey,
+    SyscallStackKey, SyscallStats, ThreadStats, WaitStats, WakeupKey, drops, gc, globals, maps,
+    programs, tp,
 };
 use switchyard_model::{
     DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow, WaitSummary,
@@ -51,6 +52,8 @@ pub enum Error {
         #[source]
         source: aya::programs::ProgramError,
     },
+    #[error("{0} has none of the Go runtime's GC functions (not a Go binary, or stripped)")]
+    NotGo(String),
     #[error("at most {MAX_SPANS} --uprobe-span functions, got {0}")]
     TooManySpans(usize),
     #[error("attaching a uprobe to `{symbol}` in {binary}")]
@@ -118,6 +121,17 @@ pub struct Config {
     pub stacks: Option<StackConfig>,
     /// Functions to time from entry to return (uprobe + uretprobe), at most `MAX_SPANS`.
     pub spans: Vec<Span>,
+    /// A Go binary whose runtime GC events to record (entry-only uprobes).
+    pub go_gc: Option<std::path::PathBuf>,
+}
+
+/// What the Go GC probes found and counted.
+#[derive(Clone, Debug, Default)]
+pub struct GcCollected {
+    /// Every runtime symbol tried, and whether it could be probed.
+    pub symbols: Vec<(String, bool)>,
+    /// Events per kind (`switchyard_common::gc`), exact.
+    pub counts: [u64; gc::KINDS as usize],
 }
 
 /// A function to time: its symbol in a binary.
@@ -146,6 +160,9 @@ pub struct Probes {
     spans: Vec<Span>,
     /// Kernel lock contention tracepoints attached (missing on some kernels).
     contention: bool,
+    /// Go GC probes: symbols tried, and the event stream.
+    gc_symbols: Option<Vec<(String, bool)>>,
+    gc_events: Option<RingBuf<MapData>>,
 }
 
 /// What the kernel side collected.
@@ -159,6 +176,7 @@ pub struct Collected {
     /// Stacks by id and the stack-keyed samples, to symbolise.
     pub raw: Raw,
     pub locks: Locks,
+    pub gc: Option<GcCollected>,
 }
 
 impl Probes {
@@ -244,11 +262,39 @@ impl Probes {
         if !config.spans.is_empty() {
             attach_spans(&mut ebpf, &config.spans)?;
         }
+        let (gc_symbols, gc_events) = match &config.go_gc {
+            Some(binary) => {
+                let symbols = attach_go_gc(&mut ebpf, binary)?;
+                let map = ebpf
+                    .take_map(maps::GC_EVENTS)
+                    .ok_or(Error::MissingMap(maps::GC_EVENTS))?;
+                let ring = RingBuf::try_from(map).map_err(|source| Error::Map {
+                    name: maps::GC_EVENTS,
+                    source,
+                })?;
+                (Some(symbols), Some(ring))
+            }
+            None => (None, None),
+        };
         Ok(Probes {
             ebpf,
             spans: config.spans.clone(),
             contention,
+            gc_symbols,
+            gc_events,
         })
+    }
+
+    /// Moves the Go GC events recorded so far into `out` (call it often: the ring is finite).
+    pub fn drain_gc_events(&mut self, out: &mut Vec<GcEvent>) {
+        if let Some(ring) = &mut self.gc_events {
+            while let Some(item) = ring.next() {
+                if item.len() >= std::mem::size_of::<GcEvent>() {
+                    // SAFETY: the kernel side writes whole GcEvents; read unaligned.
+                    out.push(unsafe { std::ptr::read_unaligned(item.as_ptr() as *const GcEvent) });
+                }
+            }
+        }
     }
 
     /// The processes followed so far (the target and its children).
@@ -265,6 +311,7 @@ impl Probes {
     /// Detaches every program (so the counts stop) and reads the maps.
     pub fn finish(mut self, target: u32) -> Result<Collected, Error> {
         for name in [
+            programs::GO_GC,
             programs::SPAN_ENTER,
             programs::SPAN_EXIT,
             programs::CONTENTION_BEGIN,
@@ -290,6 +337,24 @@ impl Probes {
         let mut collected = self.collect(target)?;
         collected.raw = self.collect_stacks()?;
         collected.locks = self.collect_locks(&mut collected.raw)?;
+        if let Some(symbols) = &self.gc_symbols {
+            let name = maps::GC_COUNTS;
+            let map = self.ebpf.map(name).ok_or(Error::MissingMap(name))?;
+            let arr: PerCpuArray<&MapData, u64> =
+                PerCpuArray::try_from(map).map_err(|source| Error::Map { name, source })?;
+            let mut counts = [0u64; gc::KINDS as usize];
+            for (kind, c) in counts.iter_mut().enumerate() {
+                *c = arr
+                    .get(&(kind as u32), 0)
+                    .map_err(|source| Error::Map { name, source })?
+                    .iter()
+                    .sum();
+            }
+            collected.gc = Some(GcCollected {
+                symbols: symbols.clone(),
+                counts,
+            });
+        }
         Ok(collected)
     }
 
@@ -560,6 +625,7 @@ impl Probes {
             children,
             raw: Raw::default(),
             locks: Locks::default(),
+            gc: None,
         })
     }
 }
@@ -586,6 +652,36 @@ fn comm_string(words: [u64; 2]) -> String {
     comm[8..].copy_from_slice(&words[1].to_ne_bytes());
     let len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
     String::from_utf8_lossy(&comm[..len]).into_owned()
+}
+
+/// Entry-only probes on the Go runtime's GC functions; the cookie is the event kind. A symbol
+/// the binary lacks (another Go version) is reported, not an error; none at all is.
+fn attach_go_gc(ebpf: &mut Ebpf, binary: &std::path::Path) -> Result<Vec<(String, bool)>, Error> {
+    let name = programs::GO_GC;
+    let program: &mut UProbe = ebpf
+        .program_mut(name)
+        .ok_or(Error::MissingProgram(name))?
+        .try_into()
+        .map_err(|source| Error::Program { name, source })?;
+    program.load().map_err(|source| load_error(name, source))?;
+    let mut found = Vec::new();
+    for (kind, symbol) in gc::SYMBOLS {
+        let ok = program
+            .attach(
+                UProbeAttachPoint {
+                    location: UProbeAttachLocation::Symbol(symbol),
+                    cookie: Some(u64::from(kind)),
+                },
+                binary,
+                UProbeScope::AllProcesses,
+            )
+            .is_ok();
+        found.push((symbol.to_string(), ok));
+    }
+    if !found.iter().any(|(_, ok)| *ok) {
+        return Err(Error::NotGo(binary.display().to_string()));
+    }
+    Ok(found)
 }
 
 /// Entry and return probes on every span's symbol; the cookie is the span's index.

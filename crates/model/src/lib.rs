@@ -48,6 +48,47 @@ pub struct Run {
     /// What the workload's driver measured during the run (`record --workload-result`).
     #[serde(default)]
     pub workload: Option<Workload>,
+    /// Go runtime GC events (`record --go-gc`).
+    #[serde(default)]
+    pub gc: Option<GoGc>,
+}
+
+/// Garbage collection of a Go target, from entry-only uprobes on its runtime.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct GoGc {
+    pub binary: String,
+    /// Every runtime function tried, and whether this binary has it (Go versions differ).
+    pub symbols: Vec<GcSymbol>,
+    /// Completed GC cycles (entries of runtime.gcMarkTermination): matches `GODEBUG=gctrace=1`.
+    pub cycles: u64,
+    /// Requests to start a cycle (runtime.gcStart; several goroutines may ask for one cycle).
+    pub starts: u64,
+    /// Stop-the-world pauses (GC's and others', e.g. ReadMemStats), from stop to restart.
+    pub pauses: u64,
+    pub pause_total_ns: u64,
+    pub pause_max_ns: u64,
+    pub mark_assists: u64,
+    pub mark_done: u64,
+    /// Cycle ends and pauses on the recording's clock (ns since `meta.start_mono_ns`).
+    pub timeline: Vec<GcMark>,
+    /// Events whose timestamps were lost (ring buffer full); the counts above are exact.
+    pub events_lost: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GcSymbol {
+    pub symbol: String,
+    pub found: bool,
+}
+
+/// A point or span on the GC timeline.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GcMark {
+    /// "cycle" (mark termination) or "pause" (stop-the-world).
+    pub kind: String,
+    pub at_ns: u64,
+    /// Pauses: how long the world was stopped.
+    pub duration_ns: u64,
 }
 
 /// A workload driver's view of the run: operations and their latency.
@@ -69,6 +110,10 @@ pub struct Workload {
     pub max_ns: u64,
     /// Per-window series: (start ms, operations, p99 ns, max ns).
     pub windows: Vec<(u64, u64, u64, u64)>,
+    /// Where the driver's window 0 starts on the recording's clock (ns since
+    /// `meta.start_mono_ns`), when the driver said when it started.
+    #[serde(default)]
+    pub start_offset_ns: Option<u64>,
 }
 
 /// Waits summarised: count, time, a log2 histogram of ns.
@@ -438,6 +483,7 @@ pub(crate) mod tests {
             operations: None,
             locks: Locks::default(),
             workload: None,
+            gc: None,
         }
     }
 

@@ -207,6 +207,33 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
         }
     }
 
+    if let Some(g) = &run.gc {
+        rates(&mut m, "gc.cycles", g.cycles as f64, secs, ops, Lower);
+        put(&mut m, "gc.pauses", g.pauses as f64, "count", Lower);
+        put(
+            &mut m,
+            "gc.pause_total",
+            g.pause_total_ns as f64 / 1e6,
+            "ms",
+            Lower,
+        );
+        put(
+            &mut m,
+            "gc.pause_max",
+            g.pause_max_ns as f64 / 1e6,
+            "ms",
+            Lower,
+        );
+        rates(
+            &mut m,
+            "gc.mark_assists",
+            g.mark_assists as f64,
+            secs,
+            ops,
+            Lower,
+        );
+    }
+
     let vol = run.voluntary() as f64;
     let invol = run.involuntary() as f64;
     rates(&mut m, "switches.voluntary", vol, secs, ops, Lower);
@@ -273,6 +300,11 @@ pub const NAMES: &[&str] = &[
     "cpu.per_op",
     "cpu.utilisation",
     "perf.<counter>",
+    "gc.cycles[.per_s|.per_op]",
+    "gc.pauses",
+    "gc.pause_total",
+    "gc.pause_max",
+    "gc.mark_assists[.per_s|.per_op]",
 ];
 
 /// Whether `name` is a figure some run can have (for validating budgets).

@@ -38,6 +38,7 @@ pub fn html(run: &Run) -> Result<String, Error> {
         ("threads", "Threads"),
         ("latency", "Histograms"),
         ("locks", "Lock waits"),
+        ("gc", "GC and timeline"),
         ("flame-oncpu", "On-CPU"),
         ("flame-offcpu", "Off-CPU"),
         ("flame-wakeup", "Wakeups"),
@@ -51,6 +52,7 @@ pub fn html(run: &Run) -> Result<String, Error> {
     threads(&mut out, run);
     histograms(&mut out, run);
     locks(&mut out, run);
+    gc_section(&mut out, run);
     for (kind, svg) in &graphs {
         flame_section(&mut out, run, *kind, svg.as_deref());
     }
@@ -688,6 +690,67 @@ fn flame_section(out: &mut String, run: &Run, kind: ProfileKind, svg: Option<&st
             &title,
             svg,
         )),
+    }
+    out.push_str("</section>\n");
+}
+
+/// Go GC figures and the request-latency timeline with GC laid over it.
+fn gc_section(out: &mut String, run: &Run) {
+    out.push_str("<section id=\"gc\">\n<h2>GC and timeline</h2>\n");
+    match &run.gc {
+        Some(g) => {
+            let _ = writeln!(
+                out,
+                "<p>{} GC cycles; {} stop-the-world pauses, {} in all, longest {}; {} mark \
+                 assists; {} requests to start a cycle (<code>{}</code>).</p>",
+                thousands(g.cycles),
+                thousands(g.pauses),
+                ns(g.pause_total_ns),
+                ns(g.pause_max_ns),
+                thousands(g.mark_assists),
+                thousands(g.starts),
+                Esc(&g.binary)
+            );
+            let found: Vec<String> = g
+                .symbols
+                .iter()
+                .map(|s| {
+                    format!(
+                        "<code>{}</code> {}",
+                        Esc(&s.symbol),
+                        if s.found { "found" } else { "<b>missing</b>" }
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "<p class=\"note\">Runtime probes: {}.</p>",
+                found.join(", ")
+            );
+            if g.events_lost > 0 {
+                let _ = writeln!(
+                    out,
+                    "<p class=\"note\">{} event timestamps lost (ring buffer full); the counts are exact.</p>",
+                    thousands(g.events_lost)
+                );
+            }
+        }
+        None => out
+            .push_str("<p class=\"empty\">no GC recorded (record a Go target with --go-gc)</p>\n"),
+    }
+    match run
+        .workload
+        .as_ref()
+        .and_then(|w| crate::timeline::timeline(w, run.gc.as_ref()))
+    {
+        Some(svg) => {
+            out.push_str("<figure class=\"wide\">\n<figcaption>Request latency per window (driver), over the recording</figcaption>\n");
+            out.push_str(&svg);
+            out.push_str("</figure>\n");
+        }
+        None => {
+            out.push_str("<p class=\"empty\">no latency timeline (no workload driver result)</p>\n")
+        }
     }
     out.push_str("</section>\n");
 }

@@ -10,6 +10,7 @@ mod flame;
 mod folded;
 mod html;
 mod pprof;
+mod timeline;
 pub mod units;
 
 use switchyard_model::{Profile, Profiles, Run};

@@ -102,6 +102,23 @@ pub struct DriverResult {
     pub histogram: String,
     pub window_ms: u64,
     pub windows: Vec<Window>,
+    /// When the load started, CLOCK_MONOTONIC ns (the clock of switchyard's event timestamps),
+    /// so the windows can be laid over a recording's timeline. 0 when unknown.
+    #[serde(default)]
+    pub start_mono_ns: u64,
+}
+
+/// CLOCK_MONOTONIC now, ns.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec out-parameter.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Only the fields that say what a file is, read before the rest so a wrong or newer file gets
@@ -144,6 +161,8 @@ impl DriverResult {
             histogram: latency.to_base64().map_err(ResultError::Encode)?,
             window_ms: recorder.windows().width_ms(),
             windows: recorder.windows().summary(),
+            // The result is built as the load ends: its start is `duration` ago.
+            start_mono_ns: monotonic_ns().saturating_sub(duration_ns),
         })
     }
 

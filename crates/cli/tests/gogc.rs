@@ -1,0 +1,101 @@
+//! Go GC events from an unmodified Go binary: the cycles switchyard counts equal the runtime's
+//! own count (one `GODEBUG=gctrace=1` line per cycle, and runtime.NumGC). Needs root and Go.
+
+mod common;
+
+use std::{path::PathBuf, process::Command};
+
+use common::*;
+
+/// Builds the Go target, or says why it cannot (a skip; a failure under CI=true).
+fn go_target(dir: &std::path::Path) -> Option<PathBuf> {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../workloads/demo/go-gc");
+    let out = dir.join("gogc");
+    match Command::new("go")
+        .arg("build")
+        .arg("-o")
+        .arg(&out)
+        .arg(".")
+        .current_dir(&src)
+        .status()
+    {
+        Ok(s) if s.success() => Some(out),
+        other => {
+            let reason =
+                format!("skipping: cannot build the Go target ({other:?}); is `go` on PATH?");
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{reason}; CI=true turns a skip into a failure");
+            }
+            eprintln!("{reason}");
+            None
+        }
+    }
+}
+
+#[test]
+fn go_gc_cycles_match_gctrace_exactly() {
+    if !privileged("go_gc_cycles_match_gctrace_exactly") {
+        return;
+    }
+    let dir = tempdir("gogc");
+    let Some(target) = go_target(&dir) else {
+        return;
+    };
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .args(["record", "--go-gc", "--no-stacks", "-o"])
+        .arg(&run_path)
+        .arg("--")
+        .arg(&target)
+        .args(["--forced", "7", "--alloc-mb", "300"])
+        .env("GODEBUG", "gctrace=1")
+        .output()
+        .expect("running switchyard");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // gctrace prints "gc N @…" once per completed cycle.
+    let traced = stderr
+        .lines()
+        .filter(|l| {
+            l.strip_prefix("gc ")
+                .and_then(|r| r.split_whitespace().next())
+                .is_some_and(|n| n.parse::<u64>().is_ok())
+        })
+        .count() as u64;
+    let num_gc: serde_json::Value = stdout
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("the Go target's JSON line");
+    let run = load_run(&run_path);
+    let gc = &run["gc"];
+    assert!(traced >= 7, "only {traced} gctrace lines:\n{stderr}");
+    assert_eq!(gc["cycles"], traced, "gc: {gc}");
+    assert_eq!(gc["cycles"], num_gc["num_gc"], "gc: {gc}");
+    // Two stop-the-world pauses per cycle, plus ReadMemStats' own.
+    assert!(gc["pauses"].as_u64().unwrap() >= 2 * traced, "gc: {gc}");
+    assert_eq!(gc["events_lost"], 0);
+    let found: Vec<&serde_json::Value> = gc["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["found"] == true)
+        .collect();
+    assert!(
+        found
+            .iter()
+            .any(|s| s["symbol"] == "runtime.gcMarkTermination"),
+        "{gc}"
+    );
+}
+
+#[test]
+fn go_gc_on_a_non_go_binary_is_a_clear_error() {
+    if !privileged("go_gc_on_a_non_go_binary_is_a_clear_error") {
+        return;
+    }
+    let out = Command::new(switchyard())
+        .args(["record", "--go-gc", "--no-stacks", "--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert_user_error(&out, "none of the Go runtime's GC functions");
+}

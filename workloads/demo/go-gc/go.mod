@@ -1,0 +1,3 @@
+module switchyard/demo/gogc
+
+go 1.22
