@@ -31,7 +31,7 @@ pub struct GateArgs {
     runs: Vec<PathBuf>,
 }
 
-fn load(path: &PathBuf) -> Result<Run> {
+fn load(path: &std::path::Path) -> Result<Run> {
     Run::load(path).map_err(|e| {
         hinted(
             e.to_string(),
@@ -70,7 +70,7 @@ pub fn run(args: GateArgs) -> Result<ExitCode> {
         .iter()
         .map(|p| Ok((p.display().to_string(), load(p)?)))
         .collect::<Result<_>>()?;
-    let baseline = args.baseline.as_ref().map(load).transpose()?;
+    let baseline = args.baseline.as_deref().map(load).transpose()?;
     let checks = switchyard_gate::check(&budgets, &runs, baseline.as_ref());
     if checks.is_empty() {
         return Err(hinted(

@@ -41,7 +41,7 @@ enum Target {
 }
 
 enum Collection {
-    Ebpf(Probes),
+    Ebpf(Box<Probes>),
     /// /proc samples: the first seen and the last seen figures of every thread.
     Degraded {
         first: BTreeMap<u32, ThreadSample>,
@@ -74,7 +74,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     }
 
     let follow = !args.no_follow_children;
-    let stacks = (!args.no_stacks).then(|| StackConfig {
+    let stacks = (!args.no_stacks).then_some(StackConfig {
         oncpu_hz: args.freq,
         min_block_ns: args.min_block.as_nanos() as u64,
         syscall_every: args.syscall_stacks,
@@ -109,7 +109,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         spans,
         go_gc: go_gc.clone(),
     }) {
-        Ok(p) => Collection::Ebpf(p),
+        Ok(p) => Collection::Ebpf(Box::new(p)),
         Err(e) if e.is_permission() && args.degraded => {
             eprintln!(
                 "warning: eBPF unavailable ({e}); degraded mode: switches from /proc and perf software counters only"

@@ -159,7 +159,7 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
             }
         })
         .collect();
-    rows.sort_by(|x, y| rank(&x.name).cmp(&rank(&y.name)));
+    rows.sort_by_key(|r| rank(&r.name));
     Comparison {
         a_label: a_label.to_string(),
         b_label: b_label.to_string(),

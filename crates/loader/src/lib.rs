@@ -35,7 +35,7 @@ pub enum Error {
     #[error(transparent)]
     Tracefs(#[from] tracefs::Error),
     #[error("loading the probes")]
-    Load(#[source] aya::EbpfError),
+    Load(#[source] Box<aya::EbpfError>),
     #[error("program `{0}` is missing from the object")]
     MissingProgram(&'static str),
     #[error("map `{0}` is missing from the object")]
@@ -50,7 +50,7 @@ pub enum Error {
     Program {
         name: &'static str,
         #[source]
-        source: aya::programs::ProgramError,
+        source: Box<aya::programs::ProgramError>,
     },
     #[error("{0} has none of the Go runtime's GC functions (not a Go binary, or stripped)")]
     NotGo(String),
@@ -61,7 +61,7 @@ pub enum Error {
         symbol: String,
         binary: String,
         #[source]
-        source: aya::programs::ProgramError,
+        source: Box<aya::programs::ProgramError>,
     },
     #[error("listing online CPUs")]
     Cpus(#[source] std::io::Error),
@@ -206,7 +206,7 @@ impl Probes {
             .map_max_entries(maps::SPAN_INFLIGHT, slots * MAX_SPANS)
             .map_max_entries(maps::STACKS, map_size)
             .load(OBJECT)
-            .map_err(Error::Load)?;
+            .map_err(|e| Error::Load(Box::new(e)))?;
 
         // The target is in TARGETS too, so followed children and the target look alike.
         {
@@ -641,7 +641,10 @@ fn load_error(name: &'static str, source: aya::programs::ProgramError) -> Error 
             errno: io_error,
             log: verifier_log.to_string(),
         },
-        source => Error::Program { name, source },
+        source => Error::Program {
+            name,
+            source: Box::new(source),
+        },
     }
 }
 
@@ -662,7 +665,10 @@ fn attach_go_gc(ebpf: &mut Ebpf, binary: &std::path::Path) -> Result<Vec<(String
         .program_mut(name)
         .ok_or(Error::MissingProgram(name))?
         .try_into()
-        .map_err(|source| Error::Program { name, source })?;
+        .map_err(|source| Error::Program {
+            name,
+            source: Box::new(source),
+        })?;
     program.load().map_err(|source| load_error(name, source))?;
     let mut found = Vec::new();
     for (kind, symbol) in gc::SYMBOLS {
@@ -691,7 +697,10 @@ fn attach_spans(ebpf: &mut Ebpf, spans: &[Span]) -> Result<(), Error> {
             .program_mut(name)
             .ok_or(Error::MissingProgram(name))?
             .try_into()
-            .map_err(|source| Error::Program { name, source })?;
+            .map_err(|source| Error::Program {
+                name,
+                source: Box::new(source),
+            })?;
         program.load().map_err(|source| load_error(name, source))?;
         for (i, span) in spans.iter().enumerate() {
             program
@@ -706,7 +715,7 @@ fn attach_spans(ebpf: &mut Ebpf, spans: &[Span]) -> Result<(), Error> {
                 .map_err(|source| Error::Uprobe {
                     symbol: span.symbol.clone(),
                     binary: span.binary.display().to_string(),
-                    source,
+                    source: Box::new(source),
                 })?;
         }
     }
@@ -721,7 +730,10 @@ fn attach_oncpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), Error> {
         .program_mut(name)
         .ok_or(Error::MissingProgram(name))?
         .try_into()
-        .map_err(|source| Error::Program { name, source })?;
+        .map_err(|source| Error::Program {
+            name,
+            source: Box::new(source),
+        })?;
     program.load().map_err(|source| load_error(name, source))?;
     let cpus = aya::util::online_cpus().map_err(|(_, e)| Error::Cpus(e))?;
     for cpu in cpus {
@@ -732,7 +744,10 @@ fn attach_oncpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), Error> {
                 SamplePolicy::Frequency(hz),
                 false,
             )
-            .map_err(|source| Error::Program { name, source })?;
+            .map_err(|source| Error::Program {
+                name,
+                source: Box::new(source),
+            })?;
     }
     Ok(())
 }
@@ -758,11 +773,17 @@ fn attach_tracepoint(
         .program_mut(name)
         .ok_or(Error::MissingProgram(name))?
         .try_into()
-        .map_err(|source| Error::Program { name, source })?;
+        .map_err(|source| Error::Program {
+            name,
+            source: Box::new(source),
+        })?;
     program.load().map_err(|source| load_error(name, source))?;
     program
         .attach(category, event)
-        .map_err(|source| Error::Program { name, source })?;
+        .map_err(|source| Error::Program {
+            name,
+            source: Box::new(source),
+        })?;
     Ok(())
 }
 
@@ -771,10 +792,14 @@ fn attach_raw(ebpf: &mut Ebpf, name: &'static str, event: &str) -> Result<(), Er
         .program_mut(name)
         .ok_or(Error::MissingProgram(name))?
         .try_into()
-        .map_err(|source| Error::Program { name, source })?;
+        .map_err(|source| Error::Program {
+            name,
+            source: Box::new(source),
+        })?;
     program.load().map_err(|source| load_error(name, source))?;
-    program
-        .attach(event)
-        .map_err(|source| Error::Program { name, source })?;
+    program.attach(event).map_err(|source| Error::Program {
+        name,
+        source: Box::new(source),
+    })?;
     Ok(())
 }

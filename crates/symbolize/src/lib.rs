@@ -385,8 +385,9 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
 /// Stacks that symbolise alike (e.g. two ids differing only in an unknown frame) merge; then
 /// sorted by value, descending, then by thread and frames, for deterministic output.
 fn merge_and_sort(stacks: &mut Vec<Stack>) {
-    let mut merged: BTreeMap<(u32, u32, String, String, Vec<u32>, Vec<u32>, String), u64> =
-        BTreeMap::new();
+    /// (tgid, tid, comm, label, frames, waker frames, waker comm)
+    type Key = (u32, u32, String, String, Vec<u32>, Vec<u32>, String);
+    let mut merged: BTreeMap<Key, u64> = BTreeMap::new();
     for s in stacks.drain(..) {
         *merged
             .entry((
@@ -412,7 +413,7 @@ fn merge_and_sort(stacks: &mut Vec<Stack>) {
             value,
         },
     ));
-    stacks.sort_by(|a, b| b.value.cmp(&a.value));
+    stacks.sort_by_key(|s| std::cmp::Reverse(s.value));
 }
 
 /// Kernel functions that only appear on a stack running in interrupt context.
