@@ -1,0 +1,676 @@
+//! `mmsg-relay-driver`: the load generator for `mmsg-relay`.
+//!
+//! ```text
+//! mmsg-relay-driver --addr 127.0.0.1:PORT [--rooms 10] [--speakers 4] [--size 180]
+//!                   [--interval 20ms] [--duration 5s | --packets N] --out result.json
+//!                   [--build NAME] [--receivers 2] [--drain 500ms] [--window 100ms]
+//!                   [--connect-timeout 5s]
+//! ```
+//!
+//! R×S speakers, one UDP socket each, join their rooms (a join is resent until acked), then
+//! every speaker sends a voice packet every interval, the speakers' phases spread evenly over
+//! the interval. One sender thread paces them all; `--receivers` threads wait on all the
+//! sockets with `ppoll` and record, for each forward, the latency from the sender's embedded
+//! CLOCK_MONOTONIC timestamp to its arrival, and its sequence number per (sender, receiver)
+//! pair. After the last send the driver drains: it waits until every expected forward and ack
+//! has arrived, or `--drain` passes; what has not arrived by then is lost (the rules are in
+//! `mmsg_relay::loss`).
+//!
+//! The result is a `switchyard-harness` driver result (workload `mmsg-relay`) where
+//! `operations` is the number of voice packets the speakers sent and `throughput_per_s` their
+//! rate; the latency histogram and windows hold one value per forward received (about
+//! `operations × (speakers − 1)`, exactly `parameters.latency_samples`). Loss and acks are in
+//! `parameters`.
+
+use std::{
+    collections::BTreeMap,
+    io::{self, Write as _},
+    net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket},
+    path::PathBuf,
+    process::ExitCode,
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+use clap::Parser;
+use mmsg_relay::{
+    WORKLOAD,
+    clock::monotonic_ns,
+    loss::{Loss, SeqTracker},
+    protocol::{self, Header, Kind, MAX_DATAGRAM, MAX_PAYLOAD},
+    udp,
+};
+use switchyard_harness::{
+    Budget, DEFAULT_WINDOW, DriverResult, LatencyRecorder, Recorder, RunBound, Shutdown,
+    parse_duration,
+};
+
+/// Speakers in rooms, sending voice packets through mmsg-relay.
+#[derive(Debug, Parser)]
+#[command(name = "mmsg-relay-driver", version)]
+struct Args {
+    /// The relay's address (loopback only), e.g. 127.0.0.1:40123.
+    #[arg(long)]
+    addr: SocketAddr,
+    /// Rooms.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rooms: u32,
+    /// Speakers per room, one UDP socket each.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=9))]
+    speakers: u32,
+    /// Voice payload in bytes (the datagram adds a 32-byte header).
+    #[arg(long, default_value_t = 180, value_parser = clap::value_parser!(u32).range(0..=MAX_PAYLOAD as i64))]
+    size: u32,
+    /// Each speaker sends one packet per interval.
+    #[arg(long, default_value = "20ms", value_parser = parse_duration)]
+    interval: Duration,
+    /// Send for this long [default: 5s].
+    #[arg(long, value_parser = parse_duration, conflicts_with = "packets")]
+    duration: Option<Duration>,
+    /// Send this many voice packets in all (round-robin over the speakers).
+    #[arg(long)]
+    packets: Option<u64>,
+    /// Where to write the driver result (JSON).
+    #[arg(long)]
+    out: PathBuf,
+    /// The server's build, recorded in the result (threads, mmsg).
+    #[arg(long, default_value = "unspecified")]
+    build: String,
+    /// Receiver threads; the speakers' sockets are spread over them.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    receivers: u32,
+    /// After the last send, how long to wait for what is still expected.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    drain: Duration,
+    /// Width of the latency windows.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    window: Duration,
+    /// How long to keep resending joins until the relay acks them all.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    connect_timeout: Duration,
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mmsg-relay-driver: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// One speaker: its socket, its room and its place in it. Speaker ids (in headers) are the
+/// global index `room × speakers + place`.
+struct Speaker {
+    socket: UdpSocket,
+    room: u32,
+}
+
+/// How often waiting threads look at their stop flag.
+const POLL: Duration = Duration::from_millis(10);
+/// How often unanswered joins are sent again.
+const JOIN_RESEND: Duration = Duration::from_millis(200);
+
+fn open_speakers(rooms: u32, per_room: u32) -> anyhow::Result<Vec<Speaker>> {
+    let mut speakers = Vec::with_capacity((rooms * per_room) as usize);
+    for room in 0..rooms {
+        for _ in 0..per_room {
+            let socket = udp::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), false)
+                .and_then(|s| s.set_nonblocking(true).map(|()| s))
+                .with_context(|| {
+                    format!(
+                        "failed to open speaker socket {} of {}\nhint: each speaker has its own socket; raise `ulimit -n` or use fewer --rooms",
+                        speakers.len() + 1,
+                        rooms * per_room
+                    )
+                })?;
+            speakers.push(Speaker { socket, room });
+        }
+    }
+    Ok(speakers)
+}
+
+/// Sends every speaker's join and resends those unanswered until all are acked.
+fn join(speakers: &[Speaker], relay: SocketAddr, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let mut joined = vec![false; speakers.len()];
+    let mut left = speakers.len();
+    let mut fds: Vec<libc::pollfd> = speakers.iter().map(|s| udp::pollfd(&s.socket)).collect();
+    let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+    let mut wire = Vec::new();
+    let mut next_send = Instant::now();
+    let mut send_error = None;
+    while left > 0 {
+        let now = Instant::now();
+        if now >= deadline {
+            let why =
+                send_error.map_or_else(String::new, |e: io::Error| format!(" (last send: {e})"));
+            bail!(
+                "{relay} acked no join from {left} of {} speakers within {timeout:?}{why}\nhint: start `mmsg-relay --mode threads|mmsg` first; it prints `ready <port>`",
+                speakers.len()
+            );
+        }
+        if now >= next_send {
+            for (i, s) in speakers.iter().enumerate().filter(|(i, _)| !joined[*i]) {
+                let h = Header {
+                    kind: Kind::Join,
+                    room: s.room,
+                    speaker: i as u32,
+                    seq: 0,
+                    sent_ns: monotonic_ns(),
+                };
+                protocol::encode(&h, &[], &mut wire).context("failed to encode a join")?;
+                if let Err(e) = s.socket.send_to(&wire, relay) {
+                    send_error = Some(e);
+                }
+            }
+            next_send = now + JOIN_RESEND;
+        }
+        udp::wait_readable(&mut fds, POLL).context("failed to wait for join acks")?;
+        for (i, fd) in fds.iter().enumerate() {
+            if fd.revents & libc::POLLIN == 0 {
+                continue;
+            }
+            while let Ok((n, _)) = speakers[i].socket.recv_from(&mut buf) {
+                let Ok(p) = protocol::decode(&buf[..n]) else {
+                    continue;
+                };
+                let h = p.header;
+                if h.kind == Kind::Ack
+                    && h.seq == 0
+                    && h.room == speakers[i].room
+                    && h.speaker == i as u32
+                    && !joined[i]
+                {
+                    joined[i] = true;
+                    left -= 1;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What the sender thread brings back.
+struct Sent {
+    /// Packets each speaker sent (its last sequence number).
+    per_speaker: Vec<u64>,
+    errors: u64,
+    first_error: Option<io::Error>,
+    finished: Instant,
+}
+
+/// Paces every speaker: speaker `i`'s k-th packet is due at `start + k × interval + i ×
+/// interval / n`. A failed `sendto` does not use up a sequence number.
+fn send_all(
+    speakers: &[Speaker],
+    relay: SocketAddr,
+    payload: &[u8],
+    interval: Duration,
+    start: Instant,
+    budget: &Budget,
+    issued: &[AtomicU64],
+) -> Sent {
+    let n = speakers.len() as u64;
+    let interval_ns = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
+    let step_ns = interval_ns / n;
+    let mut seq = vec![0u64; speakers.len()];
+    let mut errors = 0;
+    let mut first_error = None;
+    let mut wire = Vec::with_capacity(protocol::HEADER_LEN + payload.len());
+    'run: for tick in 0u64.. {
+        for (i, s) in speakers.iter().enumerate() {
+            if !budget.next() {
+                break 'run;
+            }
+            let offset = tick
+                .saturating_mul(interval_ns)
+                .saturating_add(i as u64 * step_ns);
+            let due = start + Duration::from_nanos(offset);
+            let now = Instant::now();
+            if due > now {
+                thread::sleep(due - now);
+            }
+            let next = seq[i] + 1;
+            // Published before the send: a receiver may see the forward before send_to
+            // returns here.
+            issued[i].store(next, Ordering::Release);
+            let h = Header {
+                kind: Kind::Voice,
+                room: s.room,
+                speaker: i as u32,
+                seq: next,
+                sent_ns: monotonic_ns(),
+            };
+            if protocol::encode(&h, payload, &mut wire).is_err() {
+                unreachable!("--size is limited to MAX_PAYLOAD");
+            }
+            match s.socket.send_to(&wire, relay) {
+                Ok(_) => seq[i] = next,
+                Err(e) => {
+                    issued[i].store(next - 1, Ordering::Release);
+                    errors += 1;
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+    }
+    Sent {
+        per_speaker: seq,
+        errors,
+        first_error,
+        finished: Instant::now(),
+    }
+}
+
+/// What arrived at one speaker.
+struct Heard {
+    /// Index of the speaker.
+    speaker: usize,
+    /// By the sender's place in the room.
+    forwards: Vec<SeqTracker>,
+    acks: SeqTracker,
+}
+
+/// What a receiver thread brings back.
+struct Received {
+    recorder: Recorder,
+    ack_latency: LatencyRecorder,
+    heard: Vec<Heard>,
+    malformed: u64,
+    misrouted: u64,
+    unexpected: u64,
+    recv_errors: u64,
+    last_arrival: Option<Instant>,
+}
+
+/// Shared by the receivers and the thread that decides when the drain is over.
+struct Progress {
+    forwards: AtomicU64,
+    acks: AtomicU64,
+    stop: AtomicBool,
+}
+
+struct ReceiveSetup<'a> {
+    speakers: &'a [Speaker],
+    per_room: usize,
+    relay: SocketAddr,
+    issued: &'a [AtomicU64],
+    progress: &'a Progress,
+}
+
+fn receive(setup: &ReceiveSetup<'_>, mine: Vec<usize>, recorder: Recorder) -> Received {
+    let ReceiveSetup {
+        speakers,
+        per_room,
+        relay,
+        issued,
+        progress,
+    } = *setup;
+    let mut fds: Vec<libc::pollfd> = mine
+        .iter()
+        .map(|&i| udp::pollfd(&speakers[i].socket))
+        .collect();
+    let mut r = Received {
+        recorder,
+        ack_latency: LatencyRecorder::new(),
+        heard: mine
+            .iter()
+            .map(|&speaker| Heard {
+                speaker,
+                forwards: vec![SeqTracker::default(); per_room],
+                acks: SeqTracker::default(),
+            })
+            .collect(),
+        malformed: 0,
+        misrouted: 0,
+        unexpected: 0,
+        recv_errors: 0,
+        last_arrival: None,
+    };
+    let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+    while !progress.stop.load(Ordering::Relaxed) {
+        if udp::wait_readable(&mut fds, POLL).is_err() {
+            r.recv_errors += 1;
+            continue;
+        }
+        for (k, fd) in fds.iter().enumerate() {
+            if fd.revents & libc::POLLIN == 0 {
+                continue;
+            }
+            let me = mine[k];
+            let socket = &speakers[me].socket;
+            loop {
+                let (n, from) = match socket.recv_from(&mut buf) {
+                    Ok(x) => x,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => {
+                        r.recv_errors += 1;
+                        break;
+                    }
+                };
+                let now_ns = monotonic_ns();
+                let now = Instant::now();
+                let Ok(p) = protocol::decode(&buf[..n]) else {
+                    r.malformed += 1;
+                    continue;
+                };
+                let h = p.header;
+                if from != relay {
+                    r.misrouted += 1;
+                    continue;
+                }
+                let latency = now_ns.saturating_sub(h.sent_ns);
+                match h.kind {
+                    // A repeated join ack (the join was resent): nothing to count.
+                    Kind::Ack if h.seq == 0 => {}
+                    Kind::Ack => {
+                        if h.speaker as usize != me || h.room != speakers[me].room {
+                            r.misrouted += 1;
+                        } else if h.seq > issued[me].load(Ordering::Acquire) {
+                            r.unexpected += 1;
+                        } else if r.heard[k].acks.record(h.seq).is_new() {
+                            progress.acks.fetch_add(1, Ordering::Relaxed);
+                            r.ack_latency.record(latency);
+                        }
+                    }
+                    Kind::Voice => {
+                        let sender = h.speaker as usize;
+                        if sender >= speakers.len()
+                            || sender == me
+                            || speakers[sender].room != speakers[me].room
+                            || h.room != speakers[me].room
+                        {
+                            r.misrouted += 1;
+                        } else if h.seq > issued[sender].load(Ordering::Acquire) {
+                            r.unexpected += 1;
+                        } else if r.heard[k].forwards[sender % per_room]
+                            .record(h.seq)
+                            .is_new()
+                        {
+                            progress.forwards.fetch_add(1, Ordering::Relaxed);
+                            r.recorder.record_ns(latency, now);
+                            r.last_arrival = Some(now);
+                        }
+                    }
+                    Kind::Join => r.misrouted += 1,
+                }
+            }
+        }
+    }
+    r
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    if !args.addr.ip().is_loopback() {
+        bail!(
+            "{} is not a loopback address; the relay listens on 127.0.0.1 only",
+            args.addr
+        );
+    }
+    if args.interval.is_zero() {
+        bail!("--interval must be longer than zero");
+    }
+    let bound = RunBound::from_flags(args.duration, args.packets, Duration::from_secs(5))
+        .map_err(|e| anyhow::anyhow!(e.to_string().replace("--ops", "--packets")))?;
+    let shutdown = Shutdown::install().context("failed to install the SIGINT/SIGTERM handler")?;
+    let window = if args.window.is_zero() {
+        DEFAULT_WINDOW
+    } else {
+        args.window
+    };
+    let per_room = args.speakers as usize;
+    let payload: Vec<u8> = (0..args.size).map(|i| b'a' + (i % 26) as u8).collect();
+
+    let speakers = open_speakers(args.rooms, args.speakers)?;
+    join(&speakers, args.addr, args.connect_timeout)?;
+
+    let issued: Vec<AtomicU64> = speakers.iter().map(|_| AtomicU64::new(0)).collect();
+    let progress = Progress {
+        forwards: AtomicU64::new(0),
+        acks: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    };
+    let receivers = (args.receivers as usize).min(speakers.len());
+    let setup = ReceiveSetup {
+        speakers: &speakers,
+        per_room,
+        relay: args.addr,
+        issued: &issued,
+        progress: &progress,
+    };
+    let start = Instant::now();
+    let budget = Budget::new(bound, start, shutdown.clone());
+    let (sent, received, drained_early) = thread::scope(|s| -> anyhow::Result<_> {
+        let mut handles = Vec::with_capacity(receivers);
+        for r in 0..receivers {
+            let mine: Vec<usize> = (r..speakers.len()).step_by(receivers).collect();
+            let setup = &setup;
+            let spawned = thread::Builder::new()
+                .name(format!("receiver-{r}"))
+                .spawn_scoped(s, move || {
+                    receive(setup, mine, Recorder::new(start, window))
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    progress.stop.store(true, Ordering::Relaxed);
+                    return Err(e).context("failed to start a receiver thread");
+                }
+            }
+        }
+        let sender = thread::Builder::new()
+            .name("sender".to_owned())
+            .spawn_scoped(s, || {
+                send_all(
+                    &speakers,
+                    args.addr,
+                    &payload,
+                    args.interval,
+                    start,
+                    &budget,
+                    &issued,
+                )
+            });
+        let sent = match sender {
+            Ok(h) => h.join(),
+            Err(e) => {
+                progress.stop.store(true, Ordering::Relaxed);
+                return Err(e).context("failed to start the sender thread");
+            }
+        };
+        let Ok(sent) = sent else {
+            progress.stop.store(true, Ordering::Relaxed);
+            bail!("the sender thread panicked");
+        };
+
+        // The drain: until everything expected is in, or the drain period passes.
+        let expected_acks: u64 = sent.per_speaker.iter().sum();
+        let expected_forwards = expected_acks * (per_room as u64 - 1);
+        let deadline = Instant::now() + args.drain;
+        let complete = || {
+            progress.forwards.load(Ordering::Relaxed) >= expected_forwards
+                && progress.acks.load(Ordering::Relaxed) >= expected_acks
+        };
+        while !complete() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(2));
+        }
+        let drained_early = complete();
+        progress.stop.store(true, Ordering::Relaxed);
+        let received = handles
+            .into_iter()
+            .map(|h| h.join())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| anyhow::anyhow!("a receiver thread panicked"))?;
+        Ok((sent, received, drained_early))
+    })?;
+
+    // Merge, then the loss of every (sender, receiver) pair.
+    let mut recorder = Recorder::new(start, window);
+    let mut ack_latency = LatencyRecorder::new();
+    let (mut forwards, mut acks) = (Loss::default(), Loss::default());
+    let (mut malformed, mut misrouted, mut unexpected, mut recv_errors) = (0, 0, 0, 0);
+    let mut end = sent.finished;
+    for r in &received {
+        recorder
+            .merge(&r.recorder)
+            .context("failed to merge latencies")?;
+        ack_latency
+            .merge(&r.ack_latency)
+            .context("failed to merge ack latencies")?;
+        malformed += r.malformed;
+        misrouted += r.misrouted;
+        unexpected += r.unexpected;
+        recv_errors += r.recv_errors;
+        if let Some(t) = r.last_arrival {
+            end = end.max(t);
+        }
+        for h in &r.heard {
+            let room_start = h.speaker - h.speaker % per_room;
+            for (place, tracker) in h.forwards.iter().enumerate() {
+                let sender = room_start + place;
+                if sender != h.speaker {
+                    forwards.add(&tracker.loss(sent.per_speaker[sender]));
+                }
+            }
+            acks.add(&h.acks.loss(sent.per_speaker[h.speaker]));
+        }
+    }
+    let sockets: Vec<&UdpSocket> = speakers.iter().map(|s| &s.socket).collect();
+    let socket_drops = udp::kernel_drops(&sockets);
+    let packets_sent = acks.expected;
+
+    let (key, value) = bound.parameter();
+    let key = if key == "ops" { "packets" } else { key };
+    let mut parameters = BTreeMap::from([
+        ("rooms".to_owned(), serde_json::json!(args.rooms)),
+        (
+            "speakers_per_room".to_owned(),
+            serde_json::json!(args.speakers),
+        ),
+        ("speakers".to_owned(), serde_json::json!(speakers.len())),
+        ("size".to_owned(), serde_json::json!(args.size)),
+        (
+            "interval_us".to_owned(),
+            serde_json::json!(args.interval.as_micros() as u64),
+        ),
+        ("receivers".to_owned(), serde_json::json!(receivers)),
+        (
+            "drain_ms".to_owned(),
+            serde_json::json!(args.drain.as_millis() as u64),
+        ),
+        (
+            "cores".to_owned(),
+            serde_json::json!(thread::available_parallelism().map_or(1, |n| n.get())),
+        ),
+        ("packets_sent".to_owned(), serde_json::json!(packets_sent)),
+        ("send_errors".to_owned(), serde_json::json!(sent.errors)),
+        (
+            "forwards_expected".to_owned(),
+            serde_json::json!(forwards.expected),
+        ),
+        (
+            "forwards_received".to_owned(),
+            serde_json::json!(forwards.received),
+        ),
+        ("forwards_lost".to_owned(), serde_json::json!(forwards.lost)),
+        ("loss_ratio".to_owned(), serde_json::json!(forwards.ratio())),
+        ("loss_gaps".to_owned(), serde_json::json!(forwards.gaps)),
+        ("loss_late".to_owned(), serde_json::json!(forwards.late)),
+        (
+            "duplicates".to_owned(),
+            serde_json::json!(forwards.duplicates + acks.duplicates),
+        ),
+        (
+            "stale".to_owned(),
+            serde_json::json!(forwards.stale + acks.stale),
+        ),
+        ("acks_expected".to_owned(), serde_json::json!(acks.expected)),
+        ("acks_received".to_owned(), serde_json::json!(acks.received)),
+        ("acks_lost".to_owned(), serde_json::json!(acks.lost)),
+        (
+            "ack_latency_p50_ns".to_owned(),
+            serde_json::json!(ack_latency.value_at_quantile(0.5)),
+        ),
+        (
+            "ack_latency_p99_ns".to_owned(),
+            serde_json::json!(ack_latency.value_at_quantile(0.99)),
+        ),
+        (
+            "ack_latency_max_ns".to_owned(),
+            serde_json::json!(ack_latency.max()),
+        ),
+        (
+            "latency_samples".to_owned(),
+            serde_json::json!(recorder.latency().count()),
+        ),
+        ("drained_early".to_owned(), serde_json::json!(drained_early)),
+        ("malformed".to_owned(), serde_json::json!(malformed)),
+        ("misrouted".to_owned(), serde_json::json!(misrouted)),
+        ("unexpected_seq".to_owned(), serde_json::json!(unexpected)),
+        ("recv_errors".to_owned(), serde_json::json!(recv_errors)),
+        ("socket_drops".to_owned(), serde_json::json!(socket_drops)),
+    ]);
+    parameters.insert(key.to_owned(), value);
+    let duration = end - start;
+    let mut result = DriverResult::new(
+        WORKLOAD,
+        &args.build,
+        parameters,
+        &recorder,
+        sent.errors,
+        duration,
+    )?;
+    // An operation is a voice packet sent; the histogram holds one latency per forward.
+    result.operations = packets_sent;
+    result.throughput_per_s = if duration.is_zero() {
+        0.0
+    } else {
+        packets_sent as f64 / duration.as_secs_f64()
+    };
+    result.write(&args.out)?;
+
+    if let Some(e) = &sent.first_error {
+        eprintln!(
+            "mmsg-relay-driver: {} sends failed; the first: {e}",
+            sent.errors
+        );
+    }
+    let p = result.latency_ns;
+    let line = format!(
+        "{WORKLOAD} {}: {} packets in {:.2} s ({:.0}/s); forwards {}/{} received, {} lost ({:.3}%); acks {}/{}; latency p50 {} p99 {} p99.99 {} max {}; wrote {}",
+        result.build,
+        result.operations,
+        result.duration_ns as f64 / 1e9,
+        result.throughput_per_s,
+        forwards.received,
+        forwards.expected,
+        forwards.lost,
+        forwards.ratio() * 100.0,
+        acks.received,
+        acks.expected,
+        human_ns(p.p50),
+        human_ns(p.p99),
+        human_ns(p.p99_99),
+        human_ns(p.max),
+        args.out.display()
+    );
+    let mut out = io::stdout().lock();
+    match writeln!(out, "{line}") {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("failed to print the summary"),
+    }
+}
+
+fn human_ns(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns} ns"),
+        1_000..1_000_000 => format!("{:.1} µs", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
+        _ => format!("{:.2} s", ns as f64 / 1e9),
+    }
+}

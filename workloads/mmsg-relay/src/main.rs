@@ -1,0 +1,115 @@
+//! `mmsg-relay`: the voice relay server, the target switchyard profiles.
+//!
+//! ```text
+//! mmsg-relay --mode threads|mmsg [--port 0] [--exit-after-idle MS] [--drop-every N]
+//!            threads: [--workers N]
+//!            mmsg:    [--loops N] [--batch 64] [--batch-timeout-us 500]
+//! ```
+//!
+//! Prints `ready <port>` once listening on 127.0.0.1 (UDP), and one JSON summary line when it
+//! ends (SIGINT/SIGTERM, or `--exit-after-idle`).
+
+use std::{
+    io::{self, Write as _},
+    num::NonZeroU64,
+    process::ExitCode,
+    thread,
+    time::Duration,
+};
+
+use anyhow::{Context as _, bail};
+use clap::Parser;
+use mmsg_relay::server::{self, MAX_BATCH, Mode, ServerConfig};
+use switchyard_harness::{Shutdown, announce_ready, parse_duration};
+
+/// A UDP voice relay: acks each speaker's packet and forwards it to the rest of the room.
+#[derive(Debug, Parser)]
+#[command(name = "mmsg-relay", version)]
+struct Args {
+    /// The build to profile: a receiver thread and workers over channels, or batching loops.
+    #[arg(long, value_enum)]
+    mode: Mode,
+    /// Port on 127.0.0.1; 0 lets the kernel choose (printed as `ready <port>`).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// threads: worker threads, rooms spread over them by id [default: number of CPUs].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    workers: Option<u32>,
+    /// mmsg: loops, one thread and one SO_REUSEPORT socket each [default: number of CPUs].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    loops: Option<u32>,
+    /// mmsg: datagrams a loop receives before it answers them [default: 64].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_BATCH as i64))]
+    batch: Option<u32>,
+    /// mmsg: how long a loop waits for its batch to fill after the first datagram, in
+    /// microseconds [default: 500].
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    batch_timeout_us: Option<u64>,
+    /// Exit once no datagram has arrived for MS milliseconds (after at least one did).
+    #[arg(long, value_name = "MS", value_parser = parse_millis)]
+    exit_after_idle: Option<Duration>,
+    /// Drop every Nth forward on purpose (to check a driver's loss detection).
+    #[arg(long, value_name = "N")]
+    drop_every: Option<NonZeroU64>,
+}
+
+/// Milliseconds as a plain number, or a duration with a unit.
+fn parse_millis(s: &str) -> Result<Duration, String> {
+    match s.parse::<u64>() {
+        Ok(ms) => Ok(Duration::from_millis(ms)),
+        Err(_) => parse_duration(s).map_err(|e| e.to_string()),
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mmsg-relay: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Turns the flags into one validated configuration: the options of the other mode are
+/// refused rather than ignored.
+fn config(args: &Args) -> anyhow::Result<ServerConfig> {
+    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+    let (other, flags): (Mode, Vec<(&str, bool)>) = match args.mode {
+        Mode::Threads => (
+            Mode::Mmsg,
+            vec![
+                ("--loops", args.loops.is_some()),
+                ("--batch", args.batch.is_some()),
+                ("--batch-timeout-us", args.batch_timeout_us.is_some()),
+            ],
+        ),
+        Mode::Mmsg => (Mode::Threads, vec![("--workers", args.workers.is_some())]),
+    };
+    if let Some((flag, _)) = flags.iter().find(|(_, given)| *given) {
+        bail!("{flag} applies to --mode {} only", other.name());
+    }
+    Ok(ServerConfig {
+        mode: args.mode,
+        port: args.port,
+        workers: args.workers.map_or(cpus, |n| n as usize),
+        loops: args.loops.map_or(cpus, |n| n as usize),
+        batch: args.batch.map_or(64, |n| n as usize),
+        batch_timeout: Duration::from_micros(args.batch_timeout_us.unwrap_or(500)),
+        exit_after_idle: args.exit_after_idle,
+        drop_every: args.drop_every,
+    })
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let config = config(&args)?;
+    let shutdown = Shutdown::install().context("failed to install the SIGINT/SIGTERM handler")?;
+    let summary = server::run(&config, &shutdown, |addr| announce_ready(addr.port()))?;
+    let line = serde_json::to_string(&summary).context("failed to encode the summary")?;
+    let mut out = io::stdout().lock();
+    match writeln!(out, "{line}").and_then(|()| out.flush()) {
+        // Whoever started us stopped listening: nothing left to tell.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("failed to print the summary"),
+    }
+}

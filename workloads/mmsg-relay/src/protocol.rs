@@ -1,0 +1,387 @@
+//! The relay's datagrams: a fixed 32-byte header, then the payload.
+//!
+//! ```text
+//! offset  size  field
+//!      0     2  magic, the bytes `V` `R`
+//!      2     1  version, 1
+//!      3     1  kind: 1 join, 2 voice, 3 ack
+//!      4     4  room id (u32 LE)
+//!      8     4  speaker id (u32 LE)
+//!     12     8  sequence number (u64 LE)
+//!     20     8  send timestamp, ns of the driver's CLOCK_MONOTONIC (u64 LE)
+//!     28     2  payload length (u16 LE); must equal the bytes after the header
+//!     30     2  reserved, zero
+//!     32     …  payload (voice only; join and ack carry none)
+//! ```
+//!
+//! - **join** (speaker → relay): "this address speaks in room R". Sequence 0. The relay adds
+//!   the datagram's source address to the room and answers with an ack of sequence 0.
+//! - **voice** (speaker → relay → room): sequence numbers start at 1 and grow by one per
+//!   packet of a speaker. The relay acks it to the sender and forwards the datagram, unchanged,
+//!   to every other member of the room.
+//! - **ack** (relay → speaker): the header of the acked message (room, speaker, sequence,
+//!   timestamp) with kind ack and no payload, so the speaker can match it and time it.
+//!
+//! A datagram is at most [`MAX_DATAGRAM`] bytes (an Ethernet MTU minus the IPv4 and UDP
+//! headers). Anything that does not decode is refused with a [`DecodeError`].
+
+/// The first two bytes of every datagram.
+pub const MAGIC: [u8; 2] = *b"VR";
+/// The version this crate writes and reads.
+pub const VERSION: u8 = 1;
+/// Bytes before the payload.
+pub const HEADER_LEN: usize = 32;
+/// The largest datagram: 1500 (MTU) − 20 (IPv4) − 8 (UDP).
+pub const MAX_DATAGRAM: usize = 1472;
+/// The largest voice payload.
+pub const MAX_PAYLOAD: usize = MAX_DATAGRAM - HEADER_LEN;
+
+/// What a datagram is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Join,
+    Voice,
+    Ack,
+}
+
+impl Kind {
+    fn to_byte(self) -> u8 {
+        match self {
+            Kind::Join => 1,
+            Kind::Voice => 2,
+            Kind::Ack => 3,
+        }
+    }
+
+    fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            1 => Some(Kind::Join),
+            2 => Some(Kind::Voice),
+            3 => Some(Kind::Ack),
+            _ => None,
+        }
+    }
+}
+
+/// The fields of a header other than the payload length (which comes from the payload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub kind: Kind,
+    pub room: u32,
+    pub speaker: u32,
+    pub seq: u64,
+    /// CLOCK_MONOTONIC of the sender, in ns.
+    pub sent_ns: u64,
+}
+
+impl Header {
+    /// The ack of this message: the same fields, kind ack.
+    pub fn ack(&self) -> Header {
+        Header {
+            kind: Kind::Ack,
+            ..*self
+        }
+    }
+
+    /// The header of a datagram carrying `payload_len` bytes of payload. The length is not
+    /// checked here; [`encode`] does.
+    pub fn to_bytes(&self, payload_len: u16) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..2].copy_from_slice(&MAGIC);
+        b[2] = VERSION;
+        b[3] = self.kind.to_byte();
+        b[4..8].copy_from_slice(&self.room.to_le_bytes());
+        b[8..12].copy_from_slice(&self.speaker.to_le_bytes());
+        b[12..20].copy_from_slice(&self.seq.to_le_bytes());
+        b[20..28].copy_from_slice(&self.sent_ns.to_le_bytes());
+        b[28..30].copy_from_slice(&payload_len.to_le_bytes());
+        b
+    }
+}
+
+/// A decoded datagram, borrowing its payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packet<'a> {
+    pub header: Header,
+    pub payload: &'a [u8],
+}
+
+/// Why a datagram was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("datagram of {len} bytes is shorter than the {HEADER_LEN}-byte header")]
+    Truncated { len: usize },
+    #[error("datagram of {len} bytes is longer than the limit of {MAX_DATAGRAM} bytes")]
+    TooLong { len: usize },
+    #[error("datagram does not start with the magic bytes `VR` (found {found:02x?})")]
+    BadMagic { found: [u8; 2] },
+    #[error("datagram has version {0}; this build reads version {VERSION}")]
+    Version(u8),
+    #[error("datagram has unknown kind {0}")]
+    UnknownKind(u8),
+    #[error("datagram header has non-zero reserved bytes")]
+    Reserved,
+    #[error("datagram declares {declared} payload bytes but carries {actual}")]
+    Length { declared: usize, actual: usize },
+    #[error("{kind:?} datagram carries {len} payload bytes; only voice has a payload")]
+    UnexpectedPayload { kind: Kind, len: usize },
+}
+
+/// Why a datagram could not be built.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EncodeError {
+    #[error("payload of {len} bytes is larger than the limit of {MAX_PAYLOAD} bytes")]
+    PayloadTooLarge { len: usize },
+    #[error("{kind:?} datagram cannot carry a payload ({len} bytes given)")]
+    UnexpectedPayload { kind: Kind, len: usize },
+}
+
+/// Writes the datagram for `header` and `payload` into `out` (cleared first).
+pub fn encode(header: &Header, payload: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    let len = payload.len();
+    if len > MAX_PAYLOAD {
+        return Err(EncodeError::PayloadTooLarge { len });
+    }
+    if header.kind != Kind::Voice && len > 0 {
+        return Err(EncodeError::UnexpectedPayload {
+            kind: header.kind,
+            len,
+        });
+    }
+    out.clear();
+    // MAX_PAYLOAD fits in a u16.
+    out.extend_from_slice(&header.to_bytes(len as u16));
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(x)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+/// Decodes one datagram; every field is checked, nothing panics on any input.
+pub fn decode(datagram: &[u8]) -> Result<Packet<'_>, DecodeError> {
+    let len = datagram.len();
+    if len < HEADER_LEN {
+        return Err(DecodeError::Truncated { len });
+    }
+    if len > MAX_DATAGRAM {
+        return Err(DecodeError::TooLong { len });
+    }
+    let (head, payload) = datagram.split_at(HEADER_LEN);
+    if head[0..2] != MAGIC {
+        return Err(DecodeError::BadMagic {
+            found: [head[0], head[1]],
+        });
+    }
+    if head[2] != VERSION {
+        return Err(DecodeError::Version(head[2]));
+    }
+    let kind = Kind::from_byte(head[3]).ok_or(DecodeError::UnknownKind(head[3]))?;
+    if head[30..32] != [0, 0] {
+        return Err(DecodeError::Reserved);
+    }
+    let declared = usize::from(u16::from_le_bytes([head[28], head[29]]));
+    if declared != payload.len() {
+        return Err(DecodeError::Length {
+            declared,
+            actual: payload.len(),
+        });
+    }
+    if kind != Kind::Voice && !payload.is_empty() {
+        return Err(DecodeError::UnexpectedPayload {
+            kind,
+            len: payload.len(),
+        });
+    }
+    Ok(Packet {
+        header: Header {
+            kind,
+            room: u32_at(head, 4),
+            speaker: u32_at(head, 8),
+            seq: u64_at(head, 12),
+            sent_ns: u64_at(head, 20),
+        },
+        payload,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn voice() -> Header {
+        Header {
+            kind: Kind::Voice,
+            room: 7,
+            speaker: 0x0102_0304,
+            seq: 0x1122_3344_5566_7788,
+            sent_ns: 123_456_789_012,
+        }
+    }
+
+    #[test]
+    fn round_trip_every_kind() {
+        let payload: Vec<u8> = (0..180).map(|i| i as u8).collect();
+        let mut wire = Vec::new();
+        encode(&voice(), &payload, &mut wire).expect("voice");
+        assert_eq!(wire.len(), HEADER_LEN + 180);
+        let p = decode(&wire).expect("decode voice");
+        assert_eq!(p.header, voice());
+        assert_eq!(p.payload, &payload[..]);
+
+        for kind in [Kind::Join, Kind::Ack] {
+            let h = Header { kind, ..voice() };
+            encode(&h, &[], &mut wire).expect("encode");
+            assert_eq!(wire.len(), HEADER_LEN);
+            let p = decode(&wire).expect("decode");
+            assert_eq!(p.header, h);
+            assert!(p.payload.is_empty());
+        }
+    }
+
+    #[test]
+    fn layout_is_fixed() {
+        let mut wire = Vec::new();
+        encode(&voice(), b"xy", &mut wire).expect("encode");
+        assert_eq!(&wire[0..4], b"VR\x01\x02");
+        assert_eq!(&wire[4..8], &7u32.to_le_bytes());
+        assert_eq!(&wire[8..12], &[4, 3, 2, 1]);
+        assert_eq!(&wire[28..32], &[2, 0, 0, 0]);
+        assert_eq!(&wire[32..], b"xy");
+    }
+
+    #[test]
+    fn ack_keeps_the_fields() {
+        let a = voice().ack();
+        assert_eq!(a.kind, Kind::Ack);
+        assert_eq!(
+            (a.room, a.speaker, a.seq, a.sent_ns),
+            (7, 0x0102_0304, voice().seq, voice().sent_ns)
+        );
+        let wire = a.to_bytes(0);
+        let p = decode(&wire).expect("ack");
+        assert_eq!(p.header, a);
+    }
+
+    #[test]
+    fn largest_payload_fits_and_one_more_does_not() {
+        let mut wire = Vec::new();
+        encode(&voice(), &[0; MAX_PAYLOAD], &mut wire).expect("largest");
+        assert_eq!(wire.len(), MAX_DATAGRAM);
+        assert!(decode(&wire).is_ok());
+        assert_eq!(
+            encode(&voice(), &[0; MAX_PAYLOAD + 1], &mut wire),
+            Err(EncodeError::PayloadTooLarge {
+                len: MAX_PAYLOAD + 1
+            })
+        );
+        let join = Header {
+            kind: Kind::Join,
+            ..voice()
+        };
+        assert!(matches!(
+            encode(&join, b"x", &mut wire),
+            Err(EncodeError::UnexpectedPayload {
+                kind: Kind::Join,
+                len: 1
+            })
+        ));
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let mut wire = Vec::new();
+        encode(&voice(), &[9; 40], &mut wire).expect("encode");
+        for cut in 0..wire.len() {
+            let err = decode(&wire[..cut]).expect_err("truncated");
+            if cut < HEADER_LEN {
+                assert_eq!(err, DecodeError::Truncated { len: cut });
+            } else {
+                assert_eq!(
+                    err,
+                    DecodeError::Length {
+                        declared: 40,
+                        actual: cut - HEADER_LEN
+                    }
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn corrupt_headers_are_errors() {
+        let mut good = Vec::new();
+        encode(&voice(), &[1; 10], &mut good).expect("encode");
+        let corrupt = |at: usize, value: u8| {
+            let mut w = good.clone();
+            w[at] = value;
+            decode(&w).expect_err("corrupt")
+        };
+        assert_eq!(corrupt(0, b'X'), DecodeError::BadMagic { found: *b"XR" });
+        assert_eq!(corrupt(2, 2), DecodeError::Version(2));
+        assert_eq!(corrupt(3, 0), DecodeError::UnknownKind(0));
+        assert_eq!(corrupt(3, 9), DecodeError::UnknownKind(9));
+        assert_eq!(corrupt(31, 1), DecodeError::Reserved);
+        assert_eq!(
+            corrupt(28, 11),
+            DecodeError::Length {
+                declared: 11,
+                actual: 10
+            }
+        );
+        // A voice header relabelled as an ack still carries a payload.
+        assert_eq!(
+            corrupt(3, 3),
+            DecodeError::UnexpectedPayload {
+                kind: Kind::Ack,
+                len: 10
+            }
+        );
+        let mut long = good.clone();
+        long.extend_from_slice(&[0; 1]);
+        assert_eq!(
+            decode(&long),
+            Err(DecodeError::Length {
+                declared: 10,
+                actual: 11
+            })
+        );
+        assert_eq!(
+            decode(&vec![0; MAX_DATAGRAM + 1]),
+            Err(DecodeError::TooLong {
+                len: MAX_DATAGRAM + 1
+            })
+        );
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        // A cheap deterministic generator: every length up to a little past the header, with
+        // bytes that sometimes form a valid prefix.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for len in 0..(HEADER_LEN + 64) {
+            for _ in 0..200 {
+                let mut b: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+                if len >= 4 && next() % 2 == 0 {
+                    b[0..3].copy_from_slice(b"VR\x01");
+                }
+                let _ = decode(&b);
+            }
+        }
+    }
+}
