@@ -49,6 +49,10 @@ bench-overhead: build
 compare-broker: build
     bash scripts/compare-broker.sh
 
+# The mmsg relay story: threads vs mmsg at 4 and 9 speakers per room, 10 and 20 rooms
+compare-relay: build
+    bash scripts/compare-relay.sh
+
 # Time to render the report of a 60-second run (records one first)
 bench-report seconds="60": build
     bash scripts/bench-report.sh {{seconds}}

@@ -3,8 +3,10 @@
 # the report. Writes OUT/run.json, OUT/result.json (the driver's), OUT/index.html.
 #
 #   scripts/run-workload.sh spinlock-broker BUILD OUT [producers] [size] [seconds]
+#   scripts/run-workload.sh mmsg-relay BUILD OUT [speakers-per-room] [rooms] [seconds]
 #
-# BUILD is spin, mutex or abs. Binaries come from target/release (just build).
+# BUILD is spin, mutex or abs for the broker; threads or mmsg for the relay. Binaries come
+# from target/release (just build).
 # AS_BUILD=NAME labels the run as another build (to check that budgets catch a regression).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,13 +33,22 @@ case $workload in
     driver() { "$bin/spinlock-broker-driver" --addr "127.0.0.1:$1" --producers "$producers" \
       --size "$size" --duration "${seconds}s" --build "${AS_BUILD:-$build}" --out "$out/result.json"; }
     ;;
-  *) echo "error: unknown workload '$workload' (spinlock-broker)" >&2; exit 2 ;;
+  mmsg-relay)
+    case $build in threads | mmsg) ;; *) echo "error: unknown build '$build' (threads, mmsg)" >&2; exit 2 ;; esac
+    speakers=${4:-9}
+    rooms=${5:-10}
+    server=("$bin/mmsg-relay" --mode "$build" --exit-after-idle 300)
+    record_flags=()
+    driver() { "$bin/mmsg-relay-driver" --addr "127.0.0.1:$1" --rooms "$rooms" --speakers "$speakers" \
+      --duration "${seconds}s" --build "${AS_BUILD:-$build}" --out "$out/result.json"; }
+    ;;
+  *) echo "error: unknown workload '$workload' (spinlock-broker, mmsg-relay)" >&2; exit 2 ;;
 esac
 
 # The server announces `ready <port>` on stdout once it listens.
 fifo=$(mktemp -u)
 mkfifo "$fifo"
-"$sy" record "${record_flags[@]}" --workload-result "$out/result.json" -o "$out/run.json" \
+"$sy" record ${record_flags[@]+"${record_flags[@]}"} --workload-result "$out/result.json" -o "$out/run.json" \
   -- "${server[@]}" >"$fifo" 2>"$out/record.err" &
 rec=$!
 exec 3<"$fifo"

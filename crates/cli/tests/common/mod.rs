@@ -39,6 +39,24 @@ pub fn demo() -> PathBuf {
     .clone()
 }
 
+/// A binary of another workspace package, brought up to date on first use.
+pub fn workspace_bin(package: &str, name: &str) -> PathBuf {
+    let bin_dir = switchyard()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "--quiet", "-p", package, "--bins"]);
+    if bin_dir.ends_with("release") {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().expect("running cargo build");
+    assert!(status.success(), "cargo build -p {package} failed");
+    let bin = bin_dir.join(name);
+    assert!(bin.exists(), "{} missing after build", bin.display());
+    bin
+}
+
 /// True when privileged tests can run. Without privileges they skip with a printed reason;
 /// under CI=true a skip is a failure, so a silent skip can never pass.
 #[track_caller]
