@@ -10,9 +10,10 @@ default: profile
 setup:
     @bash scripts/setup.sh
 
-# Build switchyard and the demo target (release)
+# Build switchyard, the workloads and the demo targets (release; the Go cache server too)
 build: setup
     cargo build --release --bins
+    GOTOOLCHAIN=local go build -C workloads/read-state-cache/go -o "$PWD/target/release/read-state-cache-go" .
 
 # Profile a workload build under load (default: the spin-lock broker, abs), or `just profile pid=N`
 profile workload="spinlock-broker" build="" seconds="5": build

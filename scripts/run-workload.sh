@@ -4,6 +4,7 @@
 #
 #   scripts/run-workload.sh spinlock-broker BUILD OUT [producers] [size] [seconds]
 #   scripts/run-workload.sh mmsg-relay BUILD OUT [speakers-per-room] [rooms] [seconds]
+#   scripts/run-workload.sh read-state-cache BUILD OUT [capacity] [rate] [seconds]
 #
 # BUILD is spin, mutex or abs for the broker; threads or mmsg for the relay. Binaries come
 # from target/release (just build).
@@ -42,7 +43,26 @@ case $workload in
     driver() { "$bin/mmsg-relay-driver" --addr "127.0.0.1:$1" --rooms "$rooms" --speakers "$speakers" \
       --duration "${seconds}s" --build "${AS_BUILD:-$build}" --out "$out/result.json"; }
     ;;
-  *) echo "error: unknown workload '$workload' (spinlock-broker, mmsg-relay)" >&2; exit 2 ;;
+  read-state-cache)
+    capacity=${4:-2000000}
+    rate=${5:-20000}
+    case $build in
+      go)
+        # GC_INTERVAL forces a cycle that often (the runtime itself forces one every 2 min).
+        server=("$bin/read-state-cache-go" --capacity "$capacity" --exit-after-idle 300 ${GC_INTERVAL:+--gc-interval "$GC_INTERVAL"})
+        record_flags=(--go-gc)
+        ;;
+      rust)
+        server=("$bin/read-state-cache" --capacity "$capacity" --exit-after-idle 300)
+        record_flags=()
+        ;;
+      *) echo "error: unknown build '$build' (go, rust)" >&2; exit 2 ;;
+    esac
+    driver() { "$bin/read-state-cache-driver" --addr "127.0.0.1:$1" --rate "$rate" --connections 4 \
+      --duration "${seconds}s" --users 1000000 --channels-per-user 4 --zipf 1.1 --prefill \
+      --capacity "$capacity" --build "${AS_BUILD:-$build}" --out "$out/result.json"; }
+    ;;
+  *) echo "error: unknown workload '$workload' (spinlock-broker, mmsg-relay, read-state-cache)" >&2; exit 2 ;;
 esac
 
 # The server announces `ready <port>` on stdout once it listens.

@@ -215,6 +215,17 @@ pub fn render(run: &Run, top: usize) -> String {
             );
         }
     }
+    if let Some(g) = &run.gc {
+        let _ = writeln!(
+            out,
+            "go gc: {} cycles, {} stop-the-world pauses ({} total, max {}), {} mark assists",
+            thousands(g.cycles),
+            thousands(g.pauses),
+            ns(g.pause_total_ns),
+            ns(g.pause_max_ns),
+            thousands(g.mark_assists)
+        );
+    }
     let p = &run.profiles;
     if p.stats.oncpu_hz > 0 || !p.offcpu.stacks.is_empty() {
         let _ = writeln!(

@@ -1,0 +1,3 @@
+module switchyard.invalid/workloads/read-state-cache
+
+go 1.24

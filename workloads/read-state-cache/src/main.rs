@@ -1,0 +1,97 @@
+//! `read-state-cache`: the Rust server, the `rust` build of the workload.
+//!
+//! ```text
+//! read-state-cache [--port 0] [--capacity N] [--shards N] [--flush-interval 30s]
+//!                  [--data-dir DIR] [--exit-after-idle MS]
+//! ```
+//!
+//! Prints `ready <port>` once listening on 127.0.0.1, and one JSON summary line when it ends
+//! (SIGINT/SIGTERM, or `--exit-after-idle`), after a final flush pass.
+
+use std::{
+    io::{self, Write as _},
+    path::PathBuf,
+    process::ExitCode,
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use clap::Parser;
+use read_state_cache::server::{self, ServerConfig};
+use switchyard_harness::{Shutdown, announce_ready, parse_duration};
+
+/// A read-state cache: an LRU of per-user/per-channel counters, written behind to a store.
+#[derive(Debug, Parser)]
+#[command(name = "read-state-cache", version)]
+struct Args {
+    /// Port on 127.0.0.1; 0 lets the kernel choose (printed as `ready <port>`).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Most read states kept in memory.
+    #[arg(long, default_value_t = 1_000_000)]
+    capacity: usize,
+    /// Shards of the cache, each with its own lock and LRU [default: capacity/16384,
+    /// between 1 and 64].
+    #[arg(long)]
+    shards: Option<usize>,
+    /// How often dirty entries are written to the store.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    flush_interval: Duration,
+    /// Directory of the store [default: a temporary one, removed at exit].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Exit once no client has been connected for MS milliseconds (after at least one was).
+    #[arg(long, value_name = "MS", value_parser = parse_millis)]
+    exit_after_idle: Option<Duration>,
+}
+
+/// Milliseconds as a plain number, or a duration with a unit.
+fn parse_millis(s: &str) -> Result<Duration, String> {
+    match s.parse::<u64>() {
+        Ok(ms) => Ok(Duration::from_millis(ms)),
+        Err(_) => parse_duration(s).map_err(|e| e.to_string()),
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("read-state-cache: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let shutdown = Shutdown::install().context("failed to install the SIGINT/SIGTERM handler")?;
+    // The default directory lives as long as this function: removed after the summary.
+    let temp;
+    let data_dir = match &args.data_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("read-state-cache-")
+                .tempdir()
+                .context("failed to create a temporary data directory (use --data-dir)")?;
+            temp.path().to_owned()
+        }
+    };
+    let config = ServerConfig {
+        port: args.port,
+        capacity: args.capacity,
+        shards: args.shards,
+        flush_interval: args.flush_interval,
+        data_dir,
+        exit_after_idle: args.exit_after_idle,
+    };
+    let summary = server::run(config, &shutdown, |addr| announce_ready(addr.port()))?;
+
+    let line = serde_json::to_string(&summary).context("failed to encode the summary")?;
+    let mut out = io::stdout().lock();
+    match writeln!(out, "{line}").and_then(|()| out.flush()) {
+        // Whoever started us stopped listening: nothing left to tell.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("failed to print the summary"),
+    }
+}
