@@ -44,6 +44,15 @@ pub fn cmdline(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Peak resident set size of a live process (VmHWM), KiB.
+pub fn max_rss_kb(pid: u32) -> Option<u64> {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
 /// One thread's figures from /proc.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ThreadSample {

@@ -225,6 +225,8 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         pidfd.wait(TICK);
     };
     let end_mono = mono_ns()?;
+    // A live target's peak RSS while it still exists; a spawned one's comes from wait4.
+    let live_rss = procfs::max_rss_kb(pid);
     let end_wall = SystemTime::now();
 
     // Stop counting before touching the target.
@@ -364,6 +366,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         locks,
         workload,
         gc,
+        max_rss_kb: reaped.and_then(|e| e.max_rss_kb).or(live_rss),
     };
     finish(run, &args)
 }

@@ -146,6 +146,8 @@ pub struct Exit {
     pub signal: Option<i32>,
     /// (voluntary, involuntary) context switches of every thread of the child.
     pub switches: Option<(u64, u64)>,
+    /// Peak resident set size of the child, KiB.
+    pub max_rss_kb: Option<u64>,
 }
 
 /// The exit of a spawned child, without blocking: `Some` once it has exited.
@@ -162,11 +164,13 @@ pub fn try_reap(pid: u32) -> Option<Exit> {
             code: None,
             signal: None,
             switches: None,
+            max_rss_kb: None,
         }),
         _ => Some(Exit {
             code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
             signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
             switches: Some((usage.ru_nvcsw as u64, usage.ru_nivcsw as u64)),
+            max_rss_kb: Some(usage.ru_maxrss as u64),
         }),
     }
 }

@@ -215,6 +215,9 @@ pub fn render(run: &Run, top: usize) -> String {
             );
         }
     }
+    if let Some(kb) = run.max_rss_kb {
+        let _ = writeln!(out, "peak RSS: {:.1} MiB", kb as f64 / 1024.0);
+    }
     if let Some(g) = &run.gc {
         let _ = writeln!(
             out,

@@ -117,6 +117,11 @@ fn rank(name: &str) -> (u8, String) {
         "futex.wait_max",
         "kernel_locks.contended",
         "kernel_locks.wait_time",
+        "gc.cycles",
+        "gc.pause_total",
+        "gc.pause_max",
+        "gc.mark_assists",
+        "memory.max_rss",
     ];
     match order.iter().position(|o| *o == name) {
         Some(i) => (0, format!("{i:03}")),

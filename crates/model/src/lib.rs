@@ -51,6 +51,10 @@ pub struct Run {
     /// Go runtime GC events (`record --go-gc`).
     #[serde(default)]
     pub gc: Option<GoGc>,
+    /// Peak resident set size of the target, KiB (wait4 for a spawned target, VmHWM from /proc
+    /// for a live one, read as the recording ends).
+    #[serde(default)]
+    pub max_rss_kb: Option<u64>,
 }
 
 /// Garbage collection of a Go target, from entry-only uprobes on its runtime.
@@ -484,6 +488,7 @@ pub(crate) mod tests {
             locks: Locks::default(),
             workload: None,
             gc: None,
+            max_rss_kb: None,
         }
     }
 

@@ -207,6 +207,9 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
         }
     }
 
+    if let Some(kb) = run.max_rss_kb {
+        put(&mut m, "memory.max_rss", kb as f64 / 1024.0, "MiB", Lower);
+    }
     if let Some(g) = &run.gc {
         rates(&mut m, "gc.cycles", g.cycles as f64, secs, ops, Lower);
         put(&mut m, "gc.pauses", g.pauses as f64, "count", Lower);
@@ -300,6 +303,7 @@ pub const NAMES: &[&str] = &[
     "cpu.per_op",
     "cpu.utilisation",
     "perf.<counter>",
+    "memory.max_rss",
     "gc.cycles[.per_s|.per_op]",
     "gc.pauses",
     "gc.pause_total",

@@ -231,6 +231,9 @@ fn summary(out: &mut String, run: &Run, command: &str) {
             ),
         ),
     }
+    if let Some(kb) = run.max_rss_kb {
+        kv(out, "Peak RSS", &format!("{:.1} MiB", kb as f64 / 1024.0));
+    }
     out.push_str("</table>\n");
     if let Some(ops) = run.operations {
         per_operation(out, run, ops);
