@@ -3,19 +3,7 @@
 use std::fmt::Write as _;
 
 use switchyard_model::{Collector, Run, SyscallRow};
-use switchyard_report::units::{ns, thousands};
-
-fn rate(n: u64, secs: f64) -> String {
-    if secs <= 0.0 {
-        return "-".into();
-    }
-    let r = n as f64 / secs;
-    if r >= 100.0 {
-        thousands(r.round() as u64)
-    } else {
-        format!("{r:.1}")
-    }
-}
+use switchyard_report::units::{ns, rate, thousands};
 
 fn syscall_table(out: &mut String, title: &str, rows: &[&SyscallRow]) {
     let _ = writeln!(

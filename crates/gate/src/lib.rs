@@ -220,13 +220,13 @@ pub fn check(budgets: &[Budget], runs: &[(String, Run)], baseline: Option<&Run>)
 fn absent_syscall(run: &Run, name: &str) -> Option<Metric> {
     let counted = run.meta.collector == switchyard_model::Collector::Ebpf;
     let per_op_ok = !name.ends_with(".per_op") || run.operations.is_some_and(|o| o > 0);
-    (counted && per_op_ok && name.starts_with("syscalls.") && metrics::is_known(name)).then(|| {
+    (counted && per_op_ok && name.starts_with("syscalls.") && metrics::is_known(name)).then_some(
         Metric {
             value: 0.0,
             unit: "",
             better: Better::Lower,
-        }
-    })
+        },
+    )
 }
 
 fn judge(b: &Budget, fig: Option<&Metric>, base: Option<f64>, has_baseline: bool) -> Status {
