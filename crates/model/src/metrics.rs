@@ -352,15 +352,16 @@ pub fn is_known(name: &str) -> bool {
         };
         return !label.is_empty() && (rates(&r) || r == ".time" || r == ".time.per_op");
     }
-    for prefix in [
-        "switches.voluntary",
-        "switches.involuntary",
-        "switches.total",
-        "futex.waits",
-        "kernel_locks.contended",
-    ] {
-        if let Some(r) = name.strip_prefix(prefix) {
-            return rates(r);
+    // Every fixed count listed with its rates: `gc.cycles[.per_s|.per_op]` and the like.
+    let families = NAMES
+        .iter()
+        .filter_map(|n| n.strip_suffix("[.per_s|.per_op]"))
+        .filter(|base| !base.contains('<'));
+    for base in families {
+        if let Some(r) = name.strip_prefix(base) {
+            if rates(r) {
+                return true;
+            }
         }
     }
     NAMES.contains(&name)
@@ -374,7 +375,27 @@ mod tests {
     fn known_names_cover_what_extract_produces() {
         let mut run = crate::tests::sample_run();
         run.operations = Some(10);
-        for name in extract(&run).keys() {
+        run.gc = Some(crate::GoGc {
+            cycles: 3,
+            pauses: 6,
+            pause_total_ns: 600_000,
+            pause_max_ns: 200_000,
+            mark_assists: 40,
+            ..Default::default()
+        });
+        let names = extract(&run);
+        for family in [
+            "gc.cycles",
+            "gc.mark_assists",
+            "switches.total",
+            "futex.waits",
+        ] {
+            for rate in ["", ".per_s", ".per_op"] {
+                let name = format!("{family}{rate}");
+                assert!(names.contains_key(&name), "{name} is not produced");
+            }
+        }
+        for name in names.keys() {
             assert!(is_known(name), "{name} is produced but not known");
         }
         for bad in [
