@@ -177,6 +177,8 @@ pub struct Check {
     pub run: String,
     pub budget: Budget,
     pub value: Option<f64>,
+    /// The figure's unit ("µs", "ms", "1/op", …), empty when the run lacks it.
+    pub unit: &'static str,
     pub baseline: Option<f64>,
     pub status: Status,
 }
@@ -207,6 +209,7 @@ pub fn check(budgets: &[Budget], runs: &[(String, Run)], baseline: Option<&Run>)
                 run: label.clone(),
                 budget: b.clone(),
                 value,
+                unit: fig.map_or("", |m| m.unit),
                 baseline: base_value,
                 status,
             });
@@ -223,7 +226,15 @@ fn absent_syscall(run: &Run, name: &str) -> Option<Metric> {
     (counted && per_op_ok && name.starts_with("syscalls.") && metrics::is_known(name)).then_some(
         Metric {
             value: 0.0,
-            unit: "",
+            unit: if name.ends_with(".per_op") {
+                "1/op"
+            } else if name.ends_with(".per_s") {
+                "1/s"
+            } else if name.ends_with(".avg_us") {
+                "µs"
+            } else {
+                "count"
+            },
             better: Better::Lower,
         },
     )
@@ -232,20 +243,29 @@ fn absent_syscall(run: &Run, name: &str) -> Option<Metric> {
 fn judge(b: &Budget, fig: Option<&Metric>, base: Option<f64>, has_baseline: bool) -> Status {
     let Some(fig) = fig else {
         return Status::Fail(format!(
-            "the run has no `{}` (per-operation figures need a workload result)",
-            b.metric
+            "the run has no `{}`{}",
+            b.metric,
+            why_absent(&b.metric)
         ));
     };
     let v = fig.value;
     if let Some(max) = b.max
         && v > max
     {
-        return Status::Fail(format!("{} above the maximum {}", num(v), num(max)));
+        return Status::Fail(format!(
+            "{} above the maximum {}",
+            with_unit(v, fig.unit),
+            with_unit(max, fig.unit)
+        ));
     }
     if let Some(min) = b.min
         && v < min
     {
-        return Status::Fail(format!("{} below the minimum {}", num(v), num(min)));
+        return Status::Fail(format!(
+            "{} below the minimum {}",
+            with_unit(v, fig.unit),
+            with_unit(min, fig.unit)
+        ));
     }
     if let Some(allowed) = b.regression {
         if !has_baseline {
@@ -269,12 +289,43 @@ fn judge(b: &Budget, fig: Option<&Metric>, base: Option<f64>, has_baseline: bool
         if pct > allowed {
             return Status::Fail(format!(
                 "{} is {pct:.1}% worse than the baseline {} (allowed {allowed}%)",
-                num(v),
-                num(base)
+                with_unit(v, fig.unit),
+                with_unit(base, fig.unit)
             ));
         }
     }
     Status::Pass
+}
+
+/// Why a run may lack a figure: the recording option or the input that produces it.
+fn why_absent(metric: &str) -> &'static str {
+    if metric.ends_with(".per_op") || metric == "operations" || metric == "cpu.per_op" {
+        " (per-operation figures need a workload result: record --workload-result)"
+    } else if metric.starts_with("gc.") {
+        " (GC figures need `record --go-gc` on a Go binary)"
+    } else if metric.starts_with("span.") {
+        " (span figures need `record --uprobe-span LABEL=SYMBOL`)"
+    } else if metric.starts_with("latency.")
+        || metric.starts_with("workload.")
+        || metric == "throughput"
+    {
+        " (workload figures need a workload result: record --workload-result)"
+    } else if metric.starts_with("perf.") {
+        " (the perf counter was not supported or not opened)"
+    } else {
+        ""
+    }
+}
+
+/// A figure with its unit, as tables show it: "93.76 µs", "1.571/op", "85.8%".
+pub fn with_unit(v: f64, unit: &str) -> String {
+    match unit {
+        "" | "count" => num(v),
+        "%" => format!("{}%", num(v)),
+        "1/s" => format!("{}/s", num(v)),
+        "1/op" => format!("{}/op", num(v)),
+        u => format!("{} {u}", num(v)),
+    }
 }
 
 /// A figure for messages: 4 significant digits.
@@ -331,5 +382,17 @@ mod tests {
         assert_eq!(num(1.23456), "1.235");
         assert_eq!(num(12345.6), "12346");
         assert_eq!(num(0.0012346), "0.001235");
+        assert_eq!(with_unit(93.756, "µs"), "93.76 µs");
+        assert_eq!(with_unit(1.5, "1/op"), "1.500/op");
+        assert_eq!(with_unit(85.84, "%"), "85.84%");
+        assert_eq!(with_unit(7.0, "count"), "7.000");
+    }
+
+    #[test]
+    fn absent_figures_say_what_produces_them() {
+        assert!(why_absent("gc.pause_max").contains("--go-gc"));
+        assert!(why_absent("span.acquire.time").contains("--uprobe-span"));
+        assert!(why_absent("switches.total.per_op").contains("--workload-result"));
+        assert!(why_absent("latency.p99").contains("--workload-result"));
     }
 }

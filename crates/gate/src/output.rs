@@ -2,24 +2,24 @@
 
 use std::fmt::Write as _;
 
-use crate::{Check, Status, num};
+use crate::{Check, Status, with_unit};
 
 fn value(c: &Check) -> String {
-    c.value.map_or_else(|| "-".into(), num)
+    c.value.map_or_else(|| "-".into(), |v| with_unit(v, c.unit))
 }
 
 fn limit(c: &Check) -> String {
     let b = &c.budget;
     let mut parts = Vec::new();
     if let Some(max) = b.max {
-        parts.push(format!("≤ {}", num(max)));
+        parts.push(format!("≤ {}", with_unit(max, c.unit)));
     }
     if let Some(min) = b.min {
-        parts.push(format!("≥ {}", num(min)));
+        parts.push(format!("≥ {}", with_unit(min, c.unit)));
     }
     if let Some(r) = b.regression {
         match c.baseline {
-            Some(base) => parts.push(format!("≤ {r}% worse than {}", num(base))),
+            Some(base) => parts.push(format!("≤ {r}% worse than {}", with_unit(base, c.unit))),
             None => parts.push(format!("≤ {r}% worse than baseline")),
         }
     }
