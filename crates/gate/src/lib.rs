@@ -330,8 +330,8 @@ pub fn with_unit(v: f64, unit: &str) -> String {
 
 /// A figure for messages: 4 significant digits.
 pub fn num(v: f64) -> String {
-    if v == 0.0 {
-        return "0".into();
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        return format!("{v:.0}");
     }
     let digits = (4 - v.abs().log10().floor() as i32 - 1).clamp(0, 6) as usize;
     format!("{v:.digits$}")
@@ -385,7 +385,8 @@ mod tests {
         assert_eq!(with_unit(93.756, "µs"), "93.76 µs");
         assert_eq!(with_unit(1.5, "1/op"), "1.500/op");
         assert_eq!(with_unit(85.84, "%"), "85.84%");
-        assert_eq!(with_unit(7.0, "count"), "7.000");
+        assert_eq!(with_unit(7.0, "count"), "7");
+        assert_eq!(with_unit(1024.0, "MiB"), "1024 MiB");
     }
 
     #[test]
