@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
 # just profile [workload] [build] [seconds] — or just profile pid=N.
+#   spinlock-broker [spin|mutex|abs]   (default abs), one producer per CPU
+#   mmsg-relay [threads|mmsg]          (default mmsg), 10 rooms of 9 speakers
+#   read-state-cache [go|rust]         (default go), CAPACITY=2000000 RATE=20000 GC_INTERVAL=2s
+#   demo [mix|known|...]               the small demo target
 # Records one workload build (server under switchyard, driver on loopback), or a live process
 # until Ctrl-C, and writes reports/<name>-<time>/{run.json,index.html}; reports/latest points at
 # the newest.
@@ -29,22 +33,63 @@ case $workload in
     "$sy" record -o "$dir/run.json" -- target/release/switchyard-demo "${build:-mix}" --seconds "$seconds"
     status=0
     ;;
-  spinlock-broker)
-    build=${build:-abs}
+  spinlock-broker | mmsg-relay | read-state-cache)
+    case $workload in
+      spinlock-broker)
+        build=${build:-abs}
+        load=("$(nproc)" 2) # producers (one per CPU: contended), message size
+        what="$(nproc) producers"
+        ;;
+      mmsg-relay)
+        build=${build:-mmsg}
+        load=(9 10) # speakers per room, rooms
+        what="10 rooms of 9 speakers"
+        ;;
+      read-state-cache)
+        build=${build:-go}
+        load=("${CAPACITY:-2000000}" "${RATE:-20000}")
+        what="${load[0]} read states, ${load[1]} requests/s"
+        # A forced GC every 2 s (the Go runtime forces one every 2 min) so a short run shows one.
+        [ "$build" = go ] && export GC_INTERVAL=${GC_INTERVAL:-2s} && what+=", GC forced every $GC_INTERVAL"
+        ;;
+    esac
     dir="reports/$workload-$build-$stamp"
-    step "recording $workload ($build) under load for ${seconds} s"
-    bash scripts/run-workload.sh "$workload" "$build" "$dir" "$(nproc)" 2 "$seconds" >/dev/null
-    cat "$dir/record.out" | sed -n '/^switchyard:/,$p'
+    step "recording $workload ($build) under load for ${seconds} s: $what"
+    bash scripts/run-workload.sh "$workload" "$build" "$dir" "${load[@]}" "$seconds" >/dev/null &
+    run=$!
+    # Ctrl-C reaches the server, switchyard and the driver; the run's own script keeps what
+    # was collected and the report is still written below.
+    trap 'interrupted=1' INT
+    interrupted=
+    if [ -t 2 ]; then
+      began=$SECONDS
+      while kill -0 "$run" 2>/dev/null; do
+        printf '\r    %3d s elapsed (load runs %s s after start-up)' $((SECONDS - began)) "$seconds" >&2
+        sleep 1
+      done
+      printf '\r\033[K' >&2
+    fi
     status=0
+    wait "$run" || status=$?
+    trap - INT
+    [ -s "$dir/driver.out" ] && cat "$dir/driver.out" | grep -v '^read-state-cache-driver: prefilled' || true
+    [ -s "$dir/record.out" ] && sed -n '/^switchyard:/,$p' "$dir/record.out"
+    if [ ! -s "$dir/run.json" ]; then
+      echo "error: no run was recorded (exit $status); see $dir/record.err" >&2
+      exit 2
+    fi
+    [ -n "$interrupted" ] && status=2
     ;;
   *)
     echo "error: unknown workload '$workload'" >&2
-    echo "hint: one of spinlock-broker, demo, or pid=N" >&2
+    echo "hint: one of spinlock-broker, mmsg-relay, read-state-cache, demo, or pid=N" >&2
     exit 2
     ;;
 esac
-step "writing the report"
-"$sy" report "$dir/run.json" -o "$dir" >/dev/null
+if [ ! -s "$dir/index.html" ]; then
+  step "writing the report"
+  "$sy" report "$dir/run.json" -o "$dir" >/dev/null
+fi
 ln -sfn "$(basename "$dir")" reports/latest
 echo "report: $dir/index.html (reports/latest)"
 exit "$status"

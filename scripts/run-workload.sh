@@ -50,7 +50,7 @@ case $workload in
       go)
         # GC_INTERVAL forces a cycle that often (the runtime itself forces one every 2 min).
         server=("$bin/read-state-cache-go" --capacity "$capacity" --exit-after-idle 300 ${GC_INTERVAL:+--gc-interval "$GC_INTERVAL"})
-        record_flags=(--go-gc)
+        record_flags=(--go-gc --stack-map-size 65536)
         ;;
       rust)
         server=("$bin/read-state-cache" --capacity "$capacity" --exit-after-idle 300)
