@@ -4,7 +4,8 @@
 #     while loading and while using it: each sortable table is sorted, each flame graph is
 #     zoomed, unzoomed, searched and hovered;
 #   - each flame graph's script ran (its frames are drawn and answer clicks).
-# It writes a screenshot of the page as loaded (1400x2400; FULL_PAGE=1: the whole page).
+# It writes a screenshot of the page as loaded (1400x2400; FULL_PAGE=1: the whole page;
+# SECTION=ID: only the element with that id, e.g. SECTION=flame-offcpu).
 # Exit 0 when clean, 1 otherwise.
 #
 # usage: crates/report/check-html.sh REPORT.html [SCREENSHOT.png]
@@ -169,7 +170,22 @@ try:
                                    "awaitPromise": True})
     # The screenshot shows the page as loaded, before the checks below sort and zoom.
     shot = {"format": "png"}
-    if os.environ.get("FULL_PAGE"):
+    section = os.environ.get("SECTION")
+    if section:
+        box = page.call("Runtime.evaluate", {"expression": f"""(() => {{
+            const el = document.getElementById({json.dumps(section)});
+            if (!el) return null;
+            const r = el.getBoundingClientRect();
+            return JSON.stringify({{x: r.left + scrollX, y: r.top + scrollY, w: r.width, h: r.height}});
+        }})()""", "returnByValue": True})["result"].get("value")
+        if not box:
+            sys.exit(f"error: the report has no section with id {section!r}")
+        box = json.loads(box)
+        shot.update(captureBeyondViewport=True,
+                    clip={"x": max(box["x"] - 16, 0), "y": max(box["y"] - 16, 0),
+                          "width": min(box["w"] + 32, 1400), "height": min(box["h"] + 32, 2400),
+                          "scale": 1})
+    elif os.environ.get("FULL_PAGE"):
         size = page.call("Page.getLayoutMetrics")["cssContentSize"]
         shot.update(captureBeyondViewport=True,
                     clip={"x": 0, "y": 0, "width": 1400, "height": size["height"], "scale": 1})

@@ -138,10 +138,11 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
     let mut rows: Vec<Row> = names
         .into_iter()
         .map(|name| {
-            let pick = |side: &[std::collections::BTreeMap<String, Metric>]| {
-                let vals: Vec<f64> = side
+            let pick = |runs: &[Run], side: &[std::collections::BTreeMap<String, Metric>]| {
+                let vals: Vec<f64> = runs
                     .iter()
-                    .filter_map(|m| m.get(name).map(|x| x.value))
+                    .zip(side)
+                    .filter_map(|(run, m)| metrics::lookup(run, m, name).map(|x| x.value))
                     .collect();
                 Spread::of(&vals)
             };
@@ -151,7 +152,7 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
                 .find_map(|m| m.get(name))
                 .map(|m| (m.unit, m.better))
                 .unwrap_or(("", Better::Neither));
-            let (sa, sb) = (pick(&ma), pick(&mb));
+            let (sa, sb) = (pick(a, &ma), pick(b, &mb));
             let (delta, delta_pct, verdict) = judge(sa.as_ref(), sb.as_ref(), meta.1);
             Row {
                 name: name.clone(),

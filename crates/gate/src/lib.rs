@@ -197,8 +197,8 @@ pub fn check(budgets: &[Budget], runs: &[(String, Run)], baseline: Option<&Run>)
     for (label, run) in runs {
         let figures = metrics::extract(run);
         for b in budgets.iter().filter(|b| b.applies(run)) {
-            let absent = absent_syscall(run, &b.metric);
-            let fig = figures.get(&b.metric).or(absent.as_ref());
+            let fig = metrics::lookup(run, &figures, &b.metric);
+            let fig = fig.as_ref();
             let value = fig.map(|m| m.value);
             let base_value = base
                 .as_ref()
@@ -216,28 +216,6 @@ pub fn check(budgets: &[Budget], runs: &[(String, Run)], baseline: Option<&Run>)
         }
     }
     out
-}
-
-/// A syscall the run never made is a figure of 0, not a missing one (the kernel side saw
-/// every syscall); per-operation figures still need an operation count.
-fn absent_syscall(run: &Run, name: &str) -> Option<Metric> {
-    let counted = run.meta.collector == switchyard_model::Collector::Ebpf;
-    let per_op_ok = !name.ends_with(".per_op") || run.operations.is_some_and(|o| o > 0);
-    (counted && per_op_ok && name.starts_with("syscalls.") && metrics::is_known(name)).then_some(
-        Metric {
-            value: 0.0,
-            unit: if name.ends_with(".per_op") {
-                "1/op"
-            } else if name.ends_with(".per_s") {
-                "1/s"
-            } else if name.ends_with(".avg_us") {
-                "µs"
-            } else {
-                "count"
-            },
-            better: Better::Lower,
-        },
-    )
 }
 
 fn judge(b: &Budget, fig: Option<&Metric>, base: Option<f64>, has_baseline: bool) -> Status {

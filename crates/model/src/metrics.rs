@@ -266,6 +266,31 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
     m
 }
 
+/// The figure `name` of `run` (`figures` is `extract(run)`). A syscall the run never made is a
+/// figure of 0, not a missing one, when the kernel side saw every syscall; per-operation
+/// figures still need an operation count.
+pub fn lookup(run: &Run, figures: &BTreeMap<String, Metric>, name: &str) -> Option<Metric> {
+    if let Some(m) = figures.get(name) {
+        return Some(m.clone());
+    }
+    let counted = run.meta.collector == crate::Collector::Ebpf;
+    let per_op_ok = !name.ends_with(".per_op") || run.operations.is_some_and(|o| o > 0);
+    let unit = if name.ends_with(".per_op") {
+        "1/op"
+    } else if name.ends_with(".per_s") {
+        "1/s"
+    } else if name.ends_with(".avg_us") {
+        "µs"
+    } else {
+        "count"
+    };
+    (counted && per_op_ok && name.starts_with("syscalls.") && is_known(name)).then_some(Metric {
+        value: 0.0,
+        unit,
+        better: Better::Lower,
+    })
+}
+
 /// Figure names with a fixed spelling; `<…>` parts stand for a syscall name, a span label or a
 /// perf counter, and `[.per_s|.per_op]` for the rates of a count.
 pub const NAMES: &[&str] = &[
@@ -408,6 +433,24 @@ mod tests {
             assert!(!is_known(bad), "{bad}");
         }
         assert!(is_known("syscalls.sendmmsg.per_op") && is_known("span.acquire.time.per_op"));
+    }
+
+    #[test]
+    fn syscalls_never_made_are_zero() {
+        let mut run = crate::tests::sample_run();
+        let figures = extract(&run);
+        assert_eq!(
+            lookup(&run, &figures, "syscalls.sendto").unwrap().value,
+            0.0
+        );
+        assert!(lookup(&run, &figures, "syscalls.sendto.per_op").is_none());
+        assert!(lookup(&run, &figures, "syscalls.nosuchcall").is_none());
+        run.operations = Some(10);
+        let figures = extract(&run);
+        let m = lookup(&run, &figures, "syscalls.sendto.per_op").unwrap();
+        assert_eq!((m.value, m.unit), (0.0, "1/op"));
+        run.meta.collector = crate::Collector::Degraded;
+        assert!(lookup(&run, &figures, "syscalls.sendto").is_none());
     }
 
     #[test]
