@@ -37,12 +37,12 @@ case $workload in
     case $workload in
       spinlock-broker)
         build=${build:-abs}
-        load=("$(nproc)" 2) # producers (one per CPU: contended), message size
+        load=("" "") # run-workload's defaults: one producer per CPU (contended), 2-byte messages
         what="$(nproc) producers"
         ;;
       mmsg-relay)
         build=${build:-mmsg}
-        load=(9 10) # speakers per room, rooms
+        load=("" "") # run-workload's defaults: 9 speakers per room, 10 rooms
         what="10 rooms of 9 speakers"
         ;;
       read-state-cache)
