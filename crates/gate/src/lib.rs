@@ -312,7 +312,13 @@ pub fn num(v: f64) -> String {
         return format!("{v:.0}");
     }
     let digits = (4 - v.abs().log10().floor() as i32 - 1).clamp(0, 6) as usize;
-    format!("{v:.digits$}")
+    let s = format!("{v:.digits$}");
+    // 0.05, not 0.05000: limits are written that way in budget files.
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
 }
 
 #[cfg(test)]
@@ -361,7 +367,9 @@ mod tests {
         assert_eq!(num(12345.6), "12346");
         assert_eq!(num(0.0012346), "0.001235");
         assert_eq!(with_unit(93.756, "µs"), "93.76 µs");
-        assert_eq!(with_unit(1.5, "1/op"), "1.500/op");
+        assert_eq!(with_unit(1.5, "1/op"), "1.5/op");
+        assert_eq!(with_unit(0.05, "1/op"), "0.05/op");
+        assert_eq!(num(2.0004), "2");
         assert_eq!(with_unit(85.84, "%"), "85.84%");
         assert_eq!(with_unit(7.0, "count"), "7");
         assert_eq!(with_unit(1024.0, "MiB"), "1024 MiB");
