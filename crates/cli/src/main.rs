@@ -9,6 +9,7 @@ mod doctor;
 mod fail;
 mod gate;
 mod procfs;
+mod progress;
 mod record;
 mod report;
 mod spawn;

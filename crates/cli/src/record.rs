@@ -29,6 +29,7 @@ use crate::{
     RecordArgs,
     fail::{PRIVILEGE_HINT, hinted, out},
     procfs::{self, ThreadSample},
+    progress::Progress,
     spawn, summary,
 };
 
@@ -166,6 +167,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     );
 
     let mut collection = collection;
+    let mut progress = Progress::start(args.duration);
     let pidfd = PidFd::open(pid);
     let mut reaped: Option<spawn::Exit> = None;
     // Memory maps of the targets, so stacks symbolise after they exit: every tick for the
@@ -222,8 +224,10 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         if args.duration.is_some_and(|d| started.elapsed() >= d) {
             break EndReason::Duration;
         }
+        progress.tick(started.elapsed(), counters.as_mut());
         pidfd.wait(TICK);
     };
+    progress.finish();
     let end_mono = mono_ns()?;
     // A live target's peak RSS while it still exists; a spawned one's comes from wait4.
     let live_rss = procfs::max_rss_kb(pid);

@@ -383,10 +383,10 @@ pub fn is_known(name: &str) -> bool {
         .filter_map(|n| n.strip_suffix("[.per_s|.per_op]"))
         .filter(|base| !base.contains('<'));
     for base in families {
-        if let Some(r) = name.strip_prefix(base) {
-            if rates(r) {
-                return true;
-            }
+        if let Some(r) = name.strip_prefix(base)
+            && rates(r)
+        {
+            return true;
         }
     }
     NAMES.contains(&name)
