@@ -102,3 +102,58 @@ fn bad_budget_files_name_line_and_column() {
         assert_user_error(&out, needle);
     }
 }
+
+/// Recorded runs of the workloads (stacks dropped to keep them small), two of them regressions
+/// labelled as the build they stand in for (`AS_BUILD` in scripts/run-workload.sh):
+/// `spin-as-abs` is the pure spin lock under high contention (4 producers per CPU) reporting as
+/// abs, `threads-as-mmsg` is the relay sending one datagram per packet and destination
+/// reporting as mmsg. The project's own budget file must pass the real builds and fail these.
+fn recorded(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/gate")
+        .join(format!("{name}.json"))
+}
+
+fn gate_workloads(run: &str) -> (Option<i32>, String) {
+    let budgets = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../workloads/budgets.toml");
+    let out = Command::new(switchyard())
+        .args(["gate", "--budgets"])
+        .arg(&budgets)
+        .arg(recorded(run))
+        .output()
+        .unwrap();
+    (out.status.code(), text(&out).0)
+}
+
+fn failed_budgets(table: &str) -> Vec<String> {
+    table
+        .lines()
+        .filter(|l| l.starts_with("FAIL"))
+        .map(|l| l.split_whitespace().nth(3).unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn workload_budgets_pass_the_builds_and_fail_injected_regressions() {
+    for good in ["abs", "mmsg"] {
+        let (code, table) = gate_workloads(good);
+        assert_eq!(code, Some(0), "{good} should pass:\n{table}");
+        assert!(table.contains("0 failed"), "{table}");
+    }
+
+    let (code, table) = gate_workloads("spin-as-abs");
+    assert_eq!(code, Some(1), "{table}");
+    assert_eq!(
+        failed_budgets(&table),
+        ["span.acquire.time.per_op"],
+        "a spin lock serving as abs spends longer acquiring:\n{table}"
+    );
+
+    let (code, table) = gate_workloads("threads-as-mmsg");
+    assert_eq!(code, Some(1), "{table}");
+    assert_eq!(
+        failed_budgets(&table),
+        ["syscalls.sendto.per_op", "syscalls.total.per_op"],
+        "per-packet sends serving as mmsg:\n{table}"
+    );
+}
