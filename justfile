@@ -23,9 +23,9 @@ profile workload="spinlock-broker" build="" seconds="5": build
 compare workload a b repeats="3" seconds="3": build
     bash scripts/compare.sh {{workload}} {{a}} {{b}} {{repeats}} {{seconds}}
 
-# Gate runs on the workload budgets: just gate reports/*/run.json
-gate +runs: build
-    target/release/switchyard gate --budgets workloads/budgets.toml {{runs}}
+# Gate runs on the workload budgets (default: the latest profile): just gate reports/*/run.json
+gate *runs: build
+    target/release/switchyard gate --budgets workloads/budgets.toml {{ if runs == "" { "reports/latest/run.json" } else { runs } }}
 
 # What this host can and cannot do
 doctor: build
