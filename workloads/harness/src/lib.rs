@@ -10,7 +10,8 @@
 //! - [`DriverResult`]: the versioned file a driver writes (`format: "switchyard-driver-result"`,
 //!   `schema_version: 1`), with the serialised histogram so results can be re-read and merged.
 //! - [`parse_duration`] (`10s`, `500ms`), [`RunBound`]/[`Budget`] for `--duration | --ops`,
-//!   [`Shutdown`] for SIGINT/SIGTERM.
+//!   [`Shutdown`] for SIGINT/SIGTERM, [`connect_tcp`] and [`StartGate`] to start a driver's
+//!   connections together.
 //! - The ready handshake: a server binds port 0 by default and prints `ready <port>` on stdout
 //!   once it is listening ([`announce_ready`]); a launcher reads it ([`read_ready`]) or lets
 //!   [`ServerProcess`] spawn the server and wait for it.
@@ -22,6 +23,7 @@ mod ready;
 mod recorder;
 mod result;
 mod shutdown;
+mod start;
 mod window;
 
 pub use bound::{BoundError, Budget, RunBound};
@@ -31,4 +33,5 @@ pub use ready::{READY_PREFIX, ReadyError, announce_ready, parse_ready_line, read
 pub use recorder::{LatencyRecorder, MergeError, Percentiles, Recorder, SIGNIFICANT_DIGITS};
 pub use result::{DriverResult, FORMAT, ResultError, SCHEMA_VERSION};
 pub use shutdown::Shutdown;
+pub use start::{StartGate, connect_tcp};
 pub use window::{DEFAULT_WINDOW, Window, WindowSeries};

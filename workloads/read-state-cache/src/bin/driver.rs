@@ -32,7 +32,7 @@ use std::{
     process::ExitCode,
     str::FromStr,
     sync::{
-        Condvar, Mutex, OnceLock,
+        OnceLock,
         atomic::{AtomicBool, Ordering},
         mpsc,
     },
@@ -49,7 +49,8 @@ use read_state_cache::{
     protocol::{Key, RESPONSE_LEN, ReadState, Request, Response, STATUS_OK},
 };
 use switchyard_harness::{
-    Budget, DEFAULT_WINDOW, DriverResult, Recorder, RunBound, Shutdown, parse_duration,
+    Budget, DEFAULT_WINDOW, DriverResult, Recorder, RunBound, Shutdown, StartGate, connect_tcp,
+    parse_duration,
 };
 
 /// Load for read-state-cache: Zipf-distributed keys, a mix of ack/mention/get.
@@ -223,25 +224,7 @@ fn main() -> ExitCode {
 }
 
 fn connect(addr: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match TcpStream::connect_timeout(&addr, timeout) {
-            Ok(stream) => {
-                stream
-                    .set_nodelay(true)
-                    .context("failed to set TCP_NODELAY")?;
-                return Ok(stream);
-            }
-            Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
-            Err(e) => {
-                return Err(e).with_context(|| {
-                    format!(
-                        "failed to connect to {addr}\nhint: start `read-state-cache` (or the Go build) first; it prints `ready <port>`"
-                    )
-                });
-            }
-        }
-    }
+    connect_tcp(addr, timeout).with_context(|| format!("failed to connect to {addr}\nhint: start `read-state-cache` (or the Go build) first; it prints `ready <port>`"))
 }
 
 /// Lets this thread's sleeps end within a few microseconds of their deadline (the default
@@ -494,30 +477,6 @@ fn open_loop(
     tally.into_connection(recorder)
 }
 
-/// Holds connection threads until every one is ready, then starts them together with one
-/// start instant (the windows of their recorders line up).
-struct StartGate {
-    start: Mutex<Option<Instant>>,
-    opened: Condvar,
-}
-
-impl StartGate {
-    fn wait(&self) -> Instant {
-        let mut start = self.start.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(at) = *start {
-                return at;
-            }
-            start = self.opened.wait(start).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    fn open(&self, start: Instant) {
-        *self.start.lock().unwrap_or_else(|p| p.into_inner()) = Some(start);
-        self.opened.notify_all();
-    }
-}
-
 fn run(args: Args) -> anyhow::Result<()> {
     if !args.addr.ip().is_loopback() {
         bail!(
@@ -584,10 +543,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             }
         })
     };
-    let gate = StartGate {
-        start: Mutex::new(None),
-        opened: Condvar::new(),
-    };
+    let gate = StartGate::new();
     let budget = OnceLock::<Budget>::new();
     let (start, start_unix_ns, start_monotonic_ns, connections) =
         thread::scope(|s| -> anyhow::Result<_> {

@@ -16,7 +16,7 @@ use std::{
     net::{SocketAddr, TcpStream},
     path::PathBuf,
     process::ExitCode,
-    sync::{Condvar, Mutex, OnceLock},
+    sync::OnceLock,
     thread,
     time::{Duration, Instant},
 };
@@ -28,7 +28,8 @@ use spinlock_broker::{
     protocol::{ACK_ERROR, encode_frame, read_ack},
 };
 use switchyard_harness::{
-    Budget, DEFAULT_WINDOW, DriverResult, Recorder, RunBound, Shutdown, parse_duration,
+    Budget, DEFAULT_WINDOW, DriverResult, Recorder, RunBound, Shutdown, StartGate, connect_tcp,
+    parse_duration,
 };
 
 /// Closed-loop producers for spinlock-broker.
@@ -75,25 +76,7 @@ fn main() -> ExitCode {
 }
 
 fn connect(addr: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match TcpStream::connect_timeout(&addr, timeout) {
-            Ok(stream) => {
-                stream
-                    .set_nodelay(true)
-                    .context("failed to set TCP_NODELAY")?;
-                return Ok(stream);
-            }
-            Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
-            Err(e) => {
-                return Err(e).with_context(|| {
-                    format!(
-                        "failed to connect to {addr}\nhint: start `spinlock-broker --lock …` first; it prints `ready <port>`"
-                    )
-                });
-            }
-        }
-    }
+    connect_tcp(addr, timeout).with_context(|| format!("failed to connect to {addr}\nhint: start `spinlock-broker --lock …` first; it prints `ready <port>`"))
 }
 
 /// What one producer thread brings back.
@@ -135,30 +118,6 @@ fn produce(
     }
 }
 
-/// Holds producers until every one is connected, then starts them together with one start
-/// instant (the windows of their recorders line up).
-struct StartGate {
-    start: Mutex<Option<Instant>>,
-    opened: Condvar,
-}
-
-impl StartGate {
-    fn wait(&self) -> Instant {
-        let mut start = self.start.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(at) = *start {
-                return at;
-            }
-            start = self.opened.wait(start).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    fn open(&self, start: Instant) {
-        *self.start.lock().unwrap_or_else(|p| p.into_inner()) = Some(start);
-        self.opened.notify_all();
-    }
-}
-
 fn run(args: Args) -> anyhow::Result<()> {
     if !args.addr.ip().is_loopback() {
         bail!(
@@ -180,10 +139,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         .map(|_| connect(args.addr, args.connect_timeout))
         .collect::<anyhow::Result<Vec<_>>>()?;
 
-    let gate = StartGate {
-        start: Mutex::new(None),
-        opened: Condvar::new(),
-    };
+    let gate = StartGate::new();
     let budget = OnceLock::<Budget>::new();
     let (start, producers) = thread::scope(|s| -> anyhow::Result<_> {
         let mut handles = Vec::new();
