@@ -224,7 +224,9 @@ fn main() -> ExitCode {
 }
 
 fn connect(addr: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
-    connect_tcp(addr, timeout).with_context(|| format!("failed to connect to {addr}\nhint: start `read-state-cache` (or the Go build) first; it prints `ready <port>`"))
+    connect_tcp(addr, timeout).map_err(|e| {
+        anyhow::anyhow!("failed to connect to {addr}: {e}\nhint: start `read-state-cache` (or the Go build) first; it prints `ready <port>`")
+    })
 }
 
 /// Lets this thread's sleeps end within a few microseconds of their deadline (the default

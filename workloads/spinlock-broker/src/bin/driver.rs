@@ -76,7 +76,9 @@ fn main() -> ExitCode {
 }
 
 fn connect(addr: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
-    connect_tcp(addr, timeout).with_context(|| format!("failed to connect to {addr}\nhint: start `spinlock-broker --lock …` first; it prints `ready <port>`"))
+    connect_tcp(addr, timeout).map_err(|e| {
+        anyhow::anyhow!("failed to connect to {addr}: {e}\nhint: start `spinlock-broker --lock …` first; it prints `ready <port>`")
+    })
 }
 
 /// What one producer thread brings back.
