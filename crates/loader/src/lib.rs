@@ -631,6 +631,24 @@ impl Probes {
 }
 
 /// A load failure with a verifier log becomes `Verifier`, so its log is shown once, apart.
+/// The program `name` of the object as its kind `P` (not loaded yet).
+fn program<'a, P>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut P, Error>
+where
+    &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or(Error::MissingProgram(name))?
+        .try_into()
+        .map_err(program_error(name))
+}
+
+fn program_error(name: &'static str) -> impl FnOnce(aya::programs::ProgramError) -> Error {
+    move |source| Error::Program {
+        name,
+        source: Box::new(source),
+    }
+}
+
 fn load_error(name: &'static str, source: aya::programs::ProgramError) -> Error {
     match source {
         aya::programs::ProgramError::LoadError {
@@ -661,14 +679,7 @@ fn comm_string(words: [u64; 2]) -> String {
 /// the binary lacks (another Go version) is reported, not an error; none at all is.
 fn attach_go_gc(ebpf: &mut Ebpf, binary: &std::path::Path) -> Result<Vec<(String, bool)>, Error> {
     let name = programs::GO_GC;
-    let program: &mut UProbe = ebpf
-        .program_mut(name)
-        .ok_or(Error::MissingProgram(name))?
-        .try_into()
-        .map_err(|source| Error::Program {
-            name,
-            source: Box::new(source),
-        })?;
+    let program: &mut UProbe = program(ebpf, name)?;
     program.load().map_err(|source| load_error(name, source))?;
     let mut found = Vec::new();
     for (kind, symbol) in gc::SYMBOLS {
@@ -693,14 +704,7 @@ fn attach_go_gc(ebpf: &mut Ebpf, binary: &std::path::Path) -> Result<Vec<(String
 /// Entry and return probes on every span's symbol; the cookie is the span's index.
 fn attach_spans(ebpf: &mut Ebpf, spans: &[Span]) -> Result<(), Error> {
     for name in [programs::SPAN_ENTER, programs::SPAN_EXIT] {
-        let program: &mut UProbe = ebpf
-            .program_mut(name)
-            .ok_or(Error::MissingProgram(name))?
-            .try_into()
-            .map_err(|source| Error::Program {
-                name,
-                source: Box::new(source),
-            })?;
+        let program: &mut UProbe = program(ebpf, name)?;
         program.load().map_err(|source| load_error(name, source))?;
         for (i, span) in spans.iter().enumerate() {
             program
@@ -726,14 +730,7 @@ fn attach_spans(ebpf: &mut Ebpf, spans: &[Span]) -> Result<(), Error> {
 /// filters the target), as `perf record -F hz -a` would.
 fn attach_oncpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), Error> {
     let name = programs::ONCPU;
-    let program: &mut PerfEvent = ebpf
-        .program_mut(name)
-        .ok_or(Error::MissingProgram(name))?
-        .try_into()
-        .map_err(|source| Error::Program {
-            name,
-            source: Box::new(source),
-        })?;
+    let program: &mut PerfEvent = program(ebpf, name)?;
     program.load().map_err(|source| load_error(name, source))?;
     let cpus = aya::util::online_cpus().map_err(|(_, e)| Error::Cpus(e))?;
     for cpu in cpus {
@@ -744,10 +741,7 @@ fn attach_oncpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), Error> {
                 SamplePolicy::Frequency(hz),
                 false,
             )
-            .map_err(|source| Error::Program {
-                name,
-                source: Box::new(source),
-            })?;
+            .map_err(program_error(name))?;
     }
     Ok(())
 }
@@ -769,37 +763,17 @@ fn attach_tracepoint(
     category: &str,
     event: &str,
 ) -> Result<(), Error> {
-    let program: &mut TracePoint = ebpf
-        .program_mut(name)
-        .ok_or(Error::MissingProgram(name))?
-        .try_into()
-        .map_err(|source| Error::Program {
-            name,
-            source: Box::new(source),
-        })?;
+    let program: &mut TracePoint = program(ebpf, name)?;
     program.load().map_err(|source| load_error(name, source))?;
     program
         .attach(category, event)
-        .map_err(|source| Error::Program {
-            name,
-            source: Box::new(source),
-        })?;
+        .map_err(program_error(name))?;
     Ok(())
 }
 
 fn attach_raw(ebpf: &mut Ebpf, name: &'static str, event: &str) -> Result<(), Error> {
-    let program: &mut RawTracePoint = ebpf
-        .program_mut(name)
-        .ok_or(Error::MissingProgram(name))?
-        .try_into()
-        .map_err(|source| Error::Program {
-            name,
-            source: Box::new(source),
-        })?;
+    let program: &mut RawTracePoint = program(ebpf, name)?;
     program.load().map_err(|source| load_error(name, source))?;
-    program.attach(event).map_err(|source| Error::Program {
-        name,
-        source: Box::new(source),
-    })?;
+    program.attach(event).map_err(program_error(name))?;
     Ok(())
 }
