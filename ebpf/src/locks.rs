@@ -9,9 +9,7 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray},
     programs::{ProbeContext, RetProbeContext, TracePointContext},
 };
-use switchyard_common::{
-    FutexKey, FutexStats, HIST_BUCKETS, MAX_SPANS, WaitStats, drops, log2_bucket, tp,
-};
+use switchyard_common::{FutexKey, FutexStats, MAX_SPANS, WaitStats, drops, tp};
 
 use crate::{
     shared::{drop_event, inflight_mask, is_target},
@@ -44,16 +42,7 @@ const EAGAIN: i64 = 11;
 #[inline(always)]
 fn record(stats: *mut WaitStats, took: u64) {
     // SAFETY: a per-CPU slot.
-    let s = unsafe { &mut *stats };
-    s.count += 1;
-    s.total_ns += took;
-    if took > s.max_ns {
-        s.max_ns = took;
-    }
-    let b = log2_bucket(took);
-    if b < HIST_BUCKETS {
-        s.hist[b] += 1;
-    }
+    unsafe { &mut *stats }.add(took);
 }
 
 /// Called by `sys_exit` for a futex wait that began at `ts`.

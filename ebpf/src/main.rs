@@ -10,6 +10,10 @@
     internal_features,
     reason = "atomic_xadd is the only atomic add that lowers to BPF XADD"
 )]
+#![allow(
+    clippy::needless_borrows_for_generic_args,
+    reason = "map keys and values go by reference so they are not copied again on the 512-byte BPF stack"
+)]
 
 mod follow;
 mod gc;

@@ -11,8 +11,7 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 use switchyard_common::{
-    ErrnoKey, HIST_BUCKETS, InFlight, MAX_ERRNOS, MAX_SYSCALLS, SyscallStackKey, SyscallStats,
-    drops, log2_bucket,
+    ErrnoKey, InFlight, MAX_ERRNOS, MAX_SYSCALLS, SyscallStackKey, SyscallStats, drops,
 };
 
 use crate::{
@@ -196,15 +195,7 @@ fn try_sys_exit(ctx: &RawTracePointContext) {
     let Some(s) = stats(nr) else { return };
     // SAFETY: a per-CPU slot.
     let s = unsafe { &mut *s };
-    s.count += 1;
-    s.total_ns += took;
-    if took > s.max_ns {
-        s.max_ns = took;
-    }
-    let b = log2_bucket(took);
-    if b < HIST_BUCKETS {
-        s.hist[b] += 1;
-    }
+    s.add(took);
     if (-MAX_ERRNO..0).contains(&ret) {
         s.errors += 1;
         count_errno(nr as u32, (-ret) as u32);

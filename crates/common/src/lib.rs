@@ -174,6 +174,27 @@ pub fn log2_bucket(v: u64) -> usize {
     }
 }
 
+/// Adds one duration to a count, a total, a maximum and a log2 histogram (the kernel side's
+/// syscall and wait statistics share this update).
+#[inline(always)]
+pub fn add_timing(
+    count: &mut u64,
+    total_ns: &mut u64,
+    max_ns: &mut u64,
+    hist: &mut [u64; HIST_BUCKETS],
+    ns: u64,
+) {
+    *count += 1;
+    *total_ns += ns;
+    if ns > *max_ns {
+        *max_ns = ns;
+    }
+    let b = log2_bucket(ns);
+    if b < HIST_BUCKETS {
+        hist[b] += 1;
+    }
+}
+
 /// Per syscall number: aggregated in a per-CPU array, summed in user space.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -185,6 +206,19 @@ pub struct SyscallStats {
     pub hist: [u64; HIST_BUCKETS],
 }
 const _: () = assert!(core::mem::size_of::<SyscallStats>() == 32 + 8 * HIST_BUCKETS);
+
+impl SyscallStats {
+    #[inline(always)]
+    pub fn add(&mut self, ns: u64) {
+        add_timing(
+            &mut self.count,
+            &mut self.total_ns,
+            &mut self.max_ns,
+            &mut self.hist,
+            ns,
+        );
+    }
+}
 
 /// The syscall a thread is inside, keyed by tid.
 #[repr(C)]
@@ -236,6 +270,19 @@ pub struct WaitStats {
     pub hist: [u64; HIST_BUCKETS],
 }
 const _: () = assert!(core::mem::size_of::<WaitStats>() == 40 + 8 * HIST_BUCKETS);
+
+impl WaitStats {
+    #[inline(always)]
+    pub fn add(&mut self, ns: u64) {
+        add_timing(
+            &mut self.count,
+            &mut self.total_ns,
+            &mut self.max_ns,
+            &mut self.hist,
+            ns,
+        );
+    }
+}
 
 /// Go runtime GC events, entry-only uprobes (return probes crash Go: it moves stacks). The
 /// uprobe's cookie is the kind.
@@ -451,5 +498,22 @@ mod tests {
         for i in 0..HIST_BUCKETS as u32 {
             assert_eq!(log2_bucket(1u64 << i), i as usize);
         }
+    }
+
+    #[test]
+    fn timings_add_up() {
+        let mut s = WaitStats {
+            count: 0,
+            total_ns: 0,
+            max_ns: 0,
+            timeouts: 0,
+            eagain: 0,
+            hist: [0; HIST_BUCKETS],
+        };
+        for ns in [3, 1000, 2] {
+            s.add(ns);
+        }
+        assert_eq!((s.count, s.total_ns, s.max_ns), (3, 1005, 1000));
+        assert_eq!((s.hist[1], s.hist[9]), (2, 1));
     }
 }
