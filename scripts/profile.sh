@@ -24,7 +24,10 @@ case $workload in
     step "recording pid $pid until Ctrl-C (or it exits)"
     status=0
     "$sy" record --pid "$pid" -o "$dir/run.json" || status=$?
-    [ -s "$dir/run.json" ] || exit "$status"
+    if [ ! -s "$dir/run.json" ]; then
+      rm -rf "$dir"
+      exit "$status"
+    fi
     ;;
   demo)
     dir="reports/demo-${build:-mix}-$stamp"
@@ -37,20 +40,31 @@ case $workload in
     case $workload in
       spinlock-broker)
         build=${build:-abs}
+        builds="spin mutex abs"
         load=("" "") # run-workload's defaults: one producer per CPU (contended), 2-byte messages
         what="$(nproc) producers"
         ;;
       mmsg-relay)
         build=${build:-mmsg}
+        builds="threads mmsg"
         load=("" "") # run-workload's defaults: 9 speakers per room, 10 rooms
         what="10 rooms of 9 speakers"
         ;;
       read-state-cache)
         build=${build:-go}
+        builds="go rust"
         load=("${CAPACITY:-2000000}" "${RATE:-20000}")
         what="${load[0]} read states, ${load[1]} requests/s"
         # A forced GC every 2 s (the Go runtime forces one every 2 min) so a short run shows one.
         [ "$build" = go ] && export GC_INTERVAL=${GC_INTERVAL:-2s} && what+=", GC forced every $GC_INTERVAL"
+        ;;
+    esac
+    case " $builds " in
+      *" $build "*) ;;
+      *)
+        echo "error: $workload has no build '$build'" >&2
+        echo "hint: one of: ${builds// /, } (just profile $workload ${builds%% *})" >&2
+        exit 2
         ;;
     esac
     dir="reports/$workload-$build-$stamp"
