@@ -32,6 +32,9 @@ BT_HIST='tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @s[tid] = nsecs; }
 tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @h[args->id] = hist(nsecs - @s[tid]); @c[args->id] = count(); delete(@s[tid]); }'
 BT_EMPTY='tracepoint:raw_syscalls:sys_enter /pid == cpid/ { } tracepoint:raw_syscalls:sys_exit /pid == cpid/ { }'
 BT_SWITCH='tracepoint:sched:sched_switch /pid == cpid/ { @[tid, args->prev_state] = count(); }'
+# The stacks switchyard takes by default: kernel and user stack at switch-out, and the waker's.
+BT_STACKS='tracepoint:sched:sched_switch /pid == cpid/ { @out[kstack, ustack] = count(); }
+tracepoint:sched:sched_wakeup /pid == cpid/ { @waker[kstack, ustack] = count(); }'
 
 run_syscalls() { # mode → ns per getppid
   local cmd=("$(command -v taskset)" -c "$CPU" "$PWD/$DEMO" getppid-loop --count "$CALLS")
@@ -52,6 +55,7 @@ run_switches() { # mode → ns per round trip (2 switches), both threads pinned 
     switchyard) "$SY" record --no-stacks -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
     switchyard-stacks) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
     bpftrace-count) bpftrace -e "$BT_SWITCH" -c "${cmd[*]}" 2>/dev/null ;;
+    bpftrace-stacks) bpftrace -e "$BT_STACKS" -c "${cmd[*]}" 2>/dev/null ;;
   esac | field ns_per_round_trip
 }
 
@@ -62,7 +66,7 @@ for ((i = 0; i < REPEATS; i++)); do
   for m in untraced switchyard switchyard-stacks bpftrace-empty bpftrace-count bpftrace-hist; do
     sc[$m]+="$(run_syscalls "$m") "
   done
-  for m in untraced switchyard switchyard-stacks bpftrace-count; do
+  for m in untraced switchyard switchyard-stacks bpftrace-count bpftrace-stacks; do
     sw[$m]+="$(run_switches "$m") "
   done
 done
@@ -86,13 +90,14 @@ done
 printf '\nper context switch (pipe ping-pong pinned to CPU %s, %s round trips = 2 switches each, median of %s)\n' "$CPU" "$ROUNDS" "$REPEATS"
 printf '  %-50s %10s %10s %8s\n' configuration "ns/switch" "added ns" "× base"
 base=$(median ${sw[untraced]})
-for m in untraced switchyard switchyard-stacks bpftrace-count; do
+for m in untraced switchyard switchyard-stacks bpftrace-count bpftrace-stacks; do
   v=$(median ${sw[$m]})
   case $m in
     untraced) label="untraced" ;;
     switchyard) label="switchyard --no-stacks (switches, on/off-CPU)" ;;
     switchyard-stacks) label="switchyard (+ off-CPU and wakeup stacks)" ;;
     bpftrace-count) label="bpftrace: count switches by thread/state" ;;
+    bpftrace-stacks) label="bpftrace: the same stacks (switch-out, waker)" ;;
   esac
   python3 -c 'import sys; v,b=float(sys.argv[1])/2,float(sys.argv[2])/2; print("  %-50s %10.1f %10.1f %8.2f" % (sys.argv[3], v, v-b, v/b))' "$v" "$base" "$label"
 done
