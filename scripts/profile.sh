@@ -54,7 +54,7 @@ case $workload in
         build=${build:-go}
         builds="go rust"
         load=("${CAPACITY:-2000000}" "${RATE:-20000}")
-        what="${load[0]} read states, ${load[1]} requests/s"
+        what="${load[0]} read states (filled before recording), ${load[1]} requests/s"
         # A forced GC every 2 s (the Go runtime forces one every 2 min) so a short run shows one.
         [ "$build" = go ] && export GC_INTERVAL=${GC_INTERVAL:-2s} && what+=", GC forced every $GC_INTERVAL"
         ;;

@@ -52,28 +52,53 @@ case $workload in
     case $build in
       go)
         # GC_INTERVAL forces a cycle that often (the runtime itself forces one every 2 min).
-        server=("$bin/read-state-cache-go" --capacity "$capacity" --exit-after-idle 300 ${GC_INTERVAL:+--gc-interval "$GC_INTERVAL"})
+        server=("$bin/read-state-cache-go" --capacity "$capacity" ${GC_INTERVAL:+--gc-interval "$GC_INTERVAL"})
         record_flags=(--go-gc --stack-map-size 65536)
         ;;
       rust)
-        server=("$bin/read-state-cache" --capacity "$capacity" --exit-after-idle 300)
+        server=("$bin/read-state-cache" --capacity "$capacity")
         record_flags=()
         ;;
       *) echo "error: unknown build '$build' (go, rust)" >&2; exit 2 ;;
     esac
+    # Filling the cache (millions of inserts, and the Go heap growing to hold them) is set-up,
+    # not the story: the server starts on its own, the cache is filled, and only then does
+    # switchyard attach (--pid) for the steady state the driver measures.
+    attach=after-prefill
+    prefill() { "$bin/read-state-cache-driver" --addr "127.0.0.1:$1" --connections 4 \
+      --channels-per-user 4 --prefill-only --capacity "$capacity"; }
     driver() { "$bin/read-state-cache-driver" --addr "127.0.0.1:$1" --rate "$rate" --connections 4 \
-      --duration "${seconds}s" --users 1000000 --channels-per-user 4 --zipf 1.1 --prefill \
+      --duration "${seconds}s" --users 1000000 --channels-per-user 4 --zipf 1.1 \
       --capacity "$capacity" --build "${AS_BUILD:-$build}" --out "$out/result.json"; }
     ;;
   *) echo "error: unknown workload '$workload' (spinlock-broker, mmsg-relay, read-state-cache)" >&2; exit 2 ;;
 esac
 
+# Run in the background (`record … &`): exec, so that $! is switchyard itself and a SIGINT sent
+# to it reaches it rather than a subshell.
+record() {
+  exec "$sy" record ${record_flags[@]+"${record_flags[@]}"} --workload-result "$out/result.json" \
+    -o "$out/run.json" "$@"
+}
+
 # The server announces `ready <port>` on stdout once it listens.
 fifo=$(mktemp -u)
 mkfifo "$fifo"
-"$sy" record ${record_flags[@]+"${record_flags[@]}"} --workload-result "$out/result.json" -o "$out/run.json" \
-  -- "${server[@]}" >"$fifo" 2>"$out/record.err" &
-rec=$!
+if [ "${attach:-spawn}" = spawn ]; then
+  # Spawned under switchyard: recorded from exec; it exits once the driver has gone.
+  record -- "${server[@]}" >"$fifo" 2>"$out/record.err" &
+  rec=$!
+  stop() { kill -INT "$rec" 2>/dev/null || true; wait "$rec" 2>/dev/null || true; }
+else
+  "${server[@]}" >"$fifo" 2>"$out/server.err" &
+  server_pid=$!
+  rec=
+  stop() {
+    [ -n "$rec" ] && { kill -INT "$rec" 2>/dev/null || true; wait "$rec" 2>/dev/null || true; }
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  }
+fi
 exec 3<"$fifo"
 rm -f "$fifo"
 port=
@@ -81,22 +106,53 @@ while IFS= read -r -t 30 line <&3; do
   case $line in ready\ *) port=${line#ready }; break ;; esac
 done
 if [ -z "$port" ]; then
-  echo "error: $workload did not become ready; see $out/record.err" >&2
-  kill "$rec" 2>/dev/null || true
+  echo "error: $workload did not become ready; see $out/record.err or $out/server.err" >&2
+  stop
   exit 2
 fi
-# Keep draining the server's and switchyard's stdout into a file.
-cat <&3 >"$out/record.out" &
+if [ "${attach:-spawn}" = spawn ]; then
+  # Keep draining the server's and switchyard's stdout into a file.
+  cat <&3 >"$out/record.out" &
+else
+  cat <&3 >"$out/server.out" &
+  if ! prefill "$port" >"$out/prefill.out" 2>&1; then
+    echo "error: filling the $workload failed; see $out/prefill.out" >&2
+    tail -n 3 "$out/prefill.out" >&2
+    stop
+    exit 2
+  fi
+  record --pid "$server_pid" >"$out/record.out" 2>"$out/record.err" &
+  rec=$!
+  # Attached once switchyard says it is recording (loading the probes takes a second or two).
+  for _ in $(seq 600); do
+    grep -q '^switchyard: recording pid' "$out/record.err" 2>/dev/null && break
+    if ! kill -0 "$rec" 2>/dev/null; then
+      echo "error: switchyard record could not attach; see $out/record.err" >&2
+      cat "$out/record.err" >&2
+      rec=
+      stop
+      exit 2
+    fi
+    sleep 0.1
+  done
+fi
 drain=$!
 if ! driver "$port" >"$out/driver.out" 2>&1; then
   echo "error: the $workload driver failed; see $out/driver.out" >&2
   tail -n 3 "$out/driver.out" >&2
-  kill -INT "$rec" 2>/dev/null || true
-  wait "$rec" 2>/dev/null || true
+  stop
   exit 2
 fi
 status=0
-wait "$rec" || status=$?
+if [ "${attach:-spawn}" = spawn ]; then
+  wait "$rec" || status=$?
+else
+  # The recording of a live process ends on Ctrl-C (exit 0); then the server is stopped.
+  kill -INT "$rec" 2>/dev/null || true
+  wait "$rec" || status=$?
+  rec=
+  stop
+fi
 wait "$drain" || true
 if [ "$status" -ne 0 ]; then
   echo "error: switchyard record exited $status; see $out/record.err" >&2

@@ -139,6 +139,59 @@ fn closed_loop_with_prefill() {
     }
 }
 
+/// `--prefill-only` fills the cache and leaves: no measured run, no result file; a second
+/// driver (the one a profiler watches) then finds every prefilled key already cached.
+#[test]
+fn prefill_only_then_a_measured_run() {
+    for server in servers() {
+        let b = server.build;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = server.start_in(
+            &dir.path().join("data"),
+            &["--capacity", "3000", "--flush-interval", "200ms"],
+        );
+        let addr = p.addr().to_string();
+        let filled = Command::new(DRIVER)
+            .args([
+                "--addr",
+                &addr,
+                "--connections",
+                "2",
+                "--channels-per-user",
+                "4",
+            ])
+            .args(["--prefill-only", "--capacity", "3000"])
+            .output()
+            .expect("driver runs");
+        let err = String::from_utf8_lossy(&filled.stderr);
+        assert!(filled.status.success(), "{b}: {err}");
+        assert!(err.contains("prefilled 3000 keys"), "{b}: {err}");
+        assert!(filled.stdout.is_empty(), "{b}: no result line");
+
+        // Gets of users 1..=750 (the prefilled keys, 4 channels each): all hits.
+        let out = dir.path().join("result.json");
+        let measured = Command::new(DRIVER)
+            .args(["--addr", &addr, "--build", b, "--connections", "2"])
+            .args(["--users", "750", "--channels-per-user", "4", "--zipf", "0"])
+            .args(["--mix", "get:1", "--ops", "500", "--out"])
+            .arg(&out)
+            .output()
+            .expect("driver runs");
+        assert!(
+            measured.status.success(),
+            "{b}: {}",
+            String::from_utf8_lossy(&measured.stderr)
+        );
+        let r = DriverResult::read(&out).expect("driver result");
+        assert_eq!(r.operations, 500, "{b}");
+        assert_eq!(r.parameters["prefill"], 0, "{b}");
+        let s = support::stop(p);
+        assert_eq!(s["requests"], 3500, "{b}: {s}");
+        assert_eq!(s["misses"], 3000, "{b}: only the prefill missed: {s}");
+        assert_eq!(s["hits"], 500, "{b}: {s}");
+    }
+}
+
 #[test]
 fn fixed_rate_with_an_operation_count() {
     for server in servers() {
@@ -196,6 +249,11 @@ fn driver_refuses_bad_flags_and_a_missing_server() {
     let (code, err) = driver(&["--addr", "127.0.0.1:9", "--prefill"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--capacity"), "{err}");
+
+    // --prefill-only makes no result: --out is refused with it.
+    let (code, err) = driver(&["--addr", "127.0.0.1:9", "--prefill-only", "--capacity", "9"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--out"), "{err}");
 
     // A port nothing listens on (bound, then released).
     let port = std::net::TcpListener::bind("127.0.0.1:0")

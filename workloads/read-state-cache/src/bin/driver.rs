@@ -6,6 +6,7 @@
 //!                         [--zipf 1.1] [--mix ack:40,mention:30,get:30]
 //!                         [--prefill --capacity N] --out result.json [--build go|rust]
 //!                         [--window 100ms] [--seed 1] [--connect-timeout 5s]
+//! read-state-cache-driver --addr 127.0.0.1:PORT --prefill-only --capacity N
 //! ```
 //!
 //! One connection per `--connections`. Users are drawn from a Zipf
@@ -21,7 +22,8 @@
 //!
 //! `--prefill` first `get`s the first `--capacity` keys (users 1, 2, … with all their
 //! channels), pipelined and unmeasured: each is a miss that inserts a clean entry, so the
-//! cache is full before the measured run. The result is a `switchyard-harness` driver result
+//! cache is full before the measured run; `--prefill-only` does just that and exits, so the
+//! fill can happen before a profiler attaches. The result is a `switchyard-harness` driver result
 //! (workload `read-state-cache`).
 
 use std::{
@@ -87,12 +89,16 @@ struct Args {
     /// Fill the cache first: get the first --capacity keys (unmeasured).
     #[arg(long, requires = "capacity")]
     prefill: bool,
+    /// Only fill the cache, then exit (no measured run, no result): a profiler can then attach
+    /// to the server for the steady state alone.
+    #[arg(long, requires = "capacity", conflicts_with_all = ["prefill", "duration", "ops", "out"])]
+    prefill_only: bool,
     /// The server's --capacity (distinct keys --prefill touches).
     #[arg(long)]
     capacity: Option<u64>,
     /// Where to write the driver result (JSON).
-    #[arg(long)]
-    out: PathBuf,
+    #[arg(long, required_unless_present = "prefill_only")]
+    out: Option<PathBuf>,
     /// The server's build, recorded in the result (go, rust).
     #[arg(long, default_value = "unspecified")]
     build: String,
@@ -506,7 +512,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         .map(|_| connect(args.addr, args.connect_timeout))
         .collect::<anyhow::Result<Vec<_>>>()?;
 
-    let prefilled = match (args.prefill, args.capacity) {
+    let prefilled = match (args.prefill || args.prefill_only, args.capacity) {
         (true, Some(capacity)) => {
             let began = Instant::now();
             let step = u64::from(args.connections);
@@ -534,6 +540,12 @@ fn run(args: Args) -> anyhow::Result<()> {
             sent
         }
         _ => 0,
+    };
+    if args.prefill_only {
+        return Ok(());
+    }
+    let Some(out_path) = args.out.as_deref() else {
+        bail!("--out is required for a measured run");
     };
 
     let schedule = |i: u32| {
@@ -659,7 +671,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         errors,
         end - start,
     )?;
-    result.write(&args.out)?;
+    result.write(out_path)?;
 
     let p = result.latency_ns;
     let worst = result.windows.iter().max_by_key(|w| w.max_ns);
@@ -679,7 +691,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             " (in the window at {:.1} s)",
             w.start_ms as f64 / 1e3
         )),
-        args.out.display()
+        out_path.display()
     );
     let mut out = io::stdout().lock();
     match writeln!(out, "{line}") {
