@@ -207,19 +207,6 @@ pub struct SyscallStats {
 }
 const _: () = assert!(core::mem::size_of::<SyscallStats>() == 32 + 8 * HIST_BUCKETS);
 
-impl SyscallStats {
-    #[inline(always)]
-    pub fn add(&mut self, ns: u64) {
-        add_timing(
-            &mut self.count,
-            &mut self.total_ns,
-            &mut self.max_ns,
-            &mut self.hist,
-            ns,
-        );
-    }
-}
-
 /// The syscall a thread is inside, keyed by tid.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -271,18 +258,25 @@ pub struct WaitStats {
 }
 const _: () = assert!(core::mem::size_of::<WaitStats>() == 40 + 8 * HIST_BUCKETS);
 
-impl WaitStats {
-    #[inline(always)]
-    pub fn add(&mut self, ns: u64) {
-        add_timing(
-            &mut self.count,
-            &mut self.total_ns,
-            &mut self.max_ns,
-            &mut self.hist,
-            ns,
-        );
-    }
+/// `add(ns)` on the statistics that time something: one duration into count, total, maximum
+/// and histogram.
+macro_rules! timed {
+    ($($t:ty),*) => {$(
+        impl $t {
+            #[inline(always)]
+            pub fn add(&mut self, ns: u64) {
+                add_timing(
+                    &mut self.count,
+                    &mut self.total_ns,
+                    &mut self.max_ns,
+                    &mut self.hist,
+                    ns,
+                );
+            }
+        }
+    )*};
 }
+timed!(SyscallStats, WaitStats);
 
 /// Go runtime GC events, entry-only uprobes (return probes crash Go: it moves stacks). The
 /// uprobe's cookie is the kind.
