@@ -15,8 +15,8 @@ build: setup
     cargo build --release --bins
     GOTOOLCHAIN=local go build -C workloads/read-state-cache/go -o "$PWD/target/release/read-state-cache-go" .
 
-# Profile a workload build under load (default: the spin-lock broker, abs), or `just profile pid=N`
-profile workload="spinlock-broker" build="" seconds="5": build
+# Profile a workload build under load (default: the spin-lock broker, abs, 5 s), or `just profile pid=N [seconds]`
+profile workload="spinlock-broker" build="" seconds="": build
     bash scripts/profile.sh {{workload}} "{{build}}" {{seconds}}
 
 # Compare two builds of a workload: just compare spinlock-broker mutex abs [repeats] [seconds]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# just profile [workload] [build] [seconds] — or just profile pid=N.
+# just profile [workload] [build] [seconds] — or just profile pid=N [seconds].
 #   spinlock-broker [spin|mutex|abs]   (default abs), one producer per CPU
 #   mmsg-relay [threads|mmsg]          (default mmsg), 10 rooms of 9 speakers
 #   read-state-cache [go|rust]         (default go), CAPACITY=2000000 RATE=20000 GC_INTERVAL=2s
@@ -11,7 +11,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 workload=${1:-spinlock-broker}
 build=${2:-}
-seconds=${3:-5}
+seconds=${3:-}
+# `just profile pid=N SECONDS`: a live process has no build, so the second word is the time.
+case $workload in
+  pid=*) [ -z "$seconds" ] && seconds=$build && build= ;;
+  *) seconds=${seconds:-5} ;;
+esac
 sy=target/release/switchyard
 stamp=$(date +%Y%m%d-%H%M%S)
 step() { printf '==> %s\n' "$*" >&2; }
@@ -21,9 +26,15 @@ case $workload in
     pid=${workload#pid=}
     dir="reports/pid-$pid-$stamp"
     mkdir -p "$dir"
-    step "recording pid $pid until Ctrl-C (or it exits)"
+    if [ -n "$seconds" ]; then
+      step "recording pid $pid for $seconds s (or until it exits)"
+      duration=(--duration "${seconds}s")
+    else
+      step "recording pid $pid until Ctrl-C (or until it exits)"
+      duration=()
+    fi
     status=0
-    "$sy" record --pid "$pid" -o "$dir/run.json" || status=$?
+    "$sy" record --pid "$pid" ${duration[@]+"${duration[@]}"} -o "$dir/run.json" || status=$?
     if [ ! -s "$dir/run.json" ]; then
       rm -rf "$dir"
       exit "$status"
