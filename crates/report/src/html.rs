@@ -336,7 +336,8 @@ fn counter_value(c: &Counter) -> String {
     match c.value {
         Some(v) if c.name == "task-clock" => ns(v),
         Some(v) => thousands(v),
-        None => not_available("not supported"),
+        // Why is in the note column ("not supported", "needs kernel-mode counting", …).
+        None => not_available("unavailable"),
     }
 }
 

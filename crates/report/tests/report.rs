@@ -372,14 +372,16 @@ fn empty_profiles_say_no_samples() {
         assert_eq!(folded(&data("degraded"), kind).unwrap(), "");
         assert!(flamegraph(&data("degraded"), kind).unwrap().is_none());
     }
-    // A perf counter the host lacks reads "not supported", never 0.
+    // A counter that could not be read is "unavailable" with the reason beside it, never 0.
     let counters = &page[page.find("<table class=\"data counters\">").unwrap()..];
     let row = counters
         .lines()
         .find(|l| l.contains("<td>context-switches</td>"))
         .unwrap();
     assert!(
-        row.contains("not supported") && !row.contains(">0<"),
+        row.contains("unavailable")
+            && row.contains("needs kernel-mode counting")
+            && !row.contains(">0<"),
         "{row}"
     );
 }
