@@ -65,6 +65,25 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     Ok(Duration::from_nanos(nanos as u64))
 }
 
+/// Milliseconds as a plain number (`300`), or a duration with a unit (`2s`): the servers'
+/// `--exit-after-idle`. Usable directly as a clap `value_parser`.
+pub fn parse_millis(s: &str) -> Result<Duration, String> {
+    match s.parse::<u64>() {
+        Ok(ms) => Ok(Duration::from_millis(ms)),
+        Err(_) => parse_duration(s).map_err(|e| e.to_string()),
+    }
+}
+
+/// A latency for a driver's one-line summary: `850 ns`, `25.6 µs`, `8.12 ms`, `1.50 s`.
+pub fn human_ns(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns} ns"),
+        1_000..1_000_000 => format!("{:.1} µs", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
+        _ => format!("{:.2} s", ns as f64 / 1e9),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +133,16 @@ mod tests {
             parse_duration("99999999999999h"),
             Err(DurationError::OutOfRange(_))
         ));
+    }
+
+    #[test]
+    fn millis_and_human_ns() {
+        assert_eq!(parse_millis("300"), Ok(Duration::from_millis(300)));
+        assert_eq!(parse_millis("2s"), Ok(Duration::from_secs(2)));
+        assert!(parse_millis("soon").is_err());
+        assert_eq!(human_ns(850), "850 ns");
+        assert_eq!(human_ns(25_600), "25.6 µs");
+        assert_eq!(human_ns(8_120_000), "8.12 ms");
+        assert_eq!(human_ns(1_500_000_000), "1.50 s");
     }
 }

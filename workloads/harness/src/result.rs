@@ -108,8 +108,9 @@ pub struct DriverResult {
     pub start_mono_ns: u64,
 }
 
-/// CLOCK_MONOTONIC now, ns.
-fn monotonic_ns() -> u64 {
+/// CLOCK_MONOTONIC now, in ns: what `Instant` counts in on Linux, and the clock of switchyard's
+/// run files, so a driver's windows can be laid over a recording's events.
+pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

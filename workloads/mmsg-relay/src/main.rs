@@ -20,7 +20,7 @@ use std::{
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use mmsg_relay::server::{self, MAX_BATCH, Mode, ServerConfig};
-use switchyard_harness::{Shutdown, announce_ready, parse_duration};
+use switchyard_harness::{Shutdown, announce_ready, parse_millis};
 
 /// A UDP voice relay: acks each speaker's packet and forwards it to the rest of the room.
 #[derive(Debug, Parser)]
@@ -51,14 +51,6 @@ struct Args {
     /// Drop every Nth forward on purpose (to check a driver's loss detection).
     #[arg(long, value_name = "N")]
     drop_every: Option<NonZeroU64>,
-}
-
-/// Milliseconds as a plain number, or a duration with a unit.
-fn parse_millis(s: &str) -> Result<Duration, String> {
-    match s.parse::<u64>() {
-        Ok(ms) => Ok(Duration::from_millis(ms)),
-        Err(_) => parse_duration(s).map_err(|e| e.to_string()),
-    }
 }
 
 fn main() -> ExitCode {

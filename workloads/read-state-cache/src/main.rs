@@ -18,7 +18,7 @@ use std::{
 use anyhow::Context as _;
 use clap::Parser;
 use read_state_cache::server::{self, ServerConfig};
-use switchyard_harness::{Shutdown, announce_ready, parse_duration};
+use switchyard_harness::{Shutdown, announce_ready, parse_duration, parse_millis};
 
 /// A read-state cache: an LRU of per-user/per-channel counters, written behind to a store.
 #[derive(Debug, Parser)]
@@ -43,14 +43,6 @@ struct Args {
     /// Exit once no client has been connected for MS milliseconds (after at least one was).
     #[arg(long, value_name = "MS", value_parser = parse_millis)]
     exit_after_idle: Option<Duration>,
-}
-
-/// Milliseconds as a plain number, or a duration with a unit.
-fn parse_millis(s: &str) -> Result<Duration, String> {
-    match s.parse::<u64>() {
-        Ok(ms) => Ok(Duration::from_millis(ms)),
-        Err(_) => parse_duration(s).map_err(|e| e.to_string()),
-    }
 }
 
 fn main() -> ExitCode {

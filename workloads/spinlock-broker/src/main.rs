@@ -24,7 +24,7 @@ use spinlock_broker::{
     locks::{AbsConfig, LockKind},
     server::{self, ServerConfig},
 };
-use switchyard_harness::{Shutdown, announce_ready, parse_duration};
+use switchyard_harness::{Shutdown, announce_ready, parse_duration, parse_millis};
 
 #[cfg(feature = "dhat")]
 #[global_allocator]
@@ -67,14 +67,6 @@ struct Args {
     /// Sampling frequency of --pprof.
     #[arg(long, default_value_t = 999, requires = "pprof")]
     pprof_hz: i32,
-}
-
-/// Milliseconds as a plain number, or a duration with a unit.
-fn parse_millis(s: &str) -> Result<Duration, String> {
-    match s.parse::<u64>() {
-        Ok(ms) => Ok(Duration::from_millis(ms)),
-        Err(_) => parse_duration(s).map_err(|e| e.to_string()),
-    }
 }
 
 fn main() -> ExitCode {

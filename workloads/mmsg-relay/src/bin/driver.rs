@@ -43,7 +43,7 @@ use mmsg_relay::{
     udp,
 };
 use switchyard_harness::{
-    Budget, DEFAULT_WINDOW, DriverResult, LatencyRecorder, Recorder, RunBound, Shutdown,
+    Budget, DEFAULT_WINDOW, DriverResult, LatencyRecorder, Recorder, RunBound, Shutdown, human_ns,
     parse_duration,
 };
 
@@ -663,14 +663,5 @@ fn run(args: Args) -> anyhow::Result<()> {
     match writeln!(out, "{line}") {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         other => other.context("failed to print the summary"),
-    }
-}
-
-fn human_ns(ns: u64) -> String {
-    match ns {
-        0..1_000 => format!("{ns} ns"),
-        1_000..1_000_000 => format!("{:.1} µs", ns as f64 / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
-        _ => format!("{:.2} s", ns as f64 / 1e9),
     }
 }

@@ -52,7 +52,7 @@ use read_state_cache::{
 };
 use switchyard_harness::{
     Budget, DEFAULT_WINDOW, DriverResult, Recorder, RunBound, Shutdown, StartGate, connect_tcp,
-    parse_duration,
+    human_ns, monotonic_ns, parse_duration,
 };
 
 /// Load for read-state-cache: Zipf-distributed keys, a mix of ack/mention/get.
@@ -240,20 +240,6 @@ fn connect(addr: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
 fn tight_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes an integer and touches no memory.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-}
-
-/// The CLOCK_MONOTONIC time now, in ns (what `Instant` counts in on Linux, and what
-/// switchyard's run files use), so a run's windows can be laid over other events.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer.
-    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Requests per batch when prefilling.
@@ -705,15 +691,6 @@ fn run(args: Args) -> anyhow::Result<()> {
         bail!("the server gave wrong answers (result written with the errors)");
     }
     Ok(())
-}
-
-fn human_ns(ns: u64) -> String {
-    match ns {
-        0..1_000 => format!("{ns} ns"),
-        1_000..1_000_000 => format!("{:.1} µs", ns as f64 / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
-        _ => format!("{:.2} s", ns as f64 / 1e9),
-    }
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use spinlock_broker::{
 };
 use switchyard_harness::{
     Budget, DEFAULT_WINDOW, DriverResult, Recorder, RunBound, Shutdown, StartGate, connect_tcp,
-    parse_duration,
+    human_ns, parse_duration,
 };
 
 /// Closed-loop producers for spinlock-broker.
@@ -239,13 +239,4 @@ fn run(args: Args) -> anyhow::Result<()> {
         bail!("the broker closed connections during the run (result written with the errors)");
     }
     Ok(())
-}
-
-fn human_ns(ns: u64) -> String {
-    match ns {
-        0..1_000 => format!("{ns} ns"),
-        1_000..1_000_000 => format!("{:.1} µs", ns as f64 / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
-        _ => format!("{:.2} s", ns as f64 / 1e9),
-    }
 }
