@@ -9,8 +9,6 @@ b=${3:?build B}
 repeats=${4:-3}
 seconds=${5:-3}
 dir="reports/$workload-$a-vs-$b-$(date +%Y%m%d-%H%M%S)"
-# As `just profile` does: a forced GC every 2 s, so a short Go run shows collections.
-[ "$workload" = read-state-cache ] && export GC_INTERVAL=${GC_INTERVAL:-2s}
 ra=(); rb=()
 for ((i = 1; i <= repeats; i++)); do
   for build in "$a" "$b"; do

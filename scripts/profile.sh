@@ -3,6 +3,7 @@
 #   spinlock-broker [spin|mutex|abs]   (default abs), one producer per CPU
 #   mmsg-relay [threads|mmsg]          (default mmsg), 10 rooms of 9 speakers
 #   read-state-cache [go|rust]         (default go), CAPACITY=2000000 RATE=20000 GC_INTERVAL=2s
+#                                      (scripts/run-workload.sh holds the loads' defaults)
 #   demo [mix|known|...]               the small demo target
 # Records one workload build (server under switchyard, driver on loopback), or a live process
 # until Ctrl-C, and writes reports/<name>-<time>/{run.json,index.html}; reports/latest points at
@@ -49,37 +50,15 @@ case $workload in
     ;;
   spinlock-broker | mmsg-relay | read-state-cache)
     case $workload in
-      spinlock-broker)
-        build=${build:-abs}
-        builds="spin mutex abs"
-        load=("" "") # run-workload's defaults: one producer per CPU (contended), 2-byte messages
-        what="$(nproc) producers"
-        ;;
-      mmsg-relay)
-        build=${build:-mmsg}
-        builds="threads mmsg"
-        load=("" "") # run-workload's defaults: 9 speakers per room, 10 rooms
-        what="10 rooms of 9 speakers"
-        ;;
-      read-state-cache)
-        build=${build:-go}
-        builds="go rust"
-        load=("${CAPACITY:-2000000}" "${RATE:-20000}")
-        what="${load[0]} read states (filled before recording), ${load[1]} requests/s"
-        # A forced GC every 2 s (the Go runtime forces one every 2 min) so a short run shows one.
-        [ "$build" = go ] && export GC_INTERVAL=${GC_INTERVAL:-2s} && what+=", GC forced every $GC_INTERVAL"
-        ;;
-    esac
-    case " $builds " in
-      *" $build "*) ;;
-      *)
-        echo "error: $workload has no build '$build'" >&2
-        echo "hint: one of: ${builds// /, } (just profile $workload ${builds%% *})" >&2
-        exit 2
-        ;;
+      spinlock-broker) build=${build:-abs} ;;
+      mmsg-relay) build=${build:-mmsg} ;;
+      read-state-cache) build=${build:-go} ;;
     esac
     dir="reports/$workload-$build-$stamp"
-    step "recording $workload ($build) under load for ${seconds} s: $what"
+    step "recording $workload ($build) under load for ${seconds} s"
+    # Empty load arguments take run-workload's defaults; it prints the load it runs.
+    load=("" "")
+    [ "$workload" = read-state-cache ] && load=("${CAPACITY:-}" "${RATE:-}")
     bash scripts/run-workload.sh "$workload" "$build" "$dir" "${load[@]}" "$seconds" >/dev/null &
     run=$!
     # Ctrl-C reaches the server, switchyard and the driver; the run's own script keeps what
@@ -88,16 +67,18 @@ case $workload in
     interrupted=
     if [ -t 2 ]; then
       began=$SECONDS
-      while kill -0 "$run" 2>/dev/null; do
+      # (a second first: run-workload prints its load line at once)
+      while sleep 1 && kill -0 "$run" 2>/dev/null; do
         printf '\r    %3d s elapsed (load runs %s s after start-up)' $((SECONDS - began)) "$seconds" >&2
-        sleep 1
       done
       printf '\r\033[K' >&2
     fi
     status=0
     wait "$run" || status=$?
     trap - INT
-    [ -s "$dir/driver.out" ] && cat "$dir/driver.out" | grep -v '^read-state-cache-driver: prefilled' || true
+    # Refused before anything ran (an unknown build): run-workload has said why.
+    [ -d "$dir" ] || exit "$status"
+    [ -s "$dir/driver.out" ] && cat "$dir/driver.out"
     [ -s "$dir/record.out" ] && sed -n '/^switchyard:/,$p' "$dir/record.out"
     if [ ! -s "$dir/run.json" ]; then
       echo "error: no run was recorded (exit $status); see $dir/record.err" >&2

@@ -8,10 +8,13 @@
 #
 # An empty load argument takes its default: one producer per CPU and 2-byte messages;
 # 9 speakers in each of 10 rooms; 2,000,000 read states at 20,000 requests/s; 3 seconds.
+# The load is printed on stderr once the arguments are accepted.
 #
-# BUILD is spin, mutex or abs for the broker; threads or mmsg for the relay. Binaries come
-# from target/release (just build).
+# BUILD is spin, mutex or abs for the broker; threads or mmsg for the relay; go or rust for the
+# cache. Binaries come from target/release (just build).
 # AS_BUILD=NAME labels the run as another build (to check that budgets catch a regression).
+# GC_INTERVAL (default 2s) forces a Go GC cycle that often, so a short run shows collections
+# (the runtime itself forces one every 2 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workload=${1:?usage: run-workload.sh WORKLOAD BUILD OUT [producers] [size] [seconds]}
@@ -23,12 +26,16 @@ seconds=${6:-3}
 bin=target/release
 sy=$bin/switchyard
 
-mkdir -p "$out"
-rm -f "$out/result.json" "$out/run.json"
+refuse_build() {
+  echo "error: $workload has no build '$build'" >&2
+  echo "hint: one of: $1" >&2
+  exit 2
+}
 
 case $workload in
   spinlock-broker)
-    case $build in spin | mutex | abs) ;; *) echo "error: unknown build '$build' (spin, mutex, abs)" >&2; exit 2 ;; esac
+    case $build in spin | mutex | abs) ;; *) refuse_build "spin, mutex, abs" ;; esac
+    load="$producers producers, $size-byte messages"
     # The commit log is scratch: keep it out of the report directory.
     logdir=$(mktemp -d)
     trap 'rm -rf "$logdir"' EXIT
@@ -38,9 +45,10 @@ case $workload in
       --size "$size" --duration "${seconds}s" --build "${AS_BUILD:-$build}" --out "$out/result.json"; }
     ;;
   mmsg-relay)
-    case $build in threads | mmsg) ;; *) echo "error: unknown build '$build' (threads, mmsg)" >&2; exit 2 ;; esac
+    case $build in threads | mmsg) ;; *) refuse_build "threads, mmsg" ;; esac
     speakers=${4:-9}
     rooms=${5:-10}
+    load="$rooms rooms of $speakers speakers"
     server=("$bin/mmsg-relay" --mode "$build" --exit-after-idle 300)
     record_flags=()
     driver() { "$bin/mmsg-relay-driver" --addr "127.0.0.1:$1" --rooms "$rooms" --speakers "$speakers" \
@@ -49,17 +57,19 @@ case $workload in
   read-state-cache)
     capacity=${4:-2000000}
     rate=${5:-20000}
+    load="$capacity read states (filled before recording), $rate requests/s"
     case $build in
       go)
-        # GC_INTERVAL forces a cycle that often (the runtime itself forces one every 2 min).
-        server=("$bin/read-state-cache-go" --capacity "$capacity" ${GC_INTERVAL:+--gc-interval "$GC_INTERVAL"})
+        gc_interval=${GC_INTERVAL:-2s}
+        server=("$bin/read-state-cache-go" --capacity "$capacity" --gc-interval "$gc_interval")
         record_flags=(--go-gc --stack-map-size 65536)
+        load+=", a GC forced every $gc_interval"
         ;;
       rust)
         server=("$bin/read-state-cache" --capacity "$capacity")
         record_flags=()
         ;;
-      *) echo "error: unknown build '$build' (go, rust)" >&2; exit 2 ;;
+      *) refuse_build "go, rust" ;;
     esac
     # Filling the cache (millions of inserts, and the Go heap growing to hold them) is set-up,
     # not the story: the server starts on its own, the cache is filled, and only then does
@@ -71,8 +81,16 @@ case $workload in
       --duration "${seconds}s" --users 1000000 --channels-per-user 4 --zipf 1.1 \
       --capacity "$capacity" --build "${AS_BUILD:-$build}" --out "$out/result.json"; }
     ;;
-  *) echo "error: unknown workload '$workload' (spinlock-broker, mmsg-relay, read-state-cache)" >&2; exit 2 ;;
+  *)
+    echo "error: unknown workload '$workload'" >&2
+    echo "hint: one of: spinlock-broker, mmsg-relay, read-state-cache" >&2
+    exit 2
+    ;;
 esac
+printf '    %s (%s): %s, %s s\n' "$workload" "$build" "$load" "$seconds" >&2
+
+mkdir -p "$out"
+rm -f "$out/result.json" "$out/run.json"
 
 # Run in the background (`record … &`): exec, so that $! is switchyard itself and a SIGINT sent
 # to it reaches it rather than a subshell.
