@@ -14,18 +14,7 @@ use perf_event::{
     Builder, Counter,
     events::{Event, Hardware, Software},
 };
-use switchyard_model::Counter as CounterRow;
-
-/// The counters, in report order.
-pub const NAMES: [&str; 7] = [
-    "task-clock",
-    "context-switches",
-    "cpu-migrations",
-    "minor-faults",
-    "major-faults",
-    "cycles",
-    "instructions",
-];
+use switchyard_model::{COUNTER_NAMES, Counter as CounterRow};
 
 fn event(name: &str) -> Event {
     match name {
@@ -104,7 +93,7 @@ impl Counters {
             Scope::SpawnedBeforeExec(pid) => (vec![pid], true),
         };
         let mut slots = Vec::new();
-        for name in NAMES {
+        for name in COUNTER_NAMES {
             let mut slot = Slot {
                 name,
                 counters: Vec::new(),

@@ -21,6 +21,17 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// The `format` field every run file carries, so a stray JSON file is recognised as such.
 pub const FORMAT: &str = "switchyard-run";
 
+/// The perf counters a run carries, in report order (names as `perf stat` spells them).
+pub const COUNTER_NAMES: [&str; 7] = [
+    "task-clock",
+    "context-switches",
+    "cpu-migrations",
+    "minor-faults",
+    "major-faults",
+    "cycles",
+    "instructions",
+];
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Run {
     pub format: String,

@@ -339,17 +339,8 @@ pub const NAMES: &[&str] = &[
 /// Whether `name` is a figure some run can have (for validating budgets).
 pub fn is_known(name: &str) -> bool {
     let rates = |rest: &str| matches!(rest, "" | ".per_s" | ".per_op");
-    let counter_names = [
-        "task-clock",
-        "context-switches",
-        "cpu-migrations",
-        "minor-faults",
-        "major-faults",
-        "cycles",
-        "instructions",
-    ];
     if let Some(rest) = name.strip_prefix("perf.") {
-        return counter_names.contains(&rest);
+        return crate::COUNTER_NAMES.contains(&rest);
     }
     if let Some(rest) = name.strip_prefix("syscalls.") {
         for fixed in ["total", "errors"] {
