@@ -23,6 +23,7 @@ mod sched;
 mod shared;
 mod stacks;
 mod syscalls;
+mod unwind;
 mod wakeup;
 
 #[cfg(not(test))]

@@ -7,7 +7,7 @@ use aya_ebpf::{
     maps::HashMap,
     programs::PerfEventContext,
 };
-use switchyard_common::OnCpuKey;
+use switchyard_common::{OnCpuKey, unwind};
 
 use crate::{
     shared::is_target,
@@ -31,7 +31,7 @@ fn try_oncpu(ctx: &PerfEventContext) {
     if pid_tgid as u32 == 0 || !is_target(tgid) {
         return;
     }
-    let (user_stack, kernel_stack) = stack_ids(ctx, false);
+    let (user_stack, kernel_stack) = stack_ids(ctx, unwind::SLOT_PERF_EVENT, false);
     let key = OnCpuKey {
         tgid,
         tid: pid_tgid as u32,

@@ -12,7 +12,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use switchyard_common::{
-    HIST_BUCKETS, MAX_THREADS, OffCpuKey, ThreadStats, WakeupKey, drops, log2_bucket, tp,
+    HIST_BUCKETS, MAX_THREADS, OffCpuKey, ThreadStats, WakeupKey, drops, log2_bucket, tp, unwind,
 };
 
 use crate::{
@@ -170,7 +170,7 @@ fn switch_out(
     if stacks_on() {
         // An exiting thread (state X or Z) has no user stack left: not a loss.
         let exiting = prev_state & (tp::STATE_DEAD | tp::STATE_ZOMBIE) != 0;
-        let (user, kernel) = stack_ids(ctx, !exiting);
+        let (user, kernel) = stack_ids(ctx, unwind::SLOT_TRACEPOINT, !exiting);
         t.user_stack = user;
         t.kernel_stack = kernel;
     } else {

@@ -1,5 +1,6 @@
-//! Stack ids and the stack-keyed maps. Stacks are walked by the kernel (`bpf_get_stackid`);
-//! user space reads the ids' frames once at the end and symbolises them.
+//! Stack ids and the stack-keyed maps. Kernel stacks are walked by the kernel
+//! (`bpf_get_stackid`), user stacks by [`crate::unwind`]; user space reads the ids' frames once
+//! at the end and symbolises them.
 
 use aya_ebpf::{
     EbpfContext,
@@ -10,12 +11,12 @@ use aya_ebpf::{
 use switchyard_common::{MAX_STACK_KEYS, drops};
 
 use crate::shared::drop_event;
+pub use crate::unwind::user_stack;
 
 /// Sized by the loader (`--stack-map-size`).
 #[map(name = "STACKS")]
 pub static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
 
-const BPF_F_USER_STACK: u64 = 1 << 8;
 const EEXIST: i32 = 17;
 const ENOMEM: i32 = 12;
 
@@ -30,20 +31,19 @@ pub fn stacks_on() -> bool {
 }
 
 /// The user and kernel stack ids of the current task; -1 where a stack was not recorded.
+/// `slot` is the program kind's scratch slot (`unwind::SLOT_*`).
 ///
 /// With `count_missing`, a stack that could not be walked is counted in DROPS. Callers where
 /// an absent stack is normal pass false: a cpu-clock sample taken in user mode has no kernel
 /// stack, and a waker may be a kernel thread or an interrupt with no user stack. Collisions
 /// are always counted.
 #[inline(always)]
-pub fn stack_ids<C: EbpfContext + StackIdContext>(ctx: &C, count_missing: bool) -> (i32, i32) {
-    let user = match ctx.get_stackid(&STACKS, BPF_F_USER_STACK) {
-        Ok(id) => id as i32,
-        Err(e) => {
-            lost(e, drops::USER_STACK_MISSING, count_missing);
-            -1
-        }
-    };
+pub fn stack_ids<C: EbpfContext + StackIdContext>(
+    ctx: &C,
+    slot: u32,
+    count_missing: bool,
+) -> (i32, i32) {
+    let user = user_stack(ctx, slot, count_missing);
     let kernel = match ctx.get_stackid(&STACKS, 0) {
         Ok(id) => id as i32,
         Err(e) => {
@@ -52,18 +52,6 @@ pub fn stack_ids<C: EbpfContext + StackIdContext>(ctx: &C, count_missing: bool) 
         }
     };
     (user, kernel)
-}
-
-/// The user stack id of the current task only.
-#[inline(always)]
-pub fn user_stack_id<C: EbpfContext + StackIdContext>(ctx: &C) -> i32 {
-    match ctx.get_stackid(&STACKS, BPF_F_USER_STACK) {
-        Ok(id) => id as i32,
-        Err(e) => {
-            lost(e, drops::USER_STACK_MISSING, true);
-            -1
-        }
-    }
 }
 
 #[inline(always)]

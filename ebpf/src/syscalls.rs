@@ -11,13 +11,13 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 use switchyard_common::{
-    ErrnoKey, InFlight, MAX_ERRNOS, MAX_SYSCALLS, SyscallStackKey, SyscallStats, drops,
+    ErrnoKey, InFlight, MAX_ERRNOS, MAX_SYSCALLS, SyscallStackKey, SyscallStats, drops, unwind,
 };
 
 use crate::{
     locks::futex_done,
     shared::{drop_event, inflight_mask, is_target},
-    stacks::{KEYS, add, stacks_on, user_stack_id},
+    stacks::{KEYS, add, stacks_on, user_stack},
 };
 
 const NR_EXIT: u64 = 60;
@@ -72,7 +72,7 @@ fn sample_stack(ctx: &RawTracePointContext, pid_tgid: u64, nr: u64) {
         tgid: (pid_tgid >> 32) as u32,
         tid: pid_tgid as u32,
         nr: nr as u32,
-        user_stack: user_stack_id(ctx),
+        user_stack: user_stack(ctx, unwind::SLOT_RAW_TRACEPOINT, true),
     };
     add(&SYSCALL_STACKS, &key, 1);
 }
@@ -159,7 +159,11 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
         Some(uaddr) => {
             e.futex_wait = 1;
             e.uaddr = uaddr;
-            e.user_stack = if stacks_on() { user_stack_id(ctx) } else { -1 };
+            e.user_stack = if stacks_on() {
+                user_stack(ctx, unwind::SLOT_RAW_TRACEPOINT, true)
+            } else {
+                -1
+            };
         }
         None => e.futex_wait = 0,
     }

@@ -11,7 +11,7 @@ use aya_ebpf::{
     macros::tracepoint,
     programs::TracePointContext,
 };
-use switchyard_common::tp;
+use switchyard_common::{tp, unwind};
 
 use crate::{
     sched::THREADS,
@@ -37,7 +37,7 @@ fn try_sched_wakeup(ctx: &TracePointContext) {
     };
     // A wakeup from an interrupt runs on whatever task was interrupted; user space tells
     // those apart by the interrupt entry in the kernel stack.
-    let (user, kernel) = stack_ids(ctx, false);
+    let (user, kernel) = stack_ids(ctx, unwind::SLOT_TRACEPOINT, false);
     let waker = bpf_get_current_pid_tgid();
     let comm = bpf_get_current_comm().unwrap_or([0; 16]);
     let mut words = [0u64; 2];

@@ -156,13 +156,31 @@ pub fn run() -> Result<ExitCode> {
             min_block_ns: 1000,
             syscall_every: 16,
             stack_map_size: 1024,
+            unwind: switchyard_loader::Unwind::Cfi,
+            unwind_rows: 1 << 20,
         }),
         spans: Vec::new(),
         go_gc: None,
     });
     match probes {
         Ok(p) => {
-            let _ = p.finish(me);
+            if let Ok(c) = p.finish(me)
+                && let Some(u) = c.unwind
+            {
+                checks.push(Check {
+                    name: "unwind tables".into(),
+                    ok: u.objects_not_loaded == 0 && u.failures.is_empty(),
+                    required: false,
+                    detail: format!(
+                        "CFI of this process: {} objects, {} rows ({} KiB), built in {:.1} ms",
+                        u.objects,
+                        u.rows,
+                        u.rows * 8 / 1024,
+                        u.build.as_secs_f64() * 1000.0
+                    ),
+                    fix: None,
+                });
+            }
             checks.push(Check {
                 name: "eBPF programs".into(),
                 ok: true,

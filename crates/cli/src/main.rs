@@ -70,9 +70,17 @@ struct RecordArgs {
     /// Take the user stack of one syscall in N (1: every syscall; 0: none).
     #[arg(long, default_value_t = 16, value_name = "N")]
     syscall_stacks: u64,
-    /// Entries in the kernel's stack map; raise it when the run warns of collisions.
+    /// Entries in the kernel's stack maps; raise it when the run warns of collisions.
     #[arg(long, default_value_t = 16384, value_name = "N")]
     stack_map_size: u32,
+    /// How user stacks are walked: `cfi` (each object's .eh_frame/.debug_frame, frame
+    /// pointers where a pc has none, e.g. JIT code) or `fp` (frame pointers only).
+    #[arg(long, value_enum, default_value_t = UnwindArg::Cfi)]
+    unwind: UnwindArg,
+    /// Rows of the kernel's unwind table, shared by every object of the targets (8 bytes
+    /// each); raise it when the run warns that a table did not fit.
+    #[arg(long, default_value_t = 4 << 20, value_name = "N")]
+    unwind_rows: u32,
     /// Time a function from entry to return (uprobe + uretprobe), e.g. a spin-lock acquire:
     /// SYMBOL in the target's executable, or SYMBOL@/path/to/binary-or-library; LABEL= names
     /// its figures (span.LABEL). Repeatable (at most 8). Not for Go binaries: return probes
@@ -94,6 +102,12 @@ struct RecordArgs {
     /// The command to spawn, with its arguments (after --).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum UnwindArg {
+    Cfi,
+    Fp,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -17,11 +17,12 @@ use nix::{
     time::{ClockId, clock_gettime},
     unistd::Pid,
 };
+use switchyard_common::drops;
 use switchyard_counters::{Counters, Scope};
-use switchyard_loader::{Config, Probes, Span, StackConfig};
+use switchyard_loader::{Config, Probes, Span, StackConfig, Unwind, UnwindStats};
 use switchyard_model::{
     Collector, EndReason, FORMAT, Locks, Log2Hist, Meta, Missing, Profiles, Run, SCHEMA_VERSION,
-    StackStats, TargetMode, ThreadRow, Workload,
+    StackStats, TargetMode, ThreadRow, Truncated, UnwindTables, Workload,
 };
 use switchyard_symbolize::Maps;
 
@@ -80,6 +81,11 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         min_block_ns: args.min_block.as_nanos() as u64,
         syscall_every: args.syscall_stacks,
         stack_map_size: args.stack_map_size,
+        unwind: match args.unwind {
+            crate::UnwindArg::Cfi => Unwind::Cfi,
+            crate::UnwindArg::Fp => Unwind::FramePointers,
+        },
+        unwind_rows: args.unwind_rows,
     });
     let spans = match spans(&args, &target) {
         Ok(s) => s,
@@ -175,6 +181,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let mut maps = Maps::default();
     let mut last_maps = Instant::now();
     let mut gc_events = Vec::new();
+    let mut unwind_warned = false;
     let end = loop {
         if let Collection::Ebpf(p) = &mut collection {
             p.drain_gc_events(&mut gc_events);
@@ -184,10 +191,19 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
                 || last_maps.elapsed() >= Duration::from_millis(100))
         {
             last_maps = Instant::now();
-            match &collection {
+            match &mut collection {
                 Collection::Ebpf(p) => {
                     for tgid in p.followed() {
                         maps.refresh(tgid);
+                    }
+                    // New processes, exec and dlopen: their unwind tables, as soon as seen.
+                    if let Err(e) = p.refresh_unwind()
+                        && !unwind_warned
+                    {
+                        unwind_warned = true;
+                        eprintln!(
+                            "warning: loading unwind tables: {e}; those stacks fall back to frame pointers"
+                        );
                     }
                 }
                 Collection::Degraded { .. } => {}
@@ -268,20 +284,21 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let mut gc = None;
     let (collector, syscalls, threads, drops, children) = match (collected, degraded) {
         (Some(c), _) => {
+            let dropped = |kind: u32| c.drop_counts.get(&kind).copied().unwrap_or(0);
             locks = c.locks;
             if let (Some(g), Some(binary)) = (c.gc, &go_gc) {
-                let lost = c
-                    .drops
-                    .iter()
-                    .filter(|d| d.reason.starts_with("Go GC"))
-                    .map(|d| d.count)
-                    .sum();
+                let lost = dropped(drops::GC_EVENTS_FULL);
                 gc = Some(go_gc_summary(&g, binary, &gc_events, start_mono, lost));
             }
             if let Some(s) = &stacks {
                 let comms = c.threads.iter().map(|t| (t.tid, t.comm.clone())).collect();
                 let mut raw = c.raw;
                 raw.stats = StackStats {
+                    unwind: match s.unwind {
+                        Unwind::Cfi => "cfi",
+                        Unwind::FramePointers => "fp",
+                    }
+                    .into(),
                     oncpu_hz: s.oncpu_hz,
                     min_block_ns: s.min_block_ns,
                     syscall_sample_every: s.syscall_every,
@@ -293,16 +310,17 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
                     sample.value *= s.syscall_every.max(1);
                 }
                 profiles = switchyard_symbolize::symbolize(&raw, &maps, &comms);
-                for d in &c.drops {
-                    let count = d.count;
-                    if d.reason.starts_with("stacks lost") {
-                        profiles.stats.collisions += count;
-                    } else if d.reason.starts_with("user stacks") {
-                        profiles.stats.missing_user += count;
-                    } else if d.reason.starts_with("kernel stacks") {
-                        profiles.stats.missing_kernel += count;
-                    }
-                }
+                let st = &mut profiles.stats;
+                st.collisions = dropped(drops::STACK_COLLISION);
+                st.missing_user = dropped(drops::USER_STACK_MISSING);
+                st.missing_kernel = dropped(drops::KERNEL_STACK_MISSING);
+                st.truncated = Truncated {
+                    no_cfi: dropped(drops::UNWIND_NO_CFI),
+                    table_full: dropped(drops::UNWIND_TABLE_FULL),
+                    depth: dropped(drops::UNWIND_DEPTH),
+                    unreadable: dropped(drops::UNWIND_UNREADABLE),
+                };
+                st.tables = c.unwind.as_ref().map(unwind_tables);
             }
             (Collector::Ebpf, c.syscalls, c.threads, c.drops, c.children)
         }
@@ -373,6 +391,25 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         max_rss_kb: reaped.and_then(|e| e.max_rss_kb).or(live_rss),
     };
     finish(run, &args)
+}
+
+fn unwind_tables(u: &UnwindStats) -> UnwindTables {
+    let row = std::mem::size_of::<switchyard_common::UnwindRow>() as u64;
+    UnwindTables {
+        objects: u.objects,
+        objects_without_cfi: u.objects_without_cfi,
+        objects_not_loaded: u.objects_not_loaded,
+        rows: u.rows,
+        capacity_rows: u.capacity_rows,
+        bytes: u.rows * row,
+        capacity_bytes: u.capacity_rows * row,
+        build_us: u.build.as_micros() as u64,
+        failures: u
+            .failures
+            .iter()
+            .map(|(path, e)| format!("{path}: {e}"))
+            .collect(),
+    }
 }
 
 fn finish(run: Run, args: &RecordArgs) -> Result<ExitCode> {

@@ -51,6 +51,16 @@ pub mod maps {
     /// `PerCpuArray<u64>` indexed by `gc::*` kind: every GC event counted, even when the ring
     /// buffer is full.
     pub const GC_COUNTS: &str = "GC_COUNTS";
+    /// `HashMap<i32, UserStack>`: user stacks walked by the kernel side, by id.
+    pub const USER_STACKS: &str = "USER_STACKS";
+    /// `PerCpuArray<UserStack>` indexed by [`crate::unwind::SLOTS`]: the stack being walked.
+    pub const UNWIND_SCRATCH: &str = "UNWIND_SCRATCH";
+    /// `Array<UnwindRow>`: the compact unwind tables of every loaded object, back to back.
+    pub const UNWIND_ROWS: &str = "UNWIND_ROWS";
+    /// `HashMap<u32 tgid, UnwindProc>`: where each followed process's mappings are listed.
+    pub const PROC_MAPS: &str = "PROC_MAPS";
+    /// `Array<UnwindMapping>`: [`unwind::MAX_MAPPINGS`] slots per process, sorted by start.
+    pub const MAPPINGS: &str = "MAPPINGS";
 }
 
 /// Read-only globals the loader sets before load (`EbpfLoader::override_global`).
@@ -67,6 +77,8 @@ pub mod globals {
     pub const MIN_BLOCK_NS: &str = "MIN_BLOCK_NS";
     /// `u64`: take the user stack of one syscall in this many (0: none).
     pub const SYSCALL_STACK_EVERY: &str = "SYSCALL_STACK_EVERY";
+    /// `u8`: how user stacks are walked, one of [`crate::unwind::MODE_FP`] or `MODE_CFI`.
+    pub const UNWIND_MODE: &str = "UNWIND_MODE";
 }
 
 /// Program names (the function names in `ebpf/src`).
@@ -99,7 +111,7 @@ pub mod drops {
     pub const TARGETS_FULL: u32 = 4;
     /// A stack was lost: the stack map was full or two stacks hashed alike.
     pub const STACK_COLLISION: u32 = 5;
-    /// A user stack could not be walked (no user stack, or no frame pointers).
+    /// A user stack could not be taken at all (no user registers: a kernel thread).
     pub const USER_STACK_MISSING: u32 = 6;
     /// A kernel stack could not be walked.
     pub const KERNEL_STACK_MISSING: u32 = 7;
@@ -107,7 +119,16 @@ pub mod drops {
     pub const STACK_KEYS_FULL: u32 = 8;
     /// The GC event ring buffer was full: an event's timestamp was lost (it is still counted).
     pub const GC_EVENTS_FULL: u32 = 9;
-    pub const COUNT: u32 = 12;
+    /// A user stack ended early at a pc with no call-frame information, where the
+    /// frame-pointer fallback found no frame either.
+    pub const UNWIND_NO_CFI: u32 = 10;
+    /// A user stack ended early in an object whose unwind table did not fit the table map.
+    pub const UNWIND_TABLE_FULL: u32 = 11;
+    /// A user stack was cut at the depth limit ([`crate::unwind::MAX_FRAMES`]).
+    pub const UNWIND_DEPTH: u32 = 12;
+    /// A user stack ended early: a return address or saved register could not be read.
+    pub const UNWIND_UNREADABLE: u32 = 13;
+    pub const COUNT: u32 = 16;
     /// Human names, indexed like the array.
     pub const NAMES: [&str; COUNT as usize] = [
         "syscalls lost (in-flight slot shared by two threads; pid_max above the array size)",
@@ -116,14 +137,112 @@ pub mod drops {
         "errnos lost (errno map full)",
         "child processes not followed (target map full)",
         "stacks lost to stack map collisions (raise --stack-map-size)",
-        "user stacks missing (no user stack, or no frame pointers)",
+        "user stacks missing (no user registers)",
         "kernel stacks missing",
         "stack samples lost (stack-keyed map full)",
         "Go GC event timestamps lost (ring buffer full; counts are exact)",
+        "user stacks cut short: no unwind info for a pc, and no frame pointer",
+        "user stacks cut short: the object's unwind table did not fit (raise --unwind-rows)",
+        "user stacks cut short at the depth limit",
+        "user stacks cut short: unreadable stack memory",
         "",
         "",
     ];
 }
+
+/// Unwinding user stacks in the kernel side from compact unwind tables built from each
+/// object's `.eh_frame` / `.debug_frame` (x86-64: only the CFA, the return address at CFA-8
+/// and the caller's rbp are tracked, which is all a walk needs).
+pub mod unwind {
+    /// `UNWIND_MODE`: frame pointers only (the kernel's own walker).
+    pub const MODE_FP: u8 = 0;
+    /// `UNWIND_MODE`: call-frame information, frame pointers where a pc has none.
+    pub const MODE_CFI: u8 = 1;
+    /// Frames kept per user stack.
+    pub const MAX_FRAMES: usize = 126;
+    /// Code mappings kept per process.
+    pub const MAX_MAPPINGS: u32 = 256;
+    /// Processes with unwind tables at once (more fall back to frame pointers).
+    pub const MAX_PROCS: u32 = 64;
+    /// Binary-search steps over one process's mappings.
+    pub const MAPPING_SEARCH_STEPS: u32 = 9;
+    /// Scratch slots, one per kind of program context that may interrupt another on a CPU
+    /// (tracepoints, raw tracepoints, perf events).
+    pub const SLOTS: u32 = 3;
+    pub const SLOT_TRACEPOINT: u32 = 0;
+    pub const SLOT_RAW_TRACEPOINT: u32 = 1;
+    pub const SLOT_PERF_EVENT: u32 = 2;
+    /// Binary-search steps over one object's rows (tables up to 2^24 rows).
+    pub const ROW_SEARCH_STEPS: u32 = 24;
+
+    /// `UnwindRow::kind`, bits 0-1: how the CFA is computed.
+    pub const CFA_MASK: u8 = 0b11;
+    /// No CFI covers this pc (a gap between functions).
+    pub const CFA_NONE: u8 = 0;
+    /// CFA = rsp + offset.
+    pub const CFA_RSP: u8 = 1;
+    /// CFA = rbp + offset.
+    pub const CFA_RBP: u8 = 2;
+    /// A PLT entry's expression: CFA = rsp + offset + (8 if (pc & 15) >= 11).
+    pub const CFA_PLT: u8 = 3;
+    /// The return address is undefined: the outermost frame (`_start`, a thread's start).
+    pub const END: u8 = 1 << 2;
+    /// The caller's rbp was saved at CFA + `rbp_offset` * 8.
+    pub const RBP_SAVED: u8 = 1 << 3;
+    /// `cfa_offset` is in units of 8 bytes (a frame larger than 32 KiB).
+    pub const CFA_SCALED: u8 = 1 << 4;
+    /// `UnwindMapping::first_row` of an object whose table did not fit.
+    pub const TABLE_FULL: u32 = u32::MAX;
+}
+
+/// One row of a compact unwind table: from `pc` (relative to the mapping's `bias`) up to the
+/// next row's pc, how to find the caller.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct UnwindRow {
+    pub pc: u32,
+    pub cfa_offset: i16,
+    /// In units of 8 bytes.
+    pub rbp_offset: i8,
+    /// `unwind::CFA_*` | `END` | `RBP_SAVED` | `CFA_SCALED`.
+    pub kind: u8,
+}
+const _: () = assert!(core::mem::size_of::<UnwindRow>() == 8);
+
+/// One executable mapping of a process: `[start, end)`, its table's rows
+/// `[first_row, first_row + rows)` in `UNWIND_ROWS`, and the bias that turns a pc into a row pc.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct UnwindMapping {
+    pub start: u64,
+    pub end: u64,
+    pub bias: u64,
+    /// `unwind::TABLE_FULL` when the object's table could not be loaded.
+    pub first_row: u32,
+    /// 0: the object has no CFI (Go, JIT stubs): frame pointers are walked there.
+    pub rows: u32,
+}
+const _: () = assert!(core::mem::size_of::<UnwindMapping>() == 32);
+
+/// Where a process's mappings sit in `MAPPINGS`: `[slot * MAX_MAPPINGS, + count)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct UnwindProc {
+    pub slot: u32,
+    pub count: u32,
+}
+const _: () = assert!(core::mem::size_of::<UnwindProc>() == 8);
+
+/// A user stack as the kernel side keeps it: return addresses, leaf first.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct UserStack {
+    /// The full 64-bit hash of the frames (the id is its low 31 bits): tells a collision.
+    pub hash: u64,
+    pub len: u64,
+    pub frames: [u64; unwind::MAX_FRAMES],
+}
+const _: () = assert!(core::mem::size_of::<UserStack>() == 16 + 8 * unwind::MAX_FRAMES);
 
 /// Map sizes.
 pub const MAX_STACK_KEYS: u32 = 65536;
@@ -474,6 +593,10 @@ mod pod {
     unsafe impl aya::Pod for super::FutexStats {}
     unsafe impl aya::Pod for super::WaitStats {}
     unsafe impl aya::Pod for super::GcEvent {}
+    unsafe impl aya::Pod for super::UnwindRow {}
+    unsafe impl aya::Pod for super::UnwindMapping {}
+    unsafe impl aya::Pod for super::UnwindProc {}
+    unsafe impl aya::Pod for super::UserStack {}
 }
 
 #[cfg(test)]

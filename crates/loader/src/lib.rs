@@ -2,6 +2,7 @@
 //! model rows. The only crate that touches aya.
 
 pub mod tracefs;
+mod unwind;
 
 use std::collections::BTreeMap;
 
@@ -16,14 +17,15 @@ use aya::{
 };
 use switchyard_common::{
     ErrnoKey, FutexKey, FutexStats, GcEvent, HIST_BUCKETS, MAX_SPANS, OffCpuKey, OnCpuKey,
-    SyscallStackKey, SyscallStats, ThreadStats, WaitStats, WakeupKey, drops, gc, globals, maps,
-    programs, tp,
+    SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey, drops, gc,
+    globals, maps, programs, tp,
 };
 use switchyard_model::{
     DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow, WaitSummary,
     errno_name, syscall_name,
 };
 use switchyard_symbolize::{Raw, RawSample, RawWaker, state_label};
+pub use unwind::UnwindStats;
 
 /// The kernel-side object, built by build.rs (empty when the build was skipped).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switchyard-probes"));
@@ -40,6 +42,12 @@ pub enum Error {
     MissingProgram(&'static str),
     #[error("map `{0}` is missing from the object")]
     MissingMap(&'static str),
+    #[error("mapping `{name}` into memory")]
+    Mmap {
+        name: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("the kernel verifier rejected program `{name}` ({errno})")]
     Verifier {
         name: &'static str,
@@ -152,6 +160,20 @@ pub struct StackConfig {
     /// Take the user stack of one syscall in this many (0: none).
     pub syscall_every: u64,
     pub stack_map_size: u32,
+    /// How user stacks are walked.
+    pub unwind: Unwind,
+    /// Rows of the unwind table array (CFI only), shared by every object.
+    pub unwind_rows: u32,
+}
+
+/// How user stacks are walked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unwind {
+    /// Frame pointers only, by the kernel's own walker.
+    FramePointers,
+    /// Call-frame information from each object's `.eh_frame` / `.debug_frame`, and frame
+    /// pointers where a pc has none.
+    Cfi,
 }
 
 /// Loaded and attached probes. Dropping it detaches everything.
@@ -163,6 +185,8 @@ pub struct Probes {
     /// Go GC probes: symbols tried, and the event stream.
     gc_symbols: Option<Vec<(String, bool)>>,
     gc_events: Option<RingBuf<MapData>>,
+    /// Unwind tables (CFI only).
+    tables: Option<unwind::Tables>,
 }
 
 /// What the kernel side collected.
@@ -171,12 +195,16 @@ pub struct Collected {
     pub syscalls: Vec<SyscallRow>,
     pub threads: Vec<ThreadRow>,
     pub drops: Vec<DropRow>,
+    /// The same drops by kind (`switchyard_common::drops::*`), for figures that count them.
+    pub drop_counts: BTreeMap<u32, u64>,
     /// Child processes followed (tgids other than the target's), sorted.
     pub children: Vec<u32>,
     /// Stacks by id and the stack-keyed samples, to symbolise.
     pub raw: Raw,
     pub locks: Locks,
     pub gc: Option<GcCollected>,
+    /// What the unwind tables held (CFI only).
+    pub unwind: Option<UnwindStats>,
 }
 
 impl Probes {
@@ -194,6 +222,16 @@ impl Probes {
         let (min_block, every, map_size) = config.stacks.as_ref().map_or((0, 0, 1), |s| {
             (s.min_block_ns, s.syscall_every, s.stack_map_size.max(1))
         });
+        let cfi = config
+            .stacks
+            .as_ref()
+            .filter(|s| s.unwind == Unwind::Cfi)
+            .map(|s| s.unwind_rows.max(1));
+        let unwind_mode = if cfi.is_some() {
+            switchyard_common::unwind::MODE_CFI
+        } else {
+            switchyard_common::unwind::MODE_FP
+        };
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::TARGET_TGID, &config.tgid, true)
             .override_global(globals::FOLLOW_CHILDREN, &follow, true)
@@ -201,10 +239,14 @@ impl Probes {
             .override_global(globals::STACKS_ON, &stacks_on, true)
             .override_global(globals::MIN_BLOCK_NS, &min_block, true)
             .override_global(globals::SYSCALL_STACK_EVERY, &every, true)
+            .override_global(globals::UNWIND_MODE, &unwind_mode, true)
             .map_max_entries(maps::INFLIGHT, slots)
             .map_max_entries(maps::LOCK_INFLIGHT, slots)
             .map_max_entries(maps::SPAN_INFLIGHT, slots * MAX_SPANS)
             .map_max_entries(maps::STACKS, map_size)
+            .map_max_entries(maps::USER_STACKS, map_size)
+            // One page's worth when unused: the array is mmap-able, so page-sized at least.
+            .map_max_entries(maps::UNWIND_ROWS, cfi.unwrap_or(512))
             .load(OBJECT)
             .map_err(|e| Error::Load(Box::new(e)))?;
 
@@ -225,6 +267,16 @@ impl Probes {
                     source,
                 })?;
         }
+
+        // The target's tables before the first stack is walked.
+        let tables = match cfi {
+            Some(rows) => {
+                let mut t = unwind::Tables::new(&ebpf, rows)?;
+                t.refresh(&mut ebpf, config.tgid)?;
+                Some(t)
+            }
+            None => None,
+        };
 
         // Follow first, then the scheduler, then syscalls: a child forked while attaching is
         // not missed, and no syscall exit is seen before its entry program is in place.
@@ -282,7 +334,24 @@ impl Probes {
             contention,
             gc_symbols,
             gc_events,
+            tables,
         })
+    }
+
+    /// Loads the unwind tables of followed processes that started, exec'd or mapped new code
+    /// since the last call (call it often: until then their stacks fall back to frame
+    /// pointers).
+    pub fn refresh_unwind(&mut self) -> Result<(), Error> {
+        if self.tables.is_none() {
+            return Ok(());
+        }
+        let pids = self.followed();
+        if let Some(t) = &mut self.tables {
+            for pid in pids {
+                t.refresh(&mut self.ebpf, pid)?;
+            }
+        }
+        Ok(())
     }
 
     /// Moves the Go GC events recorded so far into `out` (call it often: the ring is finite).
@@ -336,6 +405,7 @@ impl Probes {
         }
         let mut collected = self.collect(target)?;
         collected.raw = self.collect_stacks()?;
+        collected.unwind = self.tables.as_ref().map(|t| t.stats().clone());
         collected.locks = self.collect_locks(&mut collected.raw)?;
         if let Some(symbols) = &self.gc_symbols {
             let name = maps::GC_COUNTS;
@@ -513,6 +583,13 @@ impl Probes {
             let ips: Vec<u64> = trace.frames().iter().map(|f| f.ip).collect();
             raw.stacks.insert(id as i32, ips);
         }
+        let user: HashMap<&MapData, i32, UserStack> =
+            HashMap::try_from(map(maps::USER_STACKS)?).map_err(map_err(maps::USER_STACKS))?;
+        for item in user.iter() {
+            let (id, s) = item.map_err(map_err(maps::USER_STACKS))?;
+            let len = (s.len as usize).min(s.frames.len());
+            raw.user_stacks.insert(id, s.frames[..len].to_vec());
+        }
         Ok(raw)
     }
 
@@ -595,9 +672,11 @@ impl Probes {
         let drops_map: PerCpuArray<&MapData, u64> =
             PerCpuArray::try_from(map(maps::DROPS)?).map_err(map_err(maps::DROPS))?;
         let mut drop_rows = Vec::new();
+        let mut drop_counts = BTreeMap::new();
         for (i, item) in drops_map.iter().enumerate() {
             let count: u64 = item.map_err(map_err(maps::DROPS))?.iter().sum();
             if count > 0 {
+                drop_counts.insert(i as u32, count);
                 drop_rows.push(DropRow {
                     reason: drops::NAMES
                         .get(i)
@@ -622,10 +701,12 @@ impl Probes {
             syscalls,
             threads,
             drops: drop_rows,
+            drop_counts,
             children,
             raw: Raw::default(),
             locks: Locks::default(),
             gc: None,
+            unwind: None,
         })
     }
 }

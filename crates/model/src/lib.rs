@@ -14,7 +14,10 @@ use std::{fs, io, path::Path};
 use serde::{Deserialize, Serialize};
 
 pub use hist::Log2Hist;
-pub use stacks::{Frame, FrameKind, Profile, Profiles, Stack, StackStats};
+pub use stacks::{
+    Frame, FrameKind, Profile, Profiles, Stack, StackQuality, StackStats, Truncated, UnwindTables,
+    is_thread_start,
+};
 
 /// Bumped on any change a reader of an older file could misread.
 pub const SCHEMA_VERSION: u32 = 1;

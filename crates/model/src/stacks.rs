@@ -93,10 +93,120 @@ pub struct StackStats {
     pub syscall_sample_every: u64,
     /// Stacks lost because the stack map was full or two stacks hashed alike.
     pub collisions: u64,
-    /// Stacks that could not be walked (no user stack: a kernel thread, or no frame pointers).
+    /// Stacks that could not be taken at all (no user registers: a kernel thread).
     pub missing_user: u64,
     pub missing_kernel: u64,
     /// Frames no symbol covers.
     pub unknown_frames: u64,
     pub stack_map_size: u32,
+    /// How user stacks were walked: "cfi" (call-frame information, frame pointers where a pc
+    /// has none) or "fp" (frame pointers only). Empty in runs from before the choice existed
+    /// (they walked frame pointers).
+    #[serde(default)]
+    pub unwind: String,
+    /// User stacks that ended before the thread's start, by reason.
+    #[serde(default)]
+    pub truncated: Truncated,
+    /// The unwind tables loaded for the run (CFI only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables: Option<UnwindTables>,
+    /// Per profile, how much of it has a user stack that reaches the thread's start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quality: Vec<StackQuality>,
+}
+
+impl StackStats {
+    /// The walk method as a user reads it.
+    pub fn unwind_label(&self) -> &str {
+        match self.unwind.as_str() {
+            "cfi" => "CFI (.eh_frame), frame pointers where none",
+            _ => "frame pointers",
+        }
+    }
+}
+
+/// User stacks cut short, by why (each also a row in the run's drops).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Truncated {
+    /// A pc with no call-frame information where the frame-pointer fallback failed too.
+    pub no_cfi: u64,
+    /// A pc in an object whose table did not fit the table map.
+    pub table_full: u64,
+    /// The depth limit.
+    pub depth: u64,
+    /// Stack memory that could not be read.
+    pub unreadable: u64,
+}
+
+impl Truncated {
+    pub fn total(&self) -> u64 {
+        self.no_cfi + self.table_full + self.depth + self.unreadable
+    }
+}
+
+/// What the unwind tables held and cost.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UnwindTables {
+    /// Objects (executables and libraries) whose tables were built.
+    pub objects: u64,
+    /// Of those, objects with no CFI (frame pointers are walked there).
+    pub objects_without_cfi: u64,
+    /// Objects whose table did not fit.
+    pub objects_not_loaded: u64,
+    pub rows: u64,
+    pub capacity_rows: u64,
+    /// Bytes of kernel memory the rows take, and the table map's size.
+    pub bytes: u64,
+    pub capacity_bytes: u64,
+    /// Time spent reading objects and building their tables, µs.
+    pub build_us: u64,
+    /// Objects that could not be read: "path: error".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<String>,
+}
+
+/// How much of one profile's weight has a complete user stack: one whose outermost frame is
+/// a thread's start (`_start`, `main`, `start_thread`, `clone3`, Go's `runtime.goexit`, …).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StackQuality {
+    /// "oncpu", "offcpu", "wakeup", "syscalls" or "futex".
+    pub profile: String,
+    pub complete: u64,
+    pub total: u64,
+}
+
+impl StackQuality {
+    /// Percent complete (100 for an empty profile).
+    pub fn percent(&self) -> f64 {
+        if self.total == 0 {
+            100.0
+        } else {
+            self.complete as f64 * 100.0 / self.total as f64
+        }
+    }
+}
+
+/// True for the outermost frame of a thread whose user stack was walked to its start.
+pub fn is_thread_start(name: &str) -> bool {
+    matches!(
+        name,
+        "_start"
+            | "main"
+            | "__libc_start_main"
+            | "__libc_start_call_main"
+            | "start_thread"
+            | "clone"
+            | "clone3"
+            | "__clone"
+            | "__clone3"
+            | "__GI___clone"
+            | "__GI___clone3"
+            | "__clone_internal"
+            | "runtime.goexit"
+            | "runtime.goexit.abi0"
+            | "runtime.rt0_go"
+            | "runtime.rt0_go.abi0"
+            | "runtime.mstart"
+            | "runtime.mstart.abi0"
+    )
 }

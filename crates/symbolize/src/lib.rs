@@ -18,7 +18,9 @@ use blazesym::symbolize::{
     source::{Elf, Kernel, Source},
 };
 pub use maps::{Mapping, Maps};
-use switchyard_model::{Frame, FrameKind, Profile, Profiles, Stack, StackStats};
+use switchyard_model::{
+    Frame, FrameKind, Profile, Profiles, Stack, StackQuality, StackStats, is_thread_start,
+};
 
 /// One aggregated stack sample as the kernel side keeps it.
 #[derive(Clone, Debug, Default)]
@@ -45,8 +47,10 @@ pub struct RawWaker {
 /// Everything the kernel side kept about stacks.
 #[derive(Clone, Debug, Default)]
 pub struct Raw {
-    /// Stack id → instruction pointers, leaf first.
+    /// Kernel stack id → instruction pointers, leaf first.
     pub stacks: HashMap<i32, Vec<u64>>,
+    /// User stack id → instruction pointers, leaf first (its own id space).
+    pub user_stacks: HashMap<i32, Vec<u64>>,
     pub oncpu: Vec<RawSample>,
     pub offcpu: Vec<RawSample>,
     pub wakeup: Vec<RawSample>,
@@ -63,12 +67,15 @@ struct Resolver<'a> {
     /// (tgid, address) → frame indices, root first (inlined frames expanded).
     user_cache: HashMap<(u32, u64), Vec<u32>>,
     kernel_cache: HashMap<u64, Vec<u32>>,
+    /// User stacks were walked by CFI, not frame pointers.
+    cfi: bool,
 }
 
 impl<'a> Resolver<'a> {
-    fn new(maps: &'a Maps) -> Self {
+    fn new(maps: &'a Maps, cfi: bool) -> Self {
         Resolver {
             maps,
+            cfi,
             frames: Vec::new(),
             index: HashMap::new(),
             user_cache: HashMap::new(),
@@ -122,7 +129,12 @@ impl<'a> Resolver<'a> {
                 stacks.push((w.tgid, w.kernel_stack, true));
             }
             for (tgid, id, is_kernel) in stacks {
-                let Some(ips) = raw.stacks.get(&id) else {
+                let ips = if is_kernel {
+                    raw.stacks.get(&id)
+                } else {
+                    raw.user_stacks.get(&id)
+                };
+                let Some(ips) = ips else {
                     continue;
                 };
                 let ips = if is_kernel {
@@ -240,6 +252,11 @@ impl<'a> Resolver<'a> {
     /// (glibc's thread start, for one) lets the walk run on into stack data, and everything
     /// past that point is noise, not callers.
     fn walkable<'s>(&self, tgid: u32, ips: &'s [u64]) -> &'s [u64] {
+        if self.cfi {
+            // Walked by call-frame information: every frame is a real caller, including
+            // frames in anonymous code (JIT, the uprobe trampoline).
+            return ips;
+        }
         match ips
             .iter()
             .skip(1)
@@ -253,7 +270,7 @@ impl<'a> Resolver<'a> {
     /// Frames of one task's user + kernel stacks, root first (user, then kernel).
     fn stack(&mut self, raw: &Raw, tgid: u32, user: i32, kernel: i32) -> Vec<u32> {
         let mut out = Vec::new();
-        match raw.stacks.get(&user) {
+        match raw.user_stacks.get(&user) {
             Some(ips) => {
                 let sites: Vec<u64> = call_sites(self.walkable(tgid, ips)).collect();
                 for ip in sites.iter().rev() {
@@ -299,7 +316,7 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
         .enable_inlined_fns(true)
         .enable_demangling(true)
         .build();
-    let mut r = Resolver::new(maps);
+    let mut r = Resolver::new(maps, raw.stats.unwind == "cfi");
     r.prefetch(&symbolizer, raw);
     let mut build = |samples: &[RawSample], unit: &str| -> Profile {
         let mut stacks: Vec<Stack> = samples
@@ -371,6 +388,17 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
                 .count() as u64
         })
         .sum();
+    stats.quality = [
+        ("oncpu", &oncpu),
+        ("offcpu", &offcpu),
+        ("wakeup", &wakeup),
+        ("syscalls", &syscalls),
+        ("futex", &futex),
+    ]
+    .into_iter()
+    .filter(|(_, p)| !p.stacks.is_empty())
+    .map(|(name, p)| quality(name, p, &r.frames))
+    .collect();
     Profiles {
         frames: r.frames,
         oncpu,
@@ -379,6 +407,27 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
         syscalls,
         futex,
         stats,
+    }
+}
+
+/// The share of a profile whose user stack reaches its thread's start: the outermost frame
+/// is a user frame that starts a thread (`main`, `_start`, `start_thread`, `clone3`, …).
+fn quality(name: &str, p: &Profile, frames: &[Frame]) -> StackQuality {
+    let complete = p
+        .stacks
+        .iter()
+        .filter(|s| {
+            s.frames.first().is_some_and(|&f| {
+                let f = &frames[f as usize];
+                f.kind == FrameKind::User && is_thread_start(&f.name)
+            })
+        })
+        .map(|s| s.value)
+        .sum();
+    StackQuality {
+        profile: name.to_string(),
+        complete,
+        total: p.total(),
     }
 }
 

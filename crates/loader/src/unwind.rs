@@ -1,0 +1,305 @@
+//! Keeps the kernel side's unwind tables in step with the followed processes: every code
+//! mapping's object compiled once (switchyard-unwind), its rows written into the shared row
+//! array, and each process's mapping list in `PROC_MAPS`. Refreshed as processes start,
+//! exec and dlopen, from `/proc/<pid>/maps`.
+
+use std::{
+    collections::HashMap as StdHashMap,
+    os::fd::{AsFd as _, AsRawFd as _},
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use aya::{
+    Ebpf,
+    maps::{Array, HashMap, Map, MapData},
+};
+use switchyard_common::{
+    UnwindMapping, UnwindProc, UnwindRow, maps,
+    unwind::{MAX_MAPPINGS, MAX_PROCS, TABLE_FULL},
+};
+use switchyard_unwind::Table;
+
+use crate::Error;
+
+/// What the unwind tables hold and cost, for the summary.
+#[derive(Clone, Debug, Default)]
+pub struct UnwindStats {
+    /// Objects whose tables were built (each once, however many processes map it).
+    pub objects: u64,
+    /// Objects that had no CFI (frame pointers are walked in them).
+    pub objects_without_cfi: u64,
+    /// Objects whose table did not fit the row array.
+    pub objects_not_loaded: u64,
+    pub rows: u64,
+    pub capacity_rows: u64,
+    /// Time spent reading objects and compiling their tables.
+    pub build: Duration,
+    /// Objects that could not be read or parsed: (path, error).
+    pub failures: Vec<(String, String)>,
+}
+
+/// An object placed in the row array.
+struct Placed {
+    table: Table,
+    /// `TABLE_FULL` when it did not fit.
+    first_row: u32,
+}
+
+/// The unwind tables of one recording.
+pub struct Tables {
+    rows: *mut UnwindRow,
+    capacity: u32,
+    len: u32,
+    mmap_len: usize,
+    /// By (device, inode) from the maps line, or by path for pseudo-files (`[vdso]`).
+    objects: StdHashMap<(String, u64, String), Option<Placed>>,
+    /// The maps text each process was last loaded from, and its slot in `MAPPINGS`.
+    seen: StdHashMap<u32, (String, u32)>,
+    stats: UnwindStats,
+}
+
+// SAFETY: the mapping is owned by Tables and only written through &mut self.
+unsafe impl Send for Tables {}
+
+impl Tables {
+    /// Maps the row array of a loaded object (created with `BPF_F_MMAPABLE`).
+    pub fn new(ebpf: &Ebpf, capacity: u32) -> Result<Tables, Error> {
+        let name = maps::UNWIND_ROWS;
+        let data: &MapData = match ebpf.map(name) {
+            Some(Map::Array(d)) => d,
+            _ => return Err(Error::MissingMap(name)),
+        };
+        let mmap_len = (capacity as usize * std::mem::size_of::<UnwindRow>()).div_ceil(4096) * 4096;
+        // SAFETY: a shared mapping of the map's own memory, as long as the map's size.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mmap_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                data.fd().as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::Mmap {
+                name,
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(Tables {
+            rows: ptr as *mut UnwindRow,
+            capacity,
+            len: 0,
+            mmap_len,
+            objects: StdHashMap::new(),
+            seen: StdHashMap::new(),
+            stats: UnwindStats {
+                capacity_rows: capacity as u64,
+                ..Default::default()
+            },
+        })
+    }
+
+    pub fn stats(&self) -> &UnwindStats {
+        &self.stats
+    }
+
+    /// Loads the tables of every code mapping of `pid` that changed since the last call.
+    /// A process that is gone is left as it was.
+    pub fn refresh(&mut self, ebpf: &mut Ebpf, pid: u32) -> Result<(), Error> {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            return Ok(());
+        };
+        let slot = match self.seen.get(&pid) {
+            Some((seen, _)) if *seen == text => return Ok(()),
+            Some((_, slot)) => *slot,
+            // More processes than slots: the rest walk frame pointers.
+            None if self.seen.len() as u32 >= MAX_PROCS => return Ok(()),
+            None => self.seen.len() as u32,
+        };
+        let mut list: Vec<UnwindMapping> = Vec::new();
+        for line in text.lines() {
+            let Some(m) = MapsLine::parse(line) else {
+                continue;
+            };
+            if !m.perms.contains('x') {
+                continue;
+            }
+            let key = (m.dev.to_string(), m.inode, m.path.to_string());
+            if !self.objects.contains_key(&key) {
+                let placed = self.build(pid, &m);
+                self.objects.insert(key.clone(), placed);
+            }
+            let Some(Some(placed)) = self.objects.get(&key) else {
+                continue;
+            };
+            let Some(bias) = placed.table.bias(m.start, m.offset) else {
+                continue;
+            };
+            list.push(UnwindMapping {
+                start: m.start,
+                end: m.end,
+                bias,
+                first_row: placed.first_row,
+                rows: placed.table.rows.len() as u32,
+            });
+        }
+        list.sort_by_key(|m| m.start);
+        list.truncate(MAX_MAPPINGS as usize);
+        // The list first, then its length: a walk never reads a slot not yet written.
+        let name = maps::MAPPINGS;
+        let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
+        let mut mappings: Array<&mut MapData, UnwindMapping> =
+            Array::try_from(map).map_err(|source| Error::Map { name, source })?;
+        for (i, m) in list.iter().enumerate() {
+            mappings
+                .set(slot * MAX_MAPPINGS + i as u32, m, 0)
+                .map_err(|source| Error::Map { name, source })?;
+        }
+        let name = maps::PROC_MAPS;
+        let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
+        let mut procs: HashMap<&mut MapData, u32, UnwindProc> =
+            HashMap::try_from(map).map_err(|source| Error::Map { name, source })?;
+        let value = UnwindProc {
+            slot,
+            count: list.len() as u32,
+        };
+        procs
+            .insert(pid, value, 0)
+            .map_err(|source| Error::Map { name, source })?;
+        self.seen.insert(pid, (text, slot));
+        Ok(())
+    }
+
+    /// Builds and places the table of one mapping's object; `None` when it cannot be read.
+    fn build(&mut self, pid: u32, m: &MapsLine<'_>) -> Option<Placed> {
+        let started = Instant::now();
+        let table = if m.path == "[vdso]" {
+            // The vDSO is a whole ELF image in the process's memory.
+            read_memory(pid, m.start, m.end - m.start)
+                .and_then(|bytes| Table::from_bytes(&bytes, "[vdso]").map_err(|e| format!("{e}")))
+        } else if m.path.starts_with('/') {
+            let path = PathBuf::from(format!("/proc/{pid}/root{}", m.path));
+            Table::from_path(&path).map_err(|e| format!("{e}"))
+        } else {
+            // Anonymous code (JIT) and other pseudo-mappings: frame pointers only.
+            return None;
+        };
+        self.stats.build += started.elapsed();
+        let table = match table {
+            Ok(t) => t,
+            Err(e) => {
+                self.stats.failures.push((m.path.to_string(), e));
+                return None;
+            }
+        };
+        self.stats.objects += 1;
+        let n = table.rows.len() as u32;
+        if n == 0 {
+            self.stats.objects_without_cfi += 1;
+            return Some(Placed {
+                table,
+                first_row: 0,
+            });
+        }
+        if self.len as u64 + n as u64 > self.capacity as u64 {
+            self.stats.objects_not_loaded += 1;
+            return Some(Placed {
+                table,
+                first_row: TABLE_FULL,
+            });
+        }
+        let first_row = self.len;
+        // SAFETY: [len, len + n) lies inside the mapped array (checked above); the kernel side
+        // reads these rows only once the process's mapping list names them, written after.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                table.rows.as_ptr(),
+                self.rows.add(first_row as usize),
+                n as usize,
+            )
+        };
+        self.len += n;
+        self.stats.rows += n as u64;
+        Some(Placed { table, first_row })
+    }
+}
+
+impl Drop for Tables {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.rows as *mut libc::c_void, self.mmap_len) };
+    }
+}
+
+fn read_memory(pid: u32, addr: u64, len: u64) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::FileExt as _;
+    let file =
+        std::fs::File::open(format!("/proc/{pid}/mem")).map_err(|e| format!("[vdso]: {e}"))?;
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, addr)
+        .map_err(|e| format!("[vdso]: {e}"))?;
+    Ok(buf)
+}
+
+/// One line of `/proc/<pid>/maps`.
+struct MapsLine<'a> {
+    start: u64,
+    end: u64,
+    perms: &'a str,
+    offset: u64,
+    dev: &'a str,
+    inode: u64,
+    path: &'a str,
+}
+
+impl<'a> MapsLine<'a> {
+    fn parse(line: &'a str) -> Option<MapsLine<'a>> {
+        let mut f = line.splitn(6, ' ');
+        let range = f.next()?;
+        let perms = f.next()?;
+        let offset = u64::from_str_radix(f.next()?, 16).ok()?;
+        let dev = f.next()?;
+        let inode = f.next()?.parse().ok()?;
+        let path = f.next().unwrap_or("").trim_start();
+        let (a, b) = range.split_once('-')?;
+        Some(MapsLine {
+            start: u64::from_str_radix(a, 16).ok()?,
+            end: u64::from_str_radix(b, 16).ok()?,
+            perms,
+            offset,
+            dev,
+            inode,
+            path,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_parse() {
+        let l = MapsLine::parse(
+            "7f0c1a428000-7f0c1a57d000 r-xp 00026000 fe:01 1835291                    /usr/lib/x86_64-linux-gnu/libc.so.6",
+        )
+        .unwrap();
+        assert_eq!(
+            (l.start, l.end, l.perms, l.offset, l.dev, l.inode, l.path),
+            (
+                0x7f0c1a428000,
+                0x7f0c1a57d000,
+                "r-xp",
+                0x26000,
+                "fe:01",
+                1835291,
+                "/usr/lib/x86_64-linux-gnu/libc.so.6"
+            )
+        );
+        let anon = MapsLine::parse("7ffd5a3f0000-7ffd5a3f2000 r-xp 00000000 00:00 0 ").unwrap();
+        assert_eq!(anon.path, "");
+    }
+}

@@ -1,0 +1,422 @@
+//! User stacks walked in the kernel side, by call-frame information where an object has it and
+//! by frame pointers where it has none (JIT code, Go).
+//!
+//! User space compiles each mapped object's `.eh_frame` / `.debug_frame` into compact rows
+//! (`UnwindRow`: the CFA as rsp or rbp plus an offset, where the caller's rbp was saved) and
+//! lists every process's code mappings in `PROC_MAPS`. A walk starts from the task's user
+//! registers, finds the mapping of each pc and its row by binary search, and steps to the
+//! caller: return address at CFA-8, caller's rsp = CFA. One frame per `bpf_loop` iteration, so
+//! the verifier checks one step, not a hundred.
+//!
+//! A finished stack is hashed and kept once in `USER_STACKS`; the aggregation maps key on its
+//! id as they key on kernel stack ids. A walk that ends early counts its reason in DROPS.
+
+use core::ffi::c_void;
+
+use aya_ebpf::{
+    EbpfContext,
+    bindings::{BPF_F_MMAPABLE, BPF_NOEXIST},
+    helpers::{
+        bpf_probe_read_kernel, bpf_probe_read_user,
+        generated::{bpf_get_current_task_btf, bpf_get_stack, bpf_loop, bpf_task_pt_regs},
+    },
+    macros::map,
+    maps::{Array, HashMap, PerCpuArray},
+};
+use switchyard_common::{
+    MAX_TARGETS, UnwindMapping, UnwindProc, UnwindRow, UserStack, drops,
+    unwind::{
+        CFA_MASK, CFA_NONE, CFA_PLT, CFA_RBP, CFA_RSP, CFA_SCALED, END, MAPPING_SEARCH_STEPS,
+        MAX_FRAMES, MAX_MAPPINGS, MAX_PROCS, MODE_FP, RBP_SAVED, ROW_SEARCH_STEPS, SLOTS,
+        TABLE_FULL,
+    },
+};
+
+use crate::shared::drop_event;
+
+/// Sized by the loader (`--stack-map-size`).
+#[map(name = "USER_STACKS")]
+static USER_STACKS: HashMap<i32, UserStack> = HashMap::with_max_entries(1, 0);
+
+#[map(name = "UNWIND_SCRATCH")]
+static UNWIND_SCRATCH: PerCpuArray<UserStack> = PerCpuArray::with_max_entries(SLOTS, 0);
+
+/// Sized by the loader (`--unwind-rows`); user space writes the rows through a memory
+/// mapping, not one syscall per row.
+#[map(name = "UNWIND_ROWS")]
+static UNWIND_ROWS: Array<UnwindRow> = Array::with_max_entries(1, BPF_F_MMAPABLE);
+
+#[map(name = "PROC_MAPS")]
+static PROC_MAPS: HashMap<u32, UnwindProc> = HashMap::with_max_entries(MAX_TARGETS, 0);
+
+/// Searched by key, not by index into a value: the verifier then need not track the search
+/// bounds precisely, and one step verifies as one state.
+#[map(name = "MAPPINGS")]
+static MAPPINGS: Array<UnwindMapping> = Array::with_max_entries(MAX_PROCS * MAX_MAPPINGS, 0);
+
+/// Set by the loader before load: `unwind::MODE_FP` or `MODE_CFI`.
+#[unsafe(no_mangle)]
+static UNWIND_MODE: u8 = 0;
+
+const BPF_F_USER_STACK: u64 = 1 << 8;
+/// `struct pt_regs` offsets on x86-64.
+const REGS_BP: usize = 32;
+const REGS_IP: usize = 128;
+const REGS_SP: usize = 152;
+const INT3: u8 = 0xcc;
+/// User addresses are below this (47-bit user space).
+const USER_TOP: u64 = 1 << 47;
+/// `Walk::reason` while no drop reason applies.
+const NO_REASON: u32 = u32::MAX;
+
+/// The state of one walk, on the calling program's stack; `step` moves it one frame up.
+#[repr(C)]
+struct Walk {
+    pc: u64,
+    sp: u64,
+    bp: u64,
+    hash: u64,
+    tgid: u32,
+    /// Frames recorded so far.
+    depth: u32,
+    slot: u32,
+    /// A `drops::UNWIND_*` reason when the walk ended early.
+    reason: u32,
+}
+
+/// Where the caller of a pc is found.
+enum Rule {
+    /// A CFI row.
+    Row(UnwindRow),
+    /// Frame pointers; if they fail, the walk ends early for this reason (`NO_REASON`: the
+    /// object keeps no CFI and frame pointers are its only unwind info).
+    FramePointer(u32),
+}
+
+/// The id in `USER_STACKS` of the current task's user stack; -1 when none was taken.
+///
+/// `slot` is the caller's scratch slot (`unwind::SLOT_*`, by program kind). With
+/// `count_missing`, a task with no user registers (a kernel thread) is counted in DROPS.
+#[inline(always)]
+pub fn user_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) -> i32 {
+    // SAFETY: a read-only global the loader rewrites before load.
+    if unsafe { core::ptr::read_volatile(&UNWIND_MODE) } == MODE_FP {
+        return frame_pointer_stack(ctx, slot, count_missing);
+    }
+    // SAFETY: the current task and its saved user registers; reads that fail read as 0.
+    let (ip, sp, bp) = unsafe {
+        let task = bpf_get_current_task_btf();
+        let regs = bpf_task_pt_regs(task) as *const u8;
+        (
+            bpf_probe_read_kernel(regs.add(REGS_IP) as *const u64).unwrap_or(0),
+            bpf_probe_read_kernel(regs.add(REGS_SP) as *const u64).unwrap_or(0),
+            bpf_probe_read_kernel(regs.add(REGS_BP) as *const u64).unwrap_or(0),
+        )
+    };
+    if ip == 0 || ip >= USER_TOP {
+        if count_missing {
+            drop_event(drops::USER_STACK_MISSING);
+        }
+        return -1;
+    }
+    // In a uprobe's breakpoint trap the probed instruction has not run, but ip is already past
+    // the int3: walk from the probed address, or the entry's CFA would be off by a push.
+    // SAFETY: a read of the task's own code; a fault reads as "not a breakpoint".
+    let ip = match unsafe { bpf_probe_read_user((ip - 1) as *const u8) } {
+        Ok(INT3) => ip - 1,
+        _ => ip,
+    };
+    let mut walk = Walk {
+        pc: ip,
+        sp,
+        bp,
+        hash: 0,
+        tgid: ctx.tgid(),
+        depth: 0,
+        slot,
+        reason: NO_REASON,
+    };
+    // SAFETY: `step` is a static callback and `walk` lives on this stack for the whole loop.
+    unsafe {
+        bpf_loop(
+            MAX_FRAMES as u32 + 1,
+            step as *mut c_void,
+            &mut walk as *mut Walk as *mut c_void,
+            0,
+        )
+    };
+    if walk.reason != NO_REASON {
+        drop_event(walk.reason);
+    }
+    keep(slot, walk.depth, walk.hash)
+}
+
+/// Frame pointers only, walked by the kernel's own user-stack walker.
+#[inline(always)]
+fn frame_pointer_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) -> i32 {
+    let Some(buf) = UNWIND_SCRATCH.get_ptr_mut(slot) else {
+        return -1;
+    };
+    // SAFETY: a per-CPU scratch value owned by this program kind on this CPU.
+    let n = unsafe {
+        bpf_get_stack(
+            ctx.as_ptr(),
+            (*buf).frames.as_mut_ptr() as *mut c_void,
+            (MAX_FRAMES * 8) as u32,
+            BPF_F_USER_STACK,
+        )
+    };
+    if n <= 0 {
+        if count_missing {
+            drop_event(drops::USER_STACK_MISSING);
+        }
+        return -1;
+    }
+    let len = (n as u64 / 8) as u32;
+    let mut hash = 0u64;
+    for i in 0..MAX_FRAMES {
+        if i as u32 >= len {
+            break;
+        }
+        // SAFETY: as above; `i` is below MAX_FRAMES.
+        hash = mix(hash, unsafe { (*buf).frames[i] });
+    }
+    keep(slot, len, hash)
+}
+
+/// Keeps the walked stack in `slot` (of `len` frames) in `USER_STACKS` and returns its id.
+#[inline(always)]
+fn keep(slot: u32, len: u32, hash: u64) -> i32 {
+    let id = ((hash ^ (hash >> 32)) & 0x7fff_ffff) as i32;
+    if let Some(v) = USER_STACKS.get_ptr(&id) {
+        // SAFETY: a live map value, only read.
+        return if unsafe { (*v).hash } == hash {
+            id
+        } else {
+            drop_event(drops::STACK_COLLISION);
+            -1
+        };
+    }
+    let Some(buf) = UNWIND_SCRATCH.get_ptr_mut(slot) else {
+        return -1;
+    };
+    // SAFETY: the per-CPU scratch value.
+    let buf = unsafe { &mut *buf };
+    buf.hash = hash;
+    buf.len = len as u64;
+    if USER_STACKS.insert(&id, &*buf, BPF_NOEXIST as u64).is_ok() {
+        return id;
+    }
+    // Another CPU may have kept the same stack first.
+    match USER_STACKS.get_ptr(&id) {
+        // SAFETY: as above.
+        Some(v) if unsafe { (*v).hash } == hash => id,
+        _ => {
+            drop_event(drops::STACK_COLLISION);
+            -1
+        }
+    }
+}
+
+#[inline(always)]
+fn mix(hash: u64, pc: u64) -> u64 {
+    (hash.rotate_left(5) ^ pc).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// One `bpf_loop` iteration: records the current frame and moves to its caller. Returns 1 to
+/// stop.
+#[inline(never)]
+extern "C" fn step(index: u64, ctx: *mut c_void) -> i64 {
+    // SAFETY: bpf_loop passes back the Walk given to it, on the caller's stack.
+    let w = unsafe { &mut *(ctx as *mut Walk) };
+    if step_walk(w, index) { 0 } else { 1 }
+}
+
+/// `index` is the loop's iteration, which is the frame's depth: the verifier knows it only as
+/// a bounded number, so every iteration verifies alike.
+#[inline(always)]
+fn step_walk(w: &mut Walk, index: u64) -> bool {
+    let d = index as usize;
+    if d >= MAX_FRAMES {
+        w.reason = drops::UNWIND_DEPTH;
+        return false;
+    }
+    let Some(buf) = UNWIND_SCRATCH.get_ptr_mut(w.slot) else {
+        return false;
+    };
+    // SAFETY: the per-CPU scratch value; `d` is below MAX_FRAMES.
+    unsafe { (*buf).frames[d] = w.pc };
+    w.depth = d as u32 + 1;
+    w.hash = mix(w.hash, w.pc);
+    // A caller's pc is a return address: the call itself is the byte before it (a call may be
+    // a function's last instruction).
+    let at = if d == 0 { w.pc } else { w.pc - 1 };
+    let next = match rule(w.tgid, at) {
+        Rule::Row(row) => cfi_step(w, &row),
+        Rule::FramePointer(reason) => frame_pointer_step(w, reason),
+    };
+    match next {
+        Some(true) => true,
+        Some(false) => false,
+        None => {
+            if w.reason == NO_REASON {
+                w.reason = drops::UNWIND_UNREADABLE;
+            }
+            false
+        }
+    }
+}
+
+/// Steps by a CFI row. `Some(false)`: the outermost frame; `None`: a read failed.
+#[inline(always)]
+fn cfi_step(w: &mut Walk, row: &UnwindRow) -> Option<bool> {
+    if row.kind & END != 0 {
+        return Some(false);
+    }
+    let base = match row.kind & CFA_MASK {
+        CFA_RSP => w.sp,
+        CFA_RBP => w.bp,
+        // A PLT row keeps the expression's threshold in `rbp_offset`.
+        CFA_PLT => {
+            w.sp + if w.pc & 15 >= row.rbp_offset as u64 {
+                8
+            } else {
+                0
+            }
+        }
+        _ => return None,
+    };
+    let offset = if row.kind & CFA_SCALED != 0 {
+        row.cfa_offset as i64 * 8
+    } else {
+        row.cfa_offset as i64
+    };
+    let cfa = base.wrapping_add(offset as u64);
+    // SAFETY: reads of the task's own stack; a fault returns an error.
+    let ra = unsafe { bpf_probe_read_user((cfa - 8) as *const u64) }.ok()?;
+    if row.kind & RBP_SAVED != 0 {
+        let at = cfa.wrapping_add((row.rbp_offset as i64 * 8) as u64);
+        // SAFETY: as above.
+        w.bp = unsafe { bpf_probe_read_user(at as *const u64) }.ok()?;
+    }
+    // The stack grows down: a caller's frame is always above its callee's.
+    if cfa <= w.sp {
+        return None;
+    }
+    w.sp = cfa;
+    w.pc = ra;
+    Some(ra != 0 && ra < USER_TOP)
+}
+
+/// Steps by the frame pointer; `reason` is the drop reason if that fails.
+#[inline(always)]
+fn frame_pointer_step(w: &mut Walk, reason: u32) -> Option<bool> {
+    if w.bp == 0 {
+        // The end of a frame-pointer chain (Go's and glibc's outermost frames clear rbp).
+        if reason != NO_REASON {
+            w.reason = reason;
+        }
+        return Some(false);
+    }
+    // SAFETY: reads of the task's own stack; a fault returns an error.
+    let (next_bp, ra) = unsafe {
+        (
+            bpf_probe_read_user(w.bp as *const u64),
+            bpf_probe_read_user((w.bp + 8) as *const u64),
+        )
+    };
+    let (Ok(next_bp), Ok(ra)) = (next_bp, ra) else {
+        if reason != NO_REASON {
+            w.reason = reason;
+        }
+        return None;
+    };
+    if w.bp < w.sp {
+        if reason != NO_REASON {
+            w.reason = reason;
+        }
+        return None;
+    }
+    w.sp = w.bp + 16;
+    w.bp = next_bp;
+    w.pc = ra;
+    Some(ra != 0 && ra < USER_TOP)
+}
+
+/// How to find the caller of `pc` in process `tgid`.
+#[inline(always)]
+fn rule(tgid: u32, pc: u64) -> Rule {
+    let key = tgid;
+    let Some(p) = PROC_MAPS.get_ptr(&key) else {
+        // A process with no tables (a waker outside the targets, or a target not loaded
+        // yet): frame pointers are its unwind info.
+        return Rule::FramePointer(NO_REASON);
+    };
+    // SAFETY: a live map value, only read.
+    let (slot, count) = unsafe { ((*p).slot, (*p).count) };
+    if slot >= MAX_PROCS || count > MAX_MAPPINGS {
+        return Rule::FramePointer(drops::UNWIND_NO_CFI);
+    }
+    let first = slot * MAX_MAPPINGS;
+    // The first mapping starting above pc.
+    let (mut lo, mut hi) = (0u32, count);
+    for _ in 0..MAPPING_SEARCH_STEPS {
+        if lo >= hi {
+            break;
+        }
+        let mid = (lo + hi) / 2;
+        let Some(m) = MAPPINGS.get(first + mid) else {
+            break;
+        };
+        if m.start <= pc {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if lo == 0 {
+        // Anonymous code (JIT): frame pointers are all there is.
+        return Rule::FramePointer(NO_REASON);
+    }
+    let Some(m) = MAPPINGS.get(first + lo - 1) else {
+        return Rule::FramePointer(NO_REASON);
+    };
+    if pc >= m.end {
+        return Rule::FramePointer(NO_REASON);
+    }
+    if m.first_row == TABLE_FULL {
+        return Rule::FramePointer(drops::UNWIND_TABLE_FULL);
+    }
+    if m.rows == 0 {
+        return Rule::FramePointer(NO_REASON);
+    }
+    let rel = pc.wrapping_sub(m.bias);
+    if rel > u32::MAX as u64 {
+        return Rule::FramePointer(drops::UNWIND_NO_CFI);
+    }
+    let rel = rel as u32;
+    let (first, rows) = (m.first_row, m.rows);
+    // The last row starting at or below rel.
+    let (mut lo, mut hi) = (0u32, rows);
+    for _ in 0..ROW_SEARCH_STEPS {
+        if lo >= hi {
+            break;
+        }
+        let mid = (lo + hi) / 2;
+        let Some(row) = UNWIND_ROWS.get(first + mid) else {
+            return Rule::FramePointer(drops::UNWIND_NO_CFI);
+        };
+        if row.pc <= rel {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if lo == 0 {
+        return Rule::FramePointer(drops::UNWIND_NO_CFI);
+    }
+    match UNWIND_ROWS.get(first + lo - 1) {
+        Some(row) if row.kind & CFA_MASK != CFA_NONE || row.kind & END != 0 => Rule::Row(*row),
+        _ => Rule::FramePointer(drops::UNWIND_NO_CFI),
+    }
+}
