@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use switchyard_model::{Collector, Run, SyscallRow};
-use switchyard_report::units::{ns, rate, thousands};
+use switchyard_report::units::{ns, rate, stack_quality, thousands, unwind_tables};
 
 fn syscall_table(out: &mut String, title: &str, rows: &[&SyscallRow]) {
     let _ = writeln!(
@@ -231,6 +231,15 @@ pub fn render(run: &Run, top: usize) -> String {
             p.syscalls.stacks.len(),
             thousands(p.stats.unknown_frames)
         );
+        if let Some(q) = stack_quality(&p.stats) {
+            let _ = writeln!(out, "{q}");
+        }
+        if let Some(t) = &p.stats.tables {
+            let _ = writeln!(out, "unwind tables: {}", unwind_tables(t));
+            for f in &t.failures {
+                let _ = writeln!(out, "warning: unwind table not built: {f}");
+            }
+        }
     }
     for d in &run.drops {
         let _ = writeln!(out, "warning: {} {}", thousands(d.count), d.reason);

@@ -14,7 +14,10 @@ use crate::{
     chart::log2_chart,
     escape::{Esc, html as esc},
     flame::{self, flamegraph},
-    units::{command_line, ns, ns_f, percent, rate, significant, thousands, utc},
+    units::{
+        command_line, ns, ns_f, percent, rate, significant, stack_quality, thousands,
+        unwind_tables, utc,
+    },
 };
 
 /// Latency charts are drawn for this many syscalls, the top ones by total time.
@@ -180,6 +183,13 @@ fn summary(out: &mut String, run: &Run, command: &str) {
         "Host",
         &format!("{} · Linux {}", Esc(&m.host), Esc(&m.kernel)),
     );
+    let stats = &run.profiles.stats;
+    if let Some(q) = stack_quality(stats) {
+        kv(out, "Stack quality", &Esc(&q).to_string());
+    }
+    if let Some(t) = &stats.tables {
+        kv(out, "Unwind tables", &Esc(&unwind_tables(t)).to_string());
+    }
     out.push_str("</table>\n<h3>Totals</h3>\n<table class=\"kv\">\n");
     if ebpf {
         kv(

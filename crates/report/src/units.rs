@@ -132,6 +132,69 @@ pub fn command_line(args: &[String]) -> String {
         .join(" ")
 }
 
+/// Bytes, humanly: "812 B", "3.4 KiB", "12.0 MiB".
+pub fn bytes(v: u64) -> String {
+    let f = v as f64;
+    if v < 1024 {
+        format!("{v} B")
+    } else if v < 1024 * 1024 {
+        format!("{:.1} KiB", f / 1024.0)
+    } else if v < 1024 * 1024 * 1024 {
+        format!("{:.1} MiB", f / (1024.0 * 1024.0))
+    } else {
+        format!("{:.2} GiB", f / (1024.0 * 1024.0 * 1024.0))
+    }
+}
+
+/// The stack-quality line: how user stacks were walked and, per profile, the share whose user
+/// stack reaches the thread's start. `None` for runs that carry no quality figures.
+pub fn stack_quality(stats: &switchyard_model::StackStats) -> Option<String> {
+    if stats.quality.is_empty() {
+        return None;
+    }
+    let shares: Vec<String> = stats
+        .quality
+        .iter()
+        .map(|q| {
+            let name = match q.profile.as_str() {
+                "oncpu" => "on-CPU",
+                "offcpu" => "off-CPU",
+                "wakeup" => "wakeups",
+                "syscalls" => "syscalls",
+                "futex" => "futex waits",
+                other => other,
+            };
+            format!("{name} {:.1}%", q.percent())
+        })
+        .collect();
+    Some(format!(
+        "user stacks by {}; complete to the thread's start: {}",
+        stats.unwind_label(),
+        shares.join(", ")
+    ))
+}
+
+/// What the unwind tables held and cost: "7 objects (1 without CFI), 153,201 rows, 1.2 MiB of
+/// 32.0 MiB, built in 85.0 ms".
+pub fn unwind_tables(t: &switchyard_model::UnwindTables) -> String {
+    let mut s = format!(
+        "{} objects ({} without CFI), {} rows, {} of {}, built in {}",
+        thousands(t.objects),
+        thousands(t.objects_without_cfi),
+        thousands(t.rows),
+        bytes(t.bytes),
+        bytes(t.capacity_bytes),
+        ns(t.build_us.saturating_mul(1000))
+    );
+    if t.objects_not_loaded > 0 {
+        s += &format!(
+            "; {} did not fit (raise --unwind-rows)",
+            thousands(t.objects_not_loaded)
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,5 +238,48 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         assert_eq!(command_line(&args), r"./srv --port 9000 'a b' 'it'\''s' ''");
+    }
+
+    #[test]
+    fn stack_quality_and_tables_read_plainly() {
+        use switchyard_model::{StackQuality, StackStats, UnwindTables};
+        assert_eq!(stack_quality(&StackStats::default()), None);
+        let stats = StackStats {
+            unwind: "cfi".into(),
+            quality: vec![
+                StackQuality {
+                    profile: "oncpu".into(),
+                    complete: 95,
+                    total: 100,
+                },
+                StackQuality {
+                    profile: "offcpu".into(),
+                    complete: 2_000,
+                    total: 2_000,
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            stack_quality(&stats).unwrap(),
+            "user stacks by CFI (.eh_frame), frame pointers where none; complete to the \
+             thread's start: on-CPU 95.0%, off-CPU 100.0%"
+        );
+        let t = UnwindTables {
+            objects: 7,
+            objects_without_cfi: 1,
+            objects_not_loaded: 2,
+            rows: 153_201,
+            capacity_rows: 4 << 20,
+            bytes: 153_201 * 8,
+            capacity_bytes: 32 << 20,
+            build_us: 85_000,
+            failures: Vec::new(),
+        };
+        assert_eq!(
+            unwind_tables(&t),
+            "7 objects (1 without CFI), 153,201 rows, 1.2 MiB of 32.0 MiB, built in 85.0 ms; \
+             2 did not fit (raise --unwind-rows)"
+        );
     }
 }
