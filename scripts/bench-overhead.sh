@@ -4,7 +4,12 @@
 # bpftrace doing the same counting. Each configuration runs REPEATS times, interleaved, and
 # the median is reported, with the added cost over the untraced median.
 #
-#   just bench-overhead            (CALLS=5000000 ROUNDS=200000 REPEATS=5 to change)
+# The stack rows compare the two ways user stacks are walked: frame pointers (the kernel's own
+# walker, `--unwind fp`) and call-frame information (`--unwind cfi`, the default), next to
+# bpftrace taking the same stacks (frame pointers: the kernel's walker).
+#
+#   just bench-overhead            (CALLS=5000000 ROUNDS=200000 REPEATS=5 ITERS=3000000000
+#                                   DEPTH=24 HZ=2999 to change)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +17,9 @@ CALLS=${CALLS:-5000000}
 ROUNDS=${ROUNDS:-200000}
 REPEATS=${REPEATS:-5}
 CPU=${CPU:-1}
+ITERS=${ITERS:-3000000000}
+DEPTH=${DEPTH:-24}
+HZ=${HZ:-2999}
 SY=target/release/switchyard
 DEMO=target/release/switchyard-demo
 
@@ -35,6 +43,7 @@ BT_SWITCH='tracepoint:sched:sched_switch /pid == cpid/ { @[tid, args->prev_state
 # The stacks switchyard takes by default: kernel and user stack at switch-out, and the waker's.
 BT_STACKS='tracepoint:sched:sched_switch /pid == cpid/ { @out[kstack, ustack] = count(); }
 tracepoint:sched:sched_wakeup /pid == cpid/ { @waker[kstack, ustack] = count(); }'
+BT_SAMPLE="profile:hz:$HZ /pid == cpid/ { @[kstack, ustack] = count(); }"
 
 run_syscalls() { # mode → ns per getppid
   local cmd=("$(command -v taskset)" -c "$CPU" "$PWD/$DEMO" getppid-loop --count "$CALLS")
@@ -54,20 +63,34 @@ run_switches() { # mode → ns per round trip (2 switches), both threads pinned 
     untraced) "${cmd[@]}" ;;
     switchyard) "$SY" record --no-stacks -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
     switchyard-stacks) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
+    switchyard-stacks-fp) "$SY" record --unwind fp -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
     bpftrace-count) bpftrace -e "$BT_SWITCH" -c "${cmd[*]}" 2>/dev/null ;;
     bpftrace-stacks) bpftrace -e "$BT_STACKS" -c "${cmd[*]}" 2>/dev/null ;;
   esac | field ns_per_round_trip
 }
 
+run_samples() { # mode → elapsed ns of a fixed CPU-bound loop DEPTH calls deep
+  local cmd=("$(command -v taskset)" -c "$CPU" "$PWD/$DEMO" spin --iters "$ITERS" --depth "$DEPTH")
+  case $1 in
+    untraced) "${cmd[@]}" ;;
+    switchyard-fp) "$SY" record --freq "$HZ" --unwind fp -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
+    switchyard-cfi) "$SY" record --freq "$HZ" -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
+    bpftrace-stacks) bpftrace -e "$BT_SAMPLE" -c "${cmd[*]}" 2>/dev/null ;;
+  esac | field elapsed_ns
+}
+
 median() { python3 -c 'import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
-declare -A sc sw
+declare -A sc sw sa
 for ((i = 0; i < REPEATS; i++)); do
   for m in untraced switchyard switchyard-stacks bpftrace-empty bpftrace-count bpftrace-hist; do
     sc[$m]+="$(run_syscalls "$m") "
   done
-  for m in untraced switchyard switchyard-stacks bpftrace-count bpftrace-stacks; do
+  for m in untraced switchyard switchyard-stacks-fp switchyard-stacks bpftrace-count bpftrace-stacks; do
     sw[$m]+="$(run_switches "$m") "
+  done
+  for m in untraced switchyard-fp switchyard-cfi bpftrace-stacks; do
+    sa[$m]+="$(run_samples "$m") "
   done
 done
 
@@ -90,16 +113,32 @@ done
 printf '\nper context switch (pipe ping-pong pinned to CPU %s, %s round trips = 2 switches each, median of %s)\n' "$CPU" "$ROUNDS" "$REPEATS"
 printf '  %-50s %10s %10s %8s\n' configuration "ns/switch" "added ns" "× base"
 base=$(median ${sw[untraced]})
-for m in untraced switchyard switchyard-stacks bpftrace-count bpftrace-stacks; do
+for m in untraced switchyard switchyard-stacks-fp switchyard-stacks bpftrace-count bpftrace-stacks; do
   v=$(median ${sw[$m]})
   case $m in
     untraced) label="untraced" ;;
     switchyard) label="switchyard --no-stacks (switches, on/off-CPU)" ;;
-    switchyard-stacks) label="switchyard (+ off-CPU and wakeup stacks)" ;;
+    switchyard-stacks-fp) label="switchyard --unwind fp (+ stacks, frame pointers)" ;;
+    switchyard-stacks) label="switchyard (+ off-CPU and wakeup stacks, CFI)" ;;
     bpftrace-count) label="bpftrace: count switches by thread/state" ;;
     bpftrace-stacks) label="bpftrace: the same stacks (switch-out, waker)" ;;
   esac
   python3 -c 'import sys; v,b=float(sys.argv[1])/2,float(sys.argv[2])/2; print("  %-50s %10.1f %10.1f %8.2f" % (sys.argv[3], v, v-b, v/b))' "$v" "$base" "$label"
+done
+
+printf '\nper on-CPU sample (a loop %s calls deep pinned to CPU %s, sampled at %s Hz, median of %s)\n' "$DEPTH" "$CPU" "$HZ" "$REPEATS"
+printf '  %-50s %10s %10s %8s\n' configuration "ms" "ns/sample" "× base"
+base=$(median ${sa[untraced]})
+for m in untraced switchyard-fp switchyard-cfi bpftrace-stacks; do
+  v=$(median ${sa[$m]})
+  case $m in
+    untraced) label="untraced" ;;
+    switchyard-fp) label="switchyard --unwind fp (kernel + user stack)" ;;
+    switchyard-cfi) label="switchyard (kernel + user stack, CFI)" ;;
+    bpftrace-stacks) label="bpftrace: profile:hz with kstack, ustack" ;;
+  esac
+  # Added time over the samples taken in it (HZ per second of the traced run).
+  python3 -c 'import sys; v,b,hz=float(sys.argv[1]),float(sys.argv[2]),float(sys.argv[4]); n=hz*v/1e9; print("  %-50s %10.1f %10.1f %8.3f" % (sys.argv[3], v/1e6, (v-b)/n if n else 0, v/b))' "$v" "$base" "$label" "$HZ"
 done
 echo
 echo "note: the switchyard rows include every syscall the ping-pong makes (readv/writev), as the"

@@ -61,6 +61,9 @@ pub mod maps {
     pub const PROC_MAPS: &str = "PROC_MAPS";
     /// `Array<UnwindMapping>`: [`unwind::MAX_MAPPINGS`] slots per process, sorted by start.
     pub const MAPPINGS: &str = "MAPPINGS";
+    /// `Array<u32>` of one entry: bumped whenever a mapping list changes (the kernel side
+    /// caches rules per pc within one generation).
+    pub const UNWIND_GENERATION: &str = "UNWIND_GENERATION";
 }
 
 /// Read-only globals the loader sets before load (`EbpfLoader::override_global`).

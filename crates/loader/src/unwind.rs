@@ -56,6 +56,8 @@ pub struct Tables {
     objects: StdHashMap<(String, u64, String), Option<Placed>>,
     /// The maps text each process was last loaded from, and its slot in `MAPPINGS`.
     seen: StdHashMap<u32, (String, u32)>,
+    /// The value last written to `UNWIND_GENERATION`.
+    generation: u32,
     stats: UnwindStats,
 }
 
@@ -95,6 +97,7 @@ impl Tables {
             mmap_len,
             objects: StdHashMap::new(),
             seen: StdHashMap::new(),
+            generation: 0,
             stats: UnwindStats {
                 capacity_rows: capacity as u64,
                 ..Default::default()
@@ -168,6 +171,15 @@ impl Tables {
         };
         procs
             .insert(pid, value, 0)
+            .map_err(|source| Error::Map { name, source })?;
+        // Rules cached for this process's pcs may now be wrong (exec, munmap).
+        self.generation = self.generation.wrapping_add(1);
+        let name = maps::UNWIND_GENERATION;
+        let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
+        let mut generation: Array<&mut MapData, u32> =
+            Array::try_from(map).map_err(|source| Error::Map { name, source })?;
+        generation
+            .set(0, self.generation, 0)
             .map_err(|source| Error::Map { name, source })?;
         self.seen.insert(pid, (text, slot));
         Ok(())

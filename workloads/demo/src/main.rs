@@ -5,6 +5,8 @@
 //! switchyard-demo threads [--threads T] [--getppid N] [--fork-child] [--wait-stdin]
 //! switchyard-demo getppid-loop --count N        (prints ns per call)
 //! switchyard-demo pingpong --rounds K           (prints ns per round trip)
+//! switchyard-demo spin --iters N --depth D      (burns N iterations D calls deep; prints the
+//!                                                elapsed ns, for the per-sample cost)
 //! switchyard-demo mix [--seconds S]             (a bit of everything, for the default profile)
 //! switchyard-demo stacks [--seconds S]          (one hot function, one blocking, one waker)
 //! switchyard-demo locks [--futex-waits N] [--span-calls M]
@@ -241,6 +243,27 @@ fn pingpong_bench(args: &Args) {
     pingpong(k);
     let ns = start.elapsed().as_nanos() as f64 / k as f64;
     println!("{{\"rounds\":{k},\"ns_per_round_trip\":{ns:.1}}}");
+}
+
+/// CPU work at a known stack depth: on-CPU samples then walk `depth` frames of this program
+/// (plus its start), as a server's do.
+fn spin(args: &Args) {
+    let iters = args.num("--iters", 2_000_000_000);
+    let depth = args.num("--depth", 24);
+    let start = Instant::now();
+    let x = std::hint::black_box(deep(depth, iters));
+    let ns = start.elapsed().as_nanos();
+    println!("{{\"iters\":{iters},\"depth\":{depth},\"elapsed_ns\":{ns},\"x\":{x}}}");
+}
+
+#[inline(never)]
+fn deep(depth: u64, iters: u64) -> u64 {
+    if depth == 0 {
+        burn(iters)
+    } else {
+        // Not a tail call: the frame stays on the stack.
+        std::hint::black_box(deep(depth - 1, iters)).wrapping_add(1)
+    }
 }
 
 #[inline(never)]
@@ -496,6 +519,7 @@ fn main() {
         "threads" => threads(&args),
         "getppid-loop" => getppid_loop(&args),
         "pingpong" => pingpong_bench(&args),
+        "spin" => spin(&args),
         "mix" => mix(&args),
         "stacks" => stacks(&args),
         "locks" => locks(&args),
