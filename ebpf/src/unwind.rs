@@ -338,14 +338,13 @@ fn cfi_step(w: &mut Walk, row: &UnwindRow) -> Option<bool> {
     Some(ra != 0 && ra < USER_TOP)
 }
 
-/// Steps by the frame pointer; `reason` is the drop reason if that fails.
+/// Steps by the frame pointer; `reason` is the drop reason if that fails (`NO_REASON` where
+/// frame pointers are all there is).
 #[inline(always)]
 fn frame_pointer_step(w: &mut Walk, reason: u32) -> Option<bool> {
     if w.bp == 0 {
         // The end of a frame-pointer chain (Go's and glibc's outermost frames clear rbp).
-        if reason != NO_REASON {
-            w.reason = reason;
-        }
+        w.reason = reason;
         return Some(false);
     }
     // SAFETY: reads of the task's own stack; a fault returns an error.
@@ -355,22 +354,85 @@ fn frame_pointer_step(w: &mut Walk, reason: u32) -> Option<bool> {
             bpf_probe_read_user((w.bp + 8) as *const u64),
         )
     };
+    // Where frame pointers are the object's only unwind info (Go, JIT code), a chain that
+    // leads nowhere is how it ends, as for the kernel's own walker: not a loss.
     let (Ok(next_bp), Ok(ra)) = (next_bp, ra) else {
-        if reason != NO_REASON {
-            w.reason = reason;
-        }
-        return None;
+        w.reason = reason;
+        return Some(false);
     };
     if w.bp < w.sp {
-        if reason != NO_REASON {
-            w.reason = reason;
-        }
-        return None;
+        w.reason = reason;
+        return Some(false);
     }
     w.sp = w.bp + 16;
     w.bp = next_bp;
     w.pc = ra;
     Some(ra != 0 && ra < USER_TOP)
+}
+
+const SEARCH_MAPPINGS: u32 = 0;
+const SEARCH_ROWS: u32 = 1;
+
+/// A binary search over `[base, base + len)` of `MAPPINGS` (by start) or `UNWIND_ROWS` (by
+/// pc), for the first entry above `key`.
+#[repr(C)]
+struct Search {
+    key: u64,
+    base: u32,
+    lo: u32,
+    hi: u32,
+    which: u32,
+}
+
+/// The index (from `base`) of the first entry whose start is above `key`: 0 when none is at
+/// or below it. One `bpf_loop` iteration per step, so the verifier checks one step whatever
+/// the bounds; a plain loop makes it follow every path through every step.
+#[inline(always)]
+fn search(which: u32, base: u32, len: u32, key: u64, steps: u32) -> u32 {
+    let mut s = Search {
+        key,
+        base,
+        lo: 0,
+        hi: len,
+        which,
+    };
+    // SAFETY: `search_step` is a static callback and `s` lives on this stack for the loop.
+    unsafe {
+        bpf_loop(
+            steps,
+            search_step as *mut c_void,
+            &mut s as *mut Search as *mut c_void,
+            0,
+        )
+    };
+    s.lo
+}
+
+#[inline(never)]
+extern "C" fn search_step(_index: u64, ctx: *mut c_void) -> i64 {
+    // SAFETY: bpf_loop passes back the Search given to it, on the caller's stack.
+    let s = unsafe { &mut *(ctx as *mut Search) };
+    if s.lo >= s.hi {
+        return 1;
+    }
+    let mid = s.lo + (s.hi - s.lo) / 2;
+    let start = if s.which == SEARCH_MAPPINGS {
+        match MAPPINGS.get(s.base + mid) {
+            Some(m) => m.start,
+            None => return 1,
+        }
+    } else {
+        match UNWIND_ROWS.get(s.base + mid) {
+            Some(r) => r.pc as u64,
+            None => return 1,
+        }
+    };
+    if start <= s.key {
+        s.lo = mid + 1;
+    } else {
+        s.hi = mid;
+    }
+    0
 }
 
 /// [`rule`], through the per-CPU cache.
@@ -423,21 +485,7 @@ fn rule(tgid: u32, pc: u64) -> Rule {
     }
     let first = slot * MAX_MAPPINGS;
     // The first mapping starting above pc.
-    let (mut lo, mut hi) = (0u32, count);
-    for _ in 0..MAPPING_SEARCH_STEPS {
-        if lo >= hi {
-            break;
-        }
-        let mid = (lo + hi) / 2;
-        let Some(m) = MAPPINGS.get(first + mid) else {
-            break;
-        };
-        if m.start <= pc {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
+    let lo = search(SEARCH_MAPPINGS, first, count, pc, MAPPING_SEARCH_STEPS);
     if lo == 0 {
         // Anonymous code (JIT): frame pointers are all there is.
         return Rule::FramePointer(NO_REASON);
@@ -460,22 +508,8 @@ fn rule(tgid: u32, pc: u64) -> Rule {
     }
     let rel = rel as u32;
     let (first, rows) = (m.first_row, m.rows);
-    // The last row starting at or below rel.
-    let (mut lo, mut hi) = (0u32, rows);
-    for _ in 0..ROW_SEARCH_STEPS {
-        if lo >= hi {
-            break;
-        }
-        let mid = (lo + hi) / 2;
-        let Some(row) = UNWIND_ROWS.get(first + mid) else {
-            return Rule::FramePointer(drops::UNWIND_NO_CFI);
-        };
-        if row.pc <= rel {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
+    // The first row starting above rel.
+    let lo = search(SEARCH_ROWS, first, rows, rel as u64, ROW_SEARCH_STEPS);
     if lo == 0 {
         return Rule::FramePointer(drops::UNWIND_NO_CFI);
     }

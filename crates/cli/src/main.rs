@@ -78,8 +78,9 @@ struct RecordArgs {
     #[arg(long, value_enum, default_value_t = UnwindArg::Cfi)]
     unwind: UnwindArg,
     /// Rows of the kernel's unwind table, shared by every object of the targets (8 bytes
-    /// each); raise it when the run warns that a table did not fit.
-    #[arg(long, default_value_t = 4 << 20, value_name = "N")]
+    /// each; the default, 16 MiB, holds Node.js with room to spare); raise it when the run
+    /// warns that a table did not fit.
+    #[arg(long, default_value_t = 2 << 20, value_name = "N")]
     unwind_rows: u32,
     /// Time a function from entry to return (uprobe + uretprobe), e.g. a spin-lock acquire:
     /// SYMBOL in the target's executable, or SYMBOL@/path/to/binary-or-library; LABEL= names

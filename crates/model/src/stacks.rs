@@ -208,5 +208,11 @@ pub fn is_thread_start(name: &str) -> bool {
             | "runtime.rt0_go.abi0"
             | "runtime.mstart"
             | "runtime.mstart.abi0"
+            // A Go scheduler stack (g0) starts where a goroutine's stack switched to it.
+            | "runtime.mcall"
+            | "runtime.systemstack"
+            | "runtime.systemstack.abi0"
+            | "runtime.morestack"
+            | "runtime.morestack.abi0"
     )
 }

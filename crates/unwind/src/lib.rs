@@ -49,6 +49,10 @@ pub enum Error {
 pub enum Source {
     EhFrame,
     DebugFrame,
+    /// A Go binary: frame pointers are walked in it, as the Go runtime's own tracer walks
+    /// them. Its `.debug_frame` leaves out the runtime's stack switches (systemstack, mcall,
+    /// morestack), so CFI walks stop there.
+    Go,
     /// No CFI at all: frame pointers are walked in this object.
     None,
 }
@@ -94,7 +98,11 @@ impl Table {
             source,
         };
         let mut raw = Vec::new();
-        let source = if let Some(sec) = file.section_by_name(".eh_frame")
+        let is_go = file.section_by_name(".go.buildinfo").is_some()
+            || file.section_by_name(".gopclntab").is_some();
+        let source = if is_go {
+            Source::Go
+        } else if let Some(sec) = file.section_by_name(".eh_frame")
             && sec.size() > 0
         {
             let bytes = section_bytes(&sec, name)?;
@@ -391,6 +399,19 @@ mod tests {
         let row = row_at(&table, rel + table.base);
         assert_eq!((row.kind, row.cfa_offset), (CFA_RSP, 8), "{row:?}");
         assert_eq!(known_function(2), 6);
+    }
+
+    #[test]
+    fn go_binaries_walk_frame_pointers() {
+        // The project's Go cache server, when it has been built (`just build`).
+        let go = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/release/read-state-cache-go");
+        if !go.exists() {
+            eprintln!("skipping: {} not built", go.display());
+            return;
+        }
+        let table = Table::from_path(&go).unwrap();
+        assert_eq!((table.source, table.rows.len()), (Source::Go, 0));
     }
 
     #[test]
