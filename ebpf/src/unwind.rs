@@ -26,9 +26,9 @@ use aya_ebpf::{
 use switchyard_common::{
     MAX_TARGETS, UnwindMapping, UnwindProc, UnwindRow, UserStack, drops,
     unwind::{
-        CFA_MASK, CFA_NONE, CFA_PLT, CFA_RBP, CFA_RSP, CFA_SCALED, END, MAPPING_SEARCH_STEPS,
-        MAX_FRAMES, MAX_MAPPINGS, MAX_PROCS, MODE_FP, RBP_SAVED, ROW_SEARCH_STEPS, SLOTS,
-        TABLE_FULL,
+        CFA_MASK, CFA_NONE, CFA_PLT, CFA_RBP, CFA_RSP, CFA_SCALED, COMPLETE, END,
+        MAPPING_SEARCH_STEPS, MAX_FRAMES, MAX_MAPPINGS, MAX_PROCS, MODE_FP, RBP_SAVED,
+        ROW_SEARCH_STEPS, SLOTS, TABLE_FULL,
     },
 };
 
@@ -178,7 +178,12 @@ pub fn user_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) -> i3
     if walk.reason != NO_REASON {
         drop_event(walk.reason);
     }
-    keep(slot, walk.depth, walk.hash)
+    let complete = if walk.reason == NO_REASON {
+        COMPLETE
+    } else {
+        0
+    };
+    keep(slot, walk.depth as u64 | complete, walk.hash)
 }
 
 /// Frame pointers only, walked by the kernel's own user-stack walker.
@@ -211,12 +216,13 @@ fn frame_pointer_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) 
         // SAFETY: as above; `i` is below MAX_FRAMES.
         hash = mix(hash, unsafe { (*buf).frames[i] });
     }
-    keep(slot, len, hash)
+    keep(slot, len as u64, hash)
 }
 
-/// Keeps the walked stack in `slot` (of `len` frames) in `USER_STACKS` and returns its id.
+/// Keeps the walked stack in `slot` (`len` frames, and the COMPLETE flag) in `USER_STACKS`
+/// and returns its id.
 #[inline(always)]
-fn keep(slot: u32, len: u32, hash: u64) -> i32 {
+fn keep(slot: u32, len: u64, hash: u64) -> i32 {
     let id = ((hash ^ (hash >> 32)) & 0x7fff_ffff) as i32;
     if let Some(v) = USER_STACKS.get_ptr(&id) {
         // SAFETY: a live map value, only read.
@@ -233,7 +239,7 @@ fn keep(slot: u32, len: u32, hash: u64) -> i32 {
     // SAFETY: the per-CPU scratch value.
     let buf = unsafe { &mut *buf };
     buf.hash = hash;
-    buf.len = len as u64;
+    buf.len = len;
     if USER_STACKS.insert(&id, &*buf, BPF_NOEXIST as u64).is_ok() {
         return id;
     }

@@ -55,7 +55,12 @@ enum Collection {
 pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let target = match (args.pid, args.command.is_empty()) {
         (Some(pid), true) => Target::Pid(check_pid(pid)?),
-        (None, false) => Target::Spawn(spawn::fork_stopped(&args.command)?),
+        // Held from exec until its libraries are mapped, so their unwind tables are in place
+        // for the first stacks (only when CFI stacks are taken).
+        (None, false) => Target::Spawn(spawn::fork_stopped(
+            &args.command,
+            !args.no_stacks && args.unwind == crate::UnwindArg::Cfi,
+        )?),
         _ => {
             return Err(hinted(
                 "nothing to record",
@@ -157,9 +162,18 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let start_wall = SystemTime::now();
     let start_mono = mono_ns()?;
     let started = Instant::now();
+    let mut collection = collection;
+    // A spawned child that ended while held (before its loader was done).
+    let mut exited_early = None;
     let command = match target {
         Target::Spawn(s) => {
-            s.go()?;
+            exited_early = s.go(|| {
+                if let Collection::Ebpf(p) = &mut collection
+                    && let Err(e) = p.refresh_unwind()
+                {
+                    eprintln!("warning: loading unwind tables: {e}");
+                }
+            })?;
             args.command.clone()
         }
         Target::Pid(p) => procfs::cmdline(p),
@@ -172,7 +186,6 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             .unwrap_or_default()
     );
 
-    let mut collection = collection;
     let mut progress = Progress::start(args.duration);
     let pidfd = PidFd::open(pid);
     let mut reaped: Option<spawn::Exit> = None;
@@ -220,7 +233,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         }
         match mode {
             TargetMode::Spawn => {
-                if let Some(exit) = spawn::try_reap(pid) {
+                if let Some(exit) = exited_early.take().or_else(|| spawn::try_reap(pid)) {
                     reaped = Some(exit);
                     break EndReason::TargetExited {
                         code: exit.code,

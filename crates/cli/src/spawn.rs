@@ -4,6 +4,11 @@
 //! `std::process::Command::spawn` returns only after exec, too late; so: fork, let the child
 //! wait on a pipe, attach to its pid, then let it exec. An exec failure comes back through a
 //! close-on-exec pipe as an errno.
+//!
+//! With `hold`, the child is also held (ptrace) from exec until the dynamic loader has mapped
+//! its libraries: the recorder loads their unwind tables then, so the first stacks of the
+//! program are walked by CFI too (a thread that blocks once, early, for the whole run would
+//! otherwise keep a stack taken before its libraries had tables).
 
 use std::{
     env,
@@ -27,6 +32,7 @@ pub struct Stopped {
     go: std::os::fd::OwnedFd,
     exec_err: std::os::fd::OwnedFd,
     program: String,
+    hold: bool,
 }
 
 /// Finds `program` the way execvp will, so "not found" is reported before anything starts.
@@ -62,8 +68,9 @@ pub fn resolve(program: &str) -> Result<PathBuf> {
         })
 }
 
-/// Forks; the child waits for [`Stopped::go`] and then execs `argv`.
-pub fn fork_stopped(argv: &[String]) -> Result<Stopped> {
+/// Forks; the child waits for [`Stopped::go`] and then execs `argv` (traced by the parent
+/// until its loader is done, with `hold`).
+pub fn fork_stopped(argv: &[String], hold: bool) -> Result<Stopped> {
     let program = argv.first().context("no command given")?.clone();
     let resolved = resolve(&program)?;
     let c_path = CString::new(resolved.as_os_str().as_encoded_bytes())
@@ -93,6 +100,10 @@ pub fn fork_stopped(argv: &[String]) -> Result<Stopped> {
                 // SAFETY: leave without unwinding or running atexit handlers.
                 unsafe { libc::_exit(127) };
             }
+            if hold {
+                // SAFETY: ptrace(2) is async-signal-safe; a failure only means no hold.
+                unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) };
+            }
             let _ = nix::unistd::execv(&c_path, &c_argv);
             let errno = nix::errno::Errno::last_raw().to_ne_bytes();
             let _ = write(&err_w, &errno);
@@ -107,14 +118,17 @@ pub fn fork_stopped(argv: &[String]) -> Result<Stopped> {
                 go: go_w,
                 exec_err: err_r,
                 program,
+                hold,
             })
         }
     }
 }
 
 impl Stopped {
-    /// Lets the child exec; returns once exec has succeeded or reports why it failed.
-    pub fn go(self) -> Result<u32> {
+    /// Lets the child exec; returns once exec has succeeded or reports why it failed. With
+    /// `hold`, `loaded` runs once the dynamic loader has mapped the program's libraries, while
+    /// the child waits; the result is its exit if it ended before that.
+    pub fn go(self, loaded: impl FnMut()) -> Result<Option<Exit>> {
         write(&self.go, b"g").context("starting the command")?;
         drop(self.go);
         let mut buf = [0u8; 4];
@@ -127,7 +141,8 @@ impl Stopped {
                     "check that the file is a program for this machine and that you may run it",
                 ))
             }
-            _ => Ok(self.pid),
+            _ if self.hold => Ok(hold_until_loaded(self.pid, loaded)),
+            _ => Ok(None),
         }
     }
 
@@ -148,6 +163,104 @@ pub struct Exit {
     pub switches: Option<(u64, u64)>,
     /// Peak resident set size of the child, KiB.
     pub max_rss_kb: Option<u64>,
+}
+
+/// Follows a freshly exec'd child (stopped by the exec under PTRACE_TRACEME) from syscall to
+/// syscall while they come from the dynamic loader; at the first one from anywhere else (its
+/// libraries are mapped by then), runs `loaded` and lets it go. Returns its exit if it ended
+/// first. Anything unexpected lets it go at once: the hold is an improvement, never a
+/// condition of the recording.
+fn hold_until_loaded(pid: u32, mut loaded: impl FnMut()) -> Option<Exit> {
+    use nix::sys::ptrace;
+    let child = Pid::from_raw(pid as i32);
+    // The exec stop.
+    match wait_child(pid) {
+        Waited::Stopped(_) => {}
+        Waited::Exited(e) => return Some(e),
+    }
+    let _ = ptrace::setoptions(child, ptrace::Options::PTRACE_O_TRACESYSGOOD);
+    let loader = match ptrace::getregs(child) {
+        Ok(regs) => code_file(pid, regs.rip),
+        Err(_) => None,
+    };
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    // A static program has no loader: its tables can load now.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut signal = None;
+    if loader.is_some() && loader != exe {
+        while std::time::Instant::now() < deadline {
+            if ptrace::syscall(child, signal).is_err() {
+                break;
+            }
+            signal = None;
+            match wait_child(pid) {
+                Waited::Exited(e) => return Some(e),
+                // A syscall stop (SIGTRAP | 0x80): who made the call?
+                Waited::Stopped(sig) if sig == libc::SIGTRAP | 0x80 => {
+                    let here = ptrace::getregs(child)
+                        .ok()
+                        .and_then(|r| code_file(pid, r.rip));
+                    if here != loader {
+                        break;
+                    }
+                }
+                // A signal for the child: pass it on.
+                Waited::Stopped(sig) => {
+                    signal = nix::sys::signal::Signal::try_from(sig).ok();
+                }
+            }
+        }
+    }
+    loaded();
+    let _ = ptrace::detach(child, signal);
+    None
+}
+
+enum Waited {
+    /// Stopped, with the stop signal (ptrace syscall stops: SIGTRAP | 0x80).
+    Stopped(i32),
+    Exited(Exit),
+}
+
+/// Waits for the traced child's next stop or its exit.
+fn wait_child(pid: u32) -> Waited {
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid out-parameter.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointers.
+    let rc = unsafe { libc::wait4(pid as libc::pid_t, &mut status, libc::__WALL, &mut usage) };
+    if rc < 0 {
+        return Waited::Exited(Exit {
+            code: None,
+            signal: None,
+            switches: None,
+            max_rss_kb: None,
+        });
+    }
+    if libc::WIFSTOPPED(status) {
+        return Waited::Stopped(libc::WSTOPSIG(status));
+    }
+    Waited::Exited(Exit {
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
+        switches: Some((usage.ru_nvcsw as u64, usage.ru_nivcsw as u64)),
+        max_rss_kb: Some(usage.ru_maxrss as u64),
+    })
+}
+
+/// The file mapped at `addr` in process `pid`.
+fn code_file(pid: u32, addr: u64) -> Option<PathBuf> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    maps.lines().find_map(|line| {
+        let mut f = line.split_whitespace();
+        let (a, b) = f.next()?.split_once('-')?;
+        let (a, b) = (
+            u64::from_str_radix(a, 16).ok()?,
+            u64::from_str_radix(b, 16).ok()?,
+        );
+        let path = f.nth(4)?;
+        (a <= addr && addr < b).then(|| PathBuf::from(path))
+    })
 }
 
 /// The exit of a spawned child, without blocking: `Some` once it has exited.

@@ -123,15 +123,16 @@ fn stacks_without_frame_pointers_reach_main() {
     assert_chain(&on, &["main", "burn", "hot_leaf"]);
     assert_eq!(on.last().map(String::as_str), Some("hot_leaf"), "{on:?}");
 
-    // The quality line says so: almost all off-CPU time reaches the thread's start (the
-    // first nap may start before the tables of the freshly exec'd process are loaded).
+    // The quality line says so: the off-CPU time reaches the thread's start, the first nap
+    // included (the spawned program is held until its loader has mapped libc, so libc's table
+    // is in place before main runs).
     let quality = run["profiles"]["stats"]["quality"].as_array().unwrap();
     let offcpu = quality.iter().find(|q| q["profile"] == "offcpu").unwrap();
     let (complete, total) = (
         offcpu["complete"].as_u64().unwrap(),
         offcpu["total"].as_u64().unwrap(),
     );
-    assert!(complete * 100 >= total * 90, "{offcpu}");
+    assert!(complete * 100 >= total * 99, "{offcpu}");
     let tables = &run["profiles"]["stats"]["tables"];
     assert!(tables["rows"].as_u64().unwrap() > 0, "{tables}");
 }

@@ -196,6 +196,9 @@ pub mod unwind {
     pub const CFA_SCALED: u8 = 1 << 4;
     /// `UnwindMapping::first_row` of an object whose table did not fit.
     pub const TABLE_FULL: u32 = u32::MAX;
+    /// `UserStack::len` flag: the walk reached the outermost frame (an undefined return
+    /// address, or the end of a frame-pointer chain where those are the only unwind info).
+    pub const COMPLETE: u64 = 1 << 63;
 }
 
 /// One row of a compact unwind table: from `pc` (relative to the mapping's `bias`) up to the
@@ -242,6 +245,7 @@ const _: () = assert!(core::mem::size_of::<UnwindProc>() == 8);
 pub struct UserStack {
     /// The full 64-bit hash of the frames (the id is its low 31 bits): tells a collision.
     pub hash: u64,
+    /// Frames, with [`unwind::COMPLETE`] set when the walk reached the outermost frame.
     pub len: u64,
     pub frames: [u64; unwind::MAX_FRAMES],
 }

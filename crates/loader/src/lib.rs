@@ -587,8 +587,11 @@ impl Probes {
             HashMap::try_from(map(maps::USER_STACKS)?).map_err(map_err(maps::USER_STACKS))?;
         for item in user.iter() {
             let (id, s) = item.map_err(map_err(maps::USER_STACKS))?;
-            let len = (s.len as usize).min(s.frames.len());
+            let len = ((s.len & !switchyard_common::unwind::COMPLETE) as usize).min(s.frames.len());
             raw.user_stacks.insert(id, s.frames[..len].to_vec());
+            if s.len & switchyard_common::unwind::COMPLETE != 0 {
+                raw.complete_user_stacks.insert(id);
+            }
         }
         Ok(raw)
     }

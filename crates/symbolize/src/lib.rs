@@ -51,6 +51,8 @@ pub struct Raw {
     pub stacks: HashMap<i32, Vec<u64>>,
     /// User stack id → instruction pointers, leaf first (its own id space).
     pub user_stacks: HashMap<i32, Vec<u64>>,
+    /// User stacks the walk followed to their outermost frame.
+    pub complete_user_stacks: std::collections::HashSet<i32>,
     pub oncpu: Vec<RawSample>,
     pub offcpu: Vec<RawSample>,
     pub wakeup: Vec<RawSample>,
@@ -389,15 +391,15 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
         })
         .sum();
     stats.quality = [
-        ("oncpu", &oncpu),
-        ("offcpu", &offcpu),
-        ("wakeup", &wakeup),
-        ("syscalls", &syscalls),
-        ("futex", &futex),
+        ("oncpu", &raw.oncpu),
+        ("offcpu", &raw.offcpu),
+        ("wakeup", &raw.wakeup),
+        ("syscalls", &raw.syscalls),
+        ("futex", &raw.futex),
     ]
     .into_iter()
-    .filter(|(_, p)| !p.stacks.is_empty())
-    .map(|(name, p)| quality(name, p, &r.frames))
+    .filter(|(_, samples)| !samples.is_empty())
+    .map(|(name, samples)| quality(name, samples, raw, &mut r))
     .collect();
     Profiles {
         frames: r.frames,
@@ -410,25 +412,29 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
     }
 }
 
-/// The share of a profile whose user stack reaches its thread's start: the outermost frame
-/// is a user frame that starts a thread (`main`, `_start`, `start_thread`, `clone3`, …).
-fn quality(name: &str, p: &Profile, frames: &[Frame]) -> StackQuality {
-    let complete = p
-        .stacks
-        .iter()
-        .filter(|s| {
-            s.frames.first().is_some_and(|&f| {
-                let f = &frames[f as usize];
-                f.kind == FrameKind::User && is_thread_start(&f.name)
-            })
-        })
-        .map(|s| s.value)
-        .sum();
-    StackQuality {
+/// The share of a profile whose user stack reaches its thread's start: the kernel side's walk
+/// reached the outermost frame, or (frame-pointer walks, which cannot tell) the outermost
+/// frame is one that starts a thread (`main`, `_start`, `start_thread`, `clone3`, …).
+fn quality(name: &str, samples: &[RawSample], raw: &Raw, r: &mut Resolver<'_>) -> StackQuality {
+    let mut q = StackQuality {
         profile: name.to_string(),
-        complete,
-        total: p.total(),
+        complete: 0,
+        total: 0,
+    };
+    for s in samples {
+        q.total += s.value;
+        let complete = raw.complete_user_stacks.contains(&s.user_stack)
+            || r.stack(raw, s.tgid, s.user_stack, -1)
+                .first()
+                .is_some_and(|&f| {
+                    let f = &r.frames[f as usize];
+                    f.kind == FrameKind::User && is_thread_start(&f.name)
+                });
+        if complete {
+            q.complete += s.value;
+        }
     }
+    q
 }
 
 /// Stacks that symbolise alike (e.g. two ids differing only in an unknown frame) merge; then

@@ -404,8 +404,8 @@ mod tests {
     #[test]
     fn go_binaries_walk_frame_pointers() {
         // The project's Go cache server, when it has been built (`just build`).
-        let go = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../target/release/read-state-cache-go");
+        let go =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/read-state-cache-go");
         if !go.exists() {
             eprintln!("skipping: {} not built", go.display());
             return;
