@@ -155,7 +155,15 @@ impl<'a> Resolver<'a> {
                                 .entry(path.to_path_buf())
                                 .or_default()
                                 .push((tgid, ip, offset)),
-                            None => unmapped.push((tgid, ip)),
+                            // A return address into the uprobe trampoline is the first byte
+                            // of its page: the call site (one byte before) is outside it.
+                            None => match self.maps.find(tgid, ip + 1) {
+                                Some((path, offset)) if is_special(path) => user
+                                    .entry(path.to_path_buf())
+                                    .or_default()
+                                    .push((tgid, ip, offset)),
+                                _ => unmapped.push((tgid, ip)),
+                            },
                         }
                     }
                 }
@@ -163,6 +171,15 @@ impl<'a> Resolver<'a> {
         }
 
         for (path, items) in user {
+            if is_special(&path) {
+                // `[uprobes]` (a return probe's trampoline stands in for a return address)
+                // and `[vdso]`: named for what they are.
+                let f = self.pseudo(&path.to_string_lossy());
+                for &(tgid, ip, _) in &items {
+                    self.user_cache.insert((tgid, ip), vec![f]);
+                }
+                continue;
+            }
             let offsets: Vec<u64> = items.iter().map(|&(_, _, o)| o).collect();
             let module = path
                 .file_name()
@@ -254,9 +271,11 @@ impl<'a> Resolver<'a> {
     /// (glibc's thread start, for one) lets the walk run on into stack data, and everything
     /// past that point is noise, not callers.
     fn walkable<'s>(&self, tgid: u32, ips: &'s [u64]) -> &'s [u64] {
-        if self.cfi {
+        if self.cfi && self.maps.has(tgid) {
             // Walked by call-frame information: every frame is a real caller, including
-            // frames in anonymous code (JIT, the uprobe trampoline).
+            // frames in anonymous code (JIT, the uprobe trampoline). A process whose maps
+            // were never seen (a waker outside the targets) was walked by frame pointers and
+            // cannot be named anyway: cut as below.
             return ips;
         }
         match ips
@@ -496,6 +515,11 @@ pub fn state_label(state: u32, preempt_flag: u32) -> String {
         0x80 => "I".into(),
         s => format!("state {s:#x}"),
     }
+}
+
+/// True for the kernel's code pages a user stack may pass through, named by their path.
+pub(crate) fn is_special(path: &Path) -> bool {
+    matches!(path.to_str(), Some("[uprobes]" | "[vdso]"))
 }
 
 /// True for a path blazesym can open (not `[vdso]`, `[heap]`, anonymous, or deleted).

@@ -55,6 +55,11 @@ impl Maps {
         })
     }
 
+    /// True when a snapshot of process `tgid` was taken.
+    pub fn has(&self, tgid: u32) -> bool {
+        self.by_tgid.contains_key(&tgid)
+    }
+
     pub fn processes(&self) -> usize {
         self.by_tgid.len()
     }
@@ -80,7 +85,9 @@ pub fn parse(text: &str) -> Vec<Mapping> {
             continue;
         }
         let path = PathBuf::from(path);
-        if !crate::is_file(&path) {
+        // Files, and the kernel's code pages a stack may pass through: the uprobe return
+        // trampoline and the vDSO (named, not symbolised).
+        if !crate::is_file(&path) && !crate::is_special(&path) {
             continue;
         }
         let Some((start, end)) = range.split_once('-') else {
@@ -117,15 +124,17 @@ mod tests {
 7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0 [vdso]
 ";
         let m = parse(text);
-        assert_eq!(m.len(), 2);
+        assert_eq!(m.len(), 3);
         assert_eq!(m[0].path, PathBuf::from("/usr/bin/demo"));
+        assert_eq!(m[2].path, PathBuf::from("[vdso]"));
         let mut maps = Maps::default();
         maps.insert(7, m);
         let (path, off) = maps.find(7, 0x55d0c0001010).unwrap();
         assert_eq!(path, Path::new("/usr/bin/demo"));
         assert_eq!(off, 0x1010);
         assert_eq!(maps.find(7, 0x7f1000000010).unwrap().1, 0x28010);
-        assert!(maps.find(7, 0x7ffd00000010).is_none());
+        assert_eq!(maps.find(7, 0x7ffd00000010).unwrap().0, Path::new("[vdso]"));
+        assert!(maps.find(7, 0x7f0000000010).is_none());
         assert!(maps.find(8, 0x55d0c0001010).is_none());
     }
 
