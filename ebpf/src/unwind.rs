@@ -3,7 +3,7 @@
 //!
 //! User space compiles each mapped object's `.eh_frame` / `.debug_frame` into compact rows
 //! (`UnwindRow`: the CFA as rsp or rbp plus an offset, where the caller's rbp was saved) and
-//! lists every process's code mappings in `PROC_MAPS`. A walk starts from the task's user
+//! lists every process's code mappings in `MAPPINGS` (where, in `PROC_MAPS`). A walk starts from the task's user
 //! registers, finds the mapping of each pc and its row by binary search, and steps to the
 //! caller: return address at CFA-8, caller's rsp = CFA. One frame per `bpf_loop` iteration, so
 //! the verifier checks one step, not a hundred.
@@ -27,12 +27,12 @@ use switchyard_common::{
     MAX_TARGETS, UnwindMapping, UnwindProc, UnwindRow, UserStack, drops,
     unwind::{
         CFA_MASK, CFA_NONE, CFA_PLT, CFA_RBP, CFA_RSP, CFA_SCALED, COMPLETE, END,
-        MAPPING_SEARCH_STEPS, MAX_FRAMES, MAX_MAPPINGS, MAX_PROCS, MODE_FP, RBP_SAVED,
+        MAPPING_SEARCH_STEPS, MAX_FRAMES, MAX_MAPPINGS, MAX_PROCS, MODE_FP, NO_TABLE, RBP_SAVED,
         ROW_SEARCH_STEPS, SLOTS, TABLE_FULL,
     },
 };
 
-use crate::shared::drop_event;
+use crate::shared::{drop_event, is_target};
 
 /// Sized by the loader (`--stack-map-size`).
 #[map(name = "USER_STACKS")]
@@ -52,17 +52,19 @@ static PROC_MAPS: HashMap<u32, UnwindProc> = HashMap::with_max_entries(MAX_TARGE
 /// Searched by key, not by index into a value: the verifier then need not track the search
 /// bounds precisely, and one step verifies as one state.
 #[map(name = "MAPPINGS")]
-static MAPPINGS: Array<UnwindMapping> = Array::with_max_entries(MAX_PROCS * MAX_MAPPINGS, 0);
+static MAPPINGS: Array<UnwindMapping> = Array::with_max_entries(2 * MAX_PROCS * MAX_MAPPINGS, 0);
 
 /// Bumped by user space whenever a process's mapping list changes: cached rules of an older
 /// generation are not used.
 #[map(name = "UNWIND_GENERATION")]
 static UNWIND_GENERATION: Array<u32> = Array::with_max_entries(1, 0);
 
-/// The rules of recently walked pcs, per CPU, direct-mapped by pc: a server's stacks repeat,
-/// and a hit costs one lookup instead of two binary searches.
+/// The rules of recently walked pcs, per CPU and per program kind (a perf event may interrupt
+/// a raw tracepoint's walk, and must not write into its entries), direct-mapped by pc: a
+/// server's stacks repeat, and a hit costs one lookup instead of two binary searches.
 #[map(name = "RULE_CACHE")]
-static RULE_CACHE: PerCpuArray<CachedRule> = PerCpuArray::with_max_entries(RULE_CACHE_SIZE, 0);
+static RULE_CACHE: PerCpuArray<CachedRule> =
+    PerCpuArray::with_max_entries(RULE_CACHE_SIZE * SLOTS, 0);
 
 const RULE_CACHE_SIZE: u32 = 4096;
 
@@ -109,7 +111,8 @@ struct Walk {
     reason: u32,
     /// `UNWIND_GENERATION` when the walk started.
     generation: u32,
-    _pad: u32,
+    /// 1 when the byte before the first pc is an int3.
+    after_int3: u32,
 }
 
 /// Where the caller of a pc is found.
@@ -147,13 +150,11 @@ pub fn user_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) -> i3
         }
         return -1;
     }
-    // In a uprobe's breakpoint trap the probed instruction has not run, but ip is already past
-    // the int3: walk from the probed address, or the entry's CFA would be off by a push.
     // SAFETY: a read of the task's own code; a fault reads as "not a breakpoint".
-    let ip = match unsafe { bpf_probe_read_user((ip - 1) as *const u8) } {
-        Ok(INT3) => ip - 1,
-        _ => ip,
-    };
+    let after_int3 = matches!(
+        unsafe { bpf_probe_read_user((ip - 1) as *const u8) },
+        Ok(INT3)
+    );
     let mut walk = Walk {
         pc: ip,
         sp,
@@ -164,7 +165,7 @@ pub fn user_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) -> i3
         slot,
         reason: NO_REASON,
         generation: UNWIND_GENERATION.get(0).copied().unwrap_or(0),
-        _pad: 0,
+        after_int3: after_int3 as u32,
     };
     // SAFETY: `step` is a static callback and `walk` lives on this stack for the whole loop.
     unsafe {
@@ -277,6 +278,23 @@ fn step_walk(w: &mut Walk, index: u64) -> bool {
         w.reason = drops::UNWIND_DEPTH;
         return false;
     }
+    // A caller's pc is a return address: the call itself is the byte before it (a call may be
+    // a function's last instruction).
+    let mut rule = cached_rule(
+        w.slot,
+        w.tgid,
+        w.generation,
+        if d == 0 { w.pc } else { w.pc - 1 },
+    );
+    if d == 0 && w.after_int3 != 0 {
+        // In a uprobe's breakpoint trap the probed instruction has not run, but ip is already
+        // past the int3: walk from the probed address, or the entry's CFA is off by a push.
+        // Only where CFI covers that address: the int3 filler between functions has none.
+        if let Rule::Row(row) = cached_rule(w.slot, w.tgid, w.generation, w.pc - 1) {
+            w.pc -= 1;
+            rule = Rule::Row(row);
+        }
+    }
     let Some(buf) = UNWIND_SCRATCH.get_ptr_mut(w.slot) else {
         return false;
     };
@@ -284,10 +302,7 @@ fn step_walk(w: &mut Walk, index: u64) -> bool {
     unsafe { (*buf).frames[d] = w.pc };
     w.depth = d as u32 + 1;
     w.hash = mix(w.hash, w.pc);
-    // A caller's pc is a return address: the call itself is the byte before it (a call may be
-    // a function's last instruction).
-    let at = if d == 0 { w.pc } else { w.pc - 1 };
-    let next = match cached_rule(w.tgid, w.generation, at) {
+    let next = match rule {
         Rule::Row(row) => cfi_step(w, &row),
         Rule::FramePointer(reason) => frame_pointer_step(w, reason),
     };
@@ -341,7 +356,11 @@ fn cfi_step(w: &mut Walk, row: &UnwindRow) -> Option<bool> {
     }
     w.sp = cfa;
     w.pc = ra;
-    Some(ra != 0 && ra < USER_TOP)
+    // 0 marks the outermost frame in some runtimes; a kernel address is no return address.
+    if ra >= USER_TOP {
+        return None;
+    }
+    Some(ra != 0)
 }
 
 /// Steps by the frame pointer; `reason` is the drop reason if that fails (`NO_REASON` where
@@ -349,8 +368,9 @@ fn cfi_step(w: &mut Walk, row: &UnwindRow) -> Option<bool> {
 #[inline(always)]
 fn frame_pointer_step(w: &mut Walk, reason: u32) -> Option<bool> {
     if w.bp == 0 {
-        // The end of a frame-pointer chain (Go's and glibc's outermost frames clear rbp).
-        w.reason = reason;
+        // The outermost frame: the x86-64 ABI has it clear rbp (the kernel starts a process
+        // with rbp 0, glibc's and Go's thread starts clear it; ld.so's _start has no CFI and
+        // relies on it), so the chain ends here, complete.
         return Some(false);
     }
     // SAFETY: reads of the task's own stack; a fault returns an error.
@@ -373,7 +393,11 @@ fn frame_pointer_step(w: &mut Walk, reason: u32) -> Option<bool> {
     w.sp = w.bp + 16;
     w.bp = next_bp;
     w.pc = ra;
-    Some(ra != 0 && ra < USER_TOP)
+    if ra == 0 || ra >= USER_TOP {
+        w.reason = reason;
+        return Some(false);
+    }
+    Some(true)
 }
 
 const SEARCH_MAPPINGS: u32 = 0;
@@ -443,13 +467,14 @@ extern "C" fn search_step(_index: u64, ctx: *mut c_void) -> i64 {
 
 /// [`rule`], through the per-CPU cache.
 #[inline(always)]
-fn cached_rule(tgid: u32, generation: u32, pc: u64) -> Rule {
-    let index = ((pc ^ (pc >> 12) ^ tgid as u64) as u32) & (RULE_CACHE_SIZE - 1);
+fn cached_rule(slot: u32, tgid: u32, generation: u32, pc: u64) -> Rule {
+    let index =
+        slot * RULE_CACHE_SIZE + (((pc ^ (pc >> 12) ^ tgid as u64) as u32) & (RULE_CACHE_SIZE - 1));
     let Some(e) = RULE_CACHE.get_ptr_mut(index) else {
         return rule(tgid, pc);
     };
-    // SAFETY: this CPU's entry; programs of one kind do not nest on a CPU, and a nested one of
-    // another kind at worst replaces the entry with another correct one.
+    // SAFETY: this CPU's entry for this program kind; programs of one kind do not nest on a
+    // CPU.
     let e = unsafe { &mut *e };
     if e.pc == pc && e.tgid == tgid && e.generation == generation.wrapping_add(1) {
         return if e.is_row != 0 {
@@ -480,13 +505,17 @@ fn cached_rule(tgid: u32, generation: u32, pc: u64) -> Rule {
 fn rule(tgid: u32, pc: u64) -> Rule {
     let key = tgid;
     let Some(p) = PROC_MAPS.get_ptr(&key) else {
-        // A process with no tables (a waker outside the targets, or a target not loaded
-        // yet): frame pointers are its unwind info.
-        return Rule::FramePointer(NO_REASON);
+        // A process with no tables: a waker outside the targets (frame pointers are its
+        // unwind info), or a target whose tables are not loaded yet (a loss if they fail).
+        return Rule::FramePointer(if is_target(tgid) {
+            drops::UNWIND_NO_CFI
+        } else {
+            NO_REASON
+        });
     };
     // SAFETY: a live map value, only read.
     let (slot, count) = unsafe { ((*p).slot, (*p).count) };
-    if slot >= MAX_PROCS || count > MAX_MAPPINGS {
+    if slot >= 2 * MAX_PROCS || count > MAX_MAPPINGS {
         return Rule::FramePointer(drops::UNWIND_NO_CFI);
     }
     let first = slot * MAX_MAPPINGS;
@@ -504,6 +533,9 @@ fn rule(tgid: u32, pc: u64) -> Rule {
     }
     if m.first_row == TABLE_FULL {
         return Rule::FramePointer(drops::UNWIND_TABLE_FULL);
+    }
+    if m.first_row == NO_TABLE {
+        return Rule::FramePointer(drops::UNWIND_NO_CFI);
     }
     if m.rows == 0 {
         return Rule::FramePointer(NO_REASON);

@@ -150,6 +150,7 @@ pub fn run() -> Result<ExitCode> {
     let me = std::process::id();
     let probes = Probes::attach(&Config {
         tgid: me,
+        before_exec: false,
         follow_children: true,
         stacks: Some(switchyard_loader::StackConfig {
             oncpu_hz: 99,
@@ -175,7 +176,7 @@ pub fn run() -> Result<ExitCode> {
                         "CFI of this process: {} objects, {} rows ({} KiB), built in {:.1} ms",
                         u.objects,
                         u.rows,
-                        u.rows * 8 / 1024,
+                        u.rows * std::mem::size_of::<switchyard_common::UnwindRow>() as u64 / 1024,
                         u.build.as_secs_f64() * 1000.0
                     ),
                     fix: None,

@@ -22,7 +22,7 @@ use switchyard_counters::{Counters, Scope};
 use switchyard_loader::{Config, Probes, Span, StackConfig, Unwind, UnwindStats};
 use switchyard_model::{
     Collector, EndReason, FORMAT, Locks, Log2Hist, Meta, Missing, Profiles, Run, SCHEMA_VERSION,
-    StackStats, TargetMode, ThreadRow, Truncated, UnwindTables, Workload,
+    StackStats, TargetMode, ThreadRow, UnwindTables, Workload,
 };
 use switchyard_symbolize::Maps;
 
@@ -116,6 +116,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     };
     let collection = match Probes::attach(&Config {
         tgid: pid,
+        before_exec: mode == TargetMode::Spawn,
         follow_children: follow,
         stacks: stacks.clone(),
         spans,
@@ -165,13 +166,12 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let mut collection = collection;
     // A spawned child that ended while held (before its loader was done).
     let mut exited_early = None;
+    let mut unwind_warned = false;
     let command = match target {
         Target::Spawn(s) => {
             exited_early = s.go(|| {
-                if let Collection::Ebpf(p) = &mut collection
-                    && let Err(e) = p.refresh_unwind()
-                {
-                    eprintln!("warning: loading unwind tables: {e}");
+                if let Collection::Ebpf(p) = &mut collection {
+                    refresh_unwind(p, &mut unwind_warned);
                 }
             })?;
             args.command.clone()
@@ -194,7 +194,6 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let mut maps = Maps::default();
     let mut last_maps = Instant::now();
     let mut gc_events = Vec::new();
-    let mut unwind_warned = false;
     let end = loop {
         if let Collection::Ebpf(p) = &mut collection {
             p.drain_gc_events(&mut gc_events);
@@ -210,14 +209,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
                         maps.refresh(tgid);
                     }
                     // New processes, exec and dlopen: their unwind tables, as soon as seen.
-                    if let Err(e) = p.refresh_unwind()
-                        && !unwind_warned
-                    {
-                        unwind_warned = true;
-                        eprintln!(
-                            "warning: loading unwind tables: {e}; those stacks fall back to frame pointers"
-                        );
-                    }
+                    refresh_unwind(p, &mut unwind_warned);
                 }
                 Collection::Degraded { .. } => {}
             }
@@ -327,12 +319,6 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
                 st.collisions = dropped(drops::STACK_COLLISION);
                 st.missing_user = dropped(drops::USER_STACK_MISSING);
                 st.missing_kernel = dropped(drops::KERNEL_STACK_MISSING);
-                st.truncated = Truncated {
-                    no_cfi: dropped(drops::UNWIND_NO_CFI),
-                    table_full: dropped(drops::UNWIND_TABLE_FULL),
-                    depth: dropped(drops::UNWIND_DEPTH),
-                    unreadable: dropped(drops::UNWIND_UNREADABLE),
-                };
                 st.tables = c.unwind.as_ref().map(unwind_tables);
             }
             (Collector::Ebpf, c.syscalls, c.threads, c.drops, c.children)
@@ -404,6 +390,16 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         max_rss_kb: reaped.and_then(|e| e.max_rss_kb).or(live_rss),
     };
     finish(run, &args)
+}
+
+/// Loads the unwind tables of processes that appeared or changed; warns once when that fails
+/// (their stacks fall back to frame pointers).
+fn refresh_unwind(p: &mut Probes, warned: &mut bool) {
+    if let Err(e) = p.refresh_unwind()
+        && !std::mem::replace(warned, true)
+    {
+        eprintln!("warning: loading unwind tables: {e}; those stacks fall back to frame pointers");
+    }
 }
 
 fn unwind_tables(u: &UnwindStats) -> UnwindTables {

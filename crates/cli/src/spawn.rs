@@ -167,7 +167,8 @@ pub struct Exit {
 
 /// Follows a freshly exec'd child (stopped by the exec under PTRACE_TRACEME) from syscall to
 /// syscall while they come from the dynamic loader; at the first one from anywhere else (its
-/// libraries are mapped by then), runs `loaded` and lets it go. Returns its exit if it ended
+/// libraries are mapped by then), runs `loaded` and lets it go. `loaded` also runs at the
+/// exec stop, for the program's and the loader's own tables. Returns its exit if it ended
 /// first. Anything unexpected lets it go at once: the hold is an improvement, never a
 /// condition of the recording.
 fn hold_until_loaded(pid: u32, mut loaded: impl FnMut()) -> Option<Exit> {
@@ -178,6 +179,8 @@ fn hold_until_loaded(pid: u32, mut loaded: impl FnMut()) -> Option<Exit> {
         Waited::Stopped(_) => {}
         Waited::Exited(e) => return Some(e),
     }
+    // The program and its loader are mapped: their tables serve the loader's own stacks.
+    loaded();
     let _ = ptrace::setoptions(child, ptrace::Options::PTRACE_O_TRACESYSGOOD);
     let loader = match ptrace::getregs(child) {
         Ok(regs) => code_file(pid, regs.rip),
@@ -224,66 +227,77 @@ enum Waited {
 
 /// Waits for the traced child's next stop or its exit.
 fn wait_child(pid: u32) -> Waited {
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid out-parameter.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid out-pointers.
-    let rc = unsafe { libc::wait4(pid as libc::pid_t, &mut status, libc::__WALL, &mut usage) };
-    if rc < 0 {
-        return Waited::Exited(Exit {
-            code: None,
-            signal: None,
-            switches: None,
-            max_rss_kb: None,
-        });
+    match wait4(pid, libc::__WALL) {
+        Wait::Changed(status, _) if libc::WIFSTOPPED(status) => {
+            Waited::Stopped(libc::WSTOPSIG(status))
+        }
+        Wait::Changed(status, usage) => Waited::Exited(exit(status, &usage)),
+        Wait::Running | Wait::Gone => Waited::Exited(Exit::unknown()),
     }
-    if libc::WIFSTOPPED(status) {
-        return Waited::Stopped(libc::WSTOPSIG(status));
+}
+
+/// What wait4(2) said about a child.
+enum Wait {
+    /// WNOHANG, and nothing to report yet.
+    Running,
+    Changed(libc::c_int, libc::rusage),
+    /// No such child (already reaped).
+    Gone,
+}
+
+/// wait4(2) on `pid`, retried when a signal interrupts it.
+fn wait4(pid: u32, flags: libc::c_int) -> Wait {
+    loop {
+        let mut status = 0;
+        // SAFETY: a zeroed rusage is a valid out-parameter.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: valid out-pointers.
+        let rc = unsafe { libc::wait4(pid as libc::pid_t, &mut status, flags, &mut usage) };
+        match rc {
+            0 => return Wait::Running,
+            r if r > 0 => return Wait::Changed(status, usage),
+            _ if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) => {}
+            _ => return Wait::Gone,
+        }
     }
-    Waited::Exited(Exit {
+}
+
+/// An exit as wait4 reports it.
+fn exit(status: libc::c_int, usage: &libc::rusage) -> Exit {
+    Exit {
         code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
         signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
         switches: Some((usage.ru_nvcsw as u64, usage.ru_nivcsw as u64)),
         max_rss_kb: Some(usage.ru_maxrss as u64),
-    })
+    }
+}
+
+impl Exit {
+    /// An exit whose status is not known (the child was reaped elsewhere).
+    fn unknown() -> Exit {
+        Exit {
+            code: None,
+            signal: None,
+            switches: None,
+            max_rss_kb: None,
+        }
+    }
 }
 
 /// The file mapped at `addr` in process `pid`.
 fn code_file(pid: u32, addr: u64) -> Option<PathBuf> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    maps.lines().find_map(|line| {
-        let mut f = line.split_whitespace();
-        let (a, b) = f.next()?.split_once('-')?;
-        let (a, b) = (
-            u64::from_str_radix(a, 16).ok()?,
-            u64::from_str_radix(b, 16).ok()?,
-        );
-        let path = f.nth(4)?;
-        (a <= addr && addr < b).then(|| PathBuf::from(path))
-    })
+    switchyard_symbolize::parse_maps(&maps)
+        .into_iter()
+        .find(|m| m.start <= addr && addr < m.end)
+        .map(|m| m.path)
 }
 
 /// The exit of a spawned child, without blocking: `Some` once it has exited.
 pub fn try_reap(pid: u32) -> Option<Exit> {
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid out-parameter.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid out-pointers; WNOHANG never blocks.
-    let rc = unsafe { libc::wait4(pid as libc::pid_t, &mut status, libc::WNOHANG, &mut usage) };
-    match rc {
-        0 => None,
-        // ECHILD: already reaped.
-        r if r < 0 => Some(Exit {
-            code: None,
-            signal: None,
-            switches: None,
-            max_rss_kb: None,
-        }),
-        _ => Some(Exit {
-            code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
-            signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
-            switches: Some((usage.ru_nvcsw as u64, usage.ru_nivcsw as u64)),
-            max_rss_kb: Some(usage.ru_maxrss as u64),
-        }),
+    match wait4(pid, libc::WNOHANG) {
+        Wait::Running => None,
+        Wait::Changed(status, usage) => Some(exit(status, &usage)),
+        Wait::Gone => Some(Exit::unknown()),
     }
 }

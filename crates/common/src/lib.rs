@@ -165,7 +165,8 @@ pub mod unwind {
     pub const MAX_FRAMES: usize = 126;
     /// Code mappings kept per process.
     pub const MAX_MAPPINGS: u32 = 256;
-    /// Processes with unwind tables at once (more fall back to frame pointers).
+    /// Processes with unwind tables at once (more fall back to frame pointers); `MAPPINGS`
+    /// holds two slots for each.
     pub const MAX_PROCS: u32 = 64;
     /// Binary-search steps over one process's mappings.
     pub const MAPPING_SEARCH_STEPS: u32 = 9;
@@ -196,6 +197,9 @@ pub mod unwind {
     pub const CFA_SCALED: u8 = 1 << 4;
     /// `UnwindMapping::first_row` of an object whose table did not fit.
     pub const TABLE_FULL: u32 = u32::MAX;
+    /// `UnwindMapping::first_row` of an object whose table could not be built (unreadable,
+    /// not ELF, malformed CFI).
+    pub const NO_TABLE: u32 = u32::MAX - 1;
     /// `UserStack::len` flag: the walk reached the outermost frame (an undefined return
     /// address, or the end of a frame-pointer chain where those are the only unwind info).
     pub const COMPLETE: u64 = 1 << 63;
@@ -223,14 +227,16 @@ pub struct UnwindMapping {
     pub start: u64,
     pub end: u64,
     pub bias: u64,
-    /// `unwind::TABLE_FULL` when the object's table could not be loaded.
+    /// `unwind::TABLE_FULL` or `NO_TABLE` when the object's table is not loaded.
     pub first_row: u32,
     /// 0: the object has no CFI (Go, JIT stubs): frame pointers are walked there.
     pub rows: u32,
 }
 const _: () = assert!(core::mem::size_of::<UnwindMapping>() == 32);
 
-/// Where a process's mappings sit in `MAPPINGS`: `[slot * MAX_MAPPINGS, + count)`.
+/// Where a process's mappings sit in `MAPPINGS`: `[slot * MAX_MAPPINGS, + count)`. Each process
+/// has two slots; user space writes the idle one and then points here at it, so a walk never
+/// reads a list being rewritten.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct UnwindProc {

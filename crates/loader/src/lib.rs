@@ -123,6 +123,8 @@ impl Error {
 pub struct Config {
     /// The target's tgid.
     pub tgid: u32,
+    /// The target has not exec'd yet (spawn mode): its tables load once it has, not now.
+    pub before_exec: bool,
     /// Follow child processes forked after attach.
     pub follow_children: bool,
     /// Stacks to take; `None` for counts only.
@@ -272,7 +274,9 @@ impl Probes {
         let tables = match cfi {
             Some(rows) => {
                 let mut t = unwind::Tables::new(&ebpf, rows)?;
-                t.refresh(&mut ebpf, config.tgid)?;
+                if !config.before_exec {
+                    t.refresh(&mut ebpf, config.tgid)?;
+                }
                 Some(t)
             }
             None => None,

@@ -16,7 +16,7 @@ use aya::{
 };
 use switchyard_common::{
     UnwindMapping, UnwindProc, UnwindRow, maps,
-    unwind::{MAX_MAPPINGS, MAX_PROCS, TABLE_FULL},
+    unwind::{MAX_MAPPINGS, MAX_PROCS, NO_TABLE, ROW_SEARCH_STEPS, TABLE_FULL},
 };
 use switchyard_unwind::Table;
 
@@ -39,6 +39,26 @@ pub struct UnwindStats {
     pub failures: Vec<(String, String)>,
 }
 
+/// What an object of a code mapping has.
+enum Object {
+    Placed(Placed),
+    /// Its table could not be built.
+    Failed,
+    /// No file behind it (JIT code): frame pointers only, not listed.
+    Anonymous,
+}
+
+/// A followed process's mapping list, as last loaded.
+struct ProcState {
+    /// The maps text it was built from.
+    text: String,
+    list: Vec<UnwindMapping>,
+    /// Its pair of slots in `MAPPINGS` (slots `2 * pair` and `2 * pair + 1`).
+    pair: u32,
+    /// Which of the two the kernel side reads.
+    active: u32,
+}
+
 /// An object placed in the row array.
 struct Placed {
     table: Table,
@@ -52,10 +72,12 @@ pub struct Tables {
     capacity: u32,
     len: u32,
     mmap_len: usize,
-    /// By (device, inode) from the maps line, or by path for pseudo-files (`[vdso]`).
-    objects: StdHashMap<(String, u64, String), Option<Placed>>,
-    /// The maps text each process was last loaded from, and its slot in `MAPPINGS`.
-    seen: StdHashMap<u32, (String, u32)>,
+    /// By (device, inode, path) from the maps line.
+    objects: StdHashMap<(String, u64, String), Object>,
+    procs: StdHashMap<u32, ProcState>,
+    /// Slot pairs given back by processes that have gone.
+    free: Vec<u32>,
+    next_pair: u32,
     /// The value last written to `UNWIND_GENERATION`.
     generation: u32,
     stats: UnwindStats,
@@ -96,7 +118,9 @@ impl Tables {
             len: 0,
             mmap_len,
             objects: StdHashMap::new(),
-            seen: StdHashMap::new(),
+            procs: StdHashMap::new(),
+            free: Vec::new(),
+            next_pair: 0,
             generation: 0,
             stats: UnwindStats {
                 capacity_rows: capacity as u64,
@@ -109,49 +133,44 @@ impl Tables {
         &self.stats
     }
 
-    /// Loads the tables of every code mapping of `pid` that changed since the last call.
-    /// A process that is gone is left as it was.
+    /// Loads the tables of every code mapping of `pid` that changed since the last call. A
+    /// process that is gone gives its slots back.
     pub fn refresh(&mut self, ebpf: &mut Ebpf, pid: u32) -> Result<(), Error> {
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            return self.release(ebpf, pid);
+        };
+        if self.procs.get(&pid).is_some_and(|p| p.text == text) {
             return Ok(());
-        };
-        let slot = match self.seen.get(&pid) {
-            Some((seen, _)) if *seen == text => return Ok(()),
-            Some((_, slot)) => *slot,
-            // More processes than slots: the rest walk frame pointers.
-            None if self.seen.len() as u32 >= MAX_PROCS => return Ok(()),
-            None => self.seen.len() as u32,
-        };
-        let mut list: Vec<UnwindMapping> = Vec::new();
-        for line in text.lines() {
-            let Some(m) = MapsLine::parse(line) else {
-                continue;
-            };
-            if !m.perms.contains('x') {
-                continue;
-            }
-            let key = (m.dev.to_string(), m.inode, m.path.to_string());
-            if !self.objects.contains_key(&key) {
-                let placed = self.build(pid, &m);
-                self.objects.insert(key.clone(), placed);
-            }
-            let Some(Some(placed)) = self.objects.get(&key) else {
-                continue;
-            };
-            let Some(bias) = placed.table.bias(m.start, m.offset) else {
-                continue;
-            };
-            list.push(UnwindMapping {
-                start: m.start,
-                end: m.end,
-                bias,
-                first_row: placed.first_row,
-                rows: placed.table.rows.len() as u32,
-            });
         }
-        list.sort_by_key(|m| m.start);
-        list.truncate(MAX_MAPPINGS as usize);
-        // The list first, then its length: a walk never reads a slot not yet written.
+        let list = self.mappings(pid, &text);
+        let state = match self.procs.get_mut(&pid) {
+            // Heap and stack mappings come and go; the code did not change.
+            Some(p) if p.list == list => {
+                p.text = text;
+                return Ok(());
+            }
+            Some(p) => p,
+            None => {
+                // More processes than slots: the rest walk frame pointers.
+                let Some(pair) = self.free.pop().or_else(|| {
+                    (self.next_pair < MAX_PROCS).then(|| {
+                        self.next_pair += 1;
+                        self.next_pair - 1
+                    })
+                }) else {
+                    return Ok(());
+                };
+                self.procs.entry(pid).or_insert(ProcState {
+                    text: String::new(),
+                    list: Vec::new(),
+                    pair,
+                    active: 1,
+                })
+            }
+        };
+        // Write the idle slot of the pair, then point the process at it: a walk reads either
+        // the old list or the new one, never one half-written.
+        let slot = state.pair * 2 + (1 - state.active);
         let name = maps::MAPPINGS;
         let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
         let mut mappings: Array<&mut MapData, UnwindMapping> =
@@ -172,7 +191,66 @@ impl Tables {
         procs
             .insert(pid, value, 0)
             .map_err(|source| Error::Map { name, source })?;
-        // Rules cached for this process's pcs may now be wrong (exec, munmap).
+        state.active = 1 - state.active;
+        state.list = list;
+        state.text = text;
+        // Rules cached for this process's pcs may now be wrong (exec, dlopen, munmap).
+        self.bump_generation(ebpf)
+    }
+
+    /// The code mappings of `pid` from its maps text, with their objects' tables (built on
+    /// first sight), sorted by start.
+    fn mappings(&mut self, pid: u32, text: &str) -> Vec<UnwindMapping> {
+        let mut list: Vec<UnwindMapping> = Vec::new();
+        for line in text.lines() {
+            let Some(m) = MapsLine::parse(line) else {
+                continue;
+            };
+            if !m.perms.contains('x') {
+                continue;
+            }
+            let key = (m.dev.to_string(), m.inode, m.path.to_string());
+            if !self.objects.contains_key(&key) {
+                let object = self.build(pid, &m);
+                self.objects.insert(key.clone(), object);
+            }
+            let mapping = match self.objects.get(&key) {
+                Some(Object::Placed(placed)) => match placed.table.bias(m.start, m.offset) {
+                    Some(bias) => UnwindMapping {
+                        start: m.start,
+                        end: m.end,
+                        bias,
+                        first_row: placed.first_row,
+                        rows: placed.table.rows.len() as u32,
+                    },
+                    None => no_table(&m),
+                },
+                Some(Object::Failed) => no_table(&m),
+                Some(Object::Anonymous) | None => continue,
+            };
+            list.push(mapping);
+        }
+        list.sort_by_key(|m| m.start);
+        list.truncate(MAX_MAPPINGS as usize);
+        list
+    }
+
+    /// Forgets a process that has gone: its entry and its slots.
+    fn release(&mut self, ebpf: &mut Ebpf, pid: u32) -> Result<(), Error> {
+        let Some(state) = self.procs.remove(&pid) else {
+            return Ok(());
+        };
+        let name = maps::PROC_MAPS;
+        let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
+        let mut procs: HashMap<&mut MapData, u32, UnwindProc> =
+            HashMap::try_from(map).map_err(|source| Error::Map { name, source })?;
+        // Already gone is fine.
+        let _ = procs.remove(&pid);
+        self.free.push(state.pair);
+        self.bump_generation(ebpf)
+    }
+
+    fn bump_generation(&mut self, ebpf: &mut Ebpf) -> Result<(), Error> {
         self.generation = self.generation.wrapping_add(1);
         let name = maps::UNWIND_GENERATION;
         let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
@@ -180,13 +258,11 @@ impl Tables {
             Array::try_from(map).map_err(|source| Error::Map { name, source })?;
         generation
             .set(0, self.generation, 0)
-            .map_err(|source| Error::Map { name, source })?;
-        self.seen.insert(pid, (text, slot));
-        Ok(())
+            .map_err(|source| Error::Map { name, source })
     }
 
-    /// Builds and places the table of one mapping's object; `None` when it cannot be read.
-    fn build(&mut self, pid: u32, m: &MapsLine<'_>) -> Option<Placed> {
+    /// Builds and places the table of one mapping's object.
+    fn build(&mut self, pid: u32, m: &MapsLine<'_>) -> Object {
         let started = Instant::now();
         let table = if m.path == "[vdso]" {
             // The vDSO is a whole ELF image in the process's memory.
@@ -197,35 +273,36 @@ impl Tables {
             Table::from_path(&path).map_err(|e| format!("{e}"))
         } else {
             // Anonymous code (JIT) and other pseudo-mappings: frame pointers only.
-            return None;
+            return Object::Anonymous;
         };
         self.stats.build += started.elapsed();
         let table = match table {
             Ok(t) => t,
             Err(e) => {
                 self.stats.failures.push((m.path.to_string(), e));
-                return None;
+                return Object::Failed;
             }
         };
         self.stats.objects += 1;
         let n = table.rows.len() as u32;
         if n == 0 {
             self.stats.objects_without_cfi += 1;
-            return Some(Placed {
+            return Object::Placed(Placed {
                 table,
                 first_row: 0,
             });
         }
-        if self.len as u64 + n as u64 > self.capacity as u64 {
+        // The kernel side's search covers 2^ROW_SEARCH_STEPS rows per object.
+        if self.len as u64 + n as u64 > self.capacity as u64 || n >= 1 << ROW_SEARCH_STEPS {
             self.stats.objects_not_loaded += 1;
-            return Some(Placed {
+            return Object::Placed(Placed {
                 table,
                 first_row: TABLE_FULL,
             });
         }
         let first_row = self.len;
         // SAFETY: [len, len + n) lies inside the mapped array (checked above); the kernel side
-        // reads these rows only once the process's mapping list names them, written after.
+        // reads these rows only once a process's mapping list names them, written after.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 table.rows.as_ptr(),
@@ -235,7 +312,18 @@ impl Tables {
         };
         self.len += n;
         self.stats.rows += n as u64;
-        Some(Placed { table, first_row })
+        Object::Placed(Placed { table, first_row })
+    }
+}
+
+/// A mapping whose object has no table: the walker counts a stack that ends there.
+fn no_table(m: &MapsLine<'_>) -> UnwindMapping {
+    UnwindMapping {
+        start: m.start,
+        end: m.end,
+        bias: 0,
+        first_row: NO_TABLE,
+        rows: 0,
     }
 }
 

@@ -104,9 +104,6 @@ pub struct StackStats {
     /// (they walked frame pointers).
     #[serde(default)]
     pub unwind: String,
-    /// User stacks that ended before the thread's start, by reason.
-    #[serde(default)]
-    pub truncated: Truncated,
     /// The unwind tables loaded for the run (CFI only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tables: Option<UnwindTables>,
@@ -122,25 +119,6 @@ impl StackStats {
             "cfi" => "CFI (.eh_frame), frame pointers where none",
             _ => "frame pointers",
         }
-    }
-}
-
-/// User stacks cut short, by why (each also a row in the run's drops).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Truncated {
-    /// A pc with no call-frame information where the frame-pointer fallback failed too.
-    pub no_cfi: u64,
-    /// A pc in an object whose table did not fit the table map.
-    pub table_full: u64,
-    /// The depth limit.
-    pub depth: u64,
-    /// Stack memory that could not be read.
-    pub unreadable: u64,
-}
-
-impl Truncated {
-    pub fn total(&self) -> u64 {
-        self.no_cfi + self.table_full + self.depth + self.unreadable
     }
 }
 

@@ -7,6 +7,7 @@
 //! `[unknown]` frames and are counted, not hidden.
 
 mod maps;
+mod perfmap;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -17,7 +18,7 @@ use blazesym::symbolize::{
     Input, Symbolized, Symbolizer,
     source::{Elf, Kernel, Source},
 };
-pub use maps::{Mapping, Maps};
+pub use maps::{Mapping, Maps, parse as parse_maps};
 use switchyard_model::{
     Frame, FrameKind, Profile, Profiles, Stack, StackQuality, StackStats, is_thread_start,
 };
@@ -142,7 +143,7 @@ impl<'a> Resolver<'a> {
                 let ips = if is_kernel {
                     ips.as_slice()
                 } else {
-                    self.walkable(tgid, ips)
+                    self.walkable(raw, tgid, id, ips)
                 };
                 for ip in call_sites(ips) {
                     if is_kernel {
@@ -230,8 +231,26 @@ impl<'a> Resolver<'a> {
                 self.user_cache.insert((tgid, ip), frames);
             }
         }
+        // Anonymous code: JIT-compiled functions named by the process's perf map.
+        let mut jit: HashMap<u32, Option<perfmap::PerfMap>> = HashMap::new();
         for (tgid, ip) in unmapped {
-            let f = self.pseudo("[unknown]");
+            let name = jit
+                .entry(tgid)
+                .or_insert_with(|| perfmap::PerfMap::load(tgid))
+                .as_ref()
+                .and_then(|m| m.find(ip))
+                .map(str::to_string);
+            let f = match name {
+                Some(name) => self.intern(Frame {
+                    name,
+                    module: "[jit]".into(),
+                    file: None,
+                    line: None,
+                    kind: FrameKind::User,
+                    inlined: false,
+                }),
+                None => self.pseudo("[unknown]"),
+            };
             self.user_cache.insert((tgid, ip), vec![f]);
         }
 
@@ -270,12 +289,13 @@ impl<'a> Resolver<'a> {
     /// before the first address outside the process's code. Code without frame pointers
     /// (glibc's thread start, for one) lets the walk run on into stack data, and everything
     /// past that point is noise, not callers.
-    fn walkable<'s>(&self, tgid: u32, ips: &'s [u64]) -> &'s [u64] {
-        if self.cfi && self.maps.has(tgid) {
-            // Walked by call-frame information: every frame is a real caller, including
-            // frames in anonymous code (JIT, the uprobe trampoline). A process whose maps
-            // were never seen (a waker outside the targets) was walked by frame pointers and
-            // cannot be named anyway: cut as below.
+    ///
+    /// A CFI walk that reached the outermost frame vouches for all of it, frames in anonymous
+    /// code included (JIT, the uprobe trampoline). One that ended early may have fallen back
+    /// to frame pointers in code without them, and one of a process whose maps were never
+    /// seen (a waker outside the targets) cannot be named anyway: both are cut as above.
+    fn walkable<'s>(&self, raw: &Raw, tgid: u32, id: i32, ips: &'s [u64]) -> &'s [u64] {
+        if self.cfi && raw.complete_user_stacks.contains(&id) && self.maps.has(tgid) {
             return ips;
         }
         match ips
@@ -293,7 +313,7 @@ impl<'a> Resolver<'a> {
         let mut out = Vec::new();
         match raw.user_stacks.get(&user) {
             Some(ips) => {
-                let sites: Vec<u64> = call_sites(self.walkable(tgid, ips)).collect();
+                let sites: Vec<u64> = call_sites(self.walkable(raw, tgid, user, ips)).collect();
                 for ip in sites.iter().rev() {
                     if let Some(f) = self.user_cache.get(&(tgid, *ip)) {
                         out.extend_from_slice(f);

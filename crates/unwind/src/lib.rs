@@ -264,39 +264,31 @@ where
     out
 }
 
-/// The PLT entries' CFA expression, `rsp + N + ((rip & 15) >= T) << 3`, as (N, T).
+/// The PLT entries' CFA expression, `rsp + N + ((rip & 15) >= T) << 3`, as (N, T): the
+/// bytes `breg7 N, breg16 0, lit15, and, litT, ge, lit3, shl, plus` (N a one-byte SLEB).
 fn plt(expr: &[u8]) -> Option<(i64, u8)> {
-    const DW_OP_BREG7: u8 = 0x77;
-    const DW_OP_BREG16: u8 = 0x80;
-    const DW_OP_LIT0: u8 = 0x30;
-    const DW_OP_AND: u8 = 0x1a;
-    const DW_OP_GE: u8 = 0x2a;
-    const DW_OP_SHL: u8 = 0x24;
-    const DW_OP_PLUS: u8 = 0x22;
-    // breg7 N (one-byte sleb), breg16 0, lit15, and, litT, ge, lit3, shl, plus
-    match expr {
-        [
-            DW_OP_BREG7,
-            n,
-            DW_OP_BREG16,
-            0,
-            l15,
-            DW_OP_AND,
-            lt,
-            DW_OP_GE,
-            l3,
-            DW_OP_SHL,
-            DW_OP_PLUS,
-        ] if *n < 0x40
-            && *l15 == DW_OP_LIT0 + 15
-            && *l3 == DW_OP_LIT0 + 3
-            && *lt >= DW_OP_LIT0
-            && *lt < DW_OP_LIT0 + 16 =>
-        {
-            Some((*n as i64, lt - DW_OP_LIT0))
-        }
-        _ => None,
+    use gimli::constants::{
+        DW_OP_and, DW_OP_breg7, DW_OP_breg16, DW_OP_ge, DW_OP_lit0, DW_OP_lit3, DW_OP_lit15,
+        DW_OP_plus, DW_OP_shl,
+    };
+    let &[breg7, n, breg16, 0, lit15, and, lit_t, ge, lit3, shl, plus] = expr else {
+        return None;
+    };
+    let expected = [
+        (breg7, DW_OP_breg7),
+        (breg16, DW_OP_breg16),
+        (lit15, DW_OP_lit15),
+        (and, DW_OP_and),
+        (ge, DW_OP_ge),
+        (lit3, DW_OP_lit3),
+        (shl, DW_OP_shl),
+        (plus, DW_OP_plus),
+    ];
+    if n >= 0x40 || expected.iter().any(|(byte, op)| *byte != op.0) {
+        return None;
     }
+    let t = lit_t.checked_sub(DW_OP_lit0.0).filter(|t| *t < 16)?;
+    Some((n as i64, t))
 }
 
 /// Sorts rows by pc, lets a real row win over a gap at the same pc (the next function starts
