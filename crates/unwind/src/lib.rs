@@ -2,7 +2,7 @@
 //! user-stack walker.
 //!
 //! gimli evaluates every FDE of `.eh_frame` (or `.debug_frame` when an object has no
-//! `.eh_frame`, as Go binaries) into its table rows; each row keeps only what an x86-64 walk
+//! `.eh_frame`, as some stripped-down or embedded builds) into its table rows; each row keeps only what an x86-64 walk
 //! needs: how the CFA is found (rsp or rbp plus an offset, or the PLT expression), whether the
 //! return address is undefined (the outermost frame), and where the caller's rbp was saved.
 //! The return address is always at CFA-8 on x86-64. Rows that cannot be expressed so become
