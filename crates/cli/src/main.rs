@@ -4,6 +4,7 @@
 //! runs a subcommand, and is the only place that prints and picks exit codes
 //! (0 ok, 1 a budget failed, 2 usage or environment error).
 
+mod assemble;
 mod compare;
 mod doctor;
 mod fail;

@@ -17,17 +17,14 @@ use nix::{
     time::{ClockId, clock_gettime},
     unistd::Pid,
 };
-use switchyard_common::drops;
 use switchyard_counters::{Counters, Scope};
-use switchyard_loader::{Config, Probes, Span, StackConfig, Unwind, UnwindStats};
-use switchyard_model::{
-    Collector, EndReason, FORMAT, Locks, Log2Hist, Meta, Missing, Profiles, Run, SCHEMA_VERSION,
-    StackStats, TargetMode, ThreadRow, UnwindTables, Workload,
-};
+use switchyard_loader::{Config, Probes, Span, StackConfig, Unwind};
+use switchyard_model::{Collector, EndReason, Meta, Run, TargetMode, Workload, WorkloadWindow};
 use switchyard_symbolize::Maps;
 
 use crate::{
     RecordArgs,
+    assemble::{DEGRADED_TICK_MS, Recording, Source, assemble},
     fail::{PRIVILEGE_HINT, hinted, out},
     procfs::{self, ThreadSample},
     progress::Progress,
@@ -35,7 +32,7 @@ use crate::{
 };
 
 /// How often the loop checks for the end (and samples /proc in degraded mode).
-const TICK: Duration = Duration::from_millis(10);
+const TICK: Duration = Duration::from_millis(DEGRADED_TICK_MS);
 
 enum Target {
     Pid(u32),
@@ -275,74 +272,17 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         };
         reaped = stop_child(pid, sig);
     }
-    let counter_rows = counters.as_mut().map(Counters::read).unwrap_or_default();
-
-    let mut missing = Vec::new();
-    if counters.is_none() {
-        missing.push(Missing {
-            figure: "perf counters".into(),
-            reason: "could not be opened for the target".into(),
-        });
-    }
-    let mut profiles = Profiles::default();
-    let mut locks = Locks::default();
-    let mut gc = None;
-    let (collector, syscalls, threads, drops, children) = match (collected, degraded) {
-        (Some(c), _) => {
-            let dropped = |kind: u32| c.drop_counts.get(&kind).copied().unwrap_or(0);
-            locks = c.locks;
-            if let (Some(g), Some(binary)) = (c.gc, &go_gc) {
-                let lost = dropped(drops::GC_EVENTS_FULL);
-                gc = Some(go_gc_summary(&g, binary, &gc_events, start_mono, lost));
-            }
-            if let Some(s) = &stacks {
-                let comms = c.threads.iter().map(|t| (t.tid, t.comm.clone())).collect();
-                let mut raw = c.raw;
-                raw.stats = StackStats {
-                    unwind: match s.unwind {
-                        Unwind::Cfi => "cfi",
-                        Unwind::FramePointers => "fp",
-                    }
-                    .into(),
-                    oncpu_hz: s.oncpu_hz,
-                    min_block_ns: s.min_block_ns,
-                    syscall_sample_every: s.syscall_every,
-                    stack_map_size: s.stack_map_size,
-                    ..Default::default()
-                };
-                // Each sampled syscall stands for `every` calls.
-                for sample in &mut raw.syscalls {
-                    sample.value *= s.syscall_every.max(1);
-                }
-                profiles = switchyard_symbolize::symbolize(&raw, &maps, &comms);
-                let st = &mut profiles.stats;
-                st.collisions = dropped(drops::STACK_COLLISION);
-                st.missing_user = dropped(drops::USER_STACK_MISSING);
-                st.missing_kernel = dropped(drops::KERNEL_STACK_MISSING);
-                st.tables = c.unwind.as_ref().map(unwind_tables);
-            }
-            (Collector::Ebpf, c.syscalls, c.threads, c.drops, c.children)
-        }
-        (None, Some((first, last, why))) => {
-            missing.extend(degraded_missing(&why));
-            let threads = degraded_threads(&first, &last, reaped.and_then(|e| e.switches));
-            (
-                Collector::Degraded,
-                Vec::new(),
-                threads,
-                Vec::new(),
-                Vec::new(),
-            )
-        }
-        (None, None) => (
-            Collector::Degraded,
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-        ),
+    let counter_rows = counters.as_mut().map(Counters::read);
+    let source = match (collected, degraded) {
+        (Some(c), _) => Source::Ebpf(Box::new(c)),
+        (None, Some((first, last, why))) => Source::Degraded {
+            first,
+            last,
+            why,
+            totals: reaped.and_then(|e| e.switches),
+        },
+        (None, None) => unreachable!("a recording is either eBPF or degraded"),
     };
-
     // The driver writes its result as the load ends, about when the target exits.
     let workload = match &args.workload_result {
         Some(path) => match read_workload(path, start_mono) {
@@ -354,16 +294,14 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         },
         None => None,
     };
-    let run = Run {
-        format: FORMAT.into(),
-        schema_version: SCHEMA_VERSION,
+    let run = assemble(Recording {
         meta: Meta {
             tool_version: env!("CARGO_PKG_VERSION").into(),
             command,
             mode,
             pid,
             follow_children: follow,
-            children,
+            children: Vec::new(),
             host: nix::unistd::gethostname()
                 .map(|h| h.to_string_lossy().into_owned())
                 .unwrap_or_default(),
@@ -375,20 +313,16 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             start_mono_ns: start_mono,
             end_mono_ns: end_mono,
             end,
-            collector,
+            collector: Collector::Ebpf,
         },
-        missing,
+        source,
         counters: counter_rows,
-        syscalls,
-        threads,
-        drops,
-        profiles,
-        operations: workload.as_ref().map(|w| w.operations),
-        locks,
+        stacks,
+        maps,
+        go_gc: go_gc.map(|binary| (binary, gc_events)),
         workload,
-        gc,
         max_rss_kb: reaped.and_then(|e| e.max_rss_kb).or(live_rss),
-    };
+    });
     finish(run, &args)
 }
 
@@ -399,25 +333,6 @@ fn refresh_unwind(p: &mut Probes, warned: &mut bool) {
         && !std::mem::replace(warned, true)
     {
         eprintln!("warning: loading unwind tables: {e}; those stacks fall back to frame pointers");
-    }
-}
-
-fn unwind_tables(u: &UnwindStats) -> UnwindTables {
-    let row = std::mem::size_of::<switchyard_common::UnwindRow>() as u64;
-    UnwindTables {
-        objects: u.objects,
-        objects_without_cfi: u.objects_without_cfi,
-        objects_not_loaded: u.objects_not_loaded,
-        rows: u.rows,
-        capacity_rows: u.capacity_rows,
-        bytes: u.rows * row,
-        capacity_bytes: u.capacity_rows * row,
-        build_us: u.build.as_micros() as u64,
-        failures: u
-            .failures
-            .iter()
-            .map(|(path, e)| format!("{path}: {e}"))
-            .collect(),
     }
 }
 
@@ -491,83 +406,15 @@ fn read_workload(path: &std::path::Path, start_mono: u64) -> Result<Workload> {
         windows: r
             .windows
             .iter()
-            .map(|w| (w.start_ms, w.operations, w.p99_ns, w.max_ns))
+            .map(|w| WorkloadWindow {
+                start_ms: w.start_ms,
+                operations: w.operations,
+                p99_ns: w.p99_ns,
+                max_ns: w.max_ns,
+            })
             .collect(),
         start_offset_ns: (r.start_mono_ns > 0).then(|| r.start_mono_ns.saturating_sub(start_mono)),
     })
-}
-
-/// What degraded mode cannot give, and why.
-fn degraded_missing(why: &str) -> Vec<Missing> {
-    [
-        "syscalls (counts, errors, latency)",
-        "blocked (off-CPU) time and off-CPU histograms",
-        "child processes",
-    ]
-    .into_iter()
-    .map(|figure| Missing {
-        figure: figure.into(),
-        reason: why.into(),
-    })
-    .chain([Missing {
-        figure: "threads that exited between /proc samples".into(),
-        reason: format!(
-            "per-thread figures stop at the last sample ({} ms apart); a spawned target's totals are exact (wait4)",
-            TICK.as_millis()
-        ),
-    }])
-    .collect()
-}
-
-/// Per-thread deltas between the first and last /proc samples (0 for threads born later).
-///
-/// A spawned target's exact totals come from wait4 (all its threads, exited ones included);
-/// what the samples missed becomes one row for the threads that exited unsampled.
-fn degraded_threads(
-    first: &BTreeMap<u32, ThreadSample>,
-    last: &BTreeMap<u32, ThreadSample>,
-    totals: Option<(u64, u64)>,
-) -> Vec<ThreadRow> {
-    let mut rows: Vec<ThreadRow> = last
-        .iter()
-        .map(|(&tid, l)| {
-            let f = first.get(&tid).cloned().unwrap_or_default();
-            ThreadRow {
-                tid,
-                tgid: l.tgid,
-                comm: l.comm.clone(),
-                voluntary: l.voluntary.saturating_sub(f.voluntary),
-                involuntary: l.involuntary.saturating_sub(f.involuntary),
-                oncpu_ns: l.oncpu_ns.saturating_sub(f.oncpu_ns),
-                blocked_ns: 0,
-                runqueue_ns: l.runqueue_ns.saturating_sub(f.runqueue_ns),
-                offcpu: Log2Hist::default(),
-            }
-        })
-        .collect();
-    if let Some((vol, invol)) = totals {
-        // wait4 counts from the fork; the first sample is the baseline.
-        let base_vol: u64 = first.values().map(|s| s.voluntary).sum();
-        let base_invol: u64 = first.values().map(|s| s.involuntary).sum();
-        let seen_vol: u64 = rows.iter().map(|r| r.voluntary).sum();
-        let seen_invol: u64 = rows.iter().map(|r| r.involuntary).sum();
-        let extra_vol = vol.saturating_sub(base_vol + seen_vol);
-        let extra_invol = invol.saturating_sub(base_invol + seen_invol);
-        if extra_vol + extra_invol > 0 {
-            rows.push(ThreadRow {
-                tid: 0,
-                tgid: last.values().next().map_or(0, |s| s.tgid),
-                comm: "(exited unsampled)".into(),
-                voluntary: extra_vol,
-                involuntary: extra_invol,
-                oncpu_ns: 0,
-                blocked_ns: 0,
-                runqueue_ns: 0,
-                offcpu: Log2Hist::default(),
-            });
-        }
-    }
-    rows
 }
 
 /// The target's executable: the spawned command, or a live process's /proc/<pid>/exe.
@@ -580,68 +427,6 @@ fn target_binary(args: &RecordArgs, target: &Target) -> Result<std::path::PathBu
                 "record as root, or spawn the program under switchyard",
             )
         }),
-    }
-}
-
-/// GC figures from the exact per-kind counts and the timestamped events: pauses pair each
-/// stop-the-world with the next restart (the world stops one at a time).
-fn go_gc_summary(
-    g: &switchyard_loader::GcCollected,
-    binary: &std::path::Path,
-    events: &[switchyard_common::GcEvent],
-    start_mono: u64,
-    lost: u64,
-) -> switchyard_model::GoGc {
-    use switchyard_common::gc;
-    let mut events: Vec<_> = events.to_vec();
-    events.sort_by_key(|e| e.ts);
-    let mut timeline = Vec::new();
-    let (mut pauses, mut total, mut max) = (0u64, 0u64, 0u64);
-    let mut stopped: Option<u64> = None;
-    for e in &events {
-        let at_ns = e.ts.saturating_sub(start_mono);
-        match e.kind {
-            gc::MARK_TERMINATION => timeline.push(switchyard_model::GcMark {
-                kind: "cycle".into(),
-                at_ns,
-                duration_ns: 0,
-            }),
-            gc::STOP_THE_WORLD => stopped = Some(e.ts),
-            gc::START_THE_WORLD => {
-                if let Some(t) = stopped.take() {
-                    let d = e.ts.saturating_sub(t);
-                    pauses += 1;
-                    total += d;
-                    max = max.max(d);
-                    timeline.push(switchyard_model::GcMark {
-                        kind: "pause".into(),
-                        at_ns: t.saturating_sub(start_mono),
-                        duration_ns: d,
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-    switchyard_model::GoGc {
-        binary: binary.display().to_string(),
-        symbols: g
-            .symbols
-            .iter()
-            .map(|(symbol, found)| switchyard_model::GcSymbol {
-                symbol: symbol.clone(),
-                found: *found,
-            })
-            .collect(),
-        cycles: g.counts[gc::MARK_TERMINATION as usize],
-        starts: g.counts[gc::START as usize],
-        pauses,
-        pause_total_ns: total,
-        pause_max_ns: max,
-        mark_assists: g.counts[gc::MARK_ASSIST as usize],
-        mark_done: g.counts[gc::MARK_DONE as usize],
-        timeline,
-        events_lost: lost,
     }
 }
 

@@ -126,12 +126,41 @@ pub struct Workload {
     pub p99_9_ns: u64,
     pub p99_99_ns: u64,
     pub max_ns: u64,
-    /// Per-window series: (start ms, operations, p99 ns, max ns).
-    pub windows: Vec<(u64, u64, u64, u64)>,
+    /// Per-window series.
+    pub windows: Vec<WorkloadWindow>,
     /// Where the driver's window 0 starts on the recording's clock (ns since
     /// `meta.start_mono_ns`), when the driver said when it started.
     #[serde(default)]
     pub start_offset_ns: Option<u64>,
+}
+
+/// One window of a driver's series. Stored as `[start_ms, operations, p99_ns, max_ns]`, the
+/// run file's form since its first version.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(from = "(u64, u64, u64, u64)", into = "(u64, u64, u64, u64)")]
+pub struct WorkloadWindow {
+    /// From the driver's start, ms.
+    pub start_ms: u64,
+    pub operations: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
+
+impl From<(u64, u64, u64, u64)> for WorkloadWindow {
+    fn from((start_ms, operations, p99_ns, max_ns): (u64, u64, u64, u64)) -> Self {
+        WorkloadWindow {
+            start_ms,
+            operations,
+            p99_ns,
+            max_ns,
+        }
+    }
+}
+
+impl From<WorkloadWindow> for (u64, u64, u64, u64) {
+    fn from(w: WorkloadWindow) -> Self {
+        (w.start_ms, w.operations, w.p99_ns, w.max_ns)
+    }
 }
 
 /// Waits summarised: count, time, a log2 histogram of ns.

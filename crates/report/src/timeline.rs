@@ -20,13 +20,13 @@ pub fn timeline(w: &Workload, gc: Option<&GoGc>) -> Option<String> {
         return None;
     }
     let offset = w.start_offset_ns.unwrap_or(0);
-    let last = w.windows.last().map_or(0, |x| x.0) * 1_000_000 + offset;
+    let last = w.windows.last().map_or(0, |x| x.start_ms) * 1_000_000 + offset;
     let end_ns = gc
         .and_then(|g| g.timeline.last().map(|m| m.at_ns + m.duration_ns))
         .unwrap_or(0)
         .max(last)
         .max(1);
-    let ymax = w.windows.iter().map(|x| x.3).max().unwrap_or(1).max(1) as f64;
+    let ymax = w.windows.iter().map(|x| x.max_ns).max().unwrap_or(1).max(1) as f64;
     let x = |t_ns: u64| LEFT + (t_ns as f64 / end_ns as f64) * (W - LEFT - RIGHT);
     let y = |v: u64| TOP + (1.0 - v as f64 / ymax) * (H - TOP - BOTTOM);
     let mut out = String::new();
@@ -89,13 +89,13 @@ pub fn timeline(w: &Workload, gc: Option<&GoGc>) -> Option<String> {
         }
     }
     // The two series.
-    for (idx, colour, label) in [(3usize, "#264653", "max"), (2, "#2a9d8f", "P99")] {
+    for (max, colour, label) in [(true, "#264653", "max"), (false, "#2a9d8f", "P99")] {
         let pts: Vec<String> = w
             .windows
             .iter()
             .map(|win| {
-                let v = if idx == 3 { win.3 } else { win.2 };
-                format!("{:.1},{:.1}", x(win.0 * 1_000_000 + offset), y(v))
+                let v = if max { win.max_ns } else { win.p99_ns };
+                format!("{:.1},{:.1}", x(win.start_ms * 1_000_000 + offset), y(v))
             })
             .collect();
         let _ = writeln!(
