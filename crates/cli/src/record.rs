@@ -161,6 +161,10 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let start_mono = mono_ns()?;
     let started = Instant::now();
     let mut collection = collection;
+    // Memory maps of the targets, so stacks symbolise after they exit: at a spawned child's
+    // exec, every tick for the first second (the dynamic loader maps libraries early), then
+    // every 100 ms.
+    let mut maps = Maps::default();
     // A spawned child that ended while held (before its loader was done).
     let mut exited_early = None;
     let mut unwind_warned = false;
@@ -168,7 +172,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         Target::Spawn(s) => {
             exited_early = s.go(|| {
                 if let Collection::Ebpf(p) = &mut collection {
-                    refresh_unwind(p, &mut unwind_warned);
+                    refresh_unwind(p, &mut maps, pid, &mut unwind_warned);
                 }
             })?;
             args.command.clone()
@@ -186,9 +190,6 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let mut progress = Progress::start(args.duration);
     let pidfd = PidFd::open(pid);
     let mut reaped: Option<spawn::Exit> = None;
-    // Memory maps of the targets, so stacks symbolise after they exit: every tick for the
-    // first second (the dynamic loader maps libraries early), then every 100 ms.
-    let mut maps = Maps::default();
     let mut last_maps = Instant::now();
     let mut gc_events = Vec::new();
     let end = loop {
@@ -202,11 +203,11 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             last_maps = Instant::now();
             match &mut collection {
                 Collection::Ebpf(p) => {
+                    // New processes, exec and dlopen: their maps for symbols and their unwind
+                    // tables, as soon as seen.
                     for tgid in p.followed() {
-                        maps.refresh(tgid);
+                        refresh_unwind(p, &mut maps, tgid, &mut unwind_warned);
                     }
-                    // New processes, exec and dlopen: their unwind tables, as soon as seen.
-                    refresh_unwind(p, &mut unwind_warned);
                 }
                 Collection::Degraded { .. } => {}
             }
@@ -252,15 +253,17 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let end_wall = SystemTime::now();
 
     // Stop counting before touching the target.
-    let (collected, degraded) = match collection {
+    let mut source = match collection {
         Collection::Ebpf(mut p) => {
             p.drain_gc_events(&mut gc_events);
-            (
-                Some(p.finish(pid).context("reading the probes' maps")?),
-                None,
-            )
+            Source::Ebpf(Box::new(p.finish(pid).context("reading the probes' maps")?))
         }
-        Collection::Degraded { first, last, why } => (None, Some((first, last, why))),
+        Collection::Degraded { first, last, why } => Source::Degraded {
+            first,
+            last,
+            why,
+            totals: None,
+        },
     };
     if mode == TargetMode::Spawn && !matches!(end, EndReason::TargetExited { .. }) {
         // Like timeout(1): the command ends with the recording.
@@ -273,16 +276,10 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         reaped = stop_child(pid, sig);
     }
     let counter_rows = counters.as_mut().map(Counters::read);
-    let source = match (collected, degraded) {
-        (Some(c), _) => Source::Ebpf(Box::new(c)),
-        (None, Some((first, last, why))) => Source::Degraded {
-            first,
-            last,
-            why,
-            totals: reaped.and_then(|e| e.switches),
-        },
-        (None, None) => unreachable!("a recording is either eBPF or degraded"),
-    };
+    // A spawned target's exact switch totals (wait4), known once it has been reaped.
+    if let Source::Degraded { totals, .. } = &mut source {
+        *totals = reaped.and_then(|e| e.switches);
+    }
     // The driver writes its result as the load ends, about when the target exits.
     let workload = match &args.workload_result {
         Some(path) => match read_workload(path, start_mono) {
@@ -326,10 +323,12 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     finish(run, &args)
 }
 
-/// Loads the unwind tables of processes that appeared or changed; warns once when that fails
-/// (their stacks fall back to frame pointers).
-fn refresh_unwind(p: &mut Probes, warned: &mut bool) {
-    if let Err(e) = p.refresh_unwind()
+/// Snapshots a followed process's memory maps (for symbols) and loads the unwind tables of
+/// what it mapped since the last call, from one read of its maps; warns once when loading
+/// fails (those stacks fall back to frame pointers).
+fn refresh_unwind(p: &mut Probes, maps: &mut Maps, tgid: u32, warned: &mut bool) {
+    let text = maps.refresh(tgid);
+    if let Err(e) = p.refresh_unwind(tgid, text.as_deref())
         && !std::mem::replace(warned, true)
     {
         eprintln!("warning: loading unwind tables: {e}; those stacks fall back to frame pointers");

@@ -275,7 +275,8 @@ impl Probes {
             Some(rows) => {
                 let mut t = unwind::Tables::new(&ebpf, rows)?;
                 if !config.before_exec {
-                    t.refresh(&mut ebpf, config.tgid)?;
+                    let text = std::fs::read_to_string(format!("/proc/{}/maps", config.tgid)).ok();
+                    t.refresh(&mut ebpf, config.tgid, text.as_deref())?;
                 }
                 Some(t)
             }
@@ -342,20 +343,14 @@ impl Probes {
         })
     }
 
-    /// Loads the unwind tables of followed processes that started, exec'd or mapped new code
-    /// since the last call (call it often: until then their stacks fall back to frame
-    /// pointers).
-    pub fn refresh_unwind(&mut self) -> Result<(), Error> {
-        if self.tables.is_none() {
-            return Ok(());
+    /// Loads the unwind tables of a followed process that started, exec'd or mapped new code
+    /// since the last call, from the text of its `/proc/<pid>/maps` (`None`: it has gone).
+    /// Call it often: until then its stacks fall back to frame pointers.
+    pub fn refresh_unwind(&mut self, pid: u32, maps_text: Option<&str>) -> Result<(), Error> {
+        match &mut self.tables {
+            Some(t) => t.refresh(&mut self.ebpf, pid, maps_text),
+            None => Ok(()),
         }
-        let pids = self.followed();
-        if let Some(t) = &mut self.tables {
-            for pid in pids {
-                t.refresh(&mut self.ebpf, pid)?;
-            }
-        }
-        Ok(())
     }
 
     /// Moves the Go GC events recorded so far into `out` (call it often: the ring is finite).

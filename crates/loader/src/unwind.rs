@@ -133,20 +133,20 @@ impl Tables {
         &self.stats
     }
 
-    /// Loads the tables of every code mapping of `pid` that changed since the last call. A
-    /// process that is gone gives its slots back.
-    pub fn refresh(&mut self, ebpf: &mut Ebpf, pid: u32) -> Result<(), Error> {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+    /// Loads the tables of every code mapping of `pid` that changed since the last call, from
+    /// the text of its `/proc/<pid>/maps` (`None`: it has gone, and gives its slots back).
+    pub fn refresh(&mut self, ebpf: &mut Ebpf, pid: u32, text: Option<&str>) -> Result<(), Error> {
+        let Some(text) = text else {
             return self.release(ebpf, pid);
         };
         if self.procs.get(&pid).is_some_and(|p| p.text == text) {
             return Ok(());
         }
-        let list = self.mappings(pid, &text);
+        let list = self.mappings(pid, text);
         let state = match self.procs.get_mut(&pid) {
             // Heap and stack mappings come and go; the code did not change.
             Some(p) if p.list == list => {
-                p.text = text;
+                p.text = text.to_string();
                 return Ok(());
             }
             Some(p) => p,
@@ -193,7 +193,7 @@ impl Tables {
             .map_err(|source| Error::Map { name, source })?;
         state.active = 1 - state.active;
         state.list = list;
-        state.text = text;
+        state.text = text.to_string();
         // Rules cached for this process's pcs may now be wrong (exec, dlopen, munmap).
         self.bump_generation(ebpf)
     }

@@ -359,11 +359,29 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
         .build();
     let mut r = Resolver::new(maps, raw.stats.unwind == "cfi");
     r.prefetch(&symbolizer, raw);
-    let mut build = |samples: &[RawSample], unit: &str| -> Profile {
+    let mut quality = Vec::new();
+    let mut build = |samples: &[RawSample], name: &str, unit: &str| -> Profile {
+        // How much of the profile's user stacks reach the thread's start: the kernel side's
+        // walk reached the outermost frame, or (frame-pointer walks, which cannot tell) the
+        // outermost frame is one that starts a thread (`main`, `_start`, `clone3`, …).
+        let mut q = StackQuality {
+            profile: name.to_string(),
+            complete: 0,
+            total: 0,
+        };
         let mut stacks: Vec<Stack> = samples
             .iter()
             .map(|s| {
                 let frames = r.stack(raw, s.tgid, s.user_stack, s.kernel_stack);
+                q.total += s.value;
+                if raw.complete_user_stacks.contains(&s.user_stack)
+                    || frames.first().is_some_and(|&f| {
+                        let f = &r.frames[f as usize];
+                        f.kind == FrameKind::User && is_thread_start(&f.name)
+                    })
+                {
+                    q.complete += s.value;
+                }
                 let (waker_frames, waker_comm) = match &s.waker {
                     Some(w) => {
                         let kernel = r.stack(raw, w.tgid, -1, w.kernel_stack);
@@ -402,16 +420,19 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
             })
             .collect();
         merge_and_sort(&mut stacks);
+        if !samples.is_empty() {
+            quality.push(q);
+        }
         Profile {
             unit: unit.to_string(),
             stacks,
         }
     };
-    let oncpu = build(&raw.oncpu, "samples");
-    let offcpu = build(&raw.offcpu, "ns");
-    let wakeup = build(&raw.wakeup, "ns");
-    let syscalls = build(&raw.syscalls, "calls");
-    let futex = build(&raw.futex, "ns");
+    let oncpu = build(&raw.oncpu, "oncpu", "samples");
+    let offcpu = build(&raw.offcpu, "offcpu", "ns");
+    let wakeup = build(&raw.wakeup, "wakeup", "ns");
+    let syscalls = build(&raw.syscalls, "syscalls", "calls");
+    let futex = build(&raw.futex, "futex", "ns");
     let mut stats = raw.stats.clone();
     // What the user sees: unknown frames across the stacks shown, not addresses looked up.
     let unknown = |f: &u32| {
@@ -429,17 +450,7 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
                 .count() as u64
         })
         .sum();
-    stats.quality = [
-        ("oncpu", &raw.oncpu),
-        ("offcpu", &raw.offcpu),
-        ("wakeup", &raw.wakeup),
-        ("syscalls", &raw.syscalls),
-        ("futex", &raw.futex),
-    ]
-    .into_iter()
-    .filter(|(_, samples)| !samples.is_empty())
-    .map(|(name, samples)| quality(name, samples, raw, &mut r))
-    .collect();
+    stats.quality = quality;
     Profiles {
         frames: r.frames,
         oncpu,
@@ -449,31 +460,6 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
         futex,
         stats,
     }
-}
-
-/// The share of a profile whose user stack reaches its thread's start: the kernel side's walk
-/// reached the outermost frame, or (frame-pointer walks, which cannot tell) the outermost
-/// frame is one that starts a thread (`main`, `_start`, `start_thread`, `clone3`, …).
-fn quality(name: &str, samples: &[RawSample], raw: &Raw, r: &mut Resolver<'_>) -> StackQuality {
-    let mut q = StackQuality {
-        profile: name.to_string(),
-        complete: 0,
-        total: 0,
-    };
-    for s in samples {
-        q.total += s.value;
-        let complete = raw.complete_user_stacks.contains(&s.user_stack)
-            || r.stack(raw, s.tgid, s.user_stack, -1)
-                .first()
-                .is_some_and(|&f| {
-                    let f = &r.frames[f as usize];
-                    f.kind == FrameKind::User && is_thread_start(&f.name)
-                });
-        if complete {
-            q.complete += s.value;
-        }
-    }
-    q
 }
 
 /// Stacks that symbolise alike (e.g. two ids differing only in an unknown frame) merge; then

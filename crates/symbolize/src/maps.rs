@@ -24,20 +24,19 @@ pub struct Maps {
 }
 
 impl Maps {
-    /// Reads `/proc/<tgid>/maps` and keeps it when it differs from the last snapshot.
-    /// A process that has gone leaves its earlier snapshots in place.
-    pub fn refresh(&mut self, tgid: u32) {
-        let Ok(text) = fs::read_to_string(format!("/proc/{tgid}/maps")) else {
-            return;
-        };
+    /// Reads `/proc/<tgid>/maps` and keeps it when it differs from the last snapshot; returns
+    /// the text read (`None`: the process has gone, and its earlier snapshots stay in place),
+    /// for others that follow the same maps.
+    pub fn refresh(&mut self, tgid: u32) -> Option<String> {
+        let text = fs::read_to_string(format!("/proc/{tgid}/maps")).ok()?;
         let maps = parse(&text);
-        if maps.is_empty() {
-            return;
+        if !maps.is_empty() {
+            let list = self.by_tgid.entry(tgid).or_default();
+            if list.last() != Some(&maps) {
+                list.push(maps);
+            }
         }
-        let list = self.by_tgid.entry(tgid).or_default();
-        if list.last() != Some(&maps) {
-            list.push(maps);
-        }
+        Some(text)
     }
 
     /// Adds a snapshot directly (tests, or maps read elsewhere).
