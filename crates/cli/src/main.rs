@@ -98,6 +98,11 @@ struct RecordArgs {
     /// the recording ends (waiting up to 5 s for the driver to write it).
     #[arg(long, value_name = "FILE")]
     workload_result: Option<PathBuf>,
+    /// Once the probes are attached and the target runs, write `recording <pid>` and a newline
+    /// to this inherited file descriptor and close it: a start handshake for harnesses (the
+    /// descriptor reaching end of file without that line means the recording never started).
+    #[arg(long, value_name = "FD")]
+    ready_fd: Option<i32>,
     /// Rows in each top-syscalls table of the summary.
     #[arg(long, default_value_t = 10)]
     top: usize,

@@ -50,6 +50,7 @@ enum Collection {
 }
 
 pub fn run(args: RecordArgs) -> Result<ExitCode> {
+    let ready = args.ready_fd.map(ReadyFd::take).transpose()?;
     let target = match (args.pid, args.command.is_empty()) {
         (Some(pid), true) => Target::Pid(check_pid(pid)?),
         // Held from exec until its libraries are mapped, so their unwind tables are in place
@@ -187,6 +188,9 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             .unwrap_or_default()
     );
 
+    if let Some(r) = ready {
+        r.announce(pid);
+    }
     let mut progress = Progress::start(args.duration);
     let pidfd = PidFd::open(pid);
     let mut reaped: Option<spawn::Exit> = None;
@@ -575,5 +579,30 @@ impl PidFd {
         };
         // SAFETY: one valid pollfd.
         unsafe { libc::poll(&mut p, 1, timeout_ms) > 0 }
+    }
+}
+
+/// `--ready-fd`: the inherited descriptor the start handshake is written to.
+struct ReadyFd(std::fs::File);
+
+impl ReadyFd {
+    /// Takes ownership of `fd`, refusing one that is not open, before anything is recorded.
+    fn take(fd: i32) -> Result<ReadyFd> {
+        // SAFETY: F_GETFD only reads the descriptor's flags.
+        if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            return Err(hinted(
+                format!("--ready-fd {fd} is not an open file descriptor"),
+                "pass the write end of a pipe the caller keeps open, e.g. `3>pipe` with --ready-fd 3",
+            ));
+        }
+        // SAFETY: an open descriptor handed to this process for its sole use.
+        Ok(ReadyFd(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }))
+    }
+
+    /// Writes `recording <pid>` and closes the descriptor. A reader that has gone away is not
+    /// an error of the recording.
+    fn announce(mut self, pid: u32) {
+        use std::io::Write as _;
+        let _ = writeln!(self.0, "recording {pid}");
     }
 }

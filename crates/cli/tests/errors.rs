@@ -51,6 +51,16 @@ fn command_that_does_not_exist() {
 }
 
 #[test]
+fn ready_fd_that_is_not_open() {
+    // Refused before anything is spawned or attached.
+    let out = Command::new(switchyard())
+        .args(["record", "--ready-fd", "917", "--", "true"])
+        .output()
+        .unwrap();
+    assert_user_error(&out, "--ready-fd 917 is not an open file descriptor");
+}
+
+#[test]
 fn nothing_to_record() {
     let out = Command::new(switchyard())
         .args(["record"])
