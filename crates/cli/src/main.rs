@@ -117,31 +117,9 @@ enum UnwindArg {
     Fp,
 }
 
+/// The project's one duration grammar (a number and a unit), refusing zero.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .map_or((s, "s"), |i| (&s[..i], &s[i..]));
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (try 10s, 500ms, 2m)"))?;
-    let secs = match unit {
-        "ns" => v / 1e9,
-        "us" | "µs" => v / 1e6,
-        "ms" => v / 1000.0,
-        "s" | "" => v,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => {
-            return Err(format!(
-                "unknown unit `{unit}` in `{s}` (use ns, us, ms, s, m or h)"
-            ));
-        }
-    };
-    if !(secs.is_finite() && secs > 0.0) {
-        return Err(format!("`{s}` must be a positive duration"));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    switchyard_model::duration::parse_positive_duration(s).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {

@@ -14,12 +14,14 @@ use std::{
 use anyhow::{Context as _, Result};
 use nix::{
     sys::signal::{Signal, kill},
-    time::{ClockId, clock_gettime},
     unistd::Pid,
 };
 use switchyard_counters::{Counters, Scope};
 use switchyard_loader::{Config, Probes, Span, StackConfig, Unwind};
-use switchyard_model::{Collector, EndReason, Meta, Run, TargetMode, Workload, WorkloadWindow};
+use switchyard_model::{
+    Collector, EndReason, Meta, Run, TargetMode, Workload,
+    driver::{DriverResult, monotonic_ns},
+};
 use switchyard_symbolize::Maps;
 
 use crate::{
@@ -159,7 +161,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     };
 
     let start_wall = SystemTime::now();
-    let start_mono = mono_ns()?;
+    let start_mono = monotonic_ns();
     let started = Instant::now();
     let mut collection = collection;
     // Memory maps of the targets, so stacks symbolise after they exit: at a spawned child's
@@ -251,7 +253,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         pidfd.wait(TICK);
     };
     progress.finish();
-    let end_mono = mono_ns()?;
+    let end_mono = monotonic_ns();
     // A live target's peak RSS while it still exists; a spawned one's comes from wait4.
     let live_rss = procfs::max_rss_kb(pid);
     let end_wall = SystemTime::now();
@@ -380,44 +382,9 @@ fn read_workload(path: &std::path::Path, start_mono: u64) -> Result<Workload> {
     while !path.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let r = switchyard_harness::DriverResult::read(path)
+    let r = DriverResult::read(path)
         .with_context(|| format!("reading the workload result {}", path.display()))?;
-    let l = &r.latency_ns;
-    Ok(Workload {
-        name: r.workload.clone(),
-        build: r.build.clone(),
-        parameters: r
-            .parameters
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    v.as_str().map_or_else(|| v.to_string(), str::to_string),
-                )
-            })
-            .collect(),
-        operations: r.operations,
-        errors: r.errors,
-        duration_ns: r.duration_ns,
-        throughput_per_s: r.throughput_per_s,
-        p50_ns: l.p50,
-        p90_ns: l.p90,
-        p99_ns: l.p99,
-        p99_9_ns: l.p99_9,
-        p99_99_ns: l.p99_99,
-        max_ns: l.max,
-        windows: r
-            .windows
-            .iter()
-            .map(|w| WorkloadWindow {
-                start_ms: w.start_ms,
-                operations: w.operations,
-                p99_ns: w.p99_ns,
-                max_ns: w.max_ns,
-            })
-            .collect(),
-        start_offset_ns: (r.start_mono_ns > 0).then(|| r.start_mono_ns.saturating_sub(start_mono)),
-    })
+    Ok(r.to_workload(start_mono))
 }
 
 /// The target's executable: the spawned command, or a live process's /proc/<pid>/exe.
@@ -505,11 +472,6 @@ fn check_pid(pid: u32) -> Result<u32> {
         ));
     }
     Ok(pid)
-}
-
-fn mono_ns() -> Result<u64> {
-    let ts = clock_gettime(ClockId::CLOCK_MONOTONIC).context("reading CLOCK_MONOTONIC")?;
-    Ok(ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
 }
 
 fn unix_ns(t: SystemTime) -> u64 {

@@ -3,6 +3,8 @@
 //! Reports, comparisons and gates are pure functions of `Run`s, so they are tested from files
 //! without privileges. Times are nanoseconds; histograms are log2 buckets of nanoseconds.
 
+pub mod driver;
+pub mod duration;
 mod errno_names;
 mod hist;
 pub mod metrics;
@@ -127,6 +129,7 @@ pub struct Workload {
     pub p99_99_ns: u64,
     pub max_ns: u64,
     /// Per-window series.
+    #[serde(with = "window_rows")]
     pub windows: Vec<WorkloadWindow>,
     /// Where the driver's window 0 starts on the recording's clock (ns since
     /// `meta.start_mono_ns`), when the driver said when it started.
@@ -134,32 +137,45 @@ pub struct Workload {
     pub start_offset_ns: Option<u64>,
 }
 
-/// One window of a driver's series. Stored as `[start_ms, operations, p99_ns, max_ns]`, the
-/// run file's form since its first version.
+/// One window of a driver's series: named fields in the driver's result file; a row
+/// `[start_ms, operations, p99_ns, max_ns]` in the run file, its form since its first version.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(from = "(u64, u64, u64, u64)", into = "(u64, u64, u64, u64)")]
 pub struct WorkloadWindow {
     /// From the driver's start, ms.
     pub start_ms: u64,
+    /// Operations completed in the window.
     pub operations: u64,
     pub p99_ns: u64,
     pub max_ns: u64,
 }
 
-impl From<(u64, u64, u64, u64)> for WorkloadWindow {
-    fn from((start_ms, operations, p99_ns, max_ns): (u64, u64, u64, u64)) -> Self {
-        WorkloadWindow {
-            start_ms,
-            operations,
-            p99_ns,
-            max_ns,
-        }
-    }
-}
+/// The run file's form of the window series: one 4-number row per window.
+mod window_rows {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-impl From<WorkloadWindow> for (u64, u64, u64, u64) {
-    fn from(w: WorkloadWindow) -> Self {
-        (w.start_ms, w.operations, w.p99_ns, w.max_ns)
+    use super::WorkloadWindow;
+
+    type Row = (u64, u64, u64, u64);
+
+    pub fn serialize<S: Serializer>(w: &[WorkloadWindow], s: S) -> Result<S::Ok, S::Error> {
+        let rows: Vec<Row> = w
+            .iter()
+            .map(|w| (w.start_ms, w.operations, w.p99_ns, w.max_ns))
+            .collect();
+        rows.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<WorkloadWindow>, D::Error> {
+        let rows = Vec::<Row>::deserialize(d)?;
+        Ok(rows
+            .into_iter()
+            .map(|(start_ms, operations, p99_ns, max_ns)| WorkloadWindow {
+                start_ms,
+                operations,
+                p99_ns,
+                max_ns,
+            })
+            .collect())
     }
 }
 

@@ -31,7 +31,7 @@ pub use duration::{DurationError, human_ns, parse_duration, parse_millis};
 pub use launch::{LaunchError, ServerExit, ServerProcess};
 pub use ready::{READY_PREFIX, ReadyError, announce_ready, parse_ready_line, read_ready};
 pub use recorder::{LatencyRecorder, MergeError, Percentiles, Recorder, SIGNIFICANT_DIGITS};
-pub use result::{DriverResult, FORMAT, ResultError, SCHEMA_VERSION, monotonic_ns};
+pub use result::{DriverResult, FORMAT, Measured, ResultError, SCHEMA_VERSION, monotonic_ns};
 pub use shutdown::Shutdown;
 pub use start::{StartGate, connect_tcp};
 pub use window::{DEFAULT_WINDOW, Window, WindowSeries};

@@ -8,7 +8,6 @@ use hdrhistogram::{
     Histogram,
     serialization::{Deserializer, Serializer as _, V2DeflateSerializer},
 };
-use serde::{Deserialize, Serialize};
 
 use crate::window::WindowSeries;
 
@@ -45,16 +44,7 @@ pub enum MergeError {
     Histogram(String),
 }
 
-/// The summary percentiles of a latency histogram, in nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Percentiles {
-    pub p50: u64,
-    pub p90: u64,
-    pub p99: u64,
-    pub p99_9: u64,
-    pub p99_99: u64,
-    pub max: u64,
-}
+pub use switchyard_model::driver::Percentiles;
 
 /// A latency histogram (nanoseconds, [`SIGNIFICANT_DIGITS`]).
 #[derive(Clone, Debug)]

@@ -1,138 +1,34 @@
-//! The file a workload driver writes: one run's operations, throughput and latency.
-//!
-//! ```json
-//! {
-//!   "format": "switchyard-driver-result",
-//!   "schema_version": 1,
-//!   "workload": "spinlock-broker",
-//!   "build": "abs",
-//!   "parameters": { "producers": 8, "size": 1024, "duration_ms": 5000 },
-//!   "operations": 1234567,
-//!   "errors": 0,
-//!   "duration_ns": 5000123456,
-//!   "throughput_per_s": 246907.0,
-//!   "latency_ns": { "p50": 0, "p90": 0, "p99": 0, "p99_9": 0, "p99_99": 0, "max": 0 },
-//!   "histogram": "HISTFAAAA…",
-//!   "window_ms": 100,
-//!   "windows": [ { "start_ms": 0, "operations": 24000, "p99_ns": 0, "max_ns": 0 } ]
-//! }
-//! ```
-//!
-//! `histogram` is the whole-run latency histogram (nanoseconds, 3 significant digits) in
-//! hdrhistogram's V2 deflate serialisation, base64-encoded: read it back with
-//! [`DriverResult::latency`] to merge runs or compute other percentiles. Readers refuse another
-//! `format` and a newer `schema_version`; fields added later in version 1 are ignored.
+//! Building a driver result from a run's recorders, and reading its histogram back. The file
+//! format itself ([`DriverResult`]) lives in `switchyard_model::driver`, where the recorder
+//! reads it too.
 
-use std::{
-    collections::BTreeMap,
-    fs,
-    io::Write as _,
-    path::{Path, PathBuf},
-    time::Duration,
+use std::{collections::BTreeMap, time::Duration};
+
+pub use switchyard_model::driver::{
+    DriverResult, FORMAT, ResultError, SCHEMA_VERSION, monotonic_ns,
 };
 
-use serde::{Deserialize, Serialize};
+use crate::recorder::{LatencyRecorder, Recorder};
 
-use crate::{
-    recorder::{LatencyRecorder, Percentiles, Recorder},
-    window::Window,
-};
-
-/// The value of the `format` field.
-pub const FORMAT: &str = "switchyard-driver-result";
-/// The schema this crate writes and the newest it reads.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// What went wrong writing, reading or decoding a driver result.
-#[derive(Debug, thiserror::Error)]
-pub enum ResultError {
-    #[error("failed to write driver result `{}`", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("failed to read driver result `{}`", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("driver result `{}` is not valid at line {line}, column {column}", path.display())]
-    Json {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error("`{}` is not a driver result (format `{found}`, expected `{FORMAT}`)", path.display())]
-    Format { path: PathBuf, found: String },
-    #[error(
-        "driver result `{}` has schema version {found}; this build reads up to {SCHEMA_VERSION} (a newer switchyard wrote it)",
-        path.display()
-    )]
-    Version { path: PathBuf, found: u32 },
-    #[error("driver result histogram cannot be encoded: {0}")]
-    Encode(String),
-    #[error("driver result histogram cannot be decoded: {0}")]
-    Decode(String),
-}
-
-/// One driver run. See the module documentation for the JSON form.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DriverResult {
-    pub format: String,
-    pub schema_version: u32,
-    /// The workload's name, e.g. `spinlock-broker`.
-    pub workload: String,
-    /// The build (variant) that served the run, e.g. `spin`, `mutex`, `abs`.
-    pub build: String,
-    /// The driver's parameters, free-form (producers, message size, bound, …).
-    pub parameters: BTreeMap<String, serde_json::Value>,
-    /// Operations completed (each one recorded in the histogram).
-    pub operations: u64,
-    /// Operations that failed; they are not in the histogram.
-    pub errors: u64,
-    /// Wall time from the start of the load to the last completion.
-    pub duration_ns: u64,
-    pub throughput_per_s: f64,
-    pub latency_ns: Percentiles,
-    /// hdrhistogram V2 deflate serialisation, base64.
-    pub histogram: String,
-    pub window_ms: u64,
-    pub windows: Vec<Window>,
-    /// When the load started, CLOCK_MONOTONIC ns (the clock of switchyard's event timestamps),
-    /// so the windows can be laid over a recording's timeline. 0 when unknown.
-    #[serde(default)]
-    pub start_mono_ns: u64,
-}
-
-/// CLOCK_MONOTONIC now, in ns: what `Instant` counts in on Linux, and the clock of switchyard's
-/// run files, so a driver's windows can be laid over a recording's events.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec out-parameter.
-    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Only the fields that say what a file is, read before the rest so a wrong or newer file gets
-/// the right error rather than "missing field".
-#[derive(Deserialize)]
-struct Header {
-    format: String,
-    schema_version: u32,
-}
-
-impl DriverResult {
+/// What a driver does with a [`DriverResult`] beyond the file: build it from its recorders
+/// and decode its histogram.
+pub trait Measured: Sized {
     /// Builds a result from the merged recorder of a run.
-    pub fn new(
+    fn new(
+        workload: impl Into<String>,
+        build: impl Into<String>,
+        parameters: BTreeMap<String, serde_json::Value>,
+        recorder: &Recorder,
+        errors: u64,
+        duration: Duration,
+    ) -> Result<Self, ResultError>;
+
+    /// The whole-run histogram, decoded (it can be merged with other runs').
+    fn latency(&self) -> Result<LatencyRecorder, ResultError>;
+}
+
+impl Measured for DriverResult {
+    fn new(
         workload: impl Into<String>,
         build: impl Into<String>,
         parameters: BTreeMap<String, serde_json::Value>,
@@ -167,68 +63,14 @@ impl DriverResult {
         })
     }
 
-    /// The whole-run histogram, decoded (it can be merged with other runs').
-    pub fn latency(&self) -> Result<LatencyRecorder, ResultError> {
+    fn latency(&self) -> Result<LatencyRecorder, ResultError> {
         LatencyRecorder::from_base64(&self.histogram).map_err(ResultError::Decode)
-    }
-
-    /// Writes the result as pretty JSON; the file is replaced atomically (written to
-    /// `<path>.tmp`, then renamed), so a reader never sees half a result.
-    pub fn write(&self, path: impl AsRef<Path>) -> Result<(), ResultError> {
-        let path = path.as_ref();
-        let err = |source| ResultError::Write {
-            path: path.to_owned(),
-            source,
-        };
-        let mut text = serde_json::to_vec_pretty(self).map_err(|e| err(e.into()))?;
-        text.push(b'\n');
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
-        let mut file = fs::File::create(&tmp).map_err(err)?;
-        file.write_all(&text).map_err(err)?;
-        drop(file);
-        fs::rename(&tmp, path).map_err(err)
-    }
-
-    /// Reads a result written by [`DriverResult::write`] (or any writer of schema version 1).
-    pub fn read(path: impl AsRef<Path>) -> Result<Self, ResultError> {
-        let path = path.as_ref();
-        let text = fs::read_to_string(path).map_err(|source| ResultError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::from_json(&text, path)
-    }
-
-    /// Parses a result from text; `path` only names the source in errors.
-    pub fn from_json(text: &str, path: &Path) -> Result<Self, ResultError> {
-        let json = |source: serde_json::Error| ResultError::Json {
-            path: path.to_owned(),
-            line: source.line(),
-            column: source.column(),
-            source,
-        };
-        let header: Header = serde_json::from_str(text).map_err(json)?;
-        if header.format != FORMAT {
-            return Err(ResultError::Format {
-                path: path.to_owned(),
-                found: header.format,
-            });
-        }
-        if header.schema_version > SCHEMA_VERSION || header.schema_version == 0 {
-            return Err(ResultError::Version {
-                path: path.to_owned(),
-                found: header.schema_version,
-            });
-        }
-        serde_json::from_str(text).map_err(json)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
+    use std::{fs, path::Path, time::Instant};
 
     use super::*;
 

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 
 use crate::recorder::{MergeError, new_histogram, record};
 
@@ -12,15 +11,7 @@ use crate::recorder::{MergeError, new_histogram, record};
 pub const DEFAULT_WINDOW: Duration = Duration::from_millis(100);
 
 /// One window of the series, as written in a driver result.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Window {
-    /// Offset of the window's start from the start of the run.
-    pub start_ms: u64,
-    /// Operations completed in the window.
-    pub operations: u64,
-    pub p99_ns: u64,
-    pub max_ns: u64,
-}
+pub use switchyard_model::WorkloadWindow as Window;
 
 /// Latencies bucketed by completion time into fixed-width windows, one histogram per window.
 #[derive(Clone, Debug)]

@@ -43,8 +43,8 @@ use mmsg_relay::{
     udp,
 };
 use switchyard_harness::{
-    Budget, DEFAULT_WINDOW, DriverResult, LatencyRecorder, Recorder, RunBound, Shutdown, human_ns,
-    parse_duration,
+    Budget, DEFAULT_WINDOW, DriverResult, LatencyRecorder, Measured as _, Recorder, RunBound,
+    Shutdown, human_ns, parse_duration,
 };
 
 /// Speakers in rooms, sending voice packets through mmsg-relay.

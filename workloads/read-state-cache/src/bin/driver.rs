@@ -51,8 +51,8 @@ use read_state_cache::{
     protocol::{Key, RESPONSE_LEN, ReadState, Request, Response, STATUS_OK},
 };
 use switchyard_harness::{
-    Budget, DEFAULT_WINDOW, DriverResult, Recorder, RunBound, Shutdown, StartGate, connect_tcp,
-    human_ns, monotonic_ns, parse_duration,
+    Budget, DEFAULT_WINDOW, DriverResult, Measured as _, Recorder, RunBound, Shutdown, StartGate,
+    connect_tcp, human_ns, monotonic_ns, parse_duration,
 };
 
 /// Load for read-state-cache: Zipf-distributed keys, a mix of ack/mention/get.

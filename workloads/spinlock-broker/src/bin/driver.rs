@@ -28,8 +28,8 @@ use spinlock_broker::{
     protocol::{ACK_ERROR, encode_frame, read_ack},
 };
 use switchyard_harness::{
-    Budget, DEFAULT_WINDOW, DriverResult, Recorder, RunBound, Shutdown, StartGate, connect_tcp,
-    human_ns, parse_duration,
+    Budget, DEFAULT_WINDOW, DriverResult, Measured as _, Recorder, RunBound, Shutdown, StartGate,
+    connect_tcp, human_ns, parse_duration,
 };
 
 /// Closed-loop producers for spinlock-broker.
