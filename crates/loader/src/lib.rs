@@ -20,11 +20,11 @@ use switchyard_common::{
     SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey, drops, gc,
     globals, maps, programs, tp,
 };
+use switchyard_model::raw::{Raw, RawSample, RawWaker};
 use switchyard_model::{
     DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow, WaitSummary,
     errno_name, syscall_name,
 };
-use switchyard_symbolize::{Raw, RawSample, RawWaker, state_label};
 pub use unwind::UnwindStats;
 
 /// The kernel-side object, built by build.rs (empty when the build was skipped).
@@ -859,4 +859,19 @@ fn attach_raw(ebpf: &mut Ebpf, name: &'static str, event: &str) -> Result<(), Er
     program.load().map_err(|source| load_error(name, source))?;
     program.attach(event).map_err(program_error(name))?;
     Ok(())
+}
+
+/// The label of an off-CPU state as the kernel reports `prev_state`.
+pub fn state_label(state: u32, preempt_flag: u32) -> String {
+    if state == 0 || state & preempt_flag != 0 {
+        return "R".into();
+    }
+    match state {
+        1 => "S".into(),
+        2 => "D".into(),
+        4 => "T".into(),
+        8 => "t".into(),
+        0x80 => "I".into(),
+        s => format!("state {s:#x}"),
+    }
 }

@@ -8,6 +8,7 @@ pub mod duration;
 mod errno_names;
 mod hist;
 pub mod metrics;
+pub mod raw;
 mod stacks;
 mod syscalls_x86_64;
 

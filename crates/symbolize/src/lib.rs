@@ -19,48 +19,8 @@ use blazesym::symbolize::{
     source::{Elf, Kernel, Source},
 };
 pub use maps::{Mapping, Maps, parse as parse_maps};
-use switchyard_model::{
-    Frame, FrameKind, Profile, Profiles, Stack, StackQuality, StackStats, is_thread_start,
-};
-
-/// One aggregated stack sample as the kernel side keeps it.
-#[derive(Clone, Debug, Default)]
-pub struct RawSample {
-    pub tgid: u32,
-    pub tid: u32,
-    /// Stack ids (negative: not recorded).
-    pub user_stack: i32,
-    pub kernel_stack: i32,
-    pub label: String,
-    pub waker: Option<RawWaker>,
-    pub value: u64,
-}
-
-#[derive(Clone, Debug, Default)]
-pub struct RawWaker {
-    pub tgid: u32,
-    pub tid: u32,
-    pub comm: String,
-    pub user_stack: i32,
-    pub kernel_stack: i32,
-}
-
-/// Everything the kernel side kept about stacks.
-#[derive(Clone, Debug, Default)]
-pub struct Raw {
-    /// Kernel stack id → instruction pointers, leaf first.
-    pub stacks: HashMap<i32, Vec<u64>>,
-    /// User stack id → instruction pointers, leaf first (its own id space).
-    pub user_stacks: HashMap<i32, Vec<u64>>,
-    /// User stacks the walk followed to their outermost frame.
-    pub complete_user_stacks: std::collections::HashSet<i32>,
-    pub oncpu: Vec<RawSample>,
-    pub offcpu: Vec<RawSample>,
-    pub wakeup: Vec<RawSample>,
-    pub syscalls: Vec<RawSample>,
-    pub futex: Vec<RawSample>,
-    pub stats: StackStats,
-}
+pub use switchyard_model::raw::{Raw, RawSample, RawWaker};
+use switchyard_model::{Frame, FrameKind, Profile, Profiles, Stack, StackQuality, is_thread_start};
 
 /// Interns frames and resolves addresses, caching per (file, offset) and kernel address.
 struct Resolver<'a> {
@@ -506,21 +466,6 @@ fn is_interrupt_entry(name: &str) -> bool {
         || name == "__do_softirq"
         || name == "irq_exit_rcu"
         || name == "hrtimer_interrupt"
-}
-
-/// The label of an off-CPU state as the kernel reports `prev_state`.
-pub fn state_label(state: u32, preempt_flag: u32) -> String {
-    if state == 0 || state & preempt_flag != 0 {
-        return "R".into();
-    }
-    match state {
-        1 => "S".into(),
-        2 => "D".into(),
-        4 => "T".into(),
-        8 => "t".into(),
-        0x80 => "I".into(),
-        s => format!("state {s:#x}"),
-    }
 }
 
 /// True for the kernel's code pages a user stack may pass through, named by their path.
