@@ -77,3 +77,10 @@ pub fn verifier_log(err: &anyhow::Error) -> Option<String> {
         .find_map(|c| c.downcast_ref::<LoadError>())
         .and_then(|l| l.verifier_log_tail(20))
 }
+
+/// A signal's name (`SIGINT`), or its number when it has none.
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {sig}"))
+}

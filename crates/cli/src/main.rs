@@ -5,10 +5,12 @@
 //! (0 ok, 1 a budget failed, 2 usage or environment error).
 
 mod assemble;
+mod collect;
 mod compare;
 mod doctor;
 mod fail;
 mod gate;
+mod plan;
 mod procfs;
 mod progress;
 mod record;

@@ -1,7 +1,7 @@
 //! What /proc tells about a target: existence, kernel threads, command line, per-thread
 //! switch counts (the degraded mode's source, and a cross-check of the kernel side).
 
-use std::{collections::BTreeMap, fs};
+use std::{collections::BTreeMap, fs, time::Duration};
 
 /// PF_KTHREAD in /proc/<pid>/stat's flags field.
 const PF_KTHREAD: u64 = 0x0020_0000;
@@ -107,6 +107,48 @@ pub fn threads(pid: u32) -> BTreeMap<u32, ThreadSample> {
         );
     }
     out
+}
+
+/// A pidfd for the target, to wait for its exit without polling /proc.
+pub struct PidFd(Option<std::os::fd::OwnedFd>);
+
+impl PidFd {
+    pub fn open(pid: u32) -> PidFd {
+        // SAFETY: pidfd_open(pid, 0) returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
+        if fd < 0 {
+            return PidFd(None);
+        }
+        // SAFETY: a fresh descriptor we own.
+        PidFd(Some(unsafe {
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32)
+        }))
+    }
+
+    /// Sleeps up to `timeout`, waking early when the process exits.
+    pub fn wait(&self, timeout: Duration) {
+        if self.0.is_none() {
+            std::thread::sleep(timeout);
+        } else {
+            self.poll(timeout.as_millis() as libc::c_int);
+        }
+    }
+
+    pub fn exited(&self) -> bool {
+        self.poll(0)
+    }
+
+    /// True when the pidfd is readable (the process has exited) within `timeout_ms`.
+    fn poll(&self, timeout_ms: libc::c_int) -> bool {
+        let Some(fd) = &self.0 else { return false };
+        let mut p = libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(fd),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, timeout_ms) > 0 }
+    }
 }
 
 #[cfg(test)]

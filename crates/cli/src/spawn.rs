@@ -15,24 +15,36 @@ use std::{
     ffi::CString,
     os::{fd::AsRawFd, unix::fs::PermissionsExt},
     path::{Path, PathBuf},
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result};
 use nix::{
     fcntl::OFlag,
-    sys::wait::waitpid,
+    sys::{
+        signal::{Signal, kill},
+        wait::waitpid,
+    },
     unistd::{ForkResult, Pid, fork, pipe2, read, write},
 };
 
 use crate::fail::hinted;
 
-/// A forked child waiting for `go` before it execs.
+/// A forked child waiting for `go` before it execs. Dropped without `go`, the child is
+/// abandoned before it execs (it exits with status 127) and reaped.
 pub struct Stopped {
     pub pid: u32,
-    go: std::os::fd::OwnedFd,
+    go: Option<std::os::fd::OwnedFd>,
     exec_err: std::os::fd::OwnedFd,
     program: String,
     hold: bool,
+}
+
+/// A spawned command after exec. Dropped before it has been reaped (an error ended the
+/// recording early), it is stopped like at the end of a recording: SIGTERM, then SIGKILL.
+pub struct Child {
+    pub pid: u32,
+    exit: Option<Exit>,
 }
 
 /// Finds `program` the way execvp will, so "not found" is reported before anything starts.
@@ -70,10 +82,9 @@ pub fn resolve(program: &str) -> Result<PathBuf> {
 
 /// Forks; the child waits for [`Stopped::go`] and then execs `argv` (traced by the parent
 /// until its loader is done, with `hold`).
-pub fn fork_stopped(argv: &[String], hold: bool) -> Result<Stopped> {
-    let program = argv.first().context("no command given")?.clone();
-    let resolved = resolve(&program)?;
-    let c_path = CString::new(resolved.as_os_str().as_encoded_bytes())
+/// `program` is `argv[0]` as [`resolve`] found it.
+pub fn fork_stopped(argv: &[String], program: &Path, hold: bool) -> Result<Stopped> {
+    let c_path = CString::new(program.as_os_str().as_encoded_bytes())
         .context("command path contains a NUL byte")?;
     let c_argv: Vec<CString> = argv
         .iter()
@@ -115,9 +126,9 @@ pub fn fork_stopped(argv: &[String], hold: bool) -> Result<Stopped> {
             drop(err_w);
             Ok(Stopped {
                 pid: child.as_raw() as u32,
-                go: go_w,
+                go: Some(go_w),
                 exec_err: err_r,
-                program,
+                program: argv[0].clone(),
                 hold,
             })
         }
@@ -127,35 +138,78 @@ pub fn fork_stopped(argv: &[String], hold: bool) -> Result<Stopped> {
 impl Stopped {
     /// Lets the child exec; returns once exec has succeeded or reports why it failed. With
     /// `hold`, `loaded` runs once the dynamic loader has mapped the program's libraries, while
-    /// the child waits; the result is its exit if it ended before that.
-    pub fn go(self, loaded: impl FnMut()) -> Result<Option<Exit>> {
-        write(&self.go, b"g").context("starting the command")?;
-        drop(self.go);
+    /// the child waits (the child may have ended by then).
+    pub fn go(mut self, loaded: impl FnMut()) -> Result<Child> {
+        let go = self.go.take().expect("go runs once");
+        write(&go, b"g").context("starting the command")?;
+        drop(go);
         let mut buf = [0u8; 4];
-        match read(self.exec_err.as_raw_fd(), &mut buf) {
+        let exit = match read(self.exec_err.as_raw_fd(), &mut buf) {
             Ok(4) => {
                 let _ = waitpid(Pid::from_raw(self.pid as i32), None);
                 let err = std::io::Error::from_raw_os_error(i32::from_ne_bytes(buf));
-                Err(hinted(
+                return Err(hinted(
                     format!("cannot execute `{}`: {err}", self.program),
                     "check that the file is a program for this machine and that you may run it",
-                ))
+                ));
             }
-            _ if self.hold => Ok(hold_until_loaded(self.pid, loaded)),
-            _ => Ok(None),
+            _ if self.hold => hold_until_loaded(self.pid, loaded),
+            _ => None,
+        };
+        Ok(Child {
+            pid: self.pid,
+            exit,
+        })
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Some(go) = self.go.take() {
+            drop(go);
+            let _ = waitpid(Pid::from_raw(self.pid as i32), None);
         }
     }
+}
 
-    /// Abandons the child before it execs (it exits with status 127).
-    pub fn cancel(self) {
+impl Child {
+    /// Its exit, once it has exited (without blocking).
+    pub fn exited(&mut self) -> Option<Exit> {
+        if self.exit.is_none() {
+            self.exit = try_reap(self.pid);
+        }
+        self.exit
+    }
+
+    /// Like timeout(1): sends `sig`, waits up to a second, then SIGKILL. Returns its exit.
+    pub fn stop(&mut self, sig: Signal) -> Option<Exit> {
         let pid = Pid::from_raw(self.pid as i32);
-        drop(self.go);
-        let _ = waitpid(pid, None);
+        if self.exited().is_none() {
+            let _ = kill(pid, sig);
+            let deadline = Instant::now() + Duration::from_secs(1);
+            while self.exited().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        if self.exited().is_none() {
+            let _ = kill(pid, Signal::SIGKILL);
+            self.exit = Some(match wait4(self.pid, 0) {
+                Wait::Changed(status, usage) => exit(status, &usage),
+                Wait::Running | Wait::Gone => Exit::default(),
+            });
+        }
+        self.exit
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        self.stop(Signal::SIGTERM);
     }
 }
 
 /// How a spawned child ended, with its resource usage (all its threads, from wait4).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Exit {
     pub code: Option<i32>,
     pub signal: Option<i32>,
@@ -188,10 +242,10 @@ fn hold_until_loaded(pid: u32, mut loaded: impl FnMut()) -> Option<Exit> {
     };
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
     // A static program has no loader: its tables can load now.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let deadline = Instant::now() + Duration::from_secs(2);
     let mut signal = None;
     if loader.is_some() && loader != exe {
-        while std::time::Instant::now() < deadline {
+        while Instant::now() < deadline {
             if ptrace::syscall(child, signal).is_err() {
                 break;
             }
@@ -232,7 +286,7 @@ fn wait_child(pid: u32) -> Waited {
             Waited::Stopped(libc::WSTOPSIG(status))
         }
         Wait::Changed(status, usage) => Waited::Exited(exit(status, &usage)),
-        Wait::Running | Wait::Gone => Waited::Exited(Exit::unknown()),
+        Wait::Running | Wait::Gone => Waited::Exited(Exit::default()),
     }
 }
 
@@ -272,18 +326,6 @@ fn exit(status: libc::c_int, usage: &libc::rusage) -> Exit {
     }
 }
 
-impl Exit {
-    /// An exit whose status is not known (the child was reaped elsewhere).
-    fn unknown() -> Exit {
-        Exit {
-            code: None,
-            signal: None,
-            switches: None,
-            max_rss_kb: None,
-        }
-    }
-}
-
 /// The file mapped at `addr` in process `pid`.
 fn code_file(pid: u32, addr: u64) -> Option<PathBuf> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
@@ -294,10 +336,10 @@ fn code_file(pid: u32, addr: u64) -> Option<PathBuf> {
 }
 
 /// The exit of a spawned child, without blocking: `Some` once it has exited.
-pub fn try_reap(pid: u32) -> Option<Exit> {
+fn try_reap(pid: u32) -> Option<Exit> {
     match wait4(pid, libc::WNOHANG) {
         Wait::Running => None,
         Wait::Changed(status, usage) => Some(exit(status, &usage)),
-        Wait::Gone => Some(Exit::unknown()),
+        Wait::Gone => Some(Exit::default()),
     }
 }

@@ -1,0 +1,142 @@
+//! Collect: the probes (or, without eBPF privileges and with --degraded, /proc samples) while
+//! the target runs, and what they hold once detached.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context as _, Result};
+use switchyard_common::GcEvent;
+use switchyard_loader::{Config, Probes};
+use switchyard_model::TargetMode;
+use switchyard_symbolize::Maps;
+
+use crate::{
+    assemble::Source,
+    fail::{PRIVILEGE_HINT, hinted},
+    plan::Plan,
+    procfs::{self, ThreadSample},
+};
+
+/// What collects the figures while the target runs.
+pub enum Collection {
+    Ebpf {
+        probes: Box<Probes>,
+        gc_events: Vec<GcEvent>,
+        /// Loading an unwind table failed once already (warned about).
+        unwind_warned: bool,
+    },
+    /// /proc samples: the first seen and the last seen figures of every thread.
+    Degraded {
+        first: BTreeMap<u32, ThreadSample>,
+        last: BTreeMap<u32, ThreadSample>,
+        why: String,
+    },
+}
+
+impl Collection {
+    pub fn attach(plan: &Plan, pid: u32) -> Result<Collection> {
+        let config = Config {
+            tgid: pid,
+            before_exec: plan.target.mode() == TargetMode::Spawn,
+            follow_children: plan.follow_children,
+            stacks: plan.stacks.clone(),
+            spans: plan.spans.clone(),
+            go_gc: plan.go_gc.clone(),
+        };
+        match Probes::attach(&config) {
+            Ok(p) => Ok(Collection::Ebpf {
+                probes: Box::new(p),
+                gc_events: Vec::new(),
+                unwind_warned: false,
+            }),
+            Err(e) if e.is_permission() && plan.degraded => {
+                eprintln!(
+                    "warning: eBPF unavailable ({e}); degraded mode: switches from /proc and perf software counters only"
+                );
+                let first = procfs::threads(pid);
+                Ok(Collection::Degraded {
+                    last: first.clone(),
+                    first,
+                    why: format!("eBPF not permitted: {e}"),
+                })
+            }
+            Err(e) => {
+                let perm = e.is_permission();
+                let err = anyhow::Error::new(e).context("attaching the probes");
+                Err(if perm {
+                    hinted(format!("{err:#}"), PRIVILEGE_HINT)
+                } else {
+                    err
+                })
+            }
+        }
+    }
+
+    /// One poll: GC events drained, followed processes' maps and tables refreshed when due,
+    /// /proc sampled in degraded mode.
+    pub fn tick(&mut self, pid: u32, maps: &mut Maps, maps_due: bool) {
+        let followed = match self {
+            Collection::Ebpf {
+                probes, gc_events, ..
+            } => {
+                probes.drain_gc_events(gc_events);
+                if maps_due {
+                    probes.followed()
+                } else {
+                    Vec::new()
+                }
+            }
+            Collection::Degraded { last, .. } => {
+                last.extend(procfs::threads(pid));
+                Vec::new()
+            }
+        };
+        for tgid in followed {
+            self.refresh(maps, tgid);
+        }
+    }
+
+    /// Snapshots a followed process's memory maps (for symbols) and loads the unwind tables
+    /// of what it mapped since, from one read of its maps; warns once when loading fails
+    /// (those stacks fall back to frame pointers).
+    pub fn refresh(&mut self, maps: &mut Maps, tgid: u32) {
+        if let Collection::Ebpf {
+            probes,
+            unwind_warned,
+            ..
+        } = self
+        {
+            let text = maps.refresh(tgid);
+            if let Err(e) = probes.refresh_unwind(tgid, text.as_deref())
+                && !std::mem::replace(unwind_warned, true)
+            {
+                eprintln!(
+                    "warning: loading unwind tables: {e}; those stacks fall back to frame pointers"
+                );
+            }
+        }
+    }
+
+    /// Detaches and reads what was collected.
+    pub fn finish(self, pid: u32) -> Result<(Source, Vec<GcEvent>)> {
+        Ok(match self {
+            Collection::Ebpf {
+                mut probes,
+                mut gc_events,
+                ..
+            } => {
+                probes.drain_gc_events(&mut gc_events);
+                let collected = probes.finish(pid).context("reading the probes' maps")?;
+                (Source::Ebpf(Box::new(collected)), gc_events)
+            }
+            Collection::Degraded { first, last, why } => (
+                Source::Degraded {
+                    first,
+                    last,
+                    why,
+                    totals: None,
+                },
+                Vec::new(),
+            ),
+        })
+    }
+}

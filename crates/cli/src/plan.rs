@@ -1,0 +1,218 @@
+//! `switchyard record`'s flags, checked once into a [`Plan`]: everything that can be refused is
+//! refused here, before a command is forked or a probe attached.
+
+use std::{
+    fs::File,
+    os::fd::FromRawFd as _,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use anyhow::Result;
+use switchyard_loader::{Span, StackConfig, Unwind};
+use switchyard_model::TargetMode;
+
+use crate::{RecordArgs, UnwindArg, fail::hinted, procfs, spawn};
+
+/// What to record, validated.
+pub struct Plan {
+    pub target: PlannedTarget,
+    pub follow_children: bool,
+    pub stacks: Option<StackConfig>,
+    pub spans: Vec<Span>,
+    /// The Go binary whose runtime is probed (`--go-gc`).
+    pub go_gc: Option<PathBuf>,
+    /// `--ready-fd`, owned.
+    pub ready: Option<File>,
+    pub degraded: bool,
+    pub duration: Option<Duration>,
+    pub workload_result: Option<PathBuf>,
+    pub output: PathBuf,
+    pub top: usize,
+}
+
+pub enum PlannedTarget {
+    Pid(u32),
+    /// A command, its program found in PATH; `hold` keeps it from exec until its libraries are
+    /// mapped (CFI stacks need their tables from the first sample).
+    Spawn {
+        argv: Vec<String>,
+        program: PathBuf,
+        hold: bool,
+    },
+}
+
+impl PlannedTarget {
+    pub fn mode(&self) -> TargetMode {
+        match self {
+            PlannedTarget::Pid(_) => TargetMode::Pid,
+            PlannedTarget::Spawn { .. } => TargetMode::Spawn,
+        }
+    }
+}
+
+impl Plan {
+    pub fn new(args: RecordArgs) -> Result<Plan> {
+        let ready = args.ready_fd.map(take_ready_fd).transpose()?;
+        let cfi = args.unwind == UnwindArg::Cfi;
+        let target = match (args.pid, args.command.is_empty()) {
+            (Some(pid), true) => PlannedTarget::Pid(check_pid(pid)?),
+            (None, false) => PlannedTarget::Spawn {
+                program: spawn::resolve(&args.command[0])?,
+                argv: args.command,
+                hold: !args.no_stacks && cfi,
+            },
+            _ => {
+                return Err(hinted(
+                    "nothing to record",
+                    "give a running process with --pid N, or a command after --: `switchyard record -- ./server --port 9000`",
+                ));
+            }
+        };
+        // The target's executable: the spawned program, or a live process's /proc/<pid>/exe.
+        let exe = |hint: &str| -> Result<PathBuf> {
+            match &target {
+                PlannedTarget::Spawn { program, .. } => Ok(program.clone()),
+                PlannedTarget::Pid(pid) => {
+                    std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
+                        hinted(
+                            format!("cannot read the executable of pid {pid}: {e}"),
+                            hint,
+                        )
+                    })
+                }
+            }
+        };
+        let spans = args
+            .uprobe_spans
+            .iter()
+            .map(|spec| {
+                span(spec, || {
+                    exe("give the binary explicitly: --uprobe-span SYMBOL@/path/to/binary")
+                })
+            })
+            .collect::<Result<_>>()?;
+        let go_gc = args
+            .go_gc
+            .then(|| exe("record as root, or spawn the program under switchyard"))
+            .transpose()?;
+        let stacks = (!args.no_stacks).then_some(StackConfig {
+            oncpu_hz: args.freq,
+            min_block_ns: args.min_block.as_nanos() as u64,
+            syscall_every: args.syscall_stacks,
+            stack_map_size: args.stack_map_size,
+            unwind: if cfi {
+                Unwind::Cfi
+            } else {
+                Unwind::FramePointers
+            },
+            unwind_rows: args.unwind_rows,
+        });
+        Ok(Plan {
+            target,
+            follow_children: !args.no_follow_children,
+            stacks,
+            spans,
+            go_gc,
+            ready,
+            degraded: args.degraded,
+            duration: args.duration,
+            workload_result: args.workload_result,
+            output: args.output,
+            top: args.top,
+        })
+    }
+}
+
+/// `--uprobe-span [LABEL=]SYMBOL[@BINARY]`: the binary defaults to the target's executable.
+fn span(spec: &str, exe: impl FnOnce() -> Result<PathBuf>) -> Result<Span> {
+    let (label, rest) = match spec.split_once('=') {
+        Some((l, r)) => (Some(l.to_string()), r),
+        None => (None, spec),
+    };
+    let (symbol, binary) = match rest.split_once('@') {
+        Some((s, b)) => (s.to_string(), PathBuf::from(b)),
+        None => (rest.to_string(), exe()?),
+    };
+    if symbol.is_empty() {
+        return Err(hinted(
+            format!("`--uprobe-span {spec}` names no symbol"),
+            "use --uprobe-span [LABEL=]SYMBOL[@/path/to/binary]",
+        ));
+    }
+    if !Path::new(&binary).exists() {
+        return Err(hinted(
+            format!(
+                "`--uprobe-span {spec}`: {} does not exist",
+                binary.display()
+            ),
+            "give the path of the binary or shared library that defines the symbol",
+        ));
+    }
+    Ok(Span {
+        label: label.unwrap_or_else(|| symbol.clone()),
+        symbol,
+        binary,
+    })
+}
+
+fn check_pid(pid: u32) -> Result<u32> {
+    if pid == 0 || !procfs::exists(pid) {
+        return Err(hinted(
+            format!("no process with pid {pid}"),
+            format!("check it with `ps -p {pid}`; the process may have exited"),
+        ));
+    }
+    if procfs::is_kernel_thread(pid) {
+        return Err(hinted(
+            format!(
+                "pid {pid} ({}) is a kernel thread",
+                procfs::comm(pid).unwrap_or_default()
+            ),
+            "switchyard records user-space processes; pick the pid of a program",
+        ));
+    }
+    if pid == std::process::id() {
+        return Err(hinted(
+            "switchyard cannot record itself",
+            "give the pid of another process",
+        ));
+    }
+    Ok(pid)
+}
+
+/// Takes ownership of the `--ready-fd` descriptor, refusing one that is not open.
+fn take_ready_fd(fd: i32) -> Result<File> {
+    // SAFETY: F_GETFD only reads the descriptor's flags.
+    if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(hinted(
+            format!("--ready-fd {fd} is not an open file descriptor"),
+            "pass the write end of a pipe the caller keeps open, e.g. `3>pipe` with --ready-fd 3",
+        ));
+    }
+    // SAFETY: an open descriptor handed to this process for its sole use.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_take_a_label_a_symbol_and_a_binary() {
+        let s = span("acquire=lock_acquire@/bin/sh", || unreachable!()).unwrap();
+        assert_eq!(
+            (s.label.as_str(), s.symbol.as_str(), s.binary.as_path()),
+            ("acquire", "lock_acquire", Path::new("/bin/sh"))
+        );
+        let s = span("lock_acquire", || Ok(PathBuf::from("/bin/sh"))).unwrap();
+        assert_eq!(
+            (s.label.as_str(), s.symbol.as_str()),
+            ("lock_acquire", "lock_acquire")
+        );
+        let e = span("x=@/bin/sh", || unreachable!()).unwrap_err();
+        assert!(e.to_string().contains("names no symbol"), "{e}");
+        let e = span("f@/nonexistent/lib.so", || unreachable!()).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+    }
+}
