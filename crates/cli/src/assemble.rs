@@ -4,8 +4,7 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
-use switchyard_common::{GcEvent, drops};
-use switchyard_loader::{Collected, StackConfig, Unwind, UnwindStats};
+use switchyard_loader::{Collected, DropKind, GcEvent, GcKind, StackConfig, Unwind, UnwindStats};
 use switchyard_model::{
     Collector, Counter, FORMAT, Locks, Log2Hist, Meta, Missing, Profiles, Run, SCHEMA_VERSION,
     StackStats, ThreadRow, UnwindTables, Workload,
@@ -66,10 +65,10 @@ pub fn assemble(r: Recording) -> Run {
             let c = *c;
             meta.collector = Collector::Ebpf;
             meta.children = c.children;
-            let dropped = |kind: u32| c.drop_counts.get(&kind).copied().unwrap_or(0);
+            let dropped = |kind: DropKind| c.drop_counts.get(&kind).copied().unwrap_or(0);
             locks = c.locks;
             if let (Some(g), Some((binary, events))) = (c.gc, &r.go_gc) {
-                let lost = dropped(drops::GC_EVENTS_FULL);
+                let lost = dropped(DropKind::GcEventsFull);
                 gc = Some(go_gc_summary(&g, binary, events, meta.start_mono_ns, lost));
             }
             if let Some(s) = &r.stacks {
@@ -93,9 +92,9 @@ pub fn assemble(r: Recording) -> Run {
                 }
                 profiles = switchyard_symbolize::symbolize(&raw, &r.maps, &comms);
                 let st = &mut profiles.stats;
-                st.collisions = dropped(drops::STACK_COLLISION);
-                st.missing_user = dropped(drops::USER_STACK_MISSING);
-                st.missing_kernel = dropped(drops::KERNEL_STACK_MISSING);
+                st.collisions = dropped(DropKind::StackCollision);
+                st.missing_user = dropped(DropKind::UserStackMissing);
+                st.missing_kernel = dropped(DropKind::KernelStackMissing);
                 st.tables = c.unwind.as_ref().map(unwind_tables);
             }
             (c.syscalls, c.threads, c.drops)
@@ -135,7 +134,7 @@ pub fn assemble(r: Recording) -> Run {
 }
 
 fn unwind_tables(u: &UnwindStats) -> UnwindTables {
-    let row = std::mem::size_of::<switchyard_common::UnwindRow>() as u64;
+    let row = switchyard_loader::UNWIND_ROW_BYTES;
     UnwindTables {
         objects: u.objects,
         objects_without_cfi: u.objects_without_cfi,
@@ -235,24 +234,23 @@ fn go_gc_summary(
     start_mono: u64,
     lost: u64,
 ) -> switchyard_model::GoGc {
-    use switchyard_common::gc;
     let mut events: Vec<_> = events.to_vec();
-    events.sort_by_key(|e| e.ts);
+    events.sort_by_key(|e| e.mono_ns);
     let mut timeline = Vec::new();
     let (mut pauses, mut total, mut max) = (0u64, 0u64, 0u64);
     let mut stopped: Option<u64> = None;
     for e in &events {
-        let at_ns = e.ts.saturating_sub(start_mono);
+        let at_ns = e.mono_ns.saturating_sub(start_mono);
         match e.kind {
-            gc::MARK_TERMINATION => timeline.push(switchyard_model::GcMark {
+            GcKind::MarkTermination => timeline.push(switchyard_model::GcMark {
                 kind: "cycle".into(),
                 at_ns,
                 duration_ns: 0,
             }),
-            gc::STOP_THE_WORLD => stopped = Some(e.ts),
-            gc::START_THE_WORLD => {
+            GcKind::StopTheWorld => stopped = Some(e.mono_ns),
+            GcKind::StartTheWorld => {
                 if let Some(t) = stopped.take() {
-                    let d = e.ts.saturating_sub(t);
+                    let d = e.mono_ns.saturating_sub(t);
                     pauses += 1;
                     total += d;
                     max = max.max(d);
@@ -276,13 +274,13 @@ fn go_gc_summary(
                 found: *found,
             })
             .collect(),
-        cycles: g.counts[gc::MARK_TERMINATION as usize],
-        starts: g.counts[gc::START as usize],
+        cycles: g.count(GcKind::MarkTermination),
+        starts: g.count(GcKind::Start),
         pauses,
         pause_total_ns: total,
         pause_max_ns: max,
-        mark_assists: g.counts[gc::MARK_ASSIST as usize],
-        mark_done: g.counts[gc::MARK_DONE as usize],
+        mark_assists: g.count(GcKind::MarkAssist),
+        mark_done: g.count(GcKind::MarkDone),
         timeline,
         events_lost: lost,
     }
@@ -290,7 +288,6 @@ fn go_gc_summary(
 
 #[cfg(test)]
 mod tests {
-    use switchyard_common::gc;
     use switchyard_loader::GcCollected;
     use switchyard_model::{DropRow, EndReason, TargetMode, WorkloadWindow};
 
@@ -348,14 +345,14 @@ mod tests {
             ..Default::default()
         };
         for (kind, count) in [
-            (drops::STACK_COLLISION, 3),
-            (drops::USER_STACK_MISSING, 2),
-            (drops::KERNEL_STACK_MISSING, 1),
-            (drops::UNWIND_NO_CFI, 7),
+            (DropKind::StackCollision, 3),
+            (DropKind::UserStackMissing, 2),
+            (DropKind::KernelStackMissing, 1),
+            (DropKind::UnwindNoCfi, 7),
         ] {
             c.drop_counts.insert(kind, count);
             c.drops.push(DropRow {
-                reason: drops::NAMES[kind as usize].into(),
+                reason: kind.reason().into(),
                 count,
             });
         }
@@ -388,10 +385,11 @@ mod tests {
 
     #[test]
     fn gc_events_pair_into_pauses() {
-        let mut counts = [0u64; gc::KINDS as usize];
-        counts[gc::MARK_TERMINATION as usize] = 2;
-        counts[gc::START as usize] = 3;
-        counts[gc::MARK_ASSIST as usize] = 5;
+        let counts = BTreeMap::from([
+            (GcKind::MarkTermination, 2),
+            (GcKind::Start, 3),
+            (GcKind::MarkAssist, 5),
+        ]);
         let mut c = Collected {
             gc: Some(GcCollected {
                 symbols: vec![
@@ -402,21 +400,21 @@ mod tests {
             }),
             ..Default::default()
         };
-        c.drop_counts.insert(drops::GC_EVENTS_FULL, 1);
-        let event = |at: u64, kind: u32| GcEvent {
-            ts: START + at,
+        c.drop_counts.insert(DropKind::GcEventsFull, 1);
+        let event = |at: u64, kind: GcKind| GcEvent {
+            mono_ns: START + at,
             kind,
             tid: 7,
         };
         // Out of order, as several CPUs' events arrive: sorted by time first.
         let events = vec![
-            event(310, gc::START_THE_WORLD),
-            event(100, gc::STOP_THE_WORLD),
-            event(150, gc::START_THE_WORLD),
-            event(200, gc::MARK_TERMINATION),
-            event(300, gc::STOP_THE_WORLD),
+            event(310, GcKind::StartTheWorld),
+            event(100, GcKind::StopTheWorld),
+            event(150, GcKind::StartTheWorld),
+            event(200, GcKind::MarkTermination),
+            event(300, GcKind::StopTheWorld),
             // A restart without a stop is not a pause.
-            event(400, gc::START_THE_WORLD),
+            event(400, GcKind::StartTheWorld),
         ];
         let mut r = recording(Source::Ebpf(Box::new(c)));
         r.go_gc = Some(("/bin/server".into(), events));

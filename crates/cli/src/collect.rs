@@ -4,8 +4,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context as _, Result};
-use switchyard_common::GcEvent;
-use switchyard_loader::{Config, Probes};
+use switchyard_loader::{Config, GcEvent, Probes};
 use switchyard_model::TargetMode;
 use switchyard_symbolize::Maps;
 

@@ -176,7 +176,7 @@ pub fn run() -> Result<ExitCode> {
                         "CFI of this process: {} objects, {} rows ({} KiB), built in {:.1} ms",
                         u.objects,
                         u.rows,
-                        u.rows * std::mem::size_of::<switchyard_common::UnwindRow>() as u64 / 1024,
+                        u.rows * switchyard_loader::UNWIND_ROW_BYTES / 1024,
                         u.build.as_secs_f64() * 1000.0
                     ),
                     fix: None,

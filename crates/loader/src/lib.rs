@@ -1,6 +1,7 @@
 //! Loads the kernel-side programs, attaches them to the target, and reads the maps back as
 //! model rows. The only crate that touches aya.
 
+mod kinds;
 pub mod tracefs;
 mod unwind;
 
@@ -15,9 +16,10 @@ use aya::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
     },
 };
+pub use kinds::{DropKind, GcEvent, GcKind};
 use switchyard_common::{
-    ErrnoKey, FutexKey, FutexStats, GcEvent, HIST_BUCKETS, MAX_SPANS, OffCpuKey, OnCpuKey,
-    SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey, drops, gc,
+    ErrnoKey, FutexKey, FutexStats, GcEvent as RawGcEvent, HIST_BUCKETS, MAX_SPANS, OffCpuKey,
+    OnCpuKey, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey, gc,
     globals, maps, programs, tp,
 };
 use switchyard_model::raw::{Raw, RawSample, RawWaker};
@@ -26,6 +28,9 @@ use switchyard_model::{
     errno_name, syscall_name,
 };
 pub use unwind::UnwindStats;
+
+/// Bytes of one row of the kernel's unwind table.
+pub const UNWIND_ROW_BYTES: u64 = std::mem::size_of::<switchyard_common::UnwindRow>() as u64;
 
 /// The kernel-side object, built by build.rs (empty when the build was skipped).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switchyard-probes"));
@@ -140,8 +145,15 @@ pub struct Config {
 pub struct GcCollected {
     /// Every runtime symbol tried, and whether it could be probed.
     pub symbols: Vec<(String, bool)>,
-    /// Events per kind (`switchyard_common::gc`), exact.
-    pub counts: [u64; gc::KINDS as usize],
+    /// Events per kind, exact (kinds never seen are absent).
+    pub counts: BTreeMap<GcKind, u64>,
+}
+
+impl GcCollected {
+    /// How many `kind` events the probes counted.
+    pub fn count(&self, kind: GcKind) -> u64 {
+        self.counts.get(&kind).copied().unwrap_or(0)
+    }
 }
 
 /// A function to time: its symbol in a binary.
@@ -197,8 +209,8 @@ pub struct Collected {
     pub syscalls: Vec<SyscallRow>,
     pub threads: Vec<ThreadRow>,
     pub drops: Vec<DropRow>,
-    /// The same drops by kind (`switchyard_common::drops::*`), for figures that count them.
-    pub drop_counts: BTreeMap<u32, u64>,
+    /// The same drops by kind, for figures that count them.
+    pub drop_counts: BTreeMap<DropKind, u64>,
     /// Child processes followed (tgids other than the target's), sorted.
     pub children: Vec<u32>,
     /// Stacks by id and the stack-keyed samples, to symbolise.
@@ -357,9 +369,16 @@ impl Probes {
     pub fn drain_gc_events(&mut self, out: &mut Vec<GcEvent>) {
         if let Some(ring) = &mut self.gc_events {
             while let Some(item) = ring.next() {
-                if item.len() >= std::mem::size_of::<GcEvent>() {
+                if item.len() >= std::mem::size_of::<RawGcEvent>() {
                     // SAFETY: the kernel side writes whole GcEvents; read unaligned.
-                    out.push(unsafe { std::ptr::read_unaligned(item.as_ptr() as *const GcEvent) });
+                    let e = unsafe { std::ptr::read_unaligned(item.as_ptr() as *const RawGcEvent) };
+                    if let Some(kind) = GcKind::from_index(e.kind) {
+                        out.push(GcEvent {
+                            mono_ns: e.ts,
+                            kind,
+                            tid: e.tid,
+                        });
+                    }
                 }
             }
         }
@@ -411,13 +430,12 @@ impl Probes {
             let map = self.ebpf.map(name).ok_or(Error::MissingMap(name))?;
             let arr: PerCpuArray<&MapData, u64> =
                 PerCpuArray::try_from(map).map_err(|source| Error::Map { name, source })?;
-            let mut counts = [0u64; gc::KINDS as usize];
-            for (kind, c) in counts.iter_mut().enumerate() {
-                *c = arr
-                    .get(&(kind as u32), 0)
-                    .map_err(|source| Error::Map { name, source })?
-                    .iter()
-                    .sum();
+            let mut counts = BTreeMap::new();
+            for kind in GcKind::ALL {
+                let per_cpu = arr
+                    .get(&kind.index(), 0)
+                    .map_err(|source| Error::Map { name, source })?;
+                counts.insert(kind, per_cpu.iter().sum());
             }
             collected.gc = Some(GcCollected {
                 symbols: symbols.clone(),
@@ -678,13 +696,12 @@ impl Probes {
         for (i, item) in drops_map.iter().enumerate() {
             let count: u64 = item.map_err(map_err(maps::DROPS))?.iter().sum();
             if count > 0 {
-                drop_counts.insert(i as u32, count);
+                let kind = DropKind::from_index(i as u32);
+                if let Some(kind) = kind {
+                    drop_counts.insert(kind, count);
+                }
                 drop_rows.push(DropRow {
-                    reason: drops::NAMES
-                        .get(i)
-                        .copied()
-                        .unwrap_or("unknown")
-                        .to_string(),
+                    reason: kind.map_or("unknown", DropKind::reason).to_string(),
                     count,
                 });
             }
