@@ -5,12 +5,10 @@
 
 pub mod driver;
 pub mod duration;
-mod errno_names;
 mod hist;
 pub mod metrics;
 pub mod raw;
 mod stacks;
-mod syscalls_x86_64;
 
 use std::{fs, io, path::Path};
 
@@ -463,28 +461,24 @@ impl Run {
 
 /// The name of an x86_64 syscall number, or `syscall_<nr>`.
 pub fn syscall_name(nr: u32) -> String {
-    syscalls_x86_64::X86_64
-        .iter()
-        .find(|(n, _)| *n == nr)
-        .map(|(_, name)| (*name).to_string())
+    syscalls::x86_64::Sysno::new(nr as usize)
+        .map(|s| s.name().to_string())
         .unwrap_or_else(|| format!("syscall_{nr}"))
 }
 
 /// The number of a syscall name, for lookups such as "getppid".
 pub fn syscall_nr(name: &str) -> Option<u32> {
-    syscalls_x86_64::X86_64
-        .iter()
-        .find(|(_, n)| *n == name)
-        .map(|(nr, _)| *nr)
+    name.parse::<syscalls::x86_64::Sysno>()
+        .ok()
+        .map(|s| s.id() as u32)
 }
 
 /// The symbolic name of an errno (`EAGAIN`), or `errno_<n>`.
 pub fn errno_name(errno: u32) -> String {
-    errno_names::NAMES
-        .iter()
-        .find(|(n, _)| *n == errno)
-        .map(|(_, name)| (*name).to_string())
-        .unwrap_or_else(|| format!("errno_{errno}"))
+    i32::try_from(errno)
+        .ok()
+        .and_then(|e| syscalls::Errno::new(e).name_and_description())
+        .map_or_else(|| format!("errno_{errno}"), |(name, _)| name.to_string())
 }
 
 #[cfg(test)]
