@@ -1,56 +1,40 @@
 //! What /proc tells about a target: existence, kernel threads, command line, per-thread
 //! switch counts (the degraded mode's source, and a cross-check of the kernel side).
 
-use std::{collections::BTreeMap, fs, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
-/// PF_KTHREAD in /proc/<pid>/stat's flags field.
-const PF_KTHREAD: u64 = 0x0020_0000;
+use procfs::process::{Process, Task};
+
+fn process(pid: u32) -> Option<Process> {
+    Process::new(i32::try_from(pid).ok()?).ok()
+}
 
 pub fn exists(pid: u32) -> bool {
-    fs::metadata(format!("/proc/{pid}")).is_ok()
+    process(pid).is_some()
 }
 
 /// The process name (`comm`).
 pub fn comm(pid: u32) -> Option<String> {
-    fs::read_to_string(format!("/proc/{pid}/comm"))
-        .ok()
-        .map(|s| s.trim_end().to_string())
+    Some(process(pid)?.stat().ok()?.comm)
 }
 
 pub fn is_kernel_thread(pid: u32) -> bool {
-    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // Fields after the parenthesised comm (which may itself contain spaces and parens).
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return false;
-    };
-    // rest: " state ppid pgrp session tty_nr tpgid flags …" → flags is the 7th field.
-    rest.split_whitespace()
-        .nth(6)
-        .and_then(|f| f.parse::<u64>().ok())
-        .is_some_and(|flags| flags & PF_KTHREAD != 0)
+    process(pid)
+        .and_then(|p| p.stat().ok())
+        .and_then(|s| s.flags().ok())
+        .is_some_and(|f| f.contains(procfs::process::StatFlags::PF_KTHREAD))
 }
 
 /// The command line, split on NULs.
 pub fn cmdline(pid: u32) -> Vec<String> {
-    fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            b.split(|&c| c == 0)
-                .filter(|s| !s.is_empty())
-                .map(|s| String::from_utf8_lossy(s).into_owned())
-                .collect()
-        })
+    process(pid)
+        .and_then(|p| p.cmdline().ok())
         .unwrap_or_default()
 }
 
 /// Peak resident set size of a live process (VmHWM), KiB.
 pub fn max_rss_kb(pid: u32) -> Option<u64> {
-    fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    process(pid)?.status().ok()?.vmhwm
 }
 
 /// One thread's figures from /proc.
@@ -67,46 +51,26 @@ pub struct ThreadSample {
 
 /// Every thread of `pid`, by tid. Threads that vanish while being read are skipped.
 pub fn threads(pid: u32) -> BTreeMap<u32, ThreadSample> {
-    let mut out = BTreeMap::new();
-    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else {
-        return out;
+    let Some(tasks) = process(pid).and_then(|p| p.tasks().ok()) else {
+        return BTreeMap::new();
     };
-    for entry in dir.flatten() {
-        let Some(tid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let base = entry.path();
-        let Ok(status) = fs::read_to_string(base.join("status")) else {
-            continue;
-        };
-        let field = |name: &str| -> Option<&str> {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .map(str::trim)
-        };
-        let num = |name: &str| field(name).and_then(|v| v.parse().ok()).unwrap_or(0);
-        let sched = fs::read_to_string(base.join("schedstat")).unwrap_or_default();
-        let mut sched = sched
-            .split_whitespace()
-            .map(|v| v.parse::<u64>().unwrap_or(0));
-        out.insert(
-            tid,
-            ThreadSample {
-                tgid: pid,
-                comm: field("Name:").unwrap_or("").to_string(),
-                voluntary: num("voluntary_ctxt_switches:"),
-                involuntary: num("nonvoluntary_ctxt_switches:"),
-                oncpu_ns: sched.next().unwrap_or(0),
-                runqueue_ns: sched.next().unwrap_or(0),
-            },
-        );
-    }
-    out
+    tasks
+        .flatten()
+        .filter_map(|task| Some((task.tid as u32, sample(pid, &task)?)))
+        .collect()
+}
+
+fn sample(tgid: u32, task: &Task) -> Option<ThreadSample> {
+    let status = task.status().ok()?;
+    let sched = task.schedstat().ok();
+    Some(ThreadSample {
+        tgid,
+        comm: status.name,
+        voluntary: status.voluntary_ctxt_switches.unwrap_or(0),
+        involuntary: status.nonvoluntary_ctxt_switches.unwrap_or(0),
+        oncpu_ns: sched.as_ref().map_or(0, |s| s.sum_exec_runtime),
+        runqueue_ns: sched.as_ref().map_or(0, |s| s.run_delay),
+    })
 }
 
 /// A pidfd for the target, to wait for its exit without polling /proc.

@@ -11,7 +11,6 @@
 //! otherwise keep a stack taken before its libraries had tables).
 
 use std::{
-    env,
     ffi::CString,
     os::{fd::AsRawFd, unix::fs::PermissionsExt},
     path::{Path, PathBuf},
@@ -68,16 +67,12 @@ pub fn resolve(program: &str) -> Result<PathBuf> {
             "check the path, or that the file is executable",
         ));
     }
-    let path = env::var_os("PATH").unwrap_or_default();
-    env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| executable(p))
-        .ok_or_else(|| {
-            hinted(
-                format!("command `{program}` not found in PATH"),
-                "check the spelling, or give the command's path",
-            )
-        })
+    which::which(program).map_err(|_| {
+        hinted(
+            format!("command `{program}` not found in PATH"),
+            "check the spelling, or give the command's path",
+        )
+    })
 }
 
 /// Forks; the child waits for [`Stopped::go`] and then execs `argv` (traced by the parent
