@@ -8,10 +8,13 @@ use inferno::{
     differential,
     flamegraph::{self, Options},
 };
-use switchyard_model::Run;
+use switchyard_model::{
+    Run,
+    units::{compact, compact_delta, percent_change},
+};
 use switchyard_report::{ProfileKind, document, embed_flamegraph, escape_html as esc, folded};
 
-use crate::{Comparison, Row, fmt_value, shown, verdict_word};
+use crate::{Comparison, Row, shown, verdict_word};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -87,23 +90,17 @@ fn cell(s: &Option<crate::Spread>) -> String {
         None => "-".into(),
         Some(s) if s.n > 1 => format!(
             "{} <span class=\"spread\">[{}–{}]</span>",
-            fmt_value(s.median),
-            fmt_value(s.min),
-            fmt_value(s.max)
+            compact(s.median),
+            compact(s.min),
+            compact(s.max)
         ),
-        Some(s) => fmt_value(s.median),
+        Some(s) => compact(s.median),
     }
 }
 
 fn row(out: &mut String, r: &Row) {
-    let delta = r
-        .delta
-        .map(|d| format!("{}{}", if d > 0.0 { "+" } else { "" }, fmt_value(d)))
-        .unwrap_or_else(|| "-".into());
-    let pct = r
-        .delta_pct
-        .map(|p| format!("{p:+.1}%"))
-        .unwrap_or_else(|| "-".into());
+    let delta = r.delta.map_or_else(|| "-".into(), compact_delta);
+    let pct = r.delta_pct.map_or_else(|| "-".into(), percent_change);
     let _ = writeln!(
         out,
         "<tr class=\"{v}\"><td><code>{}</code></td><td>{}</td><td class=\"num\" data-v=\"{}\">{}</td>\

@@ -14,6 +14,7 @@ pub use html::{Error, diff_folded, html};
 use switchyard_model::{
     Run,
     metrics::{self, Better, Metric},
+    units::{compact, compact_delta, percent_change},
 };
 
 /// One side's figure over its runs.
@@ -210,44 +211,16 @@ fn judge(
     )
 }
 
-/// A figure, compactly: 3 significant digits, thousands separators for large ones.
-pub fn fmt_value(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e6 {
-        format!("{:.3e}", v)
-    } else if a >= 1000.0 {
-        let s = format!("{:.0}", v);
-        let neg = s.starts_with('-');
-        let digits: Vec<char> = s.trim_start_matches('-').chars().collect();
-        let mut out = String::new();
-        for (i, c) in digits.iter().enumerate() {
-            if i > 0 && (digits.len() - i).is_multiple_of(3) {
-                out.push(',');
-            }
-            out.push(*c);
-        }
-        if neg { format!("-{out}") } else { out }
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else if a == 0.0 {
-        "0".into()
-    } else {
-        format!("{v:.4}")
-    }
-}
-
 fn side(s: &Option<Spread>) -> String {
     match s {
         None => "-".into(),
         Some(s) if s.n > 1 => format!(
             "{} [{}–{}]",
-            fmt_value(s.median),
-            fmt_value(s.min),
-            fmt_value(s.max)
+            compact(s.median),
+            compact(s.min),
+            compact(s.max)
         ),
-        Some(s) => fmt_value(s.median),
+        Some(s) => compact(s.median),
     }
 }
 
@@ -295,12 +268,8 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
             r.unit,
             side(&r.a),
             side(&r.b),
-            r.delta
-                .map(|d| format!("{}{}", if d > 0.0 { "+" } else { "" }, fmt_value(d)))
-                .unwrap_or_else(|| "-".into()),
-            r.delta_pct
-                .map(|p| format!("{p:+.1}%"))
-                .unwrap_or_else(|| "-".into()),
+            r.delta.map_or_else(|| "-".into(), compact_delta),
+            r.delta_pct.map_or_else(|| "-".into(), percent_change),
             verdict_word(r.verdict)
         );
     }
@@ -386,15 +355,5 @@ mod tests {
             Verdict::Worse
         );
         assert_eq!(judge(a1.as_ref(), None, Better::Lower).2, Verdict::Neutral);
-    }
-
-    #[test]
-    fn formats() {
-        assert_eq!(fmt_value(1234567.0), "1.235e6");
-        assert_eq!(fmt_value(12345.4), "12,345");
-        assert_eq!(fmt_value(-1500.0), "-1,500");
-        assert_eq!(fmt_value(123.45), "123.5");
-        assert_eq!(fmt_value(1.2345), "1.23");
-        assert_eq!(fmt_value(0.012345), "0.0123");
     }
 }

@@ -8,6 +8,7 @@ mod hist;
 pub mod metrics;
 mod stacks;
 mod syscalls_x86_64;
+pub mod units;
 
 use std::{fs, io, path::Path};
 

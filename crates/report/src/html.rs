@@ -15,7 +15,7 @@ use crate::{
     escape::{Esc, html as esc},
     flame::{self, flamegraph},
     units::{
-        command_line, ns, ns_f, percent, rate, significant, stack_quality, thousands,
+        command_line, kib_as_mib, ns, ns_f, percent, rate, significant, stack_quality, thousands,
         unwind_tables, utc,
     },
 };
@@ -242,7 +242,7 @@ fn summary(out: &mut String, run: &Run, command: &str) {
         ),
     }
     if let Some(kb) = run.max_rss_kb {
-        kv(out, "Peak RSS", &format!("{:.1} MiB", kb as f64 / 1024.0));
+        kv(out, "Peak RSS", &kib_as_mib(kb));
     }
     out.push_str("</table>\n");
     if let Some(ops) = run.operations {
