@@ -106,7 +106,7 @@ fn row(out: &mut String, r: &Row) {
         "<tr class=\"{v}\"><td><code>{}</code></td><td>{}</td><td class=\"num\" data-v=\"{}\">{}</td>\
          <td class=\"num\" data-v=\"{}\">{}</td><td class=\"num\">{delta}</td><td class=\"num\" data-v=\"{}\">{pct}</td><td>{v}</td></tr>",
         esc(&r.name),
-        esc(r.unit),
+        esc(r.unit.suffix()),
         r.a.as_ref().map_or(0.0, |s| s.median),
         cell(&r.a),
         r.b.as_ref().map_or(0.0, |s| s.median),

@@ -7,14 +7,14 @@
 
 mod html;
 
-use std::{collections::BTreeSet, fmt::Write as _};
+use std::{collections::BTreeMap, fmt::Write as _};
 
 pub use html::{Error, diff_folded, html};
 
 use switchyard_model::{
     Run,
     metrics::{self, Better, Metric},
-    units::{compact, compact_delta, percent_change},
+    units::{Unit, compact, compact_delta, percent_change},
 };
 
 /// One side's figure over its runs.
@@ -63,7 +63,7 @@ pub enum Verdict {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     pub name: String,
-    pub unit: &'static str,
+    pub unit: Unit,
     pub a: Option<Spread>,
     pub b: Option<Spread>,
     pub delta: Option<f64>,
@@ -135,11 +135,15 @@ fn rank(name: &str) -> (u8, String) {
 pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison {
     let ma: Vec<_> = a.iter().map(metrics::extract).collect();
     let mb: Vec<_> = b.iter().map(metrics::extract).collect();
-    let names: BTreeSet<&String> = ma.iter().chain(&mb).flat_map(|m| m.keys()).collect();
+    // Every figure either side has, with the unit and direction of its first occurrence.
+    let mut names: BTreeMap<&String, &Metric> = BTreeMap::new();
+    for (name, metric) in ma.iter().chain(&mb).flatten() {
+        names.entry(name).or_insert(metric);
+    }
     let mut rows: Vec<Row> = names
         .into_iter()
-        .map(|name| {
-            let pick = |runs: &[Run], side: &[std::collections::BTreeMap<String, Metric>]| {
+        .map(|(name, metric)| {
+            let pick = |runs: &[Run], side: &[BTreeMap<String, Metric>]| {
                 let vals: Vec<f64> = runs
                     .iter()
                     .zip(side)
@@ -147,17 +151,11 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
                     .collect();
                 Spread::of(&vals)
             };
-            let meta = ma
-                .iter()
-                .chain(&mb)
-                .find_map(|m| m.get(name))
-                .map(|m| (m.unit, m.better))
-                .unwrap_or(("", Better::Neither));
             let (sa, sb) = (pick(a, &ma), pick(b, &mb));
-            let (delta, delta_pct, verdict) = judge(sa.as_ref(), sb.as_ref(), meta.1);
+            let (delta, delta_pct, verdict) = judge(sa.as_ref(), sb.as_ref(), metric.better);
             Row {
                 name: name.clone(),
-                unit: meta.0,
+                unit: metric.unit,
                 a: sa,
                 b: sb,
                 delta,
