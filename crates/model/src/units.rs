@@ -177,7 +177,11 @@ pub fn bytes(v: u64) -> String {
         v,
         "B",
         " ",
-        &[("KiB", 1 << 10, 1), ("MiB", 1 << 20, 1), ("GiB", 1 << 30, 2)],
+        &[
+            ("KiB", 1 << 10, 1),
+            ("MiB", 1 << 20, 1),
+            ("GiB", 1 << 30, 2),
+        ],
     )
 }
 
@@ -267,31 +271,11 @@ pub fn plain(v: f64) -> String {
 
 /// Unix time in ns → "2026-11-21 23:45:01 UTC".
 pub fn utc(unix_ns: u64) -> String {
-    let secs = unix_ns / 1_000_000_000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar
-/// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    // Every u64 of nanoseconds (up to the year 2554) is inside jiff's range.
+    match jiff::Timestamp::from_nanosecond(i128::from(unix_ns)) {
+        Ok(t) => t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        Err(_) => format!("{unix_ns} ns after 1970-01-01 UTC"),
+    }
 }
 
 #[cfg(test)]
@@ -338,6 +322,7 @@ mod tests {
         // 2000-02-29 12:34:56 UTC
         assert_eq!(utc(951_827_696_000_000_000), "2000-02-29 12:34:56 UTC");
         assert_eq!(utc(1_795_305_029_440_925_409), "2026-11-21 23:50:29 UTC");
+        assert_eq!(utc(u64::MAX), "2554-07-21 23:34:33 UTC");
     }
 
     #[test]
