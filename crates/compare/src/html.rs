@@ -10,11 +10,11 @@ use inferno::{
 };
 use switchyard_model::{
     Run,
-    units::{compact, compact_delta, percent_change},
+    units::{compact_delta, counted, percent_change},
 };
 use switchyard_report::{ProfileKind, document, embed_flamegraph, escape_html as esc, folded};
 
-use crate::{Comparison, Row, shown, verdict_word};
+use crate::{Comparison, Row, shown, spread_text, verdict_word};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -86,16 +86,9 @@ fn diff_svg(kind: ProfileKind, diff: &str) -> Result<Option<String>, Error> {
 }
 
 fn cell(s: &Option<crate::Spread>) -> String {
-    match s {
-        None => "-".into(),
-        Some(s) if s.n > 1 => format!(
-            "{} <span class=\"spread\">[{}–{}]</span>",
-            compact(s.median),
-            compact(s.min),
-            compact(s.max)
-        ),
-        Some(s) => compact(s.median),
-    }
+    spread_text(s, |min, max| {
+        format!("<span class=\"spread\">[{min}–{max}]</span>")
+    })
 }
 
 fn row(out: &mut String, r: &Row) {
@@ -121,15 +114,13 @@ pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, E
     let mut main = String::new();
     let _ = writeln!(
         main,
-        "<section id=\"summary\">\n<h2>Summary</h2>\n<p>A = <b>{}</b> ({} run{}), B = <b>{}</b> ({} run{}). \
+        "<section id=\"summary\">\n<h2>Summary</h2>\n<p>A = <b>{}</b> ({}), B = <b>{}</b> ({}). \
          Figures are medians; with repeats, [min–max] follows, and a delta inside both \
          ranges is marked <i>noise</i>, not a win or a loss.</p>",
         esc(&c.a_label),
-        c.a_runs,
-        if c.a_runs == 1 { "" } else { "s" },
+        counted(c.a_runs as u64, "run"),
         esc(&c.b_label),
-        c.b_runs,
-        if c.b_runs == 1 { "" } else { "s" },
+        counted(c.b_runs as u64, "run"),
     );
     for (label, runs) in [(&c.a_label, a), (&c.b_label, b)] {
         if let Some(r) = runs.first() {

@@ -14,7 +14,7 @@ pub use html::{Error, diff_folded, html};
 use switchyard_model::{
     Run,
     metrics::{self, Better, Metric},
-    units::{Unit, compact, compact_delta, percent_change},
+    units::{Unit, compact, compact_delta, counted, percent_change},
 };
 
 /// One side's figure over its runs.
@@ -209,17 +209,21 @@ fn judge(
     )
 }
 
-fn side(s: &Option<Spread>) -> String {
+/// A side's figure: its median, then with repeats the min–max range as `range` writes it.
+fn spread_text(s: &Option<Spread>, range: impl Fn(String, String) -> String) -> String {
     match s {
         None => "-".into(),
         Some(s) if s.n > 1 => format!(
-            "{} [{}–{}]",
+            "{} {}",
             compact(s.median),
-            compact(s.min),
-            compact(s.max)
+            range(compact(s.min), compact(s.max))
         ),
         Some(s) => compact(s.median),
     }
+}
+
+fn side(s: &Option<Spread>) -> String {
+    spread_text(s, |min, max| format!("[{min}–{max}]"))
 }
 
 pub fn verdict_word(v: Verdict) -> &'static str {
@@ -238,13 +242,11 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "A = {} ({} run{}), B = {} ({} run{}); medians, [min–max] with repeats",
+        "A = {} ({}), B = {} ({}); medians, [min–max] with repeats",
         c.a_label,
-        c.a_runs,
-        if c.a_runs == 1 { "" } else { "s" },
+        counted(c.a_runs as u64, "run"),
         c.b_label,
-        c.b_runs,
-        if c.b_runs == 1 { "" } else { "s" }
+        counted(c.b_runs as u64, "run"),
     );
     let rows: Vec<&Row> = c.rows.iter().filter(|r| all || shown(r, c)).collect();
     let width = rows

@@ -152,6 +152,11 @@ fn time_steps(secs: usize) -> [(&'static str, u64, usize); 3] {
     ]
 }
 
+/// A count and its noun, plural unless one: "1 stack", "3 stacks", "1,024 calls".
+pub fn counted(n: u64, noun: &str) -> String {
+    format!("{} {noun}{}", thousands(n), if n == 1 { "" } else { "s" })
+}
+
 /// Nanoseconds, humanly: "812 ns", "3.4 µs", "12.0 ms", "1.25 s".
 pub fn ns(v: u64) -> String {
     scaled(v, "ns", " ", &time_steps(2))
@@ -314,6 +319,8 @@ mod tests {
         assert_eq!(bytes(32 << 20), "32.0 MiB");
         assert_eq!(bytes(3 << 29), "1.50 GiB");
         assert_eq!(kib_as_mib(2048), "2.0 MiB");
+        assert_eq!(counted(1, "run"), "1 run");
+        assert_eq!(counted(1024, "call"), "1,024 calls");
     }
 
     #[test]

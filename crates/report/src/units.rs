@@ -3,7 +3,7 @@
 //! the CLI name one path.
 
 pub use switchyard_model::units::{
-    bytes, kib_as_mib, ns, ns_f, ns_short, percent, rate, significant, thousands, utc,
+    bytes, counted, kib_as_mib, ns, ns_f, ns_short, percent, rate, significant, thousands, utc,
 };
 
 /// A command line as a shell would read it back: arguments with spaces or shell characters
