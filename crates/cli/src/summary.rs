@@ -2,8 +2,11 @@
 
 use std::fmt::Write as _;
 
-use switchyard_model::{Collector, Run, SyscallRow};
-use switchyard_report::units::{ns, rate, stack_quality, thousands, unwind_tables};
+use switchyard_model::{
+    Collector, Run, SyscallRow,
+    units::{kib_as_mib, ns, percent, rate, thousands},
+};
+use switchyard_report::units::{stack_quality, unwind_tables};
 
 fn syscall_table(out: &mut String, title: &str, rows: &[&SyscallRow]) {
     let _ = writeln!(
@@ -101,8 +104,8 @@ pub fn render(run: &Run, top: usize) -> String {
         (Collector::Ebpf, Some(share)) => {
             let _ = writeln!(
                 out,
-                "off-CPU: {:.1}% of thread time (blocked {}, waiting for a CPU {}, on CPU {})",
-                share * 100.0,
+                "off-CPU: {} of thread time (blocked {}, waiting for a CPU {}, on CPU {})",
+                percent(share),
                 ns(blocked),
                 ns(runq),
                 ns(on)
@@ -204,7 +207,7 @@ pub fn render(run: &Run, top: usize) -> String {
         }
     }
     if let Some(kb) = run.max_rss_kb {
-        let _ = writeln!(out, "peak RSS: {:.1} MiB", kb as f64 / 1024.0);
+        let _ = writeln!(out, "peak RSS: {}", kib_as_mib(kb));
     }
     if let Some(g) = &run.gc {
         let _ = writeln!(

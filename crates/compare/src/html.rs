@@ -8,10 +8,13 @@ use inferno::{
     differential,
     flamegraph::{self, Options},
 };
-use switchyard_model::Run;
+use switchyard_model::{
+    Run,
+    units::{compact_delta, counted, percent_change},
+};
 use switchyard_report::{ProfileKind, document, embed_flamegraph, escape_html as esc, folded};
 
-use crate::{Comparison, Row, fmt_value, shown, verdict_word};
+use crate::{Comparison, Row, shown, spread_text, verdict_word};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -83,33 +86,20 @@ fn diff_svg(kind: ProfileKind, diff: &str) -> Result<Option<String>, Error> {
 }
 
 fn cell(s: &Option<crate::Spread>) -> String {
-    match s {
-        None => "-".into(),
-        Some(s) if s.n > 1 => format!(
-            "{} <span class=\"spread\">[{}–{}]</span>",
-            fmt_value(s.median),
-            fmt_value(s.min),
-            fmt_value(s.max)
-        ),
-        Some(s) => fmt_value(s.median),
-    }
+    spread_text(s, |min, max| {
+        format!("<span class=\"spread\">[{min}–{max}]</span>")
+    })
 }
 
 fn row(out: &mut String, r: &Row) {
-    let delta = r
-        .delta
-        .map(|d| format!("{}{}", if d > 0.0 { "+" } else { "" }, fmt_value(d)))
-        .unwrap_or_else(|| "-".into());
-    let pct = r
-        .delta_pct
-        .map(|p| format!("{p:+.1}%"))
-        .unwrap_or_else(|| "-".into());
+    let delta = r.delta.map_or_else(|| "-".into(), compact_delta);
+    let pct = r.delta_pct.map_or_else(|| "-".into(), percent_change);
     let _ = writeln!(
         out,
         "<tr class=\"{v}\"><td><code>{}</code></td><td>{}</td><td class=\"num\" data-v=\"{}\">{}</td>\
          <td class=\"num\" data-v=\"{}\">{}</td><td class=\"num\">{delta}</td><td class=\"num\" data-v=\"{}\">{pct}</td><td>{v}</td></tr>",
         esc(&r.name),
-        esc(r.unit),
+        esc(r.unit.suffix()),
         r.a.as_ref().map_or(0.0, |s| s.median),
         cell(&r.a),
         r.b.as_ref().map_or(0.0, |s| s.median),
@@ -124,15 +114,13 @@ pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, E
     let mut main = String::new();
     let _ = writeln!(
         main,
-        "<section id=\"summary\">\n<h2>Summary</h2>\n<p>A = <b>{}</b> ({} run{}), B = <b>{}</b> ({} run{}). \
+        "<section id=\"summary\">\n<h2>Summary</h2>\n<p>A = <b>{}</b> ({}), B = <b>{}</b> ({}). \
          Figures are medians; with repeats, [min–max] follows, and a delta inside both \
          ranges is marked <i>noise</i>, not a win or a loss.</p>",
         esc(&c.a_label),
-        c.a_runs,
-        if c.a_runs == 1 { "" } else { "s" },
+        counted(c.a_runs as u64, "run"),
         esc(&c.b_label),
-        c.b_runs,
-        if c.b_runs == 1 { "" } else { "s" },
+        counted(c.b_runs as u64, "run"),
     );
     for (label, runs) in [(&c.a_label, a), (&c.b_label, b)] {
         if let Some(r) = runs.first() {

@@ -7,13 +7,14 @@
 
 mod html;
 
-use std::{collections::BTreeSet, fmt::Write as _};
+use std::{collections::BTreeMap, fmt::Write as _};
 
 pub use html::{Error, diff_folded, html};
 
 use switchyard_model::{
     Run,
     metrics::{self, Better, Metric},
+    units::{Unit, compact, compact_delta, counted, percent_change},
 };
 
 /// One side's figure over its runs.
@@ -62,7 +63,7 @@ pub enum Verdict {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     pub name: String,
-    pub unit: &'static str,
+    pub unit: Unit,
     pub a: Option<Spread>,
     pub b: Option<Spread>,
     pub delta: Option<f64>,
@@ -134,11 +135,15 @@ fn rank(name: &str) -> (u8, String) {
 pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison {
     let ma: Vec<_> = a.iter().map(metrics::extract).collect();
     let mb: Vec<_> = b.iter().map(metrics::extract).collect();
-    let names: BTreeSet<&String> = ma.iter().chain(&mb).flat_map(|m| m.keys()).collect();
+    // Every figure either side has, with the unit and direction of its first occurrence.
+    let mut names: BTreeMap<&String, &Metric> = BTreeMap::new();
+    for (name, metric) in ma.iter().chain(&mb).flatten() {
+        names.entry(name).or_insert(metric);
+    }
     let mut rows: Vec<Row> = names
         .into_iter()
-        .map(|name| {
-            let pick = |runs: &[Run], side: &[std::collections::BTreeMap<String, Metric>]| {
+        .map(|(name, metric)| {
+            let pick = |runs: &[Run], side: &[BTreeMap<String, Metric>]| {
                 let vals: Vec<f64> = runs
                     .iter()
                     .zip(side)
@@ -146,17 +151,11 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
                     .collect();
                 Spread::of(&vals)
             };
-            let meta = ma
-                .iter()
-                .chain(&mb)
-                .find_map(|m| m.get(name))
-                .map(|m| (m.unit, m.better))
-                .unwrap_or(("", Better::Neither));
             let (sa, sb) = (pick(a, &ma), pick(b, &mb));
-            let (delta, delta_pct, verdict) = judge(sa.as_ref(), sb.as_ref(), meta.1);
+            let (delta, delta_pct, verdict) = judge(sa.as_ref(), sb.as_ref(), metric.better);
             Row {
                 name: name.clone(),
-                unit: meta.0,
+                unit: metric.unit,
                 a: sa,
                 b: sb,
                 delta,
@@ -210,45 +209,21 @@ fn judge(
     )
 }
 
-/// A figure, compactly: 3 significant digits, thousands separators for large ones.
-pub fn fmt_value(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e6 {
-        format!("{:.3e}", v)
-    } else if a >= 1000.0 {
-        let s = format!("{:.0}", v);
-        let neg = s.starts_with('-');
-        let digits: Vec<char> = s.trim_start_matches('-').chars().collect();
-        let mut out = String::new();
-        for (i, c) in digits.iter().enumerate() {
-            if i > 0 && (digits.len() - i).is_multiple_of(3) {
-                out.push(',');
-            }
-            out.push(*c);
-        }
-        if neg { format!("-{out}") } else { out }
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else if a == 0.0 {
-        "0".into()
-    } else {
-        format!("{v:.4}")
+/// A side's figure: its median, then with repeats the min–max range as `range` writes it.
+fn spread_text(s: &Option<Spread>, range: impl Fn(String, String) -> String) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) if s.n > 1 => format!(
+            "{} {}",
+            compact(s.median),
+            range(compact(s.min), compact(s.max))
+        ),
+        Some(s) => compact(s.median),
     }
 }
 
 fn side(s: &Option<Spread>) -> String {
-    match s {
-        None => "-".into(),
-        Some(s) if s.n > 1 => format!(
-            "{} [{}–{}]",
-            fmt_value(s.median),
-            fmt_value(s.min),
-            fmt_value(s.max)
-        ),
-        Some(s) => fmt_value(s.median),
-    }
+    spread_text(s, |min, max| format!("[{min}–{max}]"))
 }
 
 pub fn verdict_word(v: Verdict) -> &'static str {
@@ -267,13 +242,11 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "A = {} ({} run{}), B = {} ({} run{}); medians, [min–max] with repeats",
+        "A = {} ({}), B = {} ({}); medians, [min–max] with repeats",
         c.a_label,
-        c.a_runs,
-        if c.a_runs == 1 { "" } else { "s" },
+        counted(c.a_runs as u64, "run"),
         c.b_label,
-        c.b_runs,
-        if c.b_runs == 1 { "" } else { "s" }
+        counted(c.b_runs as u64, "run"),
     );
     let rows: Vec<&Row> = c.rows.iter().filter(|r| all || shown(r, c)).collect();
     let width = rows
@@ -295,12 +268,8 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
             r.unit,
             side(&r.a),
             side(&r.b),
-            r.delta
-                .map(|d| format!("{}{}", if d > 0.0 { "+" } else { "" }, fmt_value(d)))
-                .unwrap_or_else(|| "-".into()),
-            r.delta_pct
-                .map(|p| format!("{p:+.1}%"))
-                .unwrap_or_else(|| "-".into()),
+            r.delta.map_or_else(|| "-".into(), compact_delta),
+            r.delta_pct.map_or_else(|| "-".into(), percent_change),
             verdict_word(r.verdict)
         );
     }
@@ -386,15 +355,5 @@ mod tests {
             Verdict::Worse
         );
         assert_eq!(judge(a1.as_ref(), None, Better::Lower).2, Verdict::Neutral);
-    }
-
-    #[test]
-    fn formats() {
-        assert_eq!(fmt_value(1234567.0), "1.235e6");
-        assert_eq!(fmt_value(12345.4), "12,345");
-        assert_eq!(fmt_value(-1500.0), "-1,500");
-        assert_eq!(fmt_value(123.45), "123.5");
-        assert_eq!(fmt_value(1.2345), "1.23");
-        assert_eq!(fmt_value(0.012345), "0.0123");
     }
 }

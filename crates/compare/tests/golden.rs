@@ -1,8 +1,9 @@
 //! Golden tests of the comparison: the terminal table, the differential folded stacks and the
 //! page's structure, from two handwritten runs. `SWITCHYARD_BLESS=1` rewrites the expectations.
 
-use std::{fs, path::PathBuf};
+use std::path::PathBuf;
 
+use switchyard_golden::Golden;
 use switchyard_model::Run;
 
 fn data(name: &str) -> PathBuf {
@@ -13,26 +14,11 @@ fn data(name: &str) -> PathBuf {
 
 #[track_caller]
 fn golden(name: &str, actual: &str) {
-    let path = data("results").join(name);
-    if std::env::var_os("SWITCHYARD_BLESS").is_some() {
-        fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (SWITCHYARD_BLESS=1 cargo test -p switchyard-compare creates it)",
-            path.display()
-        )
-    });
-    for (i, (e, a)) in expected.lines().zip(actual.lines()).enumerate() {
-        assert_eq!(e, a, "{}:{}: output differs", path.display(), i + 1);
-    }
-    assert_eq!(
-        expected.lines().count(),
-        actual.lines().count(),
-        "{}: line count differs",
-        path.display()
-    );
+    Golden::new(
+        data("results"),
+        "cargo test -p switchyard-compare --test golden",
+    )
+    .check(name, actual);
 }
 
 fn runs() -> (Vec<Run>, Vec<Run>) {

@@ -23,6 +23,7 @@ use serde::Deserialize;
 use switchyard_model::{
     Run,
     metrics::{self, Better, Metric},
+    units::Unit,
 };
 
 pub use output::{junit, markdown, text};
@@ -177,8 +178,8 @@ pub struct Check {
     pub run: String,
     pub budget: Budget,
     pub value: Option<f64>,
-    /// The figure's unit ("µs", "ms", "1/op", …), empty when the run lacks it.
-    pub unit: &'static str,
+    /// The figure's unit; `None` when the run lacks the figure.
+    pub unit: Option<Unit>,
     pub baseline: Option<f64>,
     pub status: Status,
 }
@@ -209,7 +210,7 @@ pub fn check(budgets: &[Budget], runs: &[(String, Run)], baseline: Option<&Run>)
                 run: label.clone(),
                 budget: b.clone(),
                 value,
-                unit: fig.map_or("", |m| m.unit),
+                unit: fig.map(|m| m.unit),
                 baseline: base_value,
                 status,
             });
@@ -232,8 +233,8 @@ fn judge(b: &Budget, fig: Option<&Metric>, base: Option<f64>, has_baseline: bool
     {
         return Status::Fail(format!(
             "{} above the maximum {}",
-            with_unit(v, fig.unit),
-            with_unit(max, fig.unit)
+            fig.unit.show(v),
+            fig.unit.show(max)
         ));
     }
     if let Some(min) = b.min
@@ -241,8 +242,8 @@ fn judge(b: &Budget, fig: Option<&Metric>, base: Option<f64>, has_baseline: bool
     {
         return Status::Fail(format!(
             "{} below the minimum {}",
-            with_unit(v, fig.unit),
-            with_unit(min, fig.unit)
+            fig.unit.show(v),
+            fig.unit.show(min)
         ));
     }
     if let Some(allowed) = b.regression {
@@ -267,8 +268,8 @@ fn judge(b: &Budget, fig: Option<&Metric>, base: Option<f64>, has_baseline: bool
         if pct > allowed {
             return Status::Fail(format!(
                 "{} is {pct:.1}% worse than the baseline {} (allowed {allowed}%)",
-                with_unit(v, fig.unit),
-                with_unit(base, fig.unit)
+                fig.unit.show(v),
+                fig.unit.show(base)
             ));
         }
     }
@@ -292,32 +293,6 @@ fn why_absent(metric: &str) -> &'static str {
         " (the perf counter was not supported or not opened)"
     } else {
         ""
-    }
-}
-
-/// A figure with its unit, as tables show it: "93.76 µs", "1.571/op", "85.8%".
-pub fn with_unit(v: f64, unit: &str) -> String {
-    match unit {
-        "" | "count" => num(v),
-        "%" => format!("{}%", num(v)),
-        "1/s" => format!("{}/s", num(v)),
-        "1/op" => format!("{}/op", num(v)),
-        u => format!("{} {u}", num(v)),
-    }
-}
-
-/// A figure for messages: 4 significant digits.
-pub fn num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        return format!("{v:.0}");
-    }
-    let digits = (4 - v.abs().log10().floor() as i32 - 1).clamp(0, 6) as usize;
-    let s = format!("{v:.digits$}");
-    // 0.05, not 0.05000: limits are written that way in budget files.
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
     }
 }
 
@@ -359,20 +334,6 @@ mod tests {
                 .to_string()
                 .contains("none of max")
         );
-    }
-
-    #[test]
-    fn numbers() {
-        assert_eq!(num(1.23456), "1.235");
-        assert_eq!(num(12345.6), "12346");
-        assert_eq!(num(0.0012346), "0.001235");
-        assert_eq!(with_unit(93.756, "µs"), "93.76 µs");
-        assert_eq!(with_unit(1.5, "1/op"), "1.5/op");
-        assert_eq!(with_unit(0.05, "1/op"), "0.05/op");
-        assert_eq!(num(2.0004), "2");
-        assert_eq!(with_unit(85.84, "%"), "85.84%");
-        assert_eq!(with_unit(7.0, "count"), "7");
-        assert_eq!(with_unit(1024.0, "MiB"), "1024 MiB");
     }
 
     #[test]

@@ -2,7 +2,9 @@
 
 use std::fmt::Write as _;
 
-use crate::{Check, Status, with_unit};
+use switchyard_model::units::with_unit;
+
+use crate::{Check, Status};
 
 fn value(c: &Check) -> String {
     c.value.map_or_else(|| "-".into(), |v| with_unit(v, c.unit))

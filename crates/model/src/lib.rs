@@ -9,6 +9,7 @@ mod hist;
 pub mod metrics;
 pub mod raw;
 mod stacks;
+pub mod units;
 
 use std::{fs, io, path::Path};
 

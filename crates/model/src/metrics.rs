@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::Run;
+use crate::{Run, units::Unit};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Better {
@@ -19,8 +19,7 @@ pub enum Better {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Metric {
     pub value: f64,
-    /// "count", "1/s", "1/op", "µs/op", "ms", "%", "s", "ns".
-    pub unit: &'static str,
+    pub unit: Unit,
     pub better: Better,
 }
 
@@ -28,7 +27,7 @@ fn put(
     m: &mut BTreeMap<String, Metric>,
     name: impl Into<String>,
     value: f64,
-    unit: &'static str,
+    unit: Unit,
     better: Better,
 ) {
     m.insert(
@@ -50,28 +49,41 @@ fn rates(
     ops: Option<f64>,
     better: Better,
 ) {
-    put(m, name, count, "count", better);
+    put(m, name, count, Unit::Count, better);
     if secs > 0.0 {
-        put(m, format!("{name}.per_s"), count / secs, "1/s", better);
+        put(
+            m,
+            format!("{name}.per_s"),
+            count / secs,
+            Unit::PerSecond,
+            better,
+        );
     }
     if let Some(ops) = ops.filter(|o| *o > 0.0) {
-        put(m, format!("{name}.per_op"), count / ops, "1/op", better);
+        put(
+            m,
+            format!("{name}.per_op"),
+            count / ops,
+            Unit::PerOp,
+            better,
+        );
     }
 }
 
 /// Every named figure of `run`.
 pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
     use Better::*;
+    use Unit::*;
     let mut m = BTreeMap::new();
     let secs = run.meta.duration_ns() as f64 / 1e9;
     let ops = run.operations.map(|o| o as f64);
-    put(&mut m, "duration", secs, "s", Neither);
+    put(&mut m, "duration", secs, Seconds, Neither);
     if let Some(ops) = ops {
-        put(&mut m, "operations", ops, "count", Neither);
+        put(&mut m, "operations", ops, Count, Neither);
         match &run.workload {
             // The driver's own clock covers exactly the load.
-            Some(w) => put(&mut m, "throughput", w.throughput_per_s, "1/s", Higher),
-            None if secs > 0.0 => put(&mut m, "throughput", ops / secs, "1/s", Higher),
+            Some(w) => put(&mut m, "throughput", w.throughput_per_s, PerSecond, Higher),
+            None if secs > 0.0 => put(&mut m, "throughput", ops / secs, PerSecond, Higher),
             None => {}
         }
     }
@@ -84,9 +96,9 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
             ("latency.p99_99", w.p99_99_ns),
             ("latency.max", w.max_ns),
         ] {
-            put(&mut m, name, v as f64 / 1e3, "µs", Lower);
+            put(&mut m, name, v as f64 / 1e3, Micros, Lower);
         }
-        put(&mut m, "workload.errors", w.errors as f64, "count", Lower);
+        put(&mut m, "workload.errors", w.errors as f64, Count, Lower);
     }
 
     if run.meta.collector == crate::Collector::Ebpf {
@@ -101,7 +113,7 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
         let errors: u64 = run.syscalls.iter().map(|s| s.errors).sum();
         rates(&mut m, "syscalls.errors", errors as f64, secs, ops, Lower);
         let time: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
-        put(&mut m, "syscalls.time", time as f64 / 1e6, "ms", Lower);
+        put(&mut m, "syscalls.time", time as f64 / 1e6, Millis, Lower);
         for s in &run.syscalls {
             rates(
                 &mut m,
@@ -116,18 +128,24 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
                     &mut m,
                     format!("syscalls.{}.avg_us", s.name),
                     s.total_ns as f64 / s.count as f64 / 1e3,
-                    "µs",
+                    Micros,
                     Lower,
                 );
             }
         }
         let blocked: u64 = run.threads.iter().map(|t| t.blocked_ns).sum();
         let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
-        put(&mut m, "offcpu.blocked", blocked as f64 / 1e6, "ms", Lower);
+        put(
+            &mut m,
+            "offcpu.blocked",
+            blocked as f64 / 1e6,
+            Millis,
+            Lower,
+        );
         if let Some(share) = run.offcpu_share() {
-            put(&mut m, "offcpu.share", share * 100.0, "%", Lower);
+            put(&mut m, "offcpu.share", share * 100.0, Percent, Lower);
         }
-        put(&mut m, "runqueue.wait", runq as f64 / 1e6, "ms", Lower);
+        put(&mut m, "runqueue.wait", runq as f64 / 1e6, Millis, Lower);
     }
 
     let l = &run.locks;
@@ -144,7 +162,7 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
             &mut m,
             "futex.wait_time",
             l.futex.total_ns as f64 / 1e6,
-            "ms",
+            Millis,
             Lower,
         );
         if let Some(ops) = ops.filter(|o| *o > 0.0) {
@@ -152,7 +170,7 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
                 &mut m,
                 "futex.wait_time.per_op",
                 l.futex.total_ns as f64 / 1e3 / ops,
-                "µs/op",
+                MicrosPerOp,
                 Lower,
             );
         }
@@ -160,7 +178,7 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
             &mut m,
             "futex.wait_max",
             l.futex.max_ns as f64 / 1e6,
-            "ms",
+            Millis,
             Lower,
         );
         if let Some(c) = &l.contention {
@@ -176,7 +194,7 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
                 &mut m,
                 "kernel_locks.wait_time",
                 c.total_ns as f64 / 1e6,
-                "ms",
+                Millis,
                 Lower,
             );
         }
@@ -192,7 +210,7 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
                 &mut m,
                 format!("{name}.time"),
                 s.stats.total_ns as f64 / 1e6,
-                "ms",
+                Millis,
                 Lower,
             );
             if let Some(ops) = ops.filter(|o| *o > 0.0) {
@@ -200,7 +218,7 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
                     &mut m,
                     format!("{name}.time.per_op"),
                     s.stats.total_ns as f64 / 1e3 / ops,
-                    "µs/op",
+                    MicrosPerOp,
                     Lower,
                 );
             }
@@ -208,23 +226,23 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
     }
 
     if let Some(kb) = run.max_rss_kb {
-        put(&mut m, "memory.max_rss", kb as f64 / 1024.0, "MiB", Lower);
+        put(&mut m, "memory.max_rss", kb as f64 / 1024.0, MiB, Lower);
     }
     if let Some(g) = &run.gc {
         rates(&mut m, "gc.cycles", g.cycles as f64, secs, ops, Lower);
-        put(&mut m, "gc.pauses", g.pauses as f64, "count", Lower);
+        put(&mut m, "gc.pauses", g.pauses as f64, Count, Lower);
         put(
             &mut m,
             "gc.pause_total",
             g.pause_total_ns as f64 / 1e6,
-            "ms",
+            Millis,
             Lower,
         );
         put(
             &mut m,
             "gc.pause_max",
             g.pause_max_ns as f64 / 1e6,
-            "ms",
+            Millis,
             Lower,
         );
         rates(
@@ -245,22 +263,22 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
 
     let oncpu: u64 = run.threads.iter().map(|t| t.oncpu_ns).sum();
     let cpu_ns = run.counter("task-clock").unwrap_or(oncpu) as f64;
-    put(&mut m, "cpu.time", cpu_ns / 1e6, "ms", Lower);
+    put(&mut m, "cpu.time", cpu_ns / 1e6, Millis, Lower);
     if let Some(ops) = ops.filter(|o| *o > 0.0) {
-        put(&mut m, "cpu.per_op", cpu_ns / 1e3 / ops, "µs/op", Lower);
+        put(&mut m, "cpu.per_op", cpu_ns / 1e3 / ops, MicrosPerOp, Lower);
     }
     if secs > 0.0 {
         put(
             &mut m,
             "cpu.utilisation",
             cpu_ns / 1e9 / secs * 100.0,
-            "%",
+            Percent,
             Lower,
         );
     }
     for c in &run.counters {
         if let Some(v) = c.value {
-            put(&mut m, format!("perf.{}", c.name), v as f64, "count", Lower);
+            put(&mut m, format!("perf.{}", c.name), v as f64, Count, Lower);
         }
     }
     m
@@ -276,13 +294,13 @@ pub fn lookup(run: &Run, figures: &BTreeMap<String, Metric>, name: &str) -> Opti
     let counted = run.meta.collector == crate::Collector::Ebpf;
     let per_op_ok = !name.ends_with(".per_op") || run.operations.is_some_and(|o| o > 0);
     let unit = if name.ends_with(".per_op") {
-        "1/op"
+        Unit::PerOp
     } else if name.ends_with(".per_s") {
-        "1/s"
+        Unit::PerSecond
     } else if name.ends_with(".avg_us") {
-        "µs"
+        Unit::Micros
     } else {
-        "count"
+        Unit::Count
     };
     (counted && per_op_ok && name.starts_with("syscalls.") && is_known(name)).then_some(Metric {
         value: 0.0,
@@ -439,7 +457,7 @@ mod tests {
         run.operations = Some(10);
         let figures = extract(&run);
         let m = lookup(&run, &figures, "syscalls.sendto.per_op").unwrap();
-        assert_eq!((m.value, m.unit), (0.0, "1/op"));
+        assert_eq!((m.value, m.unit.suffix()), (0.0, "1/op"));
         run.meta.collector = crate::Collector::Degraded;
         assert!(lookup(&run, &figures, "syscalls.sendto").is_none());
     }

@@ -15,8 +15,8 @@ use crate::{
     escape::{Esc, html as esc},
     flame::{self, flamegraph},
     units::{
-        command_line, ns, ns_f, percent, rate, significant, stack_quality, thousands,
-        unwind_tables, utc,
+        command_line, counted, kib_as_mib, ns, ns_f, percent, rate, significant, stack_quality,
+        thousands, unwind_tables, utc,
     },
 };
 
@@ -242,7 +242,7 @@ fn summary(out: &mut String, run: &Run, command: &str) {
         ),
     }
     if let Some(kb) = run.max_rss_kb {
-        kv(out, "Peak RSS", &format!("{:.1} MiB", kb as f64 / 1024.0));
+        kv(out, "Peak RSS", &kib_as_mib(kb));
     }
     out.push_str("</table>\n");
     if let Some(ops) = run.operations {
@@ -523,7 +523,7 @@ fn histograms(out: &mut String, run: &Run) {
             let caption = format!(
                 "<b>{}</b> {} · total {} · average {} · max {}",
                 Esc(&s.name),
-                count(s.count, "call"),
+                counted(s.count, "call"),
                 ns(s.total_ns),
                 ns(avg),
                 ns(s.max_ns)
@@ -544,7 +544,7 @@ fn histograms(out: &mut String, run: &Run) {
         let off: u64 = run.threads.iter().map(|t| t.offcpu_ns()).sum();
         let caption = format!(
             "<b>off-CPU</b> {} · total {}",
-            count(offcpu.count(), "interval"),
+            counted(offcpu.count(), "interval"),
             ns(off)
         );
         out.push_str("<div class=\"charts\">\n");
@@ -570,11 +570,6 @@ fn figure(out: &mut String, caption: &str, hist: &Log2Hist, class: &str, noun: &
     }
 }
 
-/// "1 stack", "3 stacks".
-fn count(n: u64, noun: &str) -> String {
-    format!("{} {noun}{}", thousands(n), if n == 1 { "" } else { "s" })
-}
-
 fn flame_note(run: &Run, kind: ProfileKind) -> String {
     let stats = &run.profiles.stats;
     let profile = kind.of(&run.profiles);
@@ -590,7 +585,7 @@ fn flame_note(run: &Run, kind: ProfileKind) -> String {
         ProfileKind::OnCpu => format!(
             "{} of the target's threads at {} Hz (perf cpu-clock), about {} on CPU. \
              Kernel frames are orange, inlined frames aqua.",
-            count(total, "sample"),
+            counted(total, "sample"),
             thousands(stats.oncpu_hz),
             ns(total.saturating_mul(1_000_000_000) / stats.oncpu_hz)
         ),
@@ -599,7 +594,7 @@ fn flame_note(run: &Run, kind: ProfileKind) -> String {
                 "{} off CPU in {}, by the stack at switch-out; the frame above the thread name \
                  is its state: [S] sleeping, [D] uninterruptible, [R] preempted.",
                 ns(total),
-                count(stacks, "stack"),
+                counted(stacks, "stack"),
             );
             if stats.min_block_ns > 0 {
                 note += &format!(
@@ -625,12 +620,12 @@ fn flame_note(run: &Run, kind: ProfileKind) -> String {
         }
         ProfileKind::Syscalls if stats.syscall_sample_every == 1 => format!(
             "{} by user stack at entry; every syscall had its stack taken.",
-            count(total, "syscall")
+            counted(total, "syscall")
         ),
         ProfileKind::Syscalls => format!(
             "{} by user stack at entry; one syscall in {} had its stack taken and the counts \
              are scaled back.",
-            count(total, "syscall"),
+            counted(total, "syscall"),
             thousands(stats.syscall_sample_every)
         ),
     }
@@ -904,7 +899,7 @@ fn warnings(out: &mut String, run: &Run) {
             "stacks",
             format!(
                 "{} no symbol covers (shown as [unknown] or module+offset)",
-                count(stats.unknown_frames, "frame")
+                counted(stats.unknown_frames, "frame")
             ),
         ));
     }

@@ -11,12 +11,13 @@
 //! - `<case>.<profile>.pprof.txt`: a dump of the on-CPU and off-CPU pprof profiles.
 
 use std::{
-    env, fs,
+    fs,
     io::Read,
     path::{Path, PathBuf},
 };
 
 use pprof::protos::{Message, Profile};
+use switchyard_golden::Golden;
 use switchyard_model::Run;
 use switchyard_report::{ProfileKind, folded, html, pprof};
 
@@ -48,42 +49,14 @@ fn cases() -> Vec<(String, Run)> {
     cases
 }
 
-/// Compares `actual` with the expected file, line by line, or rewrites it when blessing.
+/// Compares `actual` with `tests/data/results/<file>`, or rewrites it when blessing.
 #[track_caller]
 fn check(file: &str, actual: &str) {
-    let path = data_dir().join("results").join(file);
-    if env::var_os("SWITCHYARD_BLESS").is_some_and(|v| v == "1") {
-        fs::write(&path, actual).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-        return;
-    }
-    let expected = fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (run `SWITCHYARD_BLESS=1 cargo test -p switchyard-report --test golden` to create it)",
-            path.display()
-        )
-    });
-    let shown = format!("tests/data/results/{file}");
-    let mut expected_lines = expected.lines();
-    let mut actual_lines = actual.lines();
-    let mut line = 0;
-    loop {
-        line += 1;
-        match (expected_lines.next(), actual_lines.next()) {
-            (None, None) => break,
-            (Some(e), Some(a)) if e == a => continue,
-            (e, a) => panic!(
-                "{shown}:{line}: output differs\n  expected: {}\n  actual:   {}\n\
-                 (rerun with SWITCHYARD_BLESS=1 to accept the new output)",
-                e.unwrap_or("<end of file>"),
-                a.unwrap_or("<end of output>")
-            ),
-        }
-    }
-    assert_eq!(
-        expected.ends_with('\n'),
-        actual.ends_with('\n'),
-        "{shown}: final newline differs"
-    );
+    Golden::new(
+        data_dir().join("results"),
+        "cargo test -p switchyard-report --test golden",
+    )
+    .check(file, actual);
 }
 
 /// Replaces the contents of every `<tag>…</tag>` block (tag alone on its line) by `placeholder`.
