@@ -4,7 +4,7 @@
 
 use std::{path::Path, process::Command, time::Duration};
 
-use switchyard_harness::{DriverResult, ServerExit, ServerProcess};
+use switchyard_harness::{DriverResult, Measured as _, ServerExit, ServerProcess};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_mmsg-relay");
 const DRIVER: &str = env!("CARGO_BIN_EXE_mmsg-relay-driver");

@@ -6,7 +6,7 @@ mod support;
 use std::{process::Command, time::Duration};
 
 use support::{Server, servers, summary};
-use switchyard_harness::DriverResult;
+use switchyard_harness::{DriverResult, Measured as _};
 
 const DRIVER: &str = env!("CARGO_BIN_EXE_read-state-cache-driver");
 

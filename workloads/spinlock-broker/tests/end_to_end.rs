@@ -3,7 +3,7 @@
 
 use std::{path::Path, process::Command, time::Duration};
 
-use switchyard_harness::{DriverResult, ServerProcess};
+use switchyard_harness::{DriverResult, Measured as _, ServerProcess};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_spinlock-broker");
 const DRIVER: &str = env!("CARGO_BIN_EXE_spinlock-broker-driver");
