@@ -171,6 +171,21 @@ pub fn ns_f(v: f64) -> String {
     }
 }
 
+/// A latency in a driver's one-line summary, two decimals from milliseconds up: "850 ns",
+/// "25.6 µs", "8.12 ms", "1.50 s".
+pub fn ns_latency(v: u64) -> String {
+    scaled(
+        v,
+        "ns",
+        " ",
+        &[
+            ("µs", 1_000, 1),
+            ("ms", 1_000_000, 2),
+            ("s", 1_000_000_000, 2),
+        ],
+    )
+}
+
 /// A compact bucket label: 2^i ns → "1ns", "512ns", "1.0µs", "65.5µs", "1.0ms", "4.3s".
 pub fn ns_short(v: u64) -> String {
     scaled(v, "ns", "", &time_steps(1))

@@ -1,5 +1,6 @@
-//! The servers' millisecond flags and the drivers' one-line latency summaries; durations
-//! themselves are parsed by [`switchyard_model::duration`], the grammar every tool shares.
+//! The servers' millisecond flags and the drivers' latency summaries, on top of the model's
+//! duration grammar and formatting ([`switchyard_model::duration`], [`switchyard_model::units`]),
+//! which every tool shares.
 
 use std::time::Duration;
 
@@ -15,14 +16,7 @@ pub fn parse_millis(s: &str) -> Result<Duration, String> {
 }
 
 /// A latency for a driver's one-line summary: `850 ns`, `25.6 µs`, `8.12 ms`, `1.50 s`.
-pub fn human_ns(ns: u64) -> String {
-    match ns {
-        0..1_000 => format!("{ns} ns"),
-        1_000..1_000_000 => format!("{:.1} µs", ns as f64 / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
-        _ => format!("{:.2} s", ns as f64 / 1e9),
-    }
-}
+pub use switchyard_model::units::ns_latency as human_ns;
 
 #[cfg(test)]
 mod tests {
