@@ -44,3 +44,65 @@ pub struct Raw {
     pub futex: Vec<RawSample>,
     pub stats: StackStats,
 }
+
+/// One line of `/proc/<pid>/maps`.
+pub struct MapsLine<'a> {
+    pub start: u64,
+    pub end: u64,
+    pub perms: &'a str,
+    /// File offset of `start`.
+    pub offset: u64,
+    pub dev: &'a str,
+    pub inode: u64,
+    /// The path, a `[vdso]`-style name, or empty (anonymous).
+    pub path: &'a str,
+}
+
+impl<'a> MapsLine<'a> {
+    pub fn parse(line: &'a str) -> Option<MapsLine<'a>> {
+        let mut f = line.splitn(6, ' ');
+        let range = f.next()?;
+        let perms = f.next()?;
+        let offset = u64::from_str_radix(f.next()?, 16).ok()?;
+        let dev = f.next()?;
+        let inode = f.next()?.parse().ok()?;
+        let path = f.next().unwrap_or("").trim_start();
+        let (a, b) = range.split_once('-')?;
+        Some(MapsLine {
+            start: u64::from_str_radix(a, 16).ok()?,
+            end: u64::from_str_radix(b, 16).ok()?,
+            perms,
+            offset,
+            dev,
+            inode,
+            path,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_parse() {
+        let l = MapsLine::parse(
+            "7f0c1a428000-7f0c1a57d000 r-xp 00026000 fe:01 1835291                    /usr/lib/x86_64-linux-gnu/libc.so.6",
+        )
+        .unwrap();
+        assert_eq!(
+            (l.start, l.end, l.perms, l.offset, l.dev, l.inode, l.path),
+            (
+                0x7f0c1a428000,
+                0x7f0c1a57d000,
+                "r-xp",
+                0x26000,
+                "fe:01",
+                1835291,
+                "/usr/lib/x86_64-linux-gnu/libc.so.6"
+            )
+        );
+        let anon = MapsLine::parse("7ffd5a3f0000-7ffd5a3f2000 r-xp 00000000 00:00 0 ").unwrap();
+        assert_eq!(anon.path, "");
+    }
+}

@@ -7,6 +7,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use switchyard_model::raw::MapsLine;
+
 /// One executable, file-backed mapping.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mapping {
@@ -66,47 +68,19 @@ impl Maps {
 
 /// Parses the executable, file-backed lines of a maps file.
 pub fn parse(text: &str) -> Vec<Mapping> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        // start-end perms offset dev inode path
-        let mut parts = line.split_whitespace();
-        let (Some(range), Some(perms), Some(offset), Some(_dev), Some(_inode)) = (
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-        ) else {
-            continue;
-        };
-        let path: String = parts.collect::<Vec<_>>().join(" ");
-        if !perms.contains('x') || path.ends_with(" (deleted)") {
-            continue;
-        }
-        let path = PathBuf::from(path);
+    text.lines()
+        .filter_map(MapsLine::parse)
+        .filter(|m| m.perms.contains('x') && !m.path.ends_with(" (deleted)"))
+        .map(|m| Mapping {
+            start: m.start,
+            end: m.end,
+            offset: m.offset,
+            path: PathBuf::from(m.path),
+        })
         // Files, and the kernel's code pages a stack may pass through: the uprobe return
         // trampoline and the vDSO (named, not symbolised).
-        if !crate::is_file(&path) && !crate::is_special(&path) {
-            continue;
-        }
-        let Some((start, end)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(start), Ok(end), Ok(offset)) = (
-            u64::from_str_radix(start, 16),
-            u64::from_str_radix(end, 16),
-            u64::from_str_radix(offset, 16),
-        ) else {
-            continue;
-        };
-        out.push(Mapping {
-            start,
-            end,
-            offset,
-            path,
-        });
-    }
-    out
+        .filter(|m| crate::is_file(&m.path) || crate::is_special(&m.path))
+        .collect()
 }
 
 #[cfg(test)]
