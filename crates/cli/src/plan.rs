@@ -53,6 +53,7 @@ impl PlannedTarget {
 
 impl Plan {
     pub fn new(args: RecordArgs) -> Result<Plan> {
+        check_output(&args.output)?;
         let ready = args.ready_fd.map(take_ready_fd).transpose()?;
         let cfi = args.unwind == UnwindArg::Cfi;
         let target = match (args.pid, args.command.is_empty()) {
@@ -156,12 +157,43 @@ fn span(spec: &str, exe: impl FnOnce() -> Result<PathBuf>) -> Result<Span> {
     })
 }
 
+/// The run file must be writable where it is asked for: found out before the recording, not
+/// after it.
+fn check_output(path: &Path) -> Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let refuse = |why: String| {
+        hinted(
+            format!("cannot write the run file {}: {why}", path.display()),
+            "give -o a path in an existing, writable directory",
+        )
+    };
+    if path.is_dir() {
+        return Err(refuse("it is a directory".into()));
+    }
+    if !parent.is_dir() {
+        return Err(refuse(format!("{} is not a directory", parent.display())));
+    }
+    nix::unistd::access(parent, nix::unistd::AccessFlags::W_OK)
+        .map_err(|e| refuse(format!("{} is not writable ({e})", parent.display())))
+}
+
 fn check_pid(pid: u32) -> Result<u32> {
     if pid == 0 || !procfs::exists(pid) {
         return Err(hinted(
             format!("no process with pid {pid}"),
             format!("check it with `ps -p {pid}`; the process may have exited"),
         ));
+    }
+    // A thread id names its thread's process: record the whole process, and say so.
+    if let Some(tgid) = procfs::tgid(pid).filter(|&t| t != pid) {
+        eprintln!(
+            "note: {pid} is a thread of process {tgid} ({}); recording the process",
+            procfs::comm(tgid).unwrap_or_default()
+        );
+        return check_pid(tgid);
     }
     if procfs::is_kernel_thread(pid) {
         return Err(hinted(

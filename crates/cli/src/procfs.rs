@@ -25,6 +25,11 @@ pub fn is_kernel_thread(pid: u32) -> bool {
         .is_some_and(|f| f.contains(procfs::process::StatFlags::PF_KTHREAD))
 }
 
+/// The process a task id belongs to (its thread group), when it exists.
+pub fn tgid(tid: u32) -> Option<u32> {
+    u32::try_from(process(tid)?.status().ok()?.tgid).ok()
+}
+
 /// The command line, split on NULs.
 pub fn cmdline(pid: u32) -> Vec<String> {
     process(pid)

@@ -185,8 +185,29 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
 /// an end the user did not ask for is an error (exit 2) that says what the file holds.
 fn finish(run: Run, plan: &Plan) -> Result<ExitCode> {
     let output = &plan.output;
-    run.save(output)
-        .with_context(|| format!("writing {}", output.display()))?;
+    // The path was checked before the recording; should writing still fail (a full disk), the
+    // run goes to a fallback file rather than being lost.
+    if let Err(e) = run.save(output) {
+        let fallback = std::env::temp_dir().join(format!(
+            "switchyard-{}-{}.json",
+            run.meta.pid, run.meta.start_wall_ns
+        ));
+        let saved = format!(
+            "writing {} ({e}), then {}",
+            output.display(),
+            fallback.display()
+        );
+        run.save(&fallback).context(saved)?;
+        out(summary::render(&run, plan.top))?;
+        return Err(hinted(
+            format!(
+                "cannot write {}: {e}; the run was saved to {}",
+                output.display(),
+                fallback.display()
+            ),
+            "free space or fix the permissions, then move the saved run where it belongs",
+        ));
+    }
     out(summary::render(&run, plan.top))?;
     out(format!("run file: {}\n", output.display()))?;
     let secs = run.meta.duration_ns() as f64 / 1e9;

@@ -5,6 +5,7 @@ mod common;
 
 use std::{
     io::{BufRead, BufReader, Write},
+    path::Path,
     process::{Command, Stdio},
     thread,
     time::Duration,
@@ -250,4 +251,116 @@ fn target_exiting_mid_run_writes_the_run_file() {
     assert!(rest.contains("exited") && rest.contains("hint: "), "{rest}");
     let run = load_run(&run_path);
     assert_eq!(syscall_count(&run, "getppid"), 777);
+}
+
+#[test]
+fn output_path_that_cannot_be_written_is_refused_before_recording() {
+    // Refused before the command is spawned: `sleep 30` would otherwise run to its end.
+    let started = std::time::Instant::now();
+    for (path, why) in [
+        ("/nonexistent/dir/run.json", "is not a directory"),
+        ("/", "it is a directory"),
+    ] {
+        let out = Command::new(switchyard())
+            .args(["record", "-o", path, "--", "sleep", "30"])
+            .output()
+            .unwrap();
+        assert_user_error(&out, why);
+        assert!(
+            text(&out).1.contains("cannot write the run file"),
+            "{:?}",
+            text(&out)
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn a_thread_id_records_its_process() {
+    if !privileged("a_thread_id_records_its_process") {
+        return;
+    }
+    // A process whose main thread wakes every 10 ms, and a second thread blocked throughout.
+    let mut target = Command::new("python3")
+        .args([
+            "-c",
+            "import threading, time\nt = threading.Thread(target=time.sleep, args=(30,))\nt.start()\nprint('up', flush=True)\nwhile t.is_alive(): time.sleep(0.01)",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(target.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid = target.id();
+    let tid: u32 = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .find(|&t| t != pid)
+        .expect("a second thread");
+    let dir = tempdir("thread-id");
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .args(["record", "--pid", &tid.to_string(), "-d", "1s", "-o"])
+        .arg(&run_path)
+        .output()
+        .unwrap();
+    let _ = target.kill();
+    let _ = target.wait();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{tid} is a thread of process {pid}")),
+        "{stderr}"
+    );
+    let run = load_run(&run_path);
+    assert_eq!(run["meta"]["pid"], pid);
+    // The main thread's switches are recorded: the process, not the thread given, was followed.
+    let main_thread = run["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] == pid)
+        .cloned();
+    assert!(
+        main_thread.is_some_and(|t| t["voluntary"].as_u64() > Some(10)),
+        "{}",
+        run["threads"]
+    );
+}
+
+#[test]
+fn a_full_disk_at_the_end_saves_the_run_to_a_fallback_file() {
+    if !privileged("a_full_disk_at_the_end_saves_the_run_to_a_fallback_file") {
+        return;
+    }
+    // A tiny tmpfs, filled before the run: the path checks pass, the write fails.
+    let dir = tempdir("full-disk");
+    let mount = dir.join("full");
+    std::fs::create_dir_all(&mount).unwrap();
+    let status = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&mount)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mounting a tmpfs");
+    let _ = std::fs::write(mount.join("filler"), vec![0u8; 1 << 20]);
+    let out = Command::new(switchyard())
+        .args(["record", "--no-stacks", "-o"])
+        .arg(mount.join("run.json"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let _ = Command::new("umount").arg(&mount).status();
+    assert_user_error(&out, "the run was saved to");
+    let stderr = text(&out).1;
+    let saved = stderr
+        .split("the run was saved to ")
+        .nth(1)
+        .and_then(|s| s.lines().next())
+        .expect("the fallback path");
+    let run = load_run(Path::new(saved));
+    assert_eq!(run["format"], "switchyard-run");
+    let _ = std::fs::remove_file(saved);
 }
