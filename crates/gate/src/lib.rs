@@ -134,6 +134,15 @@ pub fn parse(src: &str, path: &str) -> Result<Vec<Budget>, Error> {
                 format!("budget for `{metric}` sets none of max, min, regression"),
             ));
         }
+        // NaN passes every comparison and inf none: either would disable the budget silently.
+        for (key, limit) in [("max", raw.max), ("min", raw.min)] {
+            if let Some(v) = limit.filter(|v| !v.is_finite()) {
+                return Err(at(
+                    Some(span.clone()),
+                    format!("budget for `{metric}` has {key} = {v}; a limit is a finite number"),
+                ));
+            }
+        }
         if let (Some(min), Some(max)) = (raw.min, raw.max)
             && min > max
         {
@@ -307,6 +316,15 @@ mod tests {
         assert_eq!(b.len(), 2);
         assert_eq!(b[1].regression, Some(10.0));
         assert_eq!(b[1].name(), "w/b latency.p99");
+
+        for limit in ["max = nan", "max = inf", "min = -inf"] {
+            let text = format!("[[budget]]\nmetric = \"cpu.per_op\"\n{limit}\n");
+            let e = parse(&text, "b.toml").unwrap_err().to_string();
+            assert!(
+                e.starts_with("b.toml:1:1:") && e.contains("a limit is a finite number"),
+                "{e}"
+            );
+        }
 
         let unknown = "[[budget]]\nmetric = \"switches.totl\"\nmax = 1\n";
         let e = parse(unknown, "b.toml").unwrap_err().to_string();
