@@ -35,14 +35,7 @@ pub struct CompareArgs {
 fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
     paths
         .iter()
-        .map(|p| {
-            Run::load(p).map_err(|e| {
-                hinted(
-                    format!("{e}"),
-                    "pass run files written by `switchyard record` (run.json)",
-                )
-            })
-        })
+        .map(|p| Run::load(p).map_err(crate::fail::run_file_error))
         .collect()
 }
 

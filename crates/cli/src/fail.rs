@@ -2,7 +2,10 @@
 
 use std::fmt;
 
+use std::io;
+
 use switchyard_loader::Error as LoadError;
+use switchyard_model::LoadError as RunLoadError;
 
 /// Writes to stdout, returning the error instead of panicking as `print!` does, so a closed
 /// pipe (`switchyard … | head`) ends the program quietly with exit 0 (see `main`).
@@ -83,4 +86,23 @@ pub fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig)
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("signal {sig}"))
+}
+
+/// A run file that cannot be read: one line naming the file (and line and column), and a hint.
+pub fn run_file_error(err: RunLoadError) -> anyhow::Error {
+    let hint = match &err {
+        RunLoadError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound => {
+            "check the path; `switchyard record -o FILE -- CMD` writes a run file"
+        }
+        RunLoadError::Io { .. } => "check that the file is readable by this user",
+        RunLoadError::NotText { .. }
+        | RunLoadError::Corrupt { .. }
+        | RunLoadError::Format { .. } => {
+            "the file is damaged or not a switchyard run file; record the run again with `switchyard record`"
+        }
+        RunLoadError::Version { .. } => {
+            "report it with the switchyard version that recorded it, or record the run again"
+        }
+    };
+    hinted(format!("{:#}", anyhow::Error::new(err)), hint)
 }

@@ -32,12 +32,7 @@ pub struct GateArgs {
 }
 
 fn load(path: &std::path::Path) -> Result<Run> {
-    Run::load(path).map_err(|e| {
-        hinted(
-            e.to_string(),
-            "pass run files written by `switchyard record`",
-        )
-    })
+    Run::load(path).map_err(crate::fail::run_file_error)
 }
 
 pub fn run(args: GateArgs) -> Result<ExitCode> {

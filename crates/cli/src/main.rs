@@ -74,7 +74,7 @@ struct RecordArgs {
     #[arg(long, default_value_t = 16, value_name = "N")]
     syscall_stacks: u64,
     /// Entries in the kernel's stack maps; raise it when the run warns of collisions.
-    #[arg(long, default_value_t = 16384, value_name = "N")]
+    #[arg(long, default_value_t = 16384, value_name = "N", value_parser = parse_stack_map_size)]
     stack_map_size: u32,
     /// How user stacks are walked: `cfi` (each object's .eh_frame/.debug_frame, frame
     /// pointers where a pc has none, e.g. JIT code) or `fp` (frame pointers only).
@@ -117,6 +117,19 @@ struct RecordArgs {
 enum UnwindArg {
     Cfi,
     Fp,
+}
+
+/// Entries of a stack map: at least 64, or nearly every stack would be lost to collisions.
+fn parse_stack_map_size(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of entries"))?;
+    if n < 64 {
+        return Err(format!(
+            "{n} entries cannot hold a recording's stacks (at least 64; the default is 16384)"
+        ));
+    }
+    Ok(n)
 }
 
 /// The project's one duration grammar (a number and a unit), refusing zero.

@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::Context as _;
-use switchyard_model::{LoadError, Run};
+use switchyard_model::Run;
 use switchyard_report::ProfileKind;
 
 use crate::fail::hinted;
@@ -31,7 +31,7 @@ const WRITABLE_HINT: &str = "write the report elsewhere with `-o DIR`";
 const PPROF: [ProfileKind; 2] = [ProfileKind::OnCpu, ProfileKind::OffCpu];
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    let run = Run::load(&args.run).map_err(load_error)?;
+    let run = Run::load(&args.run).map_err(crate::fail::run_file_error)?;
     let dir = match &args.output {
         Some(dir) => dir.clone(),
         None => match args.run.parent() {
@@ -73,23 +73,6 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> anyhow::Result<PathBuf> {
     fs::write(&path, bytes)
         .map_err(|e| hinted(format!("writing {}: {e}", path.display()), WRITABLE_HINT))?;
     Ok(path)
-}
-
-/// A run file that cannot be read: one line naming the file (and line and column), and a hint.
-fn load_error(err: LoadError) -> anyhow::Error {
-    let hint = match &err {
-        LoadError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound => {
-            "check the path; `switchyard record -o FILE -- CMD` writes a run file"
-        }
-        LoadError::Io { .. } => "check that the file is readable by this user",
-        LoadError::Corrupt { .. } => {
-            "the file is damaged or not a switchyard run file; record the run again with `switchyard record`"
-        }
-        LoadError::Version { .. } => {
-            "report it with the switchyard version that recorded it, or record the run again"
-        }
-    };
-    hinted(format!("{:#}", anyhow::Error::new(err)), hint)
 }
 
 #[cfg(test)]

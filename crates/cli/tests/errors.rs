@@ -364,3 +364,51 @@ fn a_full_disk_at_the_end_saves_the_run_to_a_fallback_file() {
     assert_eq!(run["format"], "switchyard-run");
     let _ = std::fs::remove_file(saved);
 }
+
+#[test]
+fn a_stack_map_too_small_to_hold_stacks_is_refused() {
+    for n in ["0", "1"] {
+        let out = Command::new(switchyard())
+            .args(["record", "--stack-map-size", n, "--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
+        assert!(text(&out).1.contains("at least 64"), "{:?}", text(&out));
+    }
+}
+
+#[test]
+fn damaged_and_foreign_run_files_are_named_as_such() {
+    let dir = tempdir("damaged-run");
+    let random = dir.join("random.json");
+    std::fs::write(&random, [0xffu8, 0xfe, 0x00, 0x9c, 0x80, 0x41]).unwrap();
+    let foreign = dir.join("foreign.json");
+    std::fs::write(&foreign, r#"{"format":"other","schema_version":1}"#).unwrap();
+    for command in ["report", "gate"] {
+        let mut cmd = Command::new(switchyard());
+        cmd.arg(command);
+        if command == "gate" {
+            cmd.args(["--budgets", "/dev/null"]);
+        }
+        let out = cmd.arg(&random).output().unwrap();
+        assert_user_error(&out, "it is not text");
+        assert!(text(&out).1.contains("damaged"), "{:?}", text(&out));
+        let mut cmd = Command::new(switchyard());
+        cmd.arg(command);
+        if command == "gate" {
+            cmd.args(["--budgets", "/dev/null"]);
+        }
+        let out = cmd.arg(&foreign).output().unwrap();
+        assert_user_error(&out, "its format is `other`");
+        assert!(!text(&out).1.contains("line 0"), "{:?}", text(&out));
+    }
+    // compare keeps the cause of an unreadable file.
+    let out = Command::new(switchyard())
+        .args(["compare", "--a"])
+        .arg(dir.join("missing.json"))
+        .arg("--b")
+        .arg(&foreign)
+        .output()
+        .unwrap();
+    assert_user_error(&out, "No such file or directory");
+}

@@ -375,6 +375,10 @@ pub enum LoadError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("`{path}` is not a valid run file: it is not text")]
+    NotText { path: String },
+    #[error("`{path}` is not a valid run file (its format is `{found}`, not `{FORMAT}`)")]
+    Format { path: String, found: String },
     #[error(
         "`{path}` is a run file of schema version {found}; this build reads version {SCHEMA_VERSION}"
     )]
@@ -385,9 +389,12 @@ impl Run {
     /// Reads and validates a run file.
     pub fn load(path: &Path) -> Result<Run, LoadError> {
         let shown = path.display().to_string();
-        let text = fs::read_to_string(path).map_err(|source| LoadError::Io {
+        let bytes = fs::read(path).map_err(|source| LoadError::Io {
             path: shown.clone(),
             source,
+        })?;
+        let text = String::from_utf8(bytes).map_err(|_| LoadError::NotText {
+            path: shown.clone(),
         })?;
         Self::from_json(&text, &shown)
     }
@@ -407,10 +414,10 @@ impl Run {
         };
         let head: Head = serde_json::from_str(text).map_err(corrupt)?;
         if head.format != FORMAT {
-            return Err(corrupt(serde::de::Error::custom(format!(
-                "format is `{}`, expected `{FORMAT}`",
-                head.format
-            ))));
+            return Err(LoadError::Format {
+                path: shown.to_string(),
+                found: head.format,
+            });
         }
         if head.schema_version != SCHEMA_VERSION {
             return Err(LoadError::Version {
