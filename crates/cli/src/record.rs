@@ -124,6 +124,9 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         pidfd.wait(TICK);
     };
     progress.finish();
+    // The counters' window ends with the recording's, before the probes are read and a
+    // spawned command is stopped (which can take a second).
+    let counter_rows = counters.as_mut().map(Counters::read);
     let end_mono = monotonic_ns();
     // A live target's peak RSS while it still exists; a spawned one's comes from wait4.
     let live_rss = procfs::max_rss_kb(pid);
@@ -138,7 +141,6 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         }
         _ => c.stop(Signal::SIGTERM),
     });
-    let counter_rows = counters.as_mut().map(Counters::read);
     // A spawned target's exact switch totals (wait4), known once it has been reaped.
     if let Source::Degraded { totals, .. } = &mut source {
         *totals = exit.and_then(|e| e.switches);
