@@ -1,8 +1,7 @@
-//! Follow child processes forked by a target after attach.
-//!
-//! Threads need no bookkeeping: they share the target's tgid. A new *process* (no
-//! `CLONE_THREAD`) created by a target is added to `TARGETS` when following is on.
-//! `task_newtask` runs in the parent's context, so the current tgid is the parent's.
+//! New tasks of the targets: every new thread gets its `THREADS` entry before it first runs
+//! (so its first switch-in is timed), and a new *process* (no `CLONE_THREAD`) created by a
+//! target is added to `TARGETS` when following is on. `task_newtask` runs in the parent's
+//! context, so the current tgid is the parent's.
 
 use aya_ebpf::{
     EbpfContext as _, helpers::bpf_get_current_pid_tgid, macros::tracepoint,
@@ -10,7 +9,10 @@ use aya_ebpf::{
 };
 use switchyard_common::{drops, tp};
 
-use crate::shared::{TARGETS, drop_event, follow_children, is_target};
+use crate::{
+    sched::thread_entry,
+    shared::{TARGETS, drop_event, follow_children, is_target},
+};
 
 #[tracepoint]
 pub fn task_newtask(ctx: TracePointContext) -> u32 {
@@ -20,9 +22,6 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
 
 #[inline(always)]
 fn try_task_newtask(ctx: &TracePointContext) {
-    if !follow_children() {
-        return;
-    }
     let parent = (bpf_get_current_pid_tgid() >> 32) as u32;
     if !is_target(parent) {
         return;
@@ -35,6 +34,11 @@ fn try_task_newtask(ctx: &TracePointContext) {
             *(base.add(tp::NEWTASK_CLONE_FLAGS) as *const u64),
         )
     };
+    if flags & tp::CLONE_THREAD == 0 && !follow_children() {
+        return;
+    }
+    // Zeroed: its first switch-in sets `last_in`.
+    let _ = thread_entry(pid as u32);
     if flags & tp::CLONE_THREAD != 0 {
         return;
     }

@@ -16,7 +16,7 @@ use switchyard_common::{
 };
 
 use crate::{
-    shared::{drop_event, is_target},
+    shared::{drop_event, is_target, start_ns},
     stacks::{KEYS, add, stack_ids, stacks_on},
 };
 
@@ -45,6 +45,13 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
 
 #[inline(always)]
 fn try_sched_switch(ctx: &TracePointContext) {
+    // Times count from the recording's start: before it, intervals would begin before the
+    // window they are reported in.
+    // 0: not started yet; u64::MAX: stopped.
+    let start = start_ns();
+    if start == 0 || start == u64::MAX {
+        return;
+    }
     let now = unsafe { bpf_ktime_get_ns() };
     let base = ctx.as_ptr() as *const u8;
 
@@ -63,7 +70,7 @@ fn try_sched_switch(ctx: &TracePointContext) {
                 ],
             )
         };
-        switch_out(ctx, now, tgid, prev_pid, prev_state, comm);
+        switch_out(ctx, now, start, tgid, prev_pid, prev_state, comm);
     }
 
     // SAFETY: as above.
@@ -93,6 +100,21 @@ fn try_sched_switch(ctx: &TracePointContext) {
         t.waker_set = 0;
         t.last_in = now;
     }
+}
+
+/// The entry of thread `tid`, created zeroed when it has none.
+#[inline(always)]
+pub fn thread_entry(tid: u32) -> Option<*mut ThreadStats> {
+    if let Some(t) = THREADS.get_ptr_mut(tid) {
+        return Some(t);
+    }
+    let zero = ZERO_THREAD.get_ptr(0)?;
+    // SAFETY: a live map value, only ever read.
+    if THREADS.insert(tid, unsafe { &*zero }, 0).is_err() {
+        drop_event(drops::THREADS_FULL);
+        return None;
+    }
+    THREADS.get_ptr_mut(tid)
 }
 
 /// Adds one off-CPU interval to the stack-keyed maps: by the stack at switch-out, and, when a
@@ -128,27 +150,14 @@ fn offcpu_stacks(t: &ThreadStats, tid: u32, off: u64) {
 fn switch_out(
     ctx: &TracePointContext,
     now: u64,
+    start: u64,
     tgid: u32,
     tid: u32,
     prev_state: i64,
     comm: [u64; 2],
 ) {
-    let t = match THREADS.get_ptr_mut(tid) {
-        Some(t) => t,
-        None => {
-            let Some(zero) = ZERO_THREAD.get_ptr(0) else {
-                return;
-            };
-            // SAFETY: a live map value, only ever read.
-            if THREADS.insert(tid, unsafe { &*zero }, 0).is_err() {
-                drop_event(drops::THREADS_FULL);
-                return;
-            }
-            match THREADS.get_ptr_mut(tid) {
-                Some(t) => t,
-                None => return,
-            }
-        }
+    let Some(t) = thread_entry(tid) else {
+        return;
     };
     // SAFETY: see the module comment.
     let t = unsafe { &mut *t };
@@ -159,8 +168,12 @@ fn switch_out(
     } else {
         t.voluntary += 1;
     }
-    if t.last_in != 0 && now > t.last_in {
-        t.oncpu_ns += now - t.last_in;
+    // Every thread of the targets has an entry from the start (the loader's, or task_newtask's
+    // for a thread created since), and a switch-in sets `last_in`: a thread switched out
+    // without one has run since before the start.
+    let since = if t.last_in != 0 { t.last_in } else { start };
+    if now > since {
+        t.oncpu_ns += now - since;
     }
     t.last_out = now;
     t.last_out_involuntary = involuntary as u32;

@@ -2,7 +2,7 @@
 
 use aya_ebpf::{
     macros::map,
-    maps::{HashMap, PerCpuArray},
+    maps::{Array, HashMap, PerCpuArray},
 };
 use switchyard_common::{MAX_TARGETS, drops};
 
@@ -16,6 +16,17 @@ static FOLLOW_CHILDREN: u8 = 0;
 
 #[map(name = "TARGETS")]
 pub static TARGETS: HashMap<u32, u8> = HashMap::with_max_entries(MAX_TARGETS, 0);
+
+/// Written by the loader once every program is attached and the target's threads are known:
+/// the recording's start (CLOCK_MONOTONIC ns). 0 before: nothing is timed yet.
+#[map(name = "START")]
+static START: Array<u64> = Array::with_max_entries(1, 0);
+
+/// The recording's start, or 0 while the probes are still being set up.
+#[inline(always)]
+pub fn start_ns() -> u64 {
+    START.get(0).copied().unwrap_or(0)
+}
 
 #[map(name = "DROPS")]
 static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(drops::COUNT, 0);

@@ -70,6 +70,23 @@ impl Collection {
         }
     }
 
+    /// Starts the recording's clock (the kernel side times nothing before it); returns the
+    /// start, CLOCK_MONOTONIC ns.
+    pub fn start(&mut self, pid: u32) -> Result<u64> {
+        match self {
+            Collection::Ebpf { probes, .. } => probes.start(pid).context("starting the recording"),
+            Collection::Degraded { .. } => Ok(switchyard_model::driver::monotonic_ns()),
+        }
+    }
+
+    /// Stops the recording's clock; returns the end, CLOCK_MONOTONIC ns.
+    pub fn stop(&mut self) -> Result<u64> {
+        match self {
+            Collection::Ebpf { probes, .. } => probes.stop().context("stopping the recording"),
+            Collection::Degraded { .. } => Ok(switchyard_model::driver::monotonic_ns()),
+        }
+    }
+
     /// One poll: GC events drained, followed processes' maps and tables refreshed when due,
     /// /proc sampled in degraded mode.
     pub fn tick(&mut self, pid: u32, maps: &mut Maps, maps_due: bool) {

@@ -15,8 +15,7 @@ use anyhow::{Context as _, Result};
 use nix::sys::signal::Signal;
 use switchyard_counters::{Counters, Scope};
 use switchyard_model::{
-    Collector, EndReason, Meta, Run, TargetMode, Workload,
-    driver::{DriverResult, monotonic_ns},
+    Collector, EndReason, Meta, Run, TargetMode, Workload, driver::DriverResult,
 };
 use switchyard_symbolize::Maps;
 
@@ -65,7 +64,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     .ok();
 
     let start_wall = SystemTime::now();
-    let start_mono = monotonic_ns();
+    let start_mono = collection.start(pid)?;
     let started = Instant::now();
     // Memory maps of the targets, so stacks symbolise after they exit.
     let mut maps = Maps::default();
@@ -127,7 +126,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     // The counters' window ends with the recording's, before the probes are read and a
     // spawned command is stopped (which can take a second).
     let counter_rows = counters.as_mut().map(Counters::read);
-    let end_mono = monotonic_ns();
+    let end_mono = collection.stop()?;
     // A live target's peak RSS while it still exists; a spawned one's comes from wait4.
     let live_rss = procfs::max_rss_kb(pid);
     let end_wall = SystemTime::now();

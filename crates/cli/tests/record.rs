@@ -216,3 +216,54 @@ fn no_follow_children_leaves_the_child_out() {
     assert_eq!(syscall_count(&run, "getppid"), 2000);
     assert!(run["meta"]["children"].as_array().unwrap().is_empty());
 }
+
+/// A thread's on-CPU, run-queue and blocked time add up to the recording's window, and the
+/// perf task-clock agrees: every interval is clipped to the window, including the ones in
+/// progress at the start (a thread already running) and at the end.
+#[test]
+fn times_add_up_to_the_window_for_a_thread_running_throughout() {
+    if !privileged("times_add_up_to_the_window_for_a_thread_running_throughout") {
+        return;
+    }
+    let mut busy = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let dir = tempdir("window");
+    let mut worst: f64 = 0.0;
+    for (i, flags) in [&["--no-stacks"][..], &[], &["--freq", "1"]]
+        .iter()
+        .enumerate()
+    {
+        let run_path = dir.join(format!("run-{i}.json"));
+        let out = Command::new(switchyard())
+            .args(["record", "--pid", &busy.id().to_string(), "-d", "1s", "-o"])
+            .arg(&run_path)
+            .args(*flags)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out).1);
+        let run = load_run(&run_path);
+        let window = (run["meta"]["end_mono_ns"].as_u64().unwrap()
+            - run["meta"]["start_mono_ns"].as_u64().unwrap()) as f64;
+        let t = &run["threads"][0];
+        let oncpu = t["oncpu_ns"].as_u64().unwrap() as f64;
+        let life = oncpu
+            + t["runqueue_ns"].as_u64().unwrap() as f64
+            + t["blocked_ns"].as_u64().unwrap() as f64;
+        let task_clock = counter(&run, "task-clock").unwrap() as f64;
+        assert!(
+            (life / window - 1.0).abs() < 0.01,
+            "{flags:?}: on+runqueue+blocked {life} ns in a {window} ns window"
+        );
+        assert!(
+            (task_clock / oncpu - 1.0).abs() < 0.02,
+            "{flags:?}: task-clock {task_clock} ns, eBPF on-CPU {oncpu} ns"
+        );
+        worst = worst.max(oncpu / window);
+    }
+    let _ = busy.kill();
+    let _ = busy.wait();
+    eprintln!("worst on-CPU / window: {worst:.4}");
+}

@@ -11,6 +11,8 @@ pub mod maps {
     pub const TARGETS: &str = "TARGETS";
     /// `HashMap<u32 tid, ThreadStats>`: per-thread switch counts and on/off-CPU time.
     pub const THREADS: &str = "THREADS";
+    /// `Array<u64>`, one entry: the recording's start (CLOCK_MONOTONIC ns), 0 before it.
+    pub const START: &str = "START";
     /// `PerCpuArray<SyscallStats>` indexed by syscall number.
     pub const SYSCALLS: &str = "SYSCALLS";
     /// `PerCpuHashMap<ErrnoKey, u64>`: failed syscalls by (number, errno).

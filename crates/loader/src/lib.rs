@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
     programs::{
         PerfEvent, RawTracePoint, TracePoint, UProbe,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
@@ -31,6 +31,15 @@ pub use unwind::UnwindStats;
 
 /// Bytes of one row of the kernel's unwind table.
 pub const UNWIND_ROW_BYTES: u64 = std::mem::size_of::<switchyard_common::UnwindRow>() as u64;
+
+/// True when a thread's last switch-out was its exit (state dead or zombie): it is gone, not
+/// off CPU.
+fn exited(t: &ThreadStats) -> bool {
+    t.state as i64 & (tp::STATE_DEAD | tp::STATE_ZOMBIE) != 0
+}
+
+/// bpf_map_update_elem's flag: insert only where the key has no entry.
+const BPF_NOEXIST: u64 = 1;
 
 /// The kernel-side object, built by build.rs (empty when the build was skipped).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switchyard-probes"));
@@ -201,6 +210,8 @@ pub struct Probes {
     gc_events: Option<RingBuf<MapData>>,
     /// Unwind tables (CFI only).
     tables: Option<unwind::Tables>,
+    /// When the recording stopped ([`Probes::stop`]), CLOCK_MONOTONIC ns.
+    stopped: Option<u64>,
 }
 
 /// What the kernel side collected.
@@ -352,6 +363,7 @@ impl Probes {
             gc_symbols,
             gc_events,
             tables,
+            stopped: None,
         })
     }
 
@@ -382,6 +394,61 @@ impl Probes {
                 }
             }
         }
+    }
+
+    /// Starts the recording's clock: gives every existing thread of `tgid` its (zeroed)
+    /// entry, so that on-CPU time is counted from this moment for threads already running,
+    /// then publishes the start to the kernel side, which times nothing before it. Returns
+    /// the start (CLOCK_MONOTONIC ns, the clock of every kernel-side timestamp).
+    pub fn start(&mut self, tgid: u32) -> Result<u64, Error> {
+        let err = |name: &'static str| move |source| Error::Map { name, source };
+        {
+            let map = self
+                .ebpf
+                .map_mut(maps::THREADS)
+                .ok_or(Error::MissingMap(maps::THREADS))?;
+            let mut threads: HashMap<&mut MapData, u32, ThreadStats> =
+                HashMap::try_from(map).map_err(err(maps::THREADS))?;
+            let tasks = std::fs::read_dir(format!("/proc/{tgid}/task"))
+                .into_iter()
+                .flatten()
+                .flatten();
+            for tid in tasks.filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()) {
+                // SAFETY: ThreadStats is plain integers (aya::Pod); all-zero is a valid value.
+                let mut zero: ThreadStats = unsafe { std::mem::zeroed() };
+                zero.tgid = tgid;
+                // BPF_NOEXIST: a thread that already switched keeps what it counted.
+                let _ = threads.insert(tid, zero, BPF_NOEXIST);
+            }
+        }
+        // CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
+        let start = switchyard_model::driver::monotonic_ns();
+        self.set_start(start)?;
+        Ok(start)
+    }
+
+    /// Stops the recording's clock: the kernel side times nothing from here on, and the
+    /// intervals in progress (threads on or off CPU now) are closed at this moment when the
+    /// maps are read. Returns the end, CLOCK_MONOTONIC ns.
+    pub fn stop(&mut self) -> Result<u64, Error> {
+        // u64::MAX: every timestamp is before the start again.
+        self.set_start(u64::MAX)?;
+        let end = switchyard_model::driver::monotonic_ns();
+        self.stopped = Some(end);
+        Ok(end)
+    }
+
+    fn set_start(&mut self, start: u64) -> Result<(), Error> {
+        let err = |source| Error::Map {
+            name: maps::START,
+            source,
+        };
+        let map = self
+            .ebpf
+            .map_mut(maps::START)
+            .ok_or(Error::MissingMap(maps::START))?;
+        let mut array: Array<&mut MapData, u64> = Array::try_from(map).map_err(err)?;
+        array.set(0, start, 0).map_err(err)
     }
 
     /// The processes followed so far (the target and its children).
@@ -675,15 +742,32 @@ impl Probes {
         let mut threads = Vec::new();
         for item in threads_map.iter() {
             let (tid, t) = item.map_err(map_err(maps::THREADS))?;
+            // Entries made at the start or at a thread's creation, for a thread that never
+            // switched: nothing was counted.
+            if t.voluntary + t.involuntary == 0 {
+                continue;
+            }
+            // The interval in progress at the stop: on CPU since its last switch-in, or off
+            // since its last switch-out.
+            let (mut oncpu, mut blocked, mut runqueue) = (t.oncpu_ns, t.blocked_ns, t.runqueue_ns);
+            if let Some(end) = self.stopped {
+                if t.last_in > t.last_out {
+                    oncpu += end.saturating_sub(t.last_in);
+                } else if t.last_out_involuntary != 0 {
+                    runqueue += end.saturating_sub(t.last_out);
+                } else if !exited(&t) {
+                    blocked += end.saturating_sub(t.last_out);
+                }
+            }
             threads.push(ThreadRow {
                 tid,
                 tgid: t.tgid,
                 comm: comm_string(t.comm),
                 voluntary: t.voluntary,
                 involuntary: t.involuntary,
-                oncpu_ns: t.oncpu_ns,
-                blocked_ns: t.blocked_ns,
-                runqueue_ns: t.runqueue_ns,
+                oncpu_ns: oncpu,
+                blocked_ns: blocked,
+                runqueue_ns: runqueue,
                 offcpu: Log2Hist::from_buckets(&t.offcpu_hist),
             });
         }
