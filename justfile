@@ -1,7 +1,9 @@
-# switchyard — thin recipes; the logic lives in Rust (crates/) and scripts/.
+# switchyard — thin recipes; the logic lives in Rust: crates/, and workloads/runner for the workload
+# catalogue and runs (`target/release/switchyard-workload --help`).
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
 release := "target/release"
+runner := release / "switchyard-workload"
 
 # Profile the default workload and write a report under reports/
 default: profile
@@ -17,11 +19,11 @@ build: setup
 
 # Profile a workload build under load (default: the spin-lock broker, abs, 5 s), or `just profile pid=N [seconds]`
 profile workload="spinlock-broker" build="" seconds="": build
-    bash scripts/profile.sh {{workload}} "{{build}}" {{seconds}}
+    {{runner}} profile {{workload}} "{{build}}" {{seconds}}
 
 # Compare two builds of a workload: just compare spinlock-broker mutex abs [repeats] [seconds]
 compare workload a b repeats="3" seconds="3": build
-    bash scripts/compare.sh {{workload}} {{a}} {{b}} {{repeats}} {{seconds}}
+    {{runner}} compare {{workload}} {{a}} {{b}} {{repeats}} {{seconds}}
 
 # Gate runs on the workload budgets (default: the latest profile): just gate reports/*/run.json
 gate *runs: build
@@ -48,11 +50,11 @@ bench-overhead: build
 
 # The spin-lock broker story: spin vs mutex vs abs, repeats, two contention levels, two sizes
 compare-broker: build
-    bash scripts/compare-broker.sh
+    {{runner}} compare-broker
 
 # The mmsg relay story: threads vs mmsg at 4 and 9 speakers per room, 10 and 20 rooms
 compare-relay: build
-    bash scripts/compare-relay.sh
+    {{runner}} compare-relay
 
 # Time to render the report of a 60-second run (records one first)
 bench-report seconds="60": build

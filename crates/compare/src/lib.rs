@@ -49,6 +49,12 @@ impl Spread {
     }
 }
 
+/// The median, min–max and count of `values` (`None` when empty), as a comparison computes
+/// them for each side: for tables of medians that must agree with `switchyard compare`.
+pub fn spread(values: &[f64]) -> Option<Spread> {
+    Spread::of(values)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Better,

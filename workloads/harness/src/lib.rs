@@ -14,7 +14,10 @@
 //!   connections together.
 //! - The ready handshake: a server binds port 0 by default and prints `ready <port>` on stdout
 //!   once it is listening ([`announce_ready`]); a launcher reads it ([`read_ready`]) or lets
-//!   [`ServerProcess`] spawn the server and wait for it.
+//!   [`ServerProcess`] spawn the server and wait for it. A process that says it is ready on an
+//!   inherited descriptor instead (`switchyard record --ready-fd 3`) is started with
+//!   [`ServerProcess::spawn_with_ready_fd`], and stopped the same way ([`ServerProcess::interrupt`]
+//!   is Ctrl-C).
 
 mod bound;
 mod duration;

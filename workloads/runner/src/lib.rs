@@ -1,0 +1,26 @@
+//! switchyard's workloads as one catalogue, and the runner that profiles them.
+//!
+//! - [`catalogue`]: every workload, its builds, its load's knobs and defaults, the uprobe
+//!   spans and record flags of each build, how switchyard attaches (spawned, or after the
+//!   server is filled), and the prefill and driver commands.
+//! - [`plan`]: a request (workload, build, `NAME=VALUE` knobs, seconds) validated into a
+//!   [`plan::Plan`] before anything starts.
+//! - [`runner`]: one run, started, made ready and stopped through `switchyard-harness`
+//!   (`ServerProcess` and its ready line; `switchyard record --ready-fd` for attaching).
+//! - [`recipes`]: what the `just` recipes run: profile, compare, the stories.
+//! - [`story`]: the story tables, from run files through `metrics` and `compare`.
+//!
+//! The crates under `crates/` never depend on this one.
+
+pub mod catalogue;
+pub mod fail;
+pub mod interrupt;
+pub mod plan;
+pub mod recipes;
+pub mod runner;
+pub mod story;
+
+pub use fail::Failure;
+pub use interrupt::Interrupts;
+pub use plan::{Plan, PlanError, Request};
+pub use runner::{Outcome, Tools};

@@ -1,0 +1,232 @@
+//! `switchyard-workload`: profiles the catalogue's workloads under load, compares builds and
+//! prints the story tables. The `just` recipes call it; see `switchyard-workload --help`.
+
+use std::{
+    io::{self, Write as _},
+    path::PathBuf,
+    process::ExitCode,
+};
+
+use clap::{Parser, Subcommand};
+use switchyard_workloads::{
+    Failure, Interrupts, Plan, Request, Tools,
+    catalogue::{self, Attach},
+    plan::knob_usage,
+    recipes::{self, Context},
+    runner, story,
+};
+
+#[derive(Debug, Parser)]
+#[command(name = "switchyard-workload", version, about)]
+struct Cli {
+    /// Where the built binaries are [default: this program's directory].
+    #[arg(long, global = true, value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
+    /// Record the drivers' results under this build name instead (to check that budgets catch
+    /// a regression: a spin lock labelled as abs must fail the abs budgets).
+    #[arg(long, global = true, env = "AS_BUILD", value_name = "BUILD")]
+    as_build: Option<String>,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// The catalogue: workloads, builds, loads and how each is recorded.
+    List,
+    /// One profiled run into OUT: run.json, result.json, the report, and every process's output.
+    Run {
+        workload: String,
+        build: String,
+        out: PathBuf,
+        /// The load, as NAME=VALUE (`list` shows each workload's; an empty value takes the
+        /// default).
+        #[arg(value_name = "NAME=VALUE")]
+        load: Vec<String>,
+        /// Seconds of load.
+        #[arg(long, default_value_t = catalogue::DEFAULT_SECONDS)]
+        seconds: u64,
+    },
+    /// `just profile`: a workload build under load (default: spinlock-broker, abs, 5 s), the demo
+    /// (`demo [KIND] [SECONDS]`) or a live process (`pid=N [SECONDS]`), into reports/.
+    Profile {
+        #[arg(default_value = "spinlock-broker")]
+        workload: String,
+        /// Empty: the workload's default build.
+        #[arg(default_value = "")]
+        build: String,
+        seconds: Option<String>,
+    },
+    /// `just compare`: REPEATS runs of builds A and B, then the comparison page.
+    Compare {
+        workload: String,
+        a: String,
+        b: String,
+        #[arg(default_value_t = 3)]
+        repeats: u32,
+        #[arg(default_value_t = catalogue::DEFAULT_SECONDS)]
+        seconds: u64,
+    },
+    /// `just compare-broker`: the spin-lock broker story, then its table.
+    CompareBroker {
+        #[arg(long, env = "REPEATS", default_value_t = 3)]
+        repeats: u32,
+        #[arg(long, env = "RUN_SECONDS", default_value_t = 3)]
+        seconds: u64,
+    },
+    /// `just compare-relay`: the mmsg relay story, then its table.
+    CompareRelay {
+        #[arg(long, env = "REPEATS", default_value_t = 2)]
+        repeats: u32,
+        #[arg(long, env = "RUN_SECONDS", default_value_t = 3)]
+        seconds: u64,
+    },
+    /// The broker story's table of medians from its runs.
+    BrokerTable {
+        #[arg(default_value = "reports/spinlock-broker")]
+        root: PathBuf,
+    },
+    /// The relay story's table of medians from its runs.
+    RelayTable {
+        #[arg(default_value = "reports/mmsg-relay")]
+        root: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            // A closed stdout (`… | head`) has already ended the output; nothing to add.
+            eprint!("{}", f.render());
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<u8, Failure> {
+    let tools = cli
+        .bin_dir
+        .map(Tools::new)
+        .unwrap_or_else(Tools::beside_current_exe);
+    let as_build = cli.as_build.as_deref().filter(|b| !b.is_empty());
+    let needs_signals = !matches!(
+        cli.command,
+        Cmd::List | Cmd::BrokerTable { .. } | Cmd::RelayTable { .. }
+    );
+    let interrupts = if needs_signals {
+        Interrupts::install().map_err(|e| Failure::io("installing the SIGINT handler", e))?
+    } else {
+        Interrupts::none()
+    };
+    let cx = Context {
+        tools: &tools,
+        interrupts: &interrupts,
+        as_build,
+    };
+    match cli.command {
+        Cmd::List => out(&list()),
+        Cmd::Run {
+            workload,
+            build,
+            out: dir,
+            load,
+            seconds,
+        } => {
+            let plan = Plan::new(
+                &Request {
+                    workload: &workload,
+                    build: &build,
+                    knobs: &load,
+                    seconds: Some(seconds),
+                    as_build,
+                },
+                |name| std::env::var(name).ok(),
+                recipes::cores(),
+            )?;
+            let outcome = runner::run(&plan, &tools, &dir, &interrupts)?;
+            out(&format!("{}\n", dir.display()))?;
+            Ok(if outcome.interrupted { 2 } else { 0 })
+        }
+        Cmd::Profile {
+            workload,
+            build,
+            seconds,
+        } => recipes::profile(&workload, &build, seconds.as_deref(), &cx),
+        Cmd::Compare {
+            workload,
+            a,
+            b,
+            repeats,
+            seconds,
+        } => recipes::compare(&workload, (&a, &b), repeats, seconds, &cx),
+        Cmd::CompareBroker { repeats, seconds } => {
+            recipes::story(&story::broker(recipes::cores()), repeats, seconds, &cx)
+        }
+        Cmd::CompareRelay { repeats, seconds } => {
+            recipes::story(&story::relay(), repeats, seconds, &cx)
+        }
+        Cmd::BrokerTable { root } => {
+            let groups = story::load(&root, story::broker(1).builds)?;
+            out(&story::broker_table(&groups))
+        }
+        Cmd::RelayTable { root } => {
+            let groups = story::load(&root, story::relay().builds)?;
+            out(&story::relay_table(&groups))
+        }
+    }
+}
+
+/// The catalogue in words.
+fn list() -> String {
+    let mut s = String::new();
+    for w in catalogue::WORKLOADS {
+        s.push_str(&format!("{}: {}\n", w.name, w.about));
+        let builds: Vec<String> = w
+            .builds
+            .iter()
+            .map(|b| {
+                if b.name == w.default_build {
+                    format!("{} (default)", b.name)
+                } else {
+                    b.name.to_string()
+                }
+            })
+            .collect();
+        s.push_str(&format!("  builds: {}\n", builds.join(", ")));
+        s.push_str(&format!("  load:   {}\n", knob_usage(w)));
+        s.push_str(&format!(
+            "  record: {}\n",
+            match w.attach {
+                Attach::Spawn => "spawned under switchyard",
+                Attach::AfterPrefill => "attached (--pid) once the prefill has filled the server",
+            }
+        ));
+        for b in w.builds {
+            let mut flags: Vec<String> = b.record_flags.iter().map(|f| f.to_string()).collect();
+            flags.extend(
+                b.spans
+                    .iter()
+                    .map(|sp| format!("--uprobe-span {}", sp.arg())),
+            );
+            if !flags.is_empty() {
+                s.push_str(&format!("    {}: {}\n", b.name, flags.join(" ")));
+            }
+        }
+    }
+    s
+}
+
+/// Writes to stdout; a closed pipe ends quietly with exit 0.
+fn out(text: &str) -> Result<u8, Failure> {
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(0),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(0),
+        Err(e) => Err(Failure::io("writing to stdout", e)),
+    }
+}

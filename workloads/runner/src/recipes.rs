@@ -1,0 +1,476 @@
+//! What the `just` recipes run: `profile` (a workload build, the demo or a live process, into
+//! `reports/<name>-<time>/`), `compare` (repeats of two builds, then the comparison page) and the
+//! stories (`compare-broker`, `compare-relay`). Paths are relative to the working directory,
+//! the repository root under `just`.
+
+use std::{
+    fs,
+    io::{IsTerminal as _, Write as _},
+    path::{Path, PathBuf},
+    process::{Command, ExitStatus, Stdio},
+    sync::mpsc,
+    thread,
+    time::{Duration, Instant},
+};
+
+use crate::{
+    catalogue,
+    fail::Failure,
+    interrupt::Interrupts,
+    plan::{Plan, PlanError, Request},
+    runner::{self, Tools, code_of},
+    story::{self, Story},
+};
+
+/// What every recipe runs with.
+pub struct Context<'a> {
+    pub tools: &'a Tools,
+    pub interrupts: &'a Interrupts,
+    /// `--as-build` (AS_BUILD): the label the drivers record.
+    pub as_build: Option<&'a str>,
+}
+
+/// Seconds of load `profile` runs when none is given.
+pub const PROFILE_SECONDS: u64 = 5;
+
+/// Where reports go.
+const REPORTS: &str = "reports";
+
+fn step(text: &str) {
+    eprintln!("==> {text}");
+}
+
+/// `just profile [WORKLOAD] [BUILD] [SECONDS]`, `just profile demo [KIND] [SECONDS]` or
+/// `just profile pid=N [SECONDS]`: records, writes `reports/<name>-<time>/{run.json,index.html}`,
+/// points `reports/latest` at it and prints `report: …`. Returns the exit code.
+pub fn profile(
+    workload: &str,
+    build: &str,
+    seconds: Option<&str>,
+    cx: &Context<'_>,
+) -> Result<u8, Failure> {
+    let Context {
+        tools,
+        interrupts,
+        as_build,
+    } = *cx;
+    let stamp = stamp();
+    let (dir, status) = if let Some(pid) = workload.strip_prefix("pid=") {
+        // A live process has no build, so the second word is the time.
+        let seconds = seconds.filter(|s| !s.is_empty()).or(Some(build));
+        let seconds = parse_seconds(seconds.filter(|s| !s.is_empty()))?;
+        let dir = PathBuf::from(format!("{REPORTS}/pid-{pid}-{stamp}"));
+        create_dir(&dir)?;
+        let mut record = Command::new(tools.switchyard());
+        record.arg("record").arg("--pid").arg(pid);
+        match seconds {
+            Some(s) => {
+                step(&format!(
+                    "recording pid {pid} for {s} s (or until it exits)"
+                ));
+                record.arg("--duration").arg(format!("{s}s"));
+            }
+            None => step(&format!(
+                "recording pid {pid} until Ctrl-C (or until it exits)"
+            )),
+        }
+        record.arg("-o").arg(dir.join("run.json"));
+        let status = code_of(run_forwarding(record, interrupts)?);
+        if !non_empty(&dir.join("run.json")) {
+            let _ = fs::remove_dir_all(&dir);
+            return Ok(exit_code(status));
+        }
+        (dir, status)
+    } else if workload == "demo" {
+        let kind = if build.is_empty() { "mix" } else { build };
+        let seconds = parse_seconds(seconds)?.unwrap_or(PROFILE_SECONDS);
+        let dir = PathBuf::from(format!("{REPORTS}/demo-{kind}-{stamp}"));
+        create_dir(&dir)?;
+        step(&format!("recording the demo target for {seconds} s"));
+        let mut record = Command::new(tools.switchyard());
+        record
+            .arg("record")
+            .arg("-o")
+            .arg(dir.join("run.json"))
+            .arg("--")
+            .arg(tools.bin.join("switchyard-demo"))
+            .arg(kind)
+            .arg("--seconds")
+            .arg(seconds.to_string());
+        let status = code_of(run_forwarding(record, interrupts)?);
+        if !non_empty(&dir.join("run.json")) {
+            return Ok(exit_code(status));
+        }
+        (dir, status)
+    } else {
+        let seconds = parse_seconds(seconds)?.unwrap_or(PROFILE_SECONDS);
+        let plan = Plan::new(
+            &Request {
+                workload,
+                build,
+                knobs: &[],
+                seconds: Some(seconds),
+                as_build,
+            },
+            env,
+            cores(),
+        )
+        .map_err(|e| match e {
+            PlanError::UnknownWorkload(_) => Failure::from(e).hint(format!(
+                "one of {}, demo, or pid=N",
+                catalogue::workload_names().join(", ")
+            )),
+            e => Failure::from(e),
+        })?;
+        let dir = PathBuf::from(format!(
+            "{REPORTS}/{}-{}-{stamp}",
+            plan.workload.name, plan.build.name
+        ));
+        step(&format!(
+            "recording {} ({}) under load for {seconds} s",
+            plan.workload.name, plan.build.name
+        ));
+        let ticker = Ticker::start(seconds);
+        let result = runner::run(&plan, tools, &dir, interrupts);
+        drop(ticker);
+        let mut status = match result {
+            Ok(_) => 0,
+            Err(f) => {
+                eprint!("{}", f.render());
+                i32::from(f.code)
+            }
+        };
+        if !dir.exists() {
+            return Ok(exit_code(status));
+        }
+        print_file(&dir.join("driver.out"), None);
+        print_file(&dir.join("record.out"), Some("switchyard:"));
+        if !non_empty(&dir.join("run.json")) {
+            return Err(Failure::new(format!(
+                "no run was recorded (exit {status}); see {}",
+                dir.join("record.err").display()
+            ))
+            .hint("its last lines say why; `switchyard doctor` shows what this host can record"));
+        }
+        if interrupts.raised() {
+            status = 2;
+        }
+        (dir, status)
+    };
+    if !dir.join("index.html").exists() {
+        step("writing the report");
+        runner::report(tools, &dir)?;
+    }
+    point_latest(&dir)?;
+    println!("report: {}/index.html ({REPORTS}/latest)", dir.display());
+    Ok(exit_code(status))
+}
+
+/// `just compare WORKLOAD A B [REPEATS] [SECONDS]`: REPEATS runs of each build, interleaved,
+/// then the comparison (medians, noise, differential flame graphs) under
+/// `reports/<workload>-<A>-vs-<B>-<time>/`.
+pub fn compare(
+    workload: &str,
+    (a, b): (&str, &str),
+    repeats: u32,
+    seconds: u64,
+    cx: &Context<'_>,
+) -> Result<u8, Failure> {
+    let Context {
+        tools,
+        interrupts,
+        as_build,
+    } = *cx;
+    let plan = |build| {
+        Plan::new(
+            &Request {
+                workload,
+                build,
+                knobs: &[],
+                seconds: Some(seconds),
+                as_build,
+            },
+            env,
+            cores(),
+        )
+    };
+    let (pa, pb) = (plan(a)?, plan(b)?);
+    let dir = PathBuf::from(format!("{REPORTS}/{workload}-{a}-vs-{b}-{}", stamp()));
+    let (mut ra, mut rb) = (Vec::new(), Vec::new());
+    for i in 1..=repeats {
+        for (p, runs) in [(&pa, &mut ra), (&pb, &mut rb)] {
+            step(&format!(
+                "{workload} {}, run {i} of {repeats}",
+                p.build.name
+            ));
+            let out = dir.join(format!("{}-{i}", p.build.name));
+            stop_if_interrupted(runner::run(p, tools, &out, interrupts)?, &dir)?;
+            runs.push(out.join("run.json"));
+        }
+    }
+    let status = compare_runs(tools, (a, &ra), (b, &rb), &dir, None)?;
+    point_latest(&dir)?;
+    Ok(exit_code(code_of(status)))
+}
+
+/// A story: every configuration, REPEATS runs of each build, the comparison pages (their
+/// text beside them), then the table of medians on stdout.
+pub fn story(story: &Story, repeats: u32, seconds: u64, cx: &Context<'_>) -> Result<u8, Failure> {
+    let Context {
+        tools, interrupts, ..
+    } = *cx;
+    let root = Path::new(story.root);
+    // Every configuration is checked before the first run.
+    let mut plans = Vec::new();
+    for c in &story.configs {
+        for build in story.builds {
+            let p = Plan::new(
+                &Request {
+                    workload: story.workload,
+                    build,
+                    knobs: &c.knobs,
+                    seconds: Some(seconds),
+                    as_build: None,
+                },
+                env,
+                cores(),
+            )?;
+            plans.push((c, p));
+        }
+    }
+    for c in &story.configs {
+        let dir = root.join(&c.dir);
+        for r in 1..=repeats {
+            for (_, p) in plans.iter().filter(|(pc, _)| pc.dir == c.dir) {
+                eprintln!("run: {}, {} #{r}", c.title, p.build.name);
+                let out = dir.join(format!("{}-{r}", p.build.name));
+                stop_if_interrupted(runner::run(p, tools, &out, interrupts)?, &dir)?;
+            }
+        }
+        for (base, other) in story.comparisons {
+            let runs = |build: &str| -> Vec<PathBuf> {
+                (1..=repeats)
+                    .map(|r| dir.join(format!("{build}-{r}")).join("run.json"))
+                    .collect()
+            };
+            let name = format!("compare-{base}-vs-{other}");
+            let status = compare_runs(
+                tools,
+                (base, &runs(base)),
+                (other, &runs(other)),
+                &dir.join(&name),
+                Some(&dir.join(format!("{name}.txt"))),
+            )?;
+            if !status.success() {
+                return Err(Failure::new(format!(
+                    "switchyard compare failed ({status}) for {}",
+                    dir.join(&name).display()
+                ))
+                .hint(format!(
+                    "its error is in {}",
+                    dir.join(format!("{name}.txt")).display()
+                )));
+            }
+        }
+    }
+    let groups = story::load(root, story.builds)?;
+    let table = match story.workload {
+        "spinlock-broker" => story::broker_table(&groups),
+        _ => story::relay_table(&groups),
+    };
+    print!("{table}");
+    Ok(0)
+}
+
+/// `switchyard compare --a … --b … -o DIR`, its table on stdout or into `text`.
+fn compare_runs(
+    tools: &Tools,
+    (a_label, a): (&str, &[PathBuf]),
+    (b_label, b): (&str, &[PathBuf]),
+    out: &Path,
+    text: Option<&Path>,
+) -> Result<ExitStatus, Failure> {
+    let mut c = Command::new(tools.switchyard());
+    c.arg("compare")
+        .arg("--a")
+        .args(a)
+        .arg("--b")
+        .args(b)
+        .arg("--a-label")
+        .arg(a_label)
+        .arg("--b-label")
+        .arg(b_label)
+        .arg("-o")
+        .arg(out);
+    if let Some(text) = text {
+        c.stdout(
+            fs::File::create(text)
+                .map_err(|e| Failure::io(format!("creating {}", text.display()), e))?,
+        );
+    }
+    c.status()
+        .map_err(|e| Failure::io(format!("running {}", tools.switchyard().display()), e))
+}
+
+/// After a run that Ctrl-C ended, the next one is not started.
+fn stop_if_interrupted(outcome: runner::Outcome, dir: &Path) -> Result<(), Failure> {
+    if outcome.interrupted {
+        Err(Failure::new(format!(
+            "interrupted; the runs so far are in {}",
+            dir.display()
+        ))
+        .hint("start it again for the full set"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Runs `command` (switchyard record) in the foreground, forwarding an interrupt to it.
+fn run_forwarding(mut command: Command, interrupts: &Interrupts) -> Result<ExitStatus, Failure> {
+    let mut child = command.stdin(Stdio::null()).spawn().map_err(|e| {
+        Failure::io(
+            format!("running {}", command.get_program().to_string_lossy()),
+            e,
+        )
+        .hint("build it first: `just build`")
+    })?;
+    let forwarding = interrupts.forward_to(child.id());
+    let status = child
+        .wait()
+        .map_err(|e| Failure::io("waiting for switchyard record", e));
+    drop(forwarding);
+    status
+}
+
+/// `reports/latest` → `dir`, replaced atomically (a new link renamed over the old one).
+fn point_latest(dir: &Path) -> Result<(), Failure> {
+    let name = dir.file_name().unwrap_or(dir.as_os_str());
+    let parent = dir.parent().unwrap_or(Path::new(REPORTS));
+    let tmp = parent.join(format!(".latest-{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(name, &tmp)
+        .and_then(|()| fs::rename(&tmp, parent.join("latest")))
+        .map_err(|e| Failure::io(format!("pointing {REPORTS}/latest at {}", dir.display()), e))
+}
+
+/// Prints `file` on stdout, from its first line starting with `from` when given.
+fn print_file(file: &Path, from: Option<&str>) {
+    let Ok(text) = fs::read_to_string(file) else {
+        return;
+    };
+    let start = match from {
+        Some(prefix) => text
+            .lines()
+            .scan(0, |at, l| {
+                let here = *at;
+                *at += l.len() + 1;
+                Some((here, l))
+            })
+            .find(|(_, l)| l.starts_with(prefix))
+            .map(|(at, _)| at),
+        None => Some(0),
+    };
+    if let Some(start) = start {
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(&text.as_bytes()[start..]);
+        let _ = stdout.flush();
+    }
+}
+
+/// A line counting the seconds on a terminal while a run goes on; cleared when dropped.
+struct Ticker {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Ticker {
+    fn start(seconds: u64) -> Ticker {
+        if !std::io::stderr().is_terminal() {
+            return Ticker {
+                stop: None,
+                thread: None,
+            };
+        }
+        let (tx, rx) = mpsc::channel::<()>();
+        let began = Instant::now();
+        let thread = thread::spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(Duration::from_secs(1))
+            {
+                eprint!(
+                    "\r    {:3} s elapsed (load runs {seconds} s after start-up)",
+                    began.elapsed().as_secs()
+                );
+            }
+            eprint!("\r\x1b[K");
+        });
+        Ticker {
+            stop: Some(tx),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn parse_seconds(s: Option<&str>) -> Result<Option<u64>, Failure> {
+    match s.filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s) => s.parse::<u64>().map(Some).map_err(|_| {
+            Failure::new(format!("'{s}' is not a number of seconds"))
+                .hint("give whole seconds, e.g. `just profile spinlock-broker abs 10`")
+        }),
+    }
+}
+
+fn create_dir(dir: &Path) -> Result<(), Failure> {
+    fs::create_dir_all(dir).map_err(|e| Failure::io(format!("creating {}", dir.display()), e))
+}
+
+fn non_empty(file: &Path) -> bool {
+    fs::metadata(file).is_ok_and(|m| m.len() > 0)
+}
+
+fn exit_code(status: i32) -> u8 {
+    u8::try_from(status).unwrap_or(2)
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// CPUs this process may run on (as `nproc` counts them).
+pub fn cores() -> usize {
+    thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The local time as `YYYYMMDD-HHMMSS`, for report directory names.
+pub fn stamp() -> String {
+    let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();
+    // SAFETY: time(NULL) reads the clock; localtime_r fills the tm it is given and returns
+    // null only on overflow, checked below.
+    let ok = unsafe {
+        let now = libc::time(std::ptr::null_mut());
+        !libc::localtime_r(&now, tm.as_mut_ptr()).is_null()
+    };
+    if !ok {
+        return "00000000-000000".into();
+    }
+    // SAFETY: localtime_r succeeded, so tm is initialised.
+    let tm = unsafe { tm.assume_init() };
+    format!(
+        "{:04}{:02}{:02}-{:02}{:02}{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}

@@ -1,0 +1,347 @@
+//! The measured stories: the broker's builds at two contention levels and two message sizes,
+//! the relay's at two room counts and two room sizes; each as a set of runs under
+//! `reports/<workload>/<config>/<build>-<repeat>/`, comparison pages beside them, and a table of
+//! medians (the one in the story's README).
+//!
+//! The tables take every figure from [`switchyard_model::metrics`] and every median from
+//! [`switchyard_compare::spread`], so they say what `switchyard compare` and the budgets say.
+
+use std::{
+    collections::BTreeMap,
+    fmt::Write as _,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use switchyard_model::{
+    Run,
+    metrics::{self, Metric},
+};
+
+use crate::fail::Failure;
+
+/// One configuration of a story: its directory name and its load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub dir: String,
+    /// `NAME=VALUE` knobs of the workload.
+    pub knobs: Vec<String>,
+    /// What is printed as each run starts.
+    pub title: String,
+}
+
+/// A story: a workload, its configurations, the builds run in each (in this order, per
+/// repeat), and the comparisons written beside them (baseline, other).
+#[derive(Debug, Clone)]
+pub struct Story {
+    pub workload: &'static str,
+    pub root: &'static str,
+    pub configs: Vec<Config>,
+    pub builds: &'static [&'static str],
+    pub comparisons: &'static [(&'static str, &'static str)],
+}
+
+/// spin, mutex and abs at low contention (producers = cores) and high (4 × cores), for 2 B and
+/// 1 KiB messages; mutex is the baseline of both comparisons.
+pub fn broker(cores: usize) -> Story {
+    let mut configs = Vec::new();
+    for (contention, producers) in [("low", cores), ("high", 4 * cores)] {
+        for size in [2, 1024] {
+            configs.push(Config {
+                dir: format!("{contention}-{size}B"),
+                knobs: vec![format!("producers={producers}"), format!("size={size}")],
+                title: format!("{contention} contention ({producers} producers), {size} B"),
+            });
+        }
+    }
+    Story {
+        workload: "spinlock-broker",
+        root: "reports/spinlock-broker",
+        configs,
+        builds: &["spin", "mutex", "abs"],
+        comparisons: &[("mutex", "spin"), ("mutex", "abs")],
+    }
+}
+
+/// threads and mmsg at 10 and 20 rooms of 4 and 9 speakers.
+pub fn relay() -> Story {
+    let mut configs = Vec::new();
+    for rooms in [10, 20] {
+        for speakers in [4, 9] {
+            configs.push(Config {
+                dir: format!("{rooms}r-{speakers}s"),
+                knobs: vec![format!("speakers={speakers}"), format!("rooms={rooms}")],
+                title: format!("{rooms} rooms x {speakers} speakers"),
+            });
+        }
+    }
+    Story {
+        workload: "mmsg-relay",
+        root: "reports/mmsg-relay",
+        configs,
+        builds: &["threads", "mmsg"],
+        comparisons: &[("threads", "mmsg")],
+    }
+}
+
+/// The runs of one build in one configuration, with their figures.
+pub struct Group {
+    /// The configuration's directory name.
+    pub config: String,
+    pub build: &'static str,
+    pub runs: Vec<(Run, BTreeMap<String, Metric>)>,
+}
+
+/// Every `<config>/<build>-*/run.json` under `root`, configurations in name order and builds
+/// in the order given; a build with no runs in a configuration is left out.
+pub fn load(root: &Path, builds: &[&'static str]) -> Result<Vec<Group>, Failure> {
+    let mut configs: Vec<PathBuf> = read_dir(root)?.into_iter().filter(|p| p.is_dir()).collect();
+    configs.sort();
+    let mut groups = Vec::new();
+    for cfg in configs {
+        let entries = read_dir(&cfg)?;
+        for &build in builds {
+            let prefix = format!("{build}-");
+            let mut files: Vec<PathBuf> = entries
+                .iter()
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+                })
+                .map(|p| p.join("run.json"))
+                .filter(|p| p.is_file())
+                .collect();
+            if files.is_empty() {
+                continue;
+            }
+            files.sort();
+            let mut runs = Vec::new();
+            for f in files {
+                let run = Run::load(&f).map_err(|e| {
+                    Failure::new(error_chain(&e))
+                        .hint("record it again with this build (the story's `just` recipe)")
+                })?;
+                let figures = metrics::extract(&run);
+                runs.push((run, figures));
+            }
+            groups.push(Group {
+                config: file_name(&cfg),
+                build,
+                runs,
+            });
+        }
+    }
+    Ok(groups)
+}
+
+impl Group {
+    /// The median over the runs of a figure each run computes with `f` (0 when none has it).
+    fn median(&self, f: impl Fn(&Run, &BTreeMap<String, Metric>) -> Option<f64>) -> f64 {
+        let values: Vec<f64> = self.runs.iter().filter_map(|(r, m)| f(r, m)).collect();
+        switchyard_compare::spread(&values).map_or(0.0, |s| s.median)
+    }
+
+    /// The median of the named figure.
+    fn figure(&self, name: &str) -> f64 {
+        self.median(|run, figures| metrics::lookup(run, figures, name).map(|m| m.value))
+    }
+
+    /// A driver parameter of the first run.
+    fn parameter(&self, name: &str) -> Option<&str> {
+        self.runs
+            .first()
+            .and_then(|(r, _)| r.workload.as_ref())
+            .and_then(|w| w.parameters.get(name))
+            .map(String::as_str)
+    }
+}
+
+/// The broker table: per configuration and build, medians of throughput, CPU, switches,
+/// futex waits and lock-acquire time per message, and the P99.99 latency.
+pub fn broker_table(groups: &[Group]) -> String {
+    let head = [
+        "contention",
+        "producers",
+        "size B",
+        "build",
+        "runs",
+        "msgs/s",
+        "CPU µs/msg",
+        "switches/msg",
+        "futex waits/msg",
+        "acquire µs/msg",
+        "P99.99 µs",
+    ];
+    let mut out = header(&head);
+    for g in groups {
+        let contention = g.config.split('-').next().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.4} | {:.3} | {} |",
+            contention,
+            g.parameter("producers").unwrap_or("?"),
+            g.parameter("size").unwrap_or("?"),
+            g.build,
+            g.runs.len(),
+            grouped(g.figure("throughput"), 0),
+            g.figure("cpu.per_op"),
+            g.figure("switches.total.per_op"),
+            g.figure("futex.waits.per_op"),
+            g.figure("span.acquire.time.per_op"),
+            grouped(g.figure("latency.p99_99"), 0),
+        );
+    }
+    out
+}
+
+/// The socket syscalls of the relay's two designs.
+const SOCKET: [&str; 6] = [
+    "recvfrom", "sendto", "recvmsg", "sendmsg", "recvmmsg", "sendmmsg",
+];
+
+/// The relay table: per configuration and build, medians of packets/s, syscalls (all, and
+/// socket ones), switches and CPU per packet, P50 and P99 latency, and the forwards lost over
+/// all runs.
+pub fn relay_table(groups: &[Group]) -> String {
+    let head = [
+        "rooms",
+        "speakers",
+        "build",
+        "runs",
+        "packets/s",
+        "syscalls/pkt",
+        "socket syscalls/pkt",
+        "switches/pkt",
+        "CPU µs/pkt",
+        "P50 µs",
+        "P99 µs",
+        "lost",
+    ];
+    let mut out = header(&head);
+    for g in groups {
+        // Counted per packet as the other per-operation figures are: the sum of the counts
+        // over the operations (a syscall the run never made counts 0).
+        let socket = g.median(|run, figures| {
+            let ops = metrics::lookup(run, figures, "operations")?.value;
+            let count: f64 = SOCKET
+                .iter()
+                .filter_map(|s| metrics::lookup(run, figures, &format!("syscalls.{s}")))
+                .map(|m| m.value)
+                .sum();
+            (ops > 0.0).then(|| count / ops)
+        });
+        let lost: u64 = g
+            .runs
+            .iter()
+            .filter_map(|(r, _)| r.workload.as_ref())
+            .filter_map(|w| w.parameters.get("forwards_lost"))
+            .filter_map(|v| v.parse::<u64>().ok())
+            .sum();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.3} | {:.1} | {} | {} | {} |",
+            g.parameter("rooms").unwrap_or("None"),
+            g.parameter("speakers_per_room").unwrap_or("None"),
+            g.build,
+            g.runs.len(),
+            grouped(g.figure("throughput"), 0),
+            g.figure("syscalls.total.per_op"),
+            socket,
+            g.figure("switches.total.per_op"),
+            g.figure("cpu.per_op"),
+            grouped(g.figure("latency.p50"), 0),
+            grouped(g.figure("latency.p99"), 0),
+            lost,
+        );
+    }
+    out
+}
+
+/// `| a | b |` and `|---|---|`.
+fn header(head: &[&str]) -> String {
+    format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()))
+}
+
+/// `v` with `decimals` digits after the point and a comma between thousands (`38,007`).
+pub fn grouped(v: f64, decimals: usize) -> String {
+    let text = format!("{v:.decimals$}");
+    let (sign, digits) = match text.strip_prefix('-') {
+        Some(d) => ("-", d),
+        None => ("", text.as_str()),
+    };
+    let (int, frac) = match digits.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (digits, None),
+    };
+    let mut out = String::from(sign);
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if let Some(f) = frac {
+        out.push('.');
+        out.push_str(f);
+    }
+    out
+}
+
+fn read_dir(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
+    let entries = fs::read_dir(dir).map_err(|e| {
+        Failure::io(format!("reading {}", dir.display()), e)
+            .hint("record the story first (`just compare-broker` or `just compare-relay`)")
+    })?;
+    Ok(entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `message: cause: cause…`
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(c) = source {
+        s.push_str(&format!(": {c}"));
+        source = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(grouped(0.0, 0), "0");
+        assert_eq!(grouped(999.4, 0), "999");
+        assert_eq!(grouped(38007.4, 0), "38,007");
+        assert_eq!(grouped(1234567.891, 2), "1,234,567.89");
+        assert_eq!(grouped(-1234.0, 0), "-1,234");
+        // Ties to even, as Python's format does.
+        assert_eq!(grouped(2.5, 0), "2");
+        assert_eq!(grouped(3.5, 0), "4");
+    }
+
+    #[test]
+    fn stories_name_known_builds_and_knobs() {
+        for story in [broker(2), relay()] {
+            let w = crate::catalogue::workload(story.workload).expect("in the catalogue");
+            for b in story.builds {
+                assert!(w.build(b).is_some(), "{} has no build {b}", w.name);
+            }
+            for c in &story.configs {
+                for k in &c.knobs {
+                    let name = k.split_once('=').expect("NAME=VALUE").0;
+                    assert!(w.knob(name).is_some(), "{} has no knob {name}", w.name);
+                }
+            }
+        }
+        assert_eq!(broker(2).configs[3].knobs, ["producers=8", "size=1024"]);
+    }
+}
