@@ -222,6 +222,9 @@ fn take_ready_fd(fd: i32) -> Result<File> {
             "pass the write end of a pipe the caller keeps open, e.g. `3>pipe` with --ready-fd 3",
         ));
     }
+    // Not inherited by a spawned command: the handshake is switchyard's, not the target's.
+    // SAFETY: F_SETFD on a descriptor just checked to be open.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     // SAFETY: an open descriptor handed to this process for its sole use.
     Ok(unsafe { File::from_raw_fd(fd) })
 }

@@ -104,7 +104,7 @@ fn bad_budget_files_name_line_and_column() {
 }
 
 /// Recorded runs of the workloads (stacks dropped to keep them small), two of them regressions
-/// labelled as the build they stand in for (`AS_BUILD` in scripts/run-workload.sh):
+/// labelled as the build they stand in for (`--as-build`, or `AS_BUILD`, of switchyard-workload):
 /// `spin-as-abs` is the pure spin lock under high contention (4 producers per CPU) reporting as
 /// abs, `threads-as-mmsg` is the relay sending one datagram per packet and destination
 /// reporting as mmsg. The project's own budget file must pass the real builds and fail these.
