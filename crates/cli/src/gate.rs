@@ -27,12 +27,42 @@ pub struct GateArgs {
     #[arg(long)]
     list: bool,
     /// Run files to check.
+    /// Judge the runs of each workload build together, on the median of each figure over
+    /// them (repeats of a noisy figure, as `compare` takes them).
+    #[arg(long)]
+    median: bool,
     #[arg(value_name = "RUN", required_unless_present = "list")]
     runs: Vec<PathBuf>,
 }
 
 fn load(path: &std::path::Path) -> Result<Run> {
     Run::load(path).map_err(crate::fail::run_file_error)
+}
+
+/// The runs grouped by workload build (in order of first appearance), each group labelled by
+/// its first run and its size.
+fn repeats(runs: &[(String, Run)]) -> Vec<(String, Vec<&Run>)> {
+    /// (workload, build), when the run has a workload result.
+    type Build = Option<(String, String)>;
+    let key = |r: &Run| -> Build {
+        r.workload
+            .as_ref()
+            .map(|w| (w.name.clone(), w.build.clone()))
+    };
+    let mut groups: Vec<(Build, String, Vec<&Run>)> = Vec::new();
+    for (label, run) in runs {
+        match groups.iter_mut().find(|g| g.0.is_some() && g.0 == key(run)) {
+            Some(g) => g.2.push(run),
+            None => groups.push((key(run), label.clone(), vec![run])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, label, runs)| match runs.len() {
+            1 => (label, runs),
+            n => (format!("{label} (median of {n})"), runs),
+        })
+        .collect()
 }
 
 pub fn run(args: GateArgs) -> Result<ExitCode> {
@@ -66,7 +96,11 @@ pub fn run(args: GateArgs) -> Result<ExitCode> {
         .map(|p| Ok((p.display().to_string(), load(p)?)))
         .collect::<Result<_>>()?;
     let baseline = args.baseline.as_deref().map(load).transpose()?;
-    let checks = switchyard_gate::check(&budgets, &runs, baseline.as_ref());
+    let checks = if args.median {
+        switchyard_gate::check_repeats(&budgets, &repeats(&runs), baseline.as_ref())
+    } else {
+        switchyard_gate::check(&budgets, &runs, baseline.as_ref())
+    };
     if checks.is_empty() {
         return Err(hinted(
             format!("no budget in {shown} applies to the given runs"),

@@ -157,3 +157,37 @@ fn workload_budgets_pass_the_builds_and_fail_injected_regressions() {
         "per-packet sends serving as mmsg:\n{table}"
     );
 }
+
+#[test]
+fn median_judges_repeats_of_a_build_together() {
+    let budgets = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../workloads/budgets.toml");
+    let run = |median: bool| {
+        let mut cmd = Command::new(switchyard());
+        cmd.args(["gate", "--budgets"]).arg(&budgets);
+        if median {
+            cmd.arg("--median");
+        }
+        // Three runs labelled abs: two of the real build and one spin lock in its place.
+        let out = cmd
+            .arg(recorded("abs"))
+            .arg(recorded("spin-as-abs"))
+            .arg(recorded("abs"))
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out).0)
+    };
+    let (code, table) = run(false);
+    assert_eq!(
+        code,
+        Some(1),
+        "each run on its own: the spin lock fails\n{table}"
+    );
+    let (code, table) = run(true);
+    assert_eq!(code, Some(0), "the median of the three is abs's\n{table}");
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.contains("span.acquire.time.per_op"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{table}");
+    assert!(rows[0].contains("abs.json (median of 3)"), "{table}");
+}

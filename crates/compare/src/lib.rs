@@ -17,43 +17,7 @@ use switchyard_model::{
     units::{Unit, compact, compact_delta, counted, percent_change},
 };
 
-/// One side's figure over its runs.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    /// Runs that had the figure.
-    pub n: usize,
-}
-
-impl Spread {
-    fn of(values: &[f64]) -> Option<Spread> {
-        if values.is_empty() {
-            return None;
-        }
-        let mut v = values.to_vec();
-        v.sort_by(|a, b| a.total_cmp(b));
-        let mid = v.len() / 2;
-        let median = if v.len() % 2 == 1 {
-            v[mid]
-        } else {
-            (v[mid - 1] + v[mid]) / 2.0
-        };
-        Some(Spread {
-            median,
-            min: v[0],
-            max: v[v.len() - 1],
-            n: v.len(),
-        })
-    }
-}
-
-/// The median, min–max and count of `values` (`None` when empty), as a comparison computes
-/// them for each side: for tables of medians that must agree with `switchyard compare`.
-pub fn spread(values: &[f64]) -> Option<Spread> {
-    Spread::of(values)
-}
+pub use switchyard_model::metrics::{Spread, spread};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -155,7 +119,7 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
                     .zip(side)
                     .filter_map(|(run, m)| metrics::lookup(run, m, name).map(|x| x.value))
                     .collect();
-                Spread::of(&vals)
+                spread(&vals)
             };
             let (sa, sb) = (pick(a, &ma), pick(b, &mb));
             let (delta, delta_pct, verdict) = judge(sa.as_ref(), sb.as_ref(), metric.better);
@@ -324,10 +288,6 @@ pub fn shown(r: &Row, c: &Comparison) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn spread(v: &[f64]) -> Option<Spread> {
-        Spread::of(v)
-    }
 
     #[test]
     fn medians_and_ranges() {

@@ -202,12 +202,40 @@ impl Check {
 /// Checks every budget that applies to each run. `runs` are (label, run); `baseline` is the
 /// run regressions are measured against.
 pub fn check(budgets: &[Budget], runs: &[(String, Run)], baseline: Option<&Run>) -> Vec<Check> {
+    let groups: Vec<(String, Vec<&Run>)> = runs
+        .iter()
+        .map(|(label, run)| (label.clone(), vec![run]))
+        .collect();
+    check_repeats(budgets, &groups, baseline)
+}
+
+/// Checks every budget against groups of repeated runs (label, runs of one workload build),
+/// on each figure's median over the group: a budget on a noisy figure holds over repeats,
+/// as a comparison's medians do.
+pub fn check_repeats(
+    budgets: &[Budget],
+    groups: &[(String, Vec<&Run>)],
+    baseline: Option<&Run>,
+) -> Vec<Check> {
     let base: Option<BTreeMap<String, Metric>> = baseline.map(metrics::extract);
     let mut out = Vec::new();
-    for (label, run) in runs {
-        let figures = metrics::extract(run);
-        for b in budgets.iter().filter(|b| b.applies(run)) {
-            let fig = metrics::lookup(run, &figures, &b.metric);
+    for (label, runs) in groups {
+        let Some(first) = runs.first() else { continue };
+        let figures: Vec<_> = runs.iter().map(|r| metrics::extract(r)).collect();
+        for b in budgets.iter().filter(|b| b.applies(first)) {
+            let found: Vec<Metric> = runs
+                .iter()
+                .zip(&figures)
+                .filter_map(|(run, f)| metrics::lookup(run, f, &b.metric))
+                .collect();
+            let values: Vec<f64> = found.iter().map(|m| m.value).collect();
+            let fig = found
+                .first()
+                .zip(metrics::spread(&values))
+                .map(|(m, s)| Metric {
+                    value: s.median,
+                    ..m.clone()
+                });
             let fig = fig.as_ref();
             let value = fig.map(|m| m.value);
             let base_value = base

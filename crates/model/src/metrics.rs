@@ -401,6 +401,44 @@ pub fn is_known(name: &str) -> bool {
     NAMES.contains(&name)
 }
 
+/// A figure over repeated runs: its median, range and how many runs had it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Runs that had the figure.
+    pub n: usize,
+}
+
+impl Spread {
+    pub fn of(values: &[f64]) -> Option<Spread> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(|a, b| a.total_cmp(b));
+        let mid = v.len() / 2;
+        let median = if v.len() % 2 == 1 {
+            v[mid]
+        } else {
+            (v[mid - 1] + v[mid]) / 2.0
+        };
+        Some(Spread {
+            median,
+            min: v[0],
+            max: v[v.len() - 1],
+            n: v.len(),
+        })
+    }
+}
+
+/// The median, min–max and count of `values` (`None` when empty), the one
+/// statistic of repeats that comparisons, gates and story tables share.
+pub fn spread(values: &[f64]) -> Option<Spread> {
+    Spread::of(values)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

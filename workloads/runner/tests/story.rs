@@ -12,23 +12,11 @@ fn data(path: &str) -> PathBuf {
         .join(path)
 }
 
-#[track_caller]
-fn golden(actual: &str, expected: &str) {
-    let path = data(expected);
-    if std::env::var_os("SWITCHYARD_BLESS").is_some() {
-        fs::write(&path, actual).expect("write the expected file");
-        return;
-    }
-    let want = fs::read_to_string(&path).expect("expected file");
-    for (i, (a, w)) in actual.lines().zip(want.lines()).enumerate() {
-        assert_eq!(a, w, "{}:{}", path.display(), i + 1);
-    }
-    assert_eq!(
-        actual.lines().count(),
-        want.lines().count(),
-        "{}: line count",
-        path.display()
-    );
+fn golden() -> switchyard_golden::Golden {
+    switchyard_golden::Golden::new(
+        data("results"),
+        "cargo test -p switchyard-workloads --test story",
+    )
 }
 
 #[test]
@@ -50,13 +38,13 @@ fn broker_table() {
             ("low-2B", "abs", 1),
         ]
     );
-    golden(&story::broker_table(&groups), "results/broker-table.md");
+    golden().check("broker-table.md", &story::broker_table(&groups));
 }
 
 #[test]
 fn relay_table() {
     let groups = story::load(&data("story/mmsg-relay"), story::relay().builds).unwrap();
-    golden(&story::relay_table(&groups), "results/relay-table.md");
+    golden().check("relay-table.md", &story::relay_table(&groups));
 }
 
 #[test]
