@@ -104,18 +104,7 @@ pub fn profile(
         (dir, status)
     } else {
         let seconds = parse_seconds(seconds)?.unwrap_or(PROFILE_SECONDS);
-        let plan = Plan::new(
-            &Request {
-                workload,
-                build,
-                knobs: &[],
-                seconds: Some(seconds),
-                as_build,
-            },
-            env,
-            cores(),
-        )
-        .map_err(|e| match e {
+        let plan = default_load(workload, build, seconds, as_build).map_err(|e| match e {
             PlanError::UnknownWorkload(_) => Failure::from(e).hint(format!(
                 "one of {}, demo, or pid=N",
                 catalogue::workload_names().join(", ")
@@ -166,6 +155,26 @@ pub fn profile(
     Ok(exit_code(status))
 }
 
+/// The plan of a build under its workload's default load, for `seconds`.
+fn default_load(
+    workload: &str,
+    build: &str,
+    seconds: u64,
+    as_build: Option<&str>,
+) -> Result<Plan, PlanError> {
+    Plan::new(
+        &Request {
+            workload,
+            build,
+            knobs: &[],
+            seconds: Some(seconds),
+            as_build,
+        },
+        env,
+        cores(),
+    )
+}
+
 /// `just compare WORKLOAD A B [REPEATS] [SECONDS]`: REPEATS runs of each build, interleaved,
 /// then the comparison (medians, noise, differential flame graphs) under
 /// `reports/<workload>-<A>-vs-<B>-<time>/`.
@@ -181,19 +190,7 @@ pub fn compare(
         interrupts,
         as_build,
     } = *cx;
-    let plan = |build| {
-        Plan::new(
-            &Request {
-                workload,
-                build,
-                knobs: &[],
-                seconds: Some(seconds),
-                as_build,
-            },
-            env,
-            cores(),
-        )
-    };
+    let plan = |build| default_load(workload, build, seconds, as_build);
     let (pa, pb) = (plan(a)?, plan(b)?);
     let dir = PathBuf::from(format!("{REPORTS}/{workload}-{a}-vs-{b}-{}", stamp()));
     let (mut ra, mut rb) = (Vec::new(), Vec::new());
