@@ -30,6 +30,38 @@ pub fn tgid(tid: u32) -> Option<u32> {
     u32::try_from(process(tid)?.status().ok()?.tgid).ok()
 }
 
+/// Every live descendant of `pid` (children, their children, …), found through each
+/// process's parent in /proc.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    let parents: Vec<(u32, u32)> = all
+        .flatten()
+        .filter_map(|p| {
+            let stat = p.stat().ok()?;
+            Some((
+                u32::try_from(stat.pid).ok()?,
+                u32::try_from(stat.ppid).ok()?,
+            ))
+        })
+        .collect();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
 /// The command line, split on NULs.
 pub fn cmdline(pid: u32) -> Vec<String> {
     process(pid)

@@ -176,22 +176,37 @@ impl Child {
         self.exit
     }
 
-    /// Like timeout(1): sends `sig`, waits up to a second, then SIGKILL. Returns its exit.
+    /// Like timeout(1): sends `sig` to the command and every process it started (they would
+    /// otherwise outlive the recording, holding its output open), waits up to a second, then
+    /// SIGKILL. Returns the command's exit.
     pub fn stop(&mut self, sig: Signal) -> Option<Exit> {
         let pid = Pid::from_raw(self.pid as i32);
-        if self.exited().is_none() {
-            let _ = kill(pid, sig);
-            let deadline = Instant::now() + Duration::from_secs(1);
-            while self.exited().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
+        if self.exited().is_some() {
+            return self.exit;
+        }
+        // Found before the command is signalled: once it exits, they are reparented.
+        let family = crate::procfs::descendants(self.pid);
+        let signal_all = |sig: Signal| {
+            for &p in &family {
+                let _ = kill(Pid::from_raw(p as i32), sig);
             }
+            let _ = kill(pid, sig);
+        };
+        signal_all(sig);
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while self.exited().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
         }
         if self.exited().is_none() {
-            let _ = kill(pid, Signal::SIGKILL);
+            signal_all(Signal::SIGKILL);
             self.exit = Some(match wait4(self.pid, 0) {
                 Wait::Changed(status, usage) => exit(status, &usage),
                 Wait::Running | Wait::Gone => Exit::default(),
             });
+        }
+        // Those that ignored `sig` do not outlive the recording either.
+        for &p in &family {
+            let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
         }
         self.exit
     }

@@ -412,3 +412,31 @@ fn damaged_and_foreign_run_files_are_named_as_such() {
         .unwrap();
     assert_user_error(&out, "No such file or directory");
 }
+
+#[test]
+fn the_end_of_a_recording_stops_what_the_command_started() {
+    if !privileged("the_end_of_a_recording_stops_what_the_command_started") {
+        return;
+    }
+    // Background children of the command: left running, they would outlive the recording
+    // and hold its output open.
+    let dir = tempdir("grandchildren");
+    let log = std::fs::File::create(dir.join("stdout")).unwrap();
+    let status = Command::new(switchyard())
+        .args(["record", "--no-stacks", "-d", "1s", "-o"])
+        .arg(dir.join("run.json"))
+        .args(["--", "sh", "-c", "sleep 3331 & sleep 3332 & wait"])
+        .stdout(log)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.starts_with("sleep 333"))
+        .collect();
+    assert!(left.is_empty(), "still running: {left:?}");
+}
