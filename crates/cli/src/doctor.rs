@@ -87,16 +87,25 @@ pub fn run() -> Result<ExitCode> {
         None if privileged => tracefs::ensure()
             .map(|p| format!("was not mounted; mounted it at {}", p.display()))
             .map_err(|e| format!("{e:#}")),
-        None => Err("not mounted".to_string()),
+        None => match tracefs::mount_point() {
+            Some(p) => Err(format!(
+                "mounted at {}, but not readable by this user",
+                p.display()
+            )),
+            None => Err("not mounted".to_string()),
+        },
+    };
+    let tracefs_fix = if tracefs::mount_point().is_some() {
+        "run as root: tracefs is root-only (0700) by default"
+    } else {
+        "mount -t tracefs nodev /sys/kernel/tracing (as root)"
     };
     checks.push(Check {
         name: "tracefs".into(),
         ok: tfs.is_ok(),
         required: true,
         detail: tfs.clone().unwrap_or_else(|e| e),
-        fix: tfs
-            .is_err()
-            .then(|| "mount -t tracefs nodev /sys/kernel/tracing (as root)".into()),
+        fix: tfs.is_err().then(|| tracefs_fix.into()),
     });
     if tfs.is_ok() {
         let layout = tracefs::check_layout();

@@ -440,3 +440,32 @@ fn the_end_of_a_recording_stops_what_the_command_started() {
         .collect();
     assert!(left.is_empty(), "still running: {left:?}");
 }
+
+#[test]
+fn unprivileged_errors_give_the_real_reason_for_tracefs() {
+    if !privileged("unprivileged_errors_give_the_real_reason_for_tracefs") {
+        return;
+    }
+    // tracefs is mounted (root made sure of it), but root-only: not "not mounted".
+    let _ = Command::new(switchyard()).arg("doctor").output();
+    let mode = std::fs::metadata("/sys/kernel/tracing").map(|m| {
+        use std::os::unix::fs::PermissionsExt;
+        m.permissions().mode() & 0o007
+    });
+    if mode.as_ref().map_or(true, |m| *m != 0) {
+        eprintln!("skipping: /sys/kernel/tracing is readable by others here");
+        return;
+    }
+    let dir = tempdir("tracefs-reason");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let out = as_nobody(&["record", "--", "true"], &dir);
+    assert_user_error(&out, "this user cannot read it");
+    assert!(!text(&out).1.contains("not mounted"), "{:?}", text(&out));
+    let out = as_nobody(&["doctor"], &dir);
+    let report = text(&out).0;
+    assert!(
+        report.contains("mounted at /sys/kernel/tracing, but not readable by this user"),
+        "{report}"
+    );
+    assert!(!report.contains("not mounted"), "{report}");
+}

@@ -13,6 +13,12 @@ use switchyard_common::tp;
 pub enum Error {
     #[error("tracefs is not mounted and mounting it at /sys/kernel/tracing failed")]
     Mount(#[source] io::Error),
+    #[error("tracefs is mounted at {path}, but this user cannot read it")]
+    Unreadable {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
     #[error("cannot read tracepoint format `{path}`")]
     Format {
         path: String,
@@ -50,11 +56,38 @@ pub fn find() -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
+/// Where tracefs is mounted, from /proc/self/mountinfo (readable by anyone), whether or not
+/// this user may read it; the usual places first.
+pub fn mount_point() -> Option<PathBuf> {
+    let text = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut points: Vec<PathBuf> = text
+        .lines()
+        .filter_map(|l| {
+            // "36 35 0:12 / /sys/kernel/tracing rw,… shared:14 - tracefs tracefs rw"
+            let (fields, fs) = l.split_once(" - ")?;
+            let point = fields.split_whitespace().nth(4)?;
+            (fs.split_whitespace().next()? == "tracefs").then(|| PathBuf::from(point))
+        })
+        .collect();
+    points.sort_by_key(|p| !CANDIDATES.iter().any(|c| p == Path::new(c)));
+    points.into_iter().next()
+}
+
 /// The tracefs root, mounting it at /sys/kernel/tracing when nothing is mounted (as perf and
 /// bpftrace need it too, this is what `mount -t tracefs nodev /sys/kernel/tracing` does).
 pub fn ensure() -> Result<PathBuf, Error> {
     if let Some(p) = find() {
         return Ok(p);
+    }
+    // Mounted where this user cannot look (tracefs is root-only, 0700, by default).
+    if let Some(p) = mount_point() {
+        let source = fs::read_dir(p.join("events"))
+            .err()
+            .unwrap_or_else(|| io::Error::from(io::ErrorKind::PermissionDenied));
+        return Err(Error::Unreadable {
+            path: p.display().to_string(),
+            source,
+        });
     }
     let target = CString::new(CANDIDATES[0]).map_err(|e| Error::Mount(io::Error::other(e)))?;
     let fstype = CString::new("tracefs").map_err(|e| Error::Mount(io::Error::other(e)))?;
