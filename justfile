@@ -38,6 +38,12 @@ test: setup
     cargo build --bins
     cargo test -- --test-threads=1
 
+# The fault-and-load suite at length: a storm of SECONDS (switchyard's RSS over it) and 50
+# pid-mode recordings under load (the worst on-CPU / wall ratio); `just test` runs it short
+soak seconds="60": setup
+    cargo build --bins
+    SWITCHYARD_SOAK_SECONDS={{seconds}} cargo test -p switchyard --test faults -- --test-threads=1 --nocapture
+
 # Lints as CI runs them
 lint: setup
     cargo fmt --all --check

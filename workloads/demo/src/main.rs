@@ -2,7 +2,12 @@
 //!
 //! ```text
 //! switchyard-demo known   [--getppid N] [--sleeps M] [--sleep-us U] [--pingpong K] [--wait-stdin]
-//! switchyard-demo threads [--threads T] [--getppid N] [--fork-child] [--wait-stdin]
+//! switchyard-demo threads [--threads T] [--getppid N] [--fork-child | --children C] [--wait-stdin]
+//!                         [--then-exec M]   (then execs itself: one thread making M calls)
+//! switchyard-demo storm [--seconds S] [--threads T] [--pairs P]
+//!                                               (T threads calling getppid and P ping-pong
+//!                                                pairs, for S seconds: a syscall and switch
+//!                                                storm; prints the counts)
 //! switchyard-demo getppid-loop --count N        (prints ns per call)
 //! switchyard-demo pingpong --rounds K           (prints ns per round trip)
 //! switchyard-demo spin --iters N --depth D      (burns N iterations D calls deep; prints the
@@ -185,25 +190,27 @@ fn threads(args: &Args) {
     let t = args.num("--threads", 8);
     let n = args.num("--getppid", 1000);
     wait_stdin(args);
-    let child = if args.flag("--fork-child") {
-        // SAFETY: the child only makes raw syscalls and exits.
-        match unsafe { libc::fork() } {
-            0 => {
-                for _ in 0..n {
-                    getppid();
+    // Child processes, each making N getppid calls and exiting.
+    let c = args.num("--children", u64::from(args.flag("--fork-child")));
+    let children: Vec<libc::pid_t> = (0..c)
+        .map(|_| {
+            // SAFETY: the child only makes raw syscalls and exits.
+            match unsafe { libc::fork() } {
+                0 => {
+                    for _ in 0..n {
+                        getppid();
+                    }
+                    // SAFETY: leave without running the parent's atexit handlers.
+                    unsafe { libc::_exit(0) };
                 }
-                // SAFETY: leave without running the parent's atexit handlers.
-                unsafe { libc::_exit(0) };
+                -1 => {
+                    eprintln!("error: fork: {}", std::io::Error::last_os_error());
+                    process::exit(1);
+                }
+                pid => pid,
             }
-            -1 => {
-                eprintln!("error: fork: {}", std::io::Error::last_os_error());
-                process::exit(1);
-            }
-            pid => Some(pid),
-        }
-    } else {
-        None
-    };
+        })
+        .collect();
     let workers: Vec<_> = (0..t)
         .map(|_| {
             thread::spawn(move || {
@@ -216,15 +223,64 @@ fn threads(args: &Args) {
     for w in workers {
         let _ = w.join();
     }
-    if let Some(pid) = child {
+    for pid in &children {
         let mut status = 0;
         // SAFETY: our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
+        unsafe { libc::waitpid(*pid, &mut status, 0) };
     }
     println!(
-        "{{\"threads\":{t},\"getppid_per_thread\":{n},\"child\":{}}}",
-        child.is_some()
+        "{{\"threads\":{t},\"getppid_per_thread\":{n},\"children\":{}}}",
+        children.len()
     );
+    // The same process becomes a new program: a tracer must follow it across the exec.
+    let then = args.num("--then-exec", 0);
+    if then > 0 {
+        use std::os::unix::process::CommandExt as _;
+        let _ = std::io::stdout().flush();
+        let err = process::Command::new("/proc/self/exe")
+            .args(["threads", "--threads", "1", "--getppid", &then.to_string()])
+            .exec();
+        eprintln!("error: exec: {err}");
+        process::exit(1);
+    }
+}
+
+/// A syscall and switch storm for S seconds: T threads calling getppid as fast as they can,
+/// and P pairs of threads ping-ponging over pipes (two switches a round trip).
+fn storm(args: &Args) {
+    let seconds = args.num("--seconds", 10);
+    let t = args.num("--threads", 1);
+    let pairs = args.num("--pairs", 1);
+    let end = Instant::now() + Duration::from_secs(seconds);
+    let callers: Vec<_> = (0..t)
+        .map(|_| {
+            thread::spawn(move || {
+                let mut calls = 0u64;
+                while Instant::now() < end {
+                    for _ in 0..1000 {
+                        getppid();
+                    }
+                    calls += 1000;
+                }
+                calls
+            })
+        })
+        .collect();
+    let players: Vec<_> = (0..pairs)
+        .map(|_| {
+            thread::spawn(move || {
+                let mut rounds = 0u64;
+                while Instant::now() < end {
+                    pingpong(1000);
+                    rounds += 1000;
+                }
+                rounds
+            })
+        })
+        .collect();
+    let calls: u64 = callers.into_iter().map(|c| c.join().unwrap_or(0)).sum();
+    let rounds: u64 = players.into_iter().map(|p| p.join().unwrap_or(0)).sum();
+    println!("{{\"getppid\":{calls},\"pingpong_rounds\":{rounds}}}");
 }
 
 fn getppid_loop(args: &Args) {
@@ -517,6 +573,7 @@ fn main() {
     match cmd.as_str() {
         "known" => known(&args),
         "threads" => threads(&args),
+        "storm" => storm(&args),
         "getppid-loop" => getppid_loop(&args),
         "pingpong" => pingpong_bench(&args),
         "spin" => spin(&args),
