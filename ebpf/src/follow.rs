@@ -4,7 +4,9 @@
 //! context, so the current tgid is the parent's.
 
 use aya_ebpf::{
-    EbpfContext as _, helpers::bpf_get_current_pid_tgid, macros::tracepoint,
+    EbpfContext as _,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::tracepoint,
     programs::TracePointContext,
 };
 use switchyard_common::{drops, tp};
@@ -37,8 +39,13 @@ fn try_task_newtask(ctx: &TracePointContext) {
     if flags & tp::CLONE_THREAD == 0 && !follow_children() {
         return;
     }
-    // Zeroed: its first switch-in sets `last_in`.
-    let _ = thread_entry(pid as u32);
+    // A new task is runnable from now until it first runs: a run-queue wait.
+    if let Some(t) = thread_entry(pid as u32) {
+        // SAFETY: the new task has not run yet; nothing else writes its entry.
+        let t = unsafe { &mut *t };
+        t.last_out = unsafe { bpf_ktime_get_ns() };
+        t.last_out_involuntary = 1;
+    }
     if flags & tp::CLONE_THREAD != 0 {
         return;
     }

@@ -80,8 +80,17 @@ fn try_sched_switch(ctx: &TracePointContext) {
     {
         // SAFETY: this thread's entry is only touched by its own switches (see above).
         let t = unsafe { &mut *t };
-        if t.last_out != 0 && now > t.last_out {
-            let off = now - t.last_out;
+        // Off CPU since its last switch-out; a thread that has not switched since the start
+        // has been off CPU since the start (blocked, or runnable: the loader seeded which).
+        // Nothing before the start counts.
+        let out = if t.last_out != 0 || t.last_in != 0 {
+            t.last_out
+        } else {
+            start
+        };
+        let out = if out != 0 && out < start { start } else { out };
+        if out != 0 && now > out {
+            let off = now - out;
             if t.last_out_involuntary != 0 {
                 t.runqueue_ns += off;
             } else {

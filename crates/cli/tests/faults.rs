@@ -84,6 +84,13 @@ fn a_storm_of_syscalls_and_switches_counts_exactly_with_flat_memory() {
     if !privileged("a_storm_of_syscalls_and_switches_counts_exactly_with_flat_memory") {
         return;
     }
+    // With stacks (every switch-out walked), and counting only (the highest event rates).
+    for flags in [&[][..], &["--no-stacks"]] {
+        storm(flags);
+    }
+}
+
+fn storm(flags: &[&str]) {
     let seconds = soak_seconds(4);
     let dir = tempdir("storm");
     let run_path = dir.join("run.json");
@@ -91,6 +98,7 @@ fn a_storm_of_syscalls_and_switches_counts_exactly_with_flat_memory() {
     let rec = Command::new(switchyard())
         .args(["record", "-o"])
         .arg(&run_path)
+        .args(flags)
         .arg("--")
         .arg(&demo)
         .args(["storm", "--seconds", &seconds.to_string()])
@@ -138,7 +146,7 @@ fn a_storm_of_syscalls_and_switches_counts_exactly_with_flat_memory() {
     let peak = samples.iter().copied().max().unwrap_or(0);
     let last = samples.last().copied().unwrap_or(0);
     eprintln!(
-        "storm {seconds} s: {:.2}M syscalls/s, {:.0}k switches/s; switchyard RSS after warm-up {} MiB, peak {} MiB, last {} MiB ({} samples)",
+        "storm {seconds} s {flags:?}: {:.2}M syscalls/s, {:.0}k switches/s; switchyard RSS after warm-up {} MiB, peak {} MiB, last {} MiB ({} samples)",
         total as f64 / secs / 1e6,
         switches as f64 / secs / 1e3,
         warm / 1024,
@@ -227,11 +235,13 @@ fn a_target_killed_mid_run_leaves_a_run_file() {
     }
     let dir = tempdir("killed");
     let run_path = dir.join("run.json");
-    let mut target = Command::new(demo())
-        .args(["storm", "--seconds", "60", "--threads", "1", "--pairs", "1"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut target = Reaped(
+        Command::new(demo())
+            .args(["storm", "--seconds", "60", "--threads", "1", "--pairs", "1"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let pid = target.id().to_string();
     let rec = record_ready(&["--pid", &pid, "-d", "60s", "-o", run_path.to_str().unwrap()]);
     thread::sleep(Duration::from_millis(500));
@@ -377,19 +387,21 @@ fn two_recordings_of_one_target_both_count_exactly() {
     if !privileged("two_recordings_of_one_target_both_count_exactly") {
         return;
     }
-    let mut target = Command::new(demo())
-        .args([
-            "threads",
-            "--threads",
-            "2",
-            "--getppid",
-            "500",
-            "--wait-stdin",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut target = Reaped(
+        Command::new(demo())
+            .args([
+                "threads",
+                "--threads",
+                "2",
+                "--getppid",
+                "500",
+                "--wait-stdin",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let pid = target.id().to_string();
     let dir = tempdir("two-recordings");
     let paths = [dir.join("a.json"), dir.join("b.json")];
@@ -419,23 +431,27 @@ fn on_cpu_time_stays_within_the_window_under_load() {
         return;
     }
     let runs = if soak_seconds(0) > 0 { 50 } else { 5 };
-    let mut storm = Command::new(demo())
-        .args([
-            "storm",
-            "--seconds",
-            "600",
-            "--threads",
-            "1",
-            "--pairs",
-            "1",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut busy = Command::new("sh")
-        .args(["-c", "while :; do :; done"])
-        .spawn()
-        .unwrap();
+    let mut storm = Reaped(
+        Command::new(demo())
+            .args([
+                "storm",
+                "--seconds",
+                "600",
+                "--threads",
+                "1",
+                "--pairs",
+                "1",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut busy = Reaped(
+        Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap(),
+    );
     let dir = tempdir("oncpu-load");
     let mut worst: f64 = 0.0;
     for i in 0..runs {

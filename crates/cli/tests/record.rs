@@ -225,10 +225,12 @@ fn times_add_up_to_the_window_for_a_thread_running_throughout() {
     if !privileged("times_add_up_to_the_window_for_a_thread_running_throughout") {
         return;
     }
-    let mut busy = Command::new("sh")
-        .args(["-c", "while :; do :; done"])
-        .spawn()
-        .unwrap();
+    let mut busy = Reaped(
+        Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap(),
+    );
     std::thread::sleep(std::time::Duration::from_millis(300));
     let dir = tempdir("window");
     let mut worst: f64 = 0.0;
@@ -266,4 +268,51 @@ fn times_add_up_to_the_window_for_a_thread_running_throughout() {
     let _ = busy.kill();
     let _ = busy.wait();
     eprintln!("worst on-CPU / window: {worst:.4}");
+}
+
+/// The same for a thread that is blocked when the recording starts and wakes twice a second:
+/// its off-CPU interval in progress at the start counts from the start.
+#[test]
+fn times_add_up_to_the_window_for_a_thread_blocked_at_the_start() {
+    if !privileged("times_add_up_to_the_window_for_a_thread_blocked_at_the_start") {
+        return;
+    }
+    let mut shell = Reaped(
+        Command::new("sh")
+            .args(["-c", "while :; do sleep 0.5; done"])
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = shell.id();
+    let dir = tempdir("window-blocked");
+    for i in 0..3 {
+        let run_path = dir.join(format!("run-{i}.json"));
+        let out = Command::new(switchyard())
+            .args(["record", "--pid", &pid.to_string(), "-d", "2s", "-o"])
+            .arg(&run_path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out).1);
+        let run = load_run(&run_path);
+        let window = (run["meta"]["end_mono_ns"].as_u64().unwrap()
+            - run["meta"]["start_mono_ns"].as_u64().unwrap()) as f64;
+        let t = run["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tid"] == pid)
+            .expect("the shell's thread")
+            .clone();
+        let life = ["oncpu_ns", "runqueue_ns", "blocked_ns"]
+            .iter()
+            .map(|f| t[*f].as_u64().unwrap() as f64)
+            .sum::<f64>();
+        assert!(
+            (life / window - 1.0).abs() < 0.01,
+            "run {i}: on+runqueue+blocked {life} ns in a {window} ns window: {t}"
+        );
+    }
+    let _ = shell.kill();
+    let _ = shell.wait();
 }

@@ -32,6 +32,13 @@ pub use unwind::UnwindStats;
 /// Bytes of one row of the kernel's unwind table.
 pub const UNWIND_ROW_BYTES: u64 = std::mem::size_of::<switchyard_common::UnwindRow>() as u64;
 
+/// A task's state letter from /proc (`R`, `S`, `D`, …).
+fn task_state(tgid: u32, tid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/stat")).ok()?;
+    // After the parenthesised name, which may itself hold spaces and parentheses.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
 /// True when a thread's last switch-out was its exit (state dead or zombie): it is gone, not
 /// off CPU.
 fn exited(t: &ThreadStats) -> bool {
@@ -417,6 +424,8 @@ impl Probes {
                 // SAFETY: ThreadStats is plain integers (aya::Pod); all-zero is a valid value.
                 let mut zero: ThreadStats = unsafe { std::mem::zeroed() };
                 zero.tgid = tgid;
+                // Runnable now (R): until it runs, it waits on a run queue, not blocked.
+                zero.last_out_involuntary = u32::from(task_state(tgid, tid) == Some('R'));
                 // BPF_NOEXIST: a thread that already switched keeps what it counted.
                 let _ = threads.insert(tid, zero, BPF_NOEXIST);
             }

@@ -154,3 +154,27 @@ pub fn assert_close(what: &str, got: u64, want: u64) {
         "{what}: got {got}, want {want} ± {tol}"
     );
 }
+
+/// A child process killed and reaped when dropped, so a failing test leaves nothing running
+/// (a leftover would also hold the test's output open).
+pub struct Reaped(pub std::process::Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
