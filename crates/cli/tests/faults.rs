@@ -463,8 +463,7 @@ fn on_cpu_time_stays_within_the_window_under_load() {
             .unwrap();
         assert!(out.status.success(), "{}", text(&out).1);
         let run = load_run(&run_path);
-        let window = (run["meta"]["end_mono_ns"].as_u64().unwrap()
-            - run["meta"]["start_mono_ns"].as_u64().unwrap()) as f64;
+        let window = window_ns(&run);
         let oncpu = sum_threads(&run, "oncpu_ns") as f64;
         worst = worst.max(oncpu / window);
         assert!(

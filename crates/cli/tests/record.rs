@@ -247,13 +247,10 @@ fn times_add_up_to_the_window_for_a_thread_running_throughout() {
             .unwrap();
         assert!(out.status.success(), "{}", text(&out).1);
         let run = load_run(&run_path);
-        let window = (run["meta"]["end_mono_ns"].as_u64().unwrap()
-            - run["meta"]["start_mono_ns"].as_u64().unwrap()) as f64;
+        let window = window_ns(&run);
         let t = &run["threads"][0];
         let oncpu = t["oncpu_ns"].as_u64().unwrap() as f64;
-        let life = oncpu
-            + t["runqueue_ns"].as_u64().unwrap() as f64
-            + t["blocked_ns"].as_u64().unwrap() as f64;
+        let life = lifetime_ns(t);
         let task_clock = counter(&run, "task-clock").unwrap() as f64;
         assert!(
             (life / window - 1.0).abs() < 0.01,
@@ -295,8 +292,7 @@ fn times_add_up_to_the_window_for_a_thread_blocked_at_the_start() {
             .unwrap();
         assert!(out.status.success(), "{}", text(&out).1);
         let run = load_run(&run_path);
-        let window = (run["meta"]["end_mono_ns"].as_u64().unwrap()
-            - run["meta"]["start_mono_ns"].as_u64().unwrap()) as f64;
+        let window = window_ns(&run);
         let t = run["threads"]
             .as_array()
             .unwrap()
@@ -304,10 +300,7 @@ fn times_add_up_to_the_window_for_a_thread_blocked_at_the_start() {
             .find(|t| t["tid"] == pid)
             .expect("the shell's thread")
             .clone();
-        let life = ["oncpu_ns", "runqueue_ns", "blocked_ns"]
-            .iter()
-            .map(|f| t[*f].as_u64().unwrap() as f64)
-            .sum::<f64>();
+        let life = lifetime_ns(&t);
         assert!(
             (life / window - 1.0).abs() < 0.01,
             "run {i}: on+runqueue+blocked {life} ns in a {window} ns window: {t}"

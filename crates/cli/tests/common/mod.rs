@@ -178,3 +178,17 @@ impl Drop for Reaped {
         let _ = self.0.wait();
     }
 }
+
+/// The recording's window, ns.
+pub fn window_ns(run: &serde_json::Value) -> f64 {
+    let meta = &run["meta"];
+    (meta["end_mono_ns"].as_u64().unwrap() - meta["start_mono_ns"].as_u64().unwrap()) as f64
+}
+
+/// A thread row's on-CPU + run-queue + blocked time, ns: its life in the window.
+pub fn lifetime_ns(thread: &serde_json::Value) -> f64 {
+    ["oncpu_ns", "runqueue_ns", "blocked_ns"]
+        .iter()
+        .map(|f| thread[*f].as_u64().unwrap_or(0) as f64)
+        .sum()
+}
