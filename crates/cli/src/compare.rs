@@ -19,11 +19,13 @@ pub struct CompareArgs {
     /// Candidate run files (repeats of build B).
     #[arg(long = "b", num_args = 1.., value_name = "RUN", conflicts_with = "runs")]
     b: Vec<PathBuf>,
-    /// Names of the two sides (default: A and B, or the run files' stem).
-    #[arg(long, default_value = "A")]
-    a_label: String,
-    #[arg(long, default_value = "B")]
-    b_label: String,
+    /// Name of the baseline side (default: its run file's name, or its directory's for a
+    /// run.json; A for repeats).
+    #[arg(long)]
+    a_label: Option<String>,
+    /// Name of the candidate side (default: as for --a-label; B for repeats).
+    #[arg(long)]
+    b_label: Option<String>,
     /// Write the HTML comparison (index.html and differential folded stacks) here.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -39,6 +41,27 @@ fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
         .collect()
 }
 
+/// The sides' names: as given, else what names a lone run file (its stem, or its directory's
+/// name for a `run.json`), else A and B (repeats, or two sides that would read alike).
+fn labels(args: &CompareArgs, a: &[PathBuf], b: &[PathBuf]) -> (String, String) {
+    let named = |paths: &[PathBuf]| -> Option<String> {
+        let [path] = paths else { return None };
+        let stem = path.file_stem()?.to_str()?;
+        if stem != "run" {
+            return Some(stem.to_string());
+        }
+        Some(path.parent()?.file_name()?.to_str()?.to_string())
+    };
+    let (na, nb) = match (named(a), named(b)) {
+        (Some(x), Some(y)) if x != y => (x, y),
+        _ => ("A".to_string(), "B".to_string()),
+    };
+    (
+        args.a_label.clone().unwrap_or(na),
+        args.b_label.clone().unwrap_or(nb),
+    )
+}
+
 pub fn run(args: CompareArgs) -> Result<ExitCode> {
     let (a_paths, b_paths) = match (args.runs.as_slice(), args.a.is_empty(), args.b.is_empty()) {
         ([a, b], true, true) => (vec![a.clone()], vec![b.clone()]),
@@ -52,7 +75,8 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     };
     let a = load(&a_paths)?;
     let b = load(&b_paths)?;
-    let cmp = switchyard_compare::compare(&args.a_label, &a, &args.b_label, &b);
+    let (a_label, b_label) = labels(&args, &a_paths, &b_paths);
+    let cmp = switchyard_compare::compare(&a_label, &a, &b_label, &b);
     out(switchyard_compare::render_text(&cmp, args.all))?;
     if let Some(dir) = &args.output {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -23,7 +23,13 @@ use std::{io, path::PathBuf, process::ExitCode, time::Duration};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "switchyard", version, about, propagate_version = true)]
+#[command(
+    name = "switchyard",
+    version,
+    about,
+    propagate_version = true,
+    max_term_width = 100
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
