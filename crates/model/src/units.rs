@@ -298,6 +298,38 @@ pub fn utc(unix_ns: u64) -> String {
     }
 }
 
+/// `v` with `decimals` digits after the point and a comma between thousands (`38,007`,
+/// `1,234,567.89`): the story tables' figures.
+pub fn grouped(v: f64, decimals: usize) -> String {
+    let text = format!("{v:.decimals$}");
+    let (sign, digits) = match text.strip_prefix('-') {
+        Some(d) => ("-", d),
+        None => ("", text.as_str()),
+    };
+    match digits.split_once('.') {
+        Some((int, frac)) => format!("{sign}{}.{frac}", group(int)),
+        None => format!("{sign}{}", group(digits)),
+    }
+}
+
+/// A command line as a shell would read it back: arguments with spaces or shell characters
+/// are single-quoted.
+pub fn command_line(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            let plain = !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_alphanumeric() || "_-./:=,+@%^".contains(c));
+            if plain {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,5 +424,26 @@ mod tests {
         assert_eq!(format!("[{:>7}]", Unit::MicrosPerOp), "[  µs/op]");
         let e = serde_json::from_str::<Unit>("\"furlongs\"").unwrap_err();
         assert!(e.to_string().contains("unknown unit `furlongs`"), "{e}");
+    }
+
+    #[test]
+    fn quotes_command_lines() {
+        let args: Vec<String> = ["./srv", "--port", "9000", "a b", "it's", ""]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(command_line(&args), r"./srv --port 9000 'a b' 'it'\''s' ''");
+    }
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(grouped(0.0, 0), "0");
+        assert_eq!(grouped(999.4, 0), "999");
+        assert_eq!(grouped(38007.4, 0), "38,007");
+        assert_eq!(grouped(1234567.891, 2), "1,234,567.89");
+        assert_eq!(grouped(-1234.0, 0), "-1,234");
+        // Ties to even, as Python's format does.
+        assert_eq!(grouped(2.5, 0), "2");
+        assert_eq!(grouped(3.5, 0), "4");
     }
 }

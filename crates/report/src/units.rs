@@ -3,26 +3,9 @@
 //! the CLI name one path.
 
 pub use switchyard_model::units::{
-    bytes, counted, kib_as_mib, ns, ns_f, ns_short, percent, rate, significant, thousands, utc,
+    bytes, command_line, counted, kib_as_mib, ns, ns_f, ns_short, percent, rate, significant,
+    thousands, utc,
 };
-
-/// A command line as a shell would read it back: arguments with spaces or shell characters
-/// are single-quoted.
-pub fn command_line(args: &[String]) -> String {
-    args.iter()
-        .map(|a| {
-            let plain = !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_alphanumeric() || "_-./:=,+@%^".contains(c));
-            if plain {
-                a.clone()
-            } else {
-                format!("'{}'", a.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
 
 /// The stack-quality line: how user stacks were walked and, per profile, the share whose user
 /// stack reaches the thread's start. `None` for runs that carry no quality figures.
@@ -76,15 +59,6 @@ pub fn unwind_tables(t: &switchyard_model::UnwindTables) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quotes_command_lines() {
-        let args: Vec<String> = ["./srv", "--port", "9000", "a b", "it's", ""]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(command_line(&args), r"./srv --port 9000 'a b' 'it'\''s' ''");
-    }
 
     #[test]
     fn stack_quality_and_tables_read_plainly() {

@@ -449,25 +449,7 @@ pub fn cores() -> usize {
 
 /// The local time as `YYYYMMDD-HHMMSS`, for report directory names.
 pub fn stamp() -> String {
-    let mut tm = std::mem::MaybeUninit::<libc::tm>::zeroed();
-    // SAFETY: time(NULL) reads the clock; localtime_r fills the tm it is given and returns
-    // null only on overflow, checked below.
-    let ok = unsafe {
-        let now = libc::time(std::ptr::null_mut());
-        !libc::localtime_r(&now, tm.as_mut_ptr()).is_null()
-    };
-    if !ok {
-        return "00000000-000000".into();
-    }
-    // SAFETY: localtime_r succeeded, so tm is initialised.
-    let tm = unsafe { tm.assume_init() };
-    format!(
-        "{:04}{:02}{:02}-{:02}{:02}{:02}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec
-    )
+    jiff::ZonedDateTime::now()
+        .strftime("%Y%m%d-%H%M%S")
+        .to_string()
 }

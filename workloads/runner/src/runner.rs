@@ -340,5 +340,5 @@ pub fn code_of(status: ExitStatus) -> i32 {
 
 /// A command line as it could be typed again (quoted where a shell needs it).
 fn shown(words: &[String]) -> String {
-    shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "))
+    switchyard_model::units::command_line(words)
 }

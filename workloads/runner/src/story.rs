@@ -16,6 +16,7 @@ use std::{
 use switchyard_model::{
     Run,
     metrics::{self, Metric},
+    units::grouped,
 };
 
 use crate::fail::Failure;
@@ -262,31 +263,6 @@ fn header(head: &[&str]) -> String {
     format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()))
 }
 
-/// `v` with `decimals` digits after the point and a comma between thousands (`38,007`).
-pub fn grouped(v: f64, decimals: usize) -> String {
-    let text = format!("{v:.decimals$}");
-    let (sign, digits) = match text.strip_prefix('-') {
-        Some(d) => ("-", d),
-        None => ("", text.as_str()),
-    };
-    let (int, frac) = match digits.split_once('.') {
-        Some((i, f)) => (i, Some(f)),
-        None => (digits, None),
-    };
-    let mut out = String::from(sign);
-    for (i, c) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if let Some(f) = frac {
-        out.push('.');
-        out.push_str(f);
-    }
-    out
-}
-
 fn read_dir(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
     let entries = fs::read_dir(dir).map_err(|e| {
         Failure::io(format!("reading {}", dir.display()), e)
@@ -315,18 +291,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn thousands_are_grouped() {
-        assert_eq!(grouped(0.0, 0), "0");
-        assert_eq!(grouped(999.4, 0), "999");
-        assert_eq!(grouped(38007.4, 0), "38,007");
-        assert_eq!(grouped(1234567.891, 2), "1,234,567.89");
-        assert_eq!(grouped(-1234.0, 0), "-1,234");
-        // Ties to even, as Python's format does.
-        assert_eq!(grouped(2.5, 0), "2");
-        assert_eq!(grouped(3.5, 0), "4");
-    }
 
     #[test]
     fn stories_name_known_builds_and_knobs() {
