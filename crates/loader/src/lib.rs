@@ -32,17 +32,15 @@ pub use unwind::UnwindStats;
 /// Bytes of one row of the kernel's unwind table.
 pub const UNWIND_ROW_BYTES: u64 = std::mem::size_of::<switchyard_common::UnwindRow>() as u64;
 
-/// A task's state letter from /proc (`R`, `S`, `D`, …).
-fn task_state(tgid: u32, tid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/stat")).ok()?;
-    // After the parenthesised name, which may itself hold spaces and parentheses.
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
-}
-
 /// True when a thread's last switch-out was its exit (state dead or zombie): it is gone, not
 /// off CPU.
 fn exited(t: &ThreadStats) -> bool {
     t.state as i64 & (tp::STATE_DEAD | tp::STATE_ZOMBIE) != 0
+}
+
+/// The error of map `name`, for `map_err`.
+pub(crate) fn map_err(name: &'static str) -> impl Fn(aya::maps::MapError) -> Error + Copy {
+    move |source| Error::Map { name, source }
 }
 
 /// bpf_map_update_elem's flag: insert only where the key has no entry.
@@ -288,16 +286,10 @@ impl Probes {
                 .map_mut(maps::TARGETS)
                 .ok_or(Error::MissingMap(maps::TARGETS))?;
             let mut targets: HashMap<&mut MapData, u32, u8> =
-                HashMap::try_from(map).map_err(|source| Error::Map {
-                    name: maps::TARGETS,
-                    source,
-                })?;
+                HashMap::try_from(map).map_err(map_err(maps::TARGETS))?;
             targets
                 .insert(config.tgid, 1, 0)
-                .map_err(|source| Error::Map {
-                    name: maps::TARGETS,
-                    source,
-                })?;
+                .map_err(map_err(maps::TARGETS))?;
         }
 
         // The target's tables before the first stack is walked.
@@ -355,10 +347,7 @@ impl Probes {
                 let map = ebpf
                     .take_map(maps::GC_EVENTS)
                     .ok_or(Error::MissingMap(maps::GC_EVENTS))?;
-                let ring = RingBuf::try_from(map).map_err(|source| Error::Map {
-                    name: maps::GC_EVENTS,
-                    source,
-                })?;
+                let ring = RingBuf::try_from(map).map_err(map_err(maps::GC_EVENTS))?;
                 (Some(symbols), Some(ring))
             }
             None => (None, None),
@@ -408,26 +397,27 @@ impl Probes {
     /// then publishes the start to the kernel side, which times nothing before it. Returns
     /// the start (CLOCK_MONOTONIC ns, the clock of every kernel-side timestamp).
     pub fn start(&mut self, tgid: u32) -> Result<u64, Error> {
-        let err = |name: &'static str| move |source| Error::Map { name, source };
         {
             let map = self
                 .ebpf
                 .map_mut(maps::THREADS)
                 .ok_or(Error::MissingMap(maps::THREADS))?;
             let mut threads: HashMap<&mut MapData, u32, ThreadStats> =
-                HashMap::try_from(map).map_err(err(maps::THREADS))?;
-            let tasks = std::fs::read_dir(format!("/proc/{tgid}/task"))
+                HashMap::try_from(map).map_err(map_err(maps::THREADS))?;
+            let tasks = procfs::process::Process::new(tgid as i32)
+                .and_then(|p| p.tasks())
                 .into_iter()
                 .flatten()
                 .flatten();
-            for tid in tasks.filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()) {
+            for task in tasks {
                 // SAFETY: ThreadStats is plain integers (aya::Pod); all-zero is a valid value.
                 let mut zero: ThreadStats = unsafe { std::mem::zeroed() };
                 zero.tgid = tgid;
                 // Runnable now (R): until it runs, it waits on a run queue, not blocked.
-                zero.last_out_involuntary = u32::from(task_state(tgid, tid) == Some('R'));
+                let runnable = task.stat().is_ok_and(|st| st.state == 'R');
+                zero.last_out_involuntary = u32::from(runnable);
                 // BPF_NOEXIST: a thread that already switched keeps what it counted.
-                let _ = threads.insert(tid, zero, BPF_NOEXIST);
+                let _ = threads.insert(task.tid as u32, zero, BPF_NOEXIST);
             }
         }
         // CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
@@ -448,10 +438,7 @@ impl Probes {
     }
 
     fn set_start(&mut self, start: u64) -> Result<(), Error> {
-        let err = |source| Error::Map {
-            name: maps::START,
-            source,
-        };
+        let err = map_err(maps::START);
         let map = self
             .ebpf
             .map_mut(maps::START)
@@ -505,12 +492,10 @@ impl Probes {
             let name = maps::GC_COUNTS;
             let map = self.ebpf.map(name).ok_or(Error::MissingMap(name))?;
             let arr: PerCpuArray<&MapData, u64> =
-                PerCpuArray::try_from(map).map_err(|source| Error::Map { name, source })?;
+                PerCpuArray::try_from(map).map_err(map_err(name))?;
             let mut counts = BTreeMap::new();
             for kind in GcKind::ALL {
-                let per_cpu = arr
-                    .get(&kind.index(), 0)
-                    .map_err(|source| Error::Map { name, source })?;
+                let per_cpu = arr.get(&kind.index(), 0).map_err(map_err(name))?;
                 counts.insert(kind, per_cpu.iter().sum());
             }
             collected.gc = Some(GcCollected {
@@ -522,10 +507,10 @@ impl Probes {
     }
 
     fn wait_summary(&self, name: &'static str, index: u32) -> Result<WaitSummary, Error> {
-        let map_err = |source| Error::Map { name, source };
+        let err = map_err(name);
         let map = self.ebpf.map(name).ok_or(Error::MissingMap(name))?;
-        let arr: PerCpuArray<&MapData, WaitStats> = PerCpuArray::try_from(map).map_err(map_err)?;
-        let values = arr.get(&index, 0).map_err(map_err)?;
+        let arr: PerCpuArray<&MapData, WaitStats> = PerCpuArray::try_from(map).map_err(err)?;
+        let values = arr.get(&index, 0).map_err(err)?;
         let mut out = WaitSummary::default();
         let mut hist = [0u64; HIST_BUCKETS];
         for v in values.iter() {
@@ -553,19 +538,16 @@ impl Probes {
             },
             ..Default::default()
         };
-        let map_err = |source| Error::Map {
-            name: maps::FUTEXES,
-            source,
-        };
+        let err = map_err(maps::FUTEXES);
         let futexes: HashMap<&MapData, FutexKey, FutexStats> = HashMap::try_from(
             self.ebpf
                 .map(maps::FUTEXES)
                 .ok_or(Error::MissingMap(maps::FUTEXES))?,
         )
-        .map_err(map_err)?;
+        .map_err(err)?;
         let mut by_addr: BTreeMap<(u32, u64), (u64, u64)> = BTreeMap::new();
         for item in futexes.iter() {
-            let (k, v) = item.map_err(map_err)?;
+            let (k, v) = item.map_err(err)?;
             let e = by_addr.entry((k.tgid, k.uaddr)).or_default();
             e.0 += v.count;
             e.1 += v.total_ns;
@@ -603,7 +585,6 @@ impl Probes {
     }
 
     fn collect_stacks(&self) -> Result<Raw, Error> {
-        let map_err = |name: &'static str| move |source| Error::Map { name, source };
         let map = |name: &'static str| self.ebpf.map(name).ok_or(Error::MissingMap(name));
         let mut raw = Raw::default();
 
@@ -690,7 +671,6 @@ impl Probes {
     }
 
     fn collect(&self, target: u32) -> Result<Collected, Error> {
-        let map_err = |name: &'static str| move |source| Error::Map { name, source };
         let map = |name: &'static str| self.ebpf.map(name).ok_or(Error::MissingMap(name));
 
         // Errnos first, so each syscall row can carry its own.

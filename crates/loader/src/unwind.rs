@@ -21,7 +21,7 @@ use switchyard_common::{
 use switchyard_model::raw::MapsLine;
 use switchyard_unwind::Table;
 
-use crate::Error;
+use crate::{Error, map_err};
 
 /// What the unwind tables hold and cost, for the summary.
 #[derive(Clone, Debug, Default)]
@@ -175,23 +175,21 @@ impl Tables {
         let name = maps::MAPPINGS;
         let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
         let mut mappings: Array<&mut MapData, UnwindMapping> =
-            Array::try_from(map).map_err(|source| Error::Map { name, source })?;
+            Array::try_from(map).map_err(map_err(name))?;
         for (i, m) in list.iter().enumerate() {
             mappings
                 .set(slot * MAX_MAPPINGS + i as u32, m, 0)
-                .map_err(|source| Error::Map { name, source })?;
+                .map_err(map_err(name))?;
         }
         let name = maps::PROC_MAPS;
         let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
         let mut procs: HashMap<&mut MapData, u32, UnwindProc> =
-            HashMap::try_from(map).map_err(|source| Error::Map { name, source })?;
+            HashMap::try_from(map).map_err(map_err(name))?;
         let value = UnwindProc {
             slot,
             count: list.len() as u32,
         };
-        procs
-            .insert(pid, value, 0)
-            .map_err(|source| Error::Map { name, source })?;
+        procs.insert(pid, value, 0).map_err(map_err(name))?;
         state.active = 1 - state.active;
         state.list = list;
         state.text = text.to_string();
@@ -244,7 +242,7 @@ impl Tables {
         let name = maps::PROC_MAPS;
         let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
         let mut procs: HashMap<&mut MapData, u32, UnwindProc> =
-            HashMap::try_from(map).map_err(|source| Error::Map { name, source })?;
+            HashMap::try_from(map).map_err(map_err(name))?;
         // Already gone is fine.
         let _ = procs.remove(&pid);
         self.free.push(state.pair);
@@ -256,10 +254,8 @@ impl Tables {
         let name = maps::UNWIND_GENERATION;
         let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
         let mut generation: Array<&mut MapData, u32> =
-            Array::try_from(map).map_err(|source| Error::Map { name, source })?;
-        generation
-            .set(0, self.generation, 0)
-            .map_err(|source| Error::Map { name, source })
+            Array::try_from(map).map_err(map_err(name))?;
+        generation.set(0, self.generation, 0).map_err(map_err(name))
     }
 
     /// Builds and places the table of one mapping's object.
