@@ -70,6 +70,23 @@ fn wait_output(child: Child) -> (Option<i32>, String) {
     )
 }
 
+/// `switchyard record FLAGS -o RUN -- switchyard-demo ARGS`, which must succeed: its run.
+fn record_demo(name: &str, flags: &[&str], args: &[&str]) -> serde_json::Value {
+    let run_path = tempdir(name).join("run.json");
+    let out = Command::new(switchyard())
+        .arg("record")
+        .args(flags)
+        .arg("-o")
+        .arg(&run_path)
+        .arg("--")
+        .arg(demo())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out).1);
+    load_run(&run_path)
+}
+
 /// The kernel's names of loaded BPF programs called `name` (from /proc/kallsyms).
 fn loaded_programs(name: &str) -> usize {
     std::fs::read_to_string("/proc/kallsyms")
@@ -166,19 +183,19 @@ fn two_thousand_threads_and_two_hundred_children_are_followed() {
     if !privileged("two_thousand_threads_and_two_hundred_children_are_followed") {
         return;
     }
-    let dir = tempdir("many");
-    let run_path = dir.join("run.json");
-    let out = Command::new(switchyard())
-        .args(["record", "--no-stacks", "-o"])
-        .arg(&run_path)
-        .arg("--")
-        .arg(demo())
-        .args(["threads", "--threads", "2000", "--children", "200"])
-        .args(["--getppid", "10"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out).1);
-    let run = load_run(&run_path);
+    let run = record_demo(
+        "many",
+        &["--no-stacks"],
+        &[
+            "threads",
+            "--threads",
+            "2000",
+            "--children",
+            "200",
+            "--getppid",
+            "10",
+        ],
+    );
     assert_eq!(syscall_count(&run, "getppid"), 2200 * 10);
     assert_eq!(run["meta"]["children"].as_array().map(Vec::len), Some(200));
     let pid = run["meta"]["pid"].as_u64().unwrap();
@@ -202,16 +219,12 @@ fn a_target_that_execs_mid_run_is_counted_before_and_after() {
     if !privileged("a_target_that_execs_mid_run_is_counted_before_and_after") {
         return;
     }
-    let dir = tempdir("exec");
-    let run_path = dir.join("run.json");
     // A child process (followed) makes 7 calls and the program 7 more, then the same process
     // execs into a program making 11.
-    let out = Command::new(switchyard())
-        .args(["record", "-o"])
-        .arg(&run_path)
-        .arg("--")
-        .arg(demo())
-        .args([
+    let run = record_demo(
+        "exec",
+        &[],
+        &[
             "threads",
             "--threads",
             "1",
@@ -219,12 +232,10 @@ fn a_target_that_execs_mid_run_is_counted_before_and_after() {
             "1",
             "--getppid",
             "7",
-        ])
-        .args(["--then-exec", "11"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out).1);
-    let run = load_run(&run_path);
+            "--then-exec",
+            "11",
+        ],
+    );
     assert_eq!(syscall_count(&run, "getppid"), 25);
 }
 
@@ -343,26 +354,24 @@ fn another_tracer_on_sched_switch_changes_no_count() {
         eprintln!("{reason}");
         return;
     }
-    let mut bpftrace = Command::new("bpftrace")
-        .args(["-e", "tracepoint:sched:sched_switch { @[cpu] = count(); }"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut bpftrace = Reaped(
+        Command::new("bpftrace")
+            .args(["-e", "tracepoint:sched:sched_switch { @[cpu] = count(); }"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // Attached once it says so.
     let mut line = String::new();
     BufReader::new(bpftrace.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
     assert!(line.contains("Attaching"), "{line}");
-    let dir = tempdir("two-tracers");
-    let run_path = dir.join("run.json");
-    let out = Command::new(switchyard())
-        .args(["record", "-o"])
-        .arg(&run_path)
-        .arg("--")
-        .arg(demo())
-        .args([
+    let run = record_demo(
+        "two-tracers",
+        &[],
+        &[
             "known",
             "--getppid",
             "4321",
@@ -370,13 +379,9 @@ fn another_tracer_on_sched_switch_changes_no_count() {
             "20",
             "--pingpong",
             "300",
-        ])
-        .output()
-        .unwrap();
-    let _ = bpftrace.kill();
-    let _ = bpftrace.wait();
-    assert!(out.status.success(), "{}", text(&out).1);
-    let run = load_run(&run_path);
+        ],
+    );
+    drop(bpftrace);
     assert_eq!(syscall_count(&run, "getppid"), 4321);
     assert_eq!(syscall_count(&run, "nanosleep"), 20);
     assert_eq!(syscall_count(&run, "writev"), 600);
