@@ -13,7 +13,8 @@ use switchyard_common::{drops, tp};
 
 use crate::{
     sched::thread_entry,
-    shared::{TARGETS, drop_event, follow_children, is_target},
+    shared::{FOLLOWED, TARGETS, drop_event, follow_children, is_target},
+    stacks::atomic_add,
 };
 
 #[tracepoint]
@@ -51,5 +52,10 @@ fn try_task_newtask(ctx: &TracePointContext) {
     }
     if TARGETS.insert(pid as u32, 1u8, 0).is_err() {
         drop_event(drops::TARGETS_FULL);
+        return;
+    }
+    if let Some(n) = FOLLOWED.get_ptr_mut(0) {
+        // SAFETY: a live array value; two CPUs may add at once.
+        unsafe { atomic_add(n, 1) };
     }
 }

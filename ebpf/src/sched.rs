@@ -1,23 +1,42 @@
-//! `sched_switch`: per-thread voluntary/involuntary switches and on/off-CPU time.
+//! `sched_switch`, as a BTF tracepoint (the kernel hands over `prev` and `next` directly, with
+//! no trace record to fill): per-thread voluntary/involuntary switches, on/off-CPU time, and
+//! the off-CPU stacks.
 //!
-//! The tracepoint runs on the CPU doing the switch, in the context of `prev`. A thread's
+//! The program runs on the CPU doing the switch, in the context of `prev`. A thread's
 //! switch-out and its next switch-in are serialised by the scheduler, so the per-thread entry
 //! is never written from two CPUs at once.
+//!
+//! **Off-CPU stacks are sampled.** An interval is walked with probability `p` and its time
+//! added with weight `1/p`, so every interval's expected weight is its length whatever `p` is;
+//! `p` only trades walks for variance. It is chosen as late as the stacks allow:
+//! - A thread that goes off CPU inside a syscall the probes follow keeps its user registers
+//!   until the syscall returns. The choice waits until the interval's length is known, at the
+//!   wakeup or the switch-in, with `p = min(1, length / period)`: every interval of a period
+//!   or more is walked, the short ones in proportion to their length. The kernel stack is then
+//!   walked from `next` (`bpf_get_task_stack`) and the user stack where the thread runs
+//!   again: at the syscall's exit, or its next switch-out if it blocks again first.
+//! - Any other interval (a preemption, a page fault) has its user stack only at switch-out,
+//!   so the choice is made there, from a moving average of the thread's past such intervals.
+//!
+//! With `--offcpu-period 0`, `p` is 1: every interval is walked.
+
+use core::ffi::c_void;
 
 use aya_ebpf::{
-    EbpfContext as _,
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::{map, tracepoint},
-    maps::{HashMap, PerCpuArray},
-    programs::TracePointContext,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, generated::bpf_get_prandom_u32},
+    macros::{btf_tracepoint, map},
+    maps::{HashMap, PerCpuArray, ProgramArray},
+    programs::BtfTracePointContext,
 };
 use switchyard_common::{
-    HIST_BUCKETS, MAX_THREADS, OffCpuKey, ThreadStats, WakeupKey, drops, log2_bucket, tp, unwind,
+    HIST_BUCKETS, MAX_THREADS, OffCpuKey, ThreadStats, WakeupKey, drops, log2_bucket, sampling, tp,
+    unwind,
 };
 
 use crate::{
-    shared::{drop_event, is_target, start_ns},
-    stacks::{KEYS, add, stack_ids, stacks_on},
+    shared::{current_comm, drop_event, is_target, start_ns},
+    stacks::{KEYS, add, blocked_kernel_stack, stacks_on, user_stack},
+    syscalls::in_syscall,
 };
 
 #[map(name = "THREADS")]
@@ -33,18 +52,82 @@ static OFFCPU: HashMap<OffCpuKey, u64> = HashMap::with_max_entries(KEYS, 0);
 #[map(name = "WAKEUPS")]
 static WAKEUPS: HashMap<WakeupKey, u64> = HashMap::with_max_entries(KEYS, 0);
 
+/// The user-stack walk of a switch-out, in programs of their own, reached by tail calls only
+/// when a walk is due: 0, `sched_switch_walk`; 1, `sched_switch_finish`. Each is verified
+/// apart: code after a walk would be verified once for every way the walk can end.
+#[map(name = "SWITCH_JUMP")]
+static SWITCH_JUMP: ProgramArray = ProgramArray::with_max_entries(2, 0);
+
+/// A walked user stack's id, handed from a walk program to the next, per CPU and scratch slot.
+#[map(name = "WALKED")]
+pub static WALKED: PerCpuArray<i32> = PerCpuArray::with_max_entries(unwind::SLOTS, 0);
+
+/// Walks the current task's user stack into `WALKED[slot]`, then tail-calls `jump[1]`.
+#[inline(always)]
+pub fn walk_then_finish<C: aya_ebpf::EbpfContext>(ctx: &C, slot: u32, jump: &ProgramArray) {
+    let user = user_stack(ctx, slot, true);
+    if let Some(w) = WALKED.get_ptr_mut(slot) {
+        // SAFETY: a per-CPU slot.
+        unsafe {
+            *w = user;
+            jump.tail_call(ctx, 1);
+        }
+    }
+}
+
+/// The user stack `walk_then_finish` left in `WALKED[slot]`.
+#[inline(always)]
+pub fn walked(slot: u32) -> i32 {
+    WALKED.get(slot).copied().unwrap_or(-1)
+}
+
+/// What a switch-out hands to `sched_switch_walk`, per CPU.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Interval {
+    now: u64,
+    pid_tgid: u64,
+    state: u32,
+    involuntary: u32,
+    in_syscall: u32,
+    sample_p: u32,
+    /// 1 when an earlier interval's stacks wait for the user stack taken now.
+    flush: u32,
+    _pad: u32,
+}
+
+#[map(name = "SWITCH_OUT")]
+static SWITCH_OUT: PerCpuArray<Interval> = PerCpuArray::with_max_entries(1, 0);
+
+#[map(name = "SAMPLING")]
+static SAMPLING: PerCpuArray<u64> = PerCpuArray::with_max_entries(sampling::COUNT, 0);
+
 /// Set by the loader before load.
 #[unsafe(no_mangle)]
 static MIN_BLOCK_NS: u64 = 0;
+#[unsafe(no_mangle)]
+static OFFCPU_PERIOD_NS: u64 = 0;
+#[unsafe(no_mangle)]
+static TASK_PID_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static TASK_TGID_OFFSET: u32 = 0;
 
-#[tracepoint]
-pub fn sched_switch(ctx: TracePointContext) -> u32 {
+/// `task_struct::__state` bits (include/linux/sched.h).
+const TASK_DEAD: u32 = 0x80;
+const TASK_IDLE: u32 = 0x402;
+const TASK_RTLOCK_WAIT: u32 = 0x1000;
+/// The bits `sched_switch`'s trace event reports (TASK_REPORT), and its "idle" report.
+const TASK_REPORT: u32 = 0x7f;
+const REPORT_IDLE: u32 = 0x80;
+
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     try_sched_switch(&ctx);
     0
 }
 
 #[inline(always)]
-fn try_sched_switch(ctx: &TracePointContext) {
+fn try_sched_switch(ctx: &BtfTracePointContext) {
     // Times count from the recording's start: before it, intervals would begin before the
     // window they are reported in.
     // 0: not started yet; u64::MAX: stopped.
@@ -53,62 +136,81 @@ fn try_sched_switch(ctx: &TracePointContext) {
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
-    let base = ctx.as_ptr() as *const u8;
-
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    if is_target(tgid) {
-        // SAFETY: constant offsets inside the record; the loader checked them against tracefs.
-        // The comm is read as two words: the verifier refuses byte loads through a context
-        // pointer moved by an offset, which a 16-byte array copy compiles to.
-        let (prev_pid, prev_state, comm) = unsafe {
-            (
-                *(base.add(tp::SWITCH_PREV_PID) as *const i32) as u32,
-                *(base.add(tp::SWITCH_PREV_STATE) as *const i64),
-                [
-                    *(base.add(tp::SWITCH_PREV_COMM) as *const u64),
-                    *(base.add(tp::SWITCH_PREV_COMM + 8) as *const u64),
-                ],
-            )
-        };
-        switch_out(ctx, now, start, tgid, prev_pid, prev_state, comm);
+    // sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
+    //              unsigned int prev_state)
+    let next: *mut c_void = ctx.arg(2);
+    // SAFETY: `next` is the tracepoint's own task pointer, trusted by the verifier; the
+    // offsets are the loader's, from the kernel's BTF, and the verifier checks each load.
+    let (next_pid, next_tgid) = unsafe {
+        let base = next as *const u8;
+        (
+            *(base.add(core::ptr::read_volatile(&TASK_PID_OFFSET) as usize) as *const u32),
+            *(base.add(core::ptr::read_volatile(&TASK_TGID_OFFSET) as usize) as *const u32),
+        )
+    };
+    if next_pid != 0 && is_target(next_tgid) {
+        switch_in(next, next_tgid, next_pid, now, start);
     }
+    // Last: it may end in a tail call.
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if is_target((pid_tgid >> 32) as u32) {
+        let preempt: u64 = ctx.arg(0);
+        let prev_state: u64 = ctx.arg(3);
+        switch_out(
+            ctx,
+            now,
+            start,
+            pid_tgid,
+            preempt & 0xff != 0,
+            prev_state as u32,
+        );
+    }
+}
 
-    // SAFETY: as above.
-    let next_pid = unsafe { *(base.add(tp::SWITCH_NEXT_PID) as *const i32) } as u32;
-    if next_pid != 0
-        && let Some(t) = THREADS.get_ptr_mut(next_pid)
-    {
-        // SAFETY: this thread's entry is only touched by its own switches (see above).
-        let t = unsafe { &mut *t };
-        // Off CPU since its last switch-out; a thread that has not switched since the start
-        // has been off CPU since the start (blocked, or runnable: the loader seeded which).
-        // Nothing before the start counts.
-        let out = if t.last_out != 0 || t.last_in != 0 {
-            t.last_out
+/// Thread `tid` of `tgid` runs again: the interval it was off CPU for.
+#[inline(always)]
+fn switch_in(next: *mut c_void, tgid: u32, tid: u32, now: u64, start: u64) {
+    let Some(t) = THREADS.get_ptr_mut(tid) else {
+        return;
+    };
+    // SAFETY: this thread's entry is only touched by its own switches (see above).
+    let t = unsafe { &mut *t };
+    // Off CPU since its last switch-out; a thread that has not switched since the start
+    // has been off CPU since the start (blocked, or runnable: the loader seeded which).
+    // Nothing before the start counts.
+    let out = if t.last_out != 0 || t.last_in != 0 {
+        t.last_out
+    } else {
+        start
+    };
+    let out = if out != 0 && out < start { start } else { out };
+    if out != 0 && now > out {
+        let off = now - out;
+        if t.last_out_involuntary != 0 {
+            t.runqueue_ns += off;
         } else {
-            start
-        };
-        let out = if out != 0 && out < start { start } else { out };
-        if out != 0 && now > out {
-            let off = now - out;
-            if t.last_out_involuntary != 0 {
-                t.runqueue_ns += off;
-            } else {
-                t.blocked_ns += off;
-            }
-            let b = log2_bucket(off);
-            if b < HIST_BUCKETS {
-                t.offcpu_hist[b] += 1;
-            }
-            // SAFETY: a read-only global the loader rewrites before load.
-            let min = unsafe { core::ptr::read_volatile(&MIN_BLOCK_NS) };
-            if stacks_on() && off >= min {
-                offcpu_stacks(t, next_pid, off);
-            }
+            t.blocked_ns += off;
         }
-        t.waker_set = 0;
-        t.last_in = now;
+        let b = log2_bucket(off);
+        if b < HIST_BUCKETS {
+            t.offcpu_hist[b] += 1;
+        }
+        if t.in_syscall == 0 {
+            t.predicted_ns = if t.predicted_ns == 0 {
+                off
+            } else {
+                t.predicted_ns - t.predicted_ns / 8 + off / 8
+            };
+        }
+        // SAFETY: a read-only global the loader rewrites before load.
+        let min = unsafe { core::ptr::read_volatile(&MIN_BLOCK_NS) };
+        if stacks_on() && off >= min {
+            offcpu_stacks(t, next, tgid, tid, off);
+        }
     }
+    t.waker_set = 0;
+    t.sample_decided = 0;
+    t.last_in = now;
 }
 
 /// The entry of thread `tid`, created zeroed when it has none.
@@ -126,52 +228,179 @@ pub fn thread_entry(tid: u32) -> Option<*mut ThreadStats> {
     THREADS.get_ptr_mut(tid)
 }
 
-/// Adds one off-CPU interval to the stack-keyed maps: by the stack at switch-out, and, when a
-/// waker was seen, by sleeper and waker stacks together.
+/// The probability, in `sampling::ONE` units, of walking an interval of `ns`: 1 from one
+/// period up, proportionally less below.
 #[inline(always)]
-fn offcpu_stacks(t: &ThreadStats, tid: u32, off: u64) {
+pub fn sample_probability(ns: u64) -> u32 {
+    // SAFETY: a read-only global the loader rewrites before load.
+    let period = unsafe { core::ptr::read_volatile(&OFFCPU_PERIOD_NS) };
+    if period == 0 || ns >= period {
+        return sampling::ONE as u32;
+    }
+    let p = ns * sampling::ONE / period;
+    if p == 0 { 1 } else { p as u32 }
+}
+
+/// Walks with probability `p`: the probability kept, or 0.
+#[inline(always)]
+pub fn draw(p: u32) -> u32 {
+    if p as u64 >= sampling::ONE {
+        return p;
+    }
+    // SAFETY: a helper with no arguments.
+    let r = unsafe { bpf_get_prandom_u32() } as u64 & (sampling::ONE - 1);
+    if r < p as u64 { p } else { 0 }
+}
+
+#[inline(always)]
+fn count(index: u32) {
+    if let Some(c) = SAMPLING.get_ptr_mut(index) {
+        // SAFETY: a per-CPU slot.
+        unsafe { *c += 1 };
+    }
+}
+
+/// One off-CPU interval of `off` ns of thread `tid`, about to run again, into the
+/// stack-keyed maps, if it is walked.
+#[inline(always)]
+fn offcpu_stacks(t: &mut ThreadStats, next: *mut c_void, tgid: u32, tid: u32, off: u64) {
+    count(sampling::INTERVALS);
+    if t.sample_decided == 0 {
+        t.sample_decided = 1;
+        t.sample_p = draw(sample_probability(off));
+    }
+    if t.sample_p == 0 {
+        return;
+    }
+    count(sampling::WALKED);
+    let weight = off * sampling::ONE / t.sample_p as u64;
+    let kernel = blocked_kernel_stack(next);
+    if t.in_syscall == 0 {
+        record(t, tid, t.user_stack, kernel, weight, t.waker_set != 0);
+        return;
+    }
+    // The user stack is taken where the thread runs again (`flush_pending`).
+    t.pending = 1;
+    t.pending_ns = weight;
+    t.pending_waker = t.waker_set;
+    t.kernel_stack = kernel;
+    let pid_tgid = (tgid as u64) << 32 | tid as u64;
+    if let Some(e) = crate::syscalls::slot(pid_tgid) {
+        // SAFETY: the thread is off CPU, so its own syscall probes are not running; a slot
+        // another thread is using is left alone (the switch-out then takes the stack).
+        let e = unsafe { &mut *e };
+        if e.pid_tgid == pid_tgid || e.ts == 0 {
+            e.pid_tgid = pid_tgid;
+            e.offcpu_pending = 1;
+        }
+    }
+}
+
+/// Adds one walked interval: by its stacks and state, and, when a waker was seen, by sleeper
+/// and waker stacks together.
+#[inline(always)]
+fn record(t: &ThreadStats, tid: u32, user: i32, kernel: i32, weight: u64, waker: bool) {
     let key = OffCpuKey {
         tgid: t.tgid,
         tid,
-        user_stack: t.user_stack,
-        kernel_stack: t.kernel_stack,
+        user_stack: user,
+        kernel_stack: kernel,
         state: t.state,
         _pad: 0,
     };
-    add(&OFFCPU, &key, off);
-    if t.waker_set != 0 {
+    add(&OFFCPU, &key, weight);
+    if waker {
         let key = WakeupKey {
             tgid: t.tgid,
             tid,
-            user_stack: t.user_stack,
-            kernel_stack: t.kernel_stack,
+            user_stack: user,
+            kernel_stack: kernel,
             waker_user_stack: t.waker_user_stack,
             waker_kernel_stack: t.waker_kernel_stack,
             waker_tgid: t.waker_tgid,
             waker_tid: t.waker_tid,
             waker_comm: t.waker_comm,
         };
-        add(&WAKEUPS, &key, off);
+        add(&WAKEUPS, &key, weight);
     }
+}
+
+/// In thread `tid`'s own context, still inside the syscall it went off CPU in: the interval
+/// waiting for its user stack recorded, with `user`, walked there.
+#[inline(always)]
+pub fn flush_pending(tid: u32, user: i32) {
+    let Some(t) = THREADS.get_ptr_mut(tid) else {
+        return;
+    };
+    // SAFETY: the thread is running here, so its switches are not.
+    let t = unsafe { &mut *t };
+    if t.pending == 0 {
+        return;
+    }
+    t.pending = 0;
+    record(
+        t,
+        tid,
+        user,
+        t.kernel_stack,
+        t.pending_ns,
+        t.pending_waker != 0,
+    );
+}
+
+/// Drops an interval that waits for a user stack it cannot have.
+#[inline(always)]
+pub fn discard_pending(tid: u32) {
+    if let Some(t) = THREADS.get_ptr_mut(tid) {
+        // SAFETY: as above.
+        unsafe { (*t).pending = 0 };
+    }
+}
+
+/// `prev_state` as the `sched_switch` trace event reports it (what user space labels): the
+/// preempt flag, or the highest reportable state bit.
+#[inline(always)]
+fn report_state(preempt: bool, raw: u32) -> u32 {
+    if preempt {
+        return tp::PREEMPT_FLAG as u32;
+    }
+    if raw == 0 {
+        return 0;
+    }
+    if raw & TASK_DEAD != 0 {
+        return tp::STATE_DEAD as u32;
+    }
+    if raw & TASK_IDLE == TASK_IDLE {
+        return REPORT_IDLE;
+    }
+    if raw & TASK_RTLOCK_WAIT != 0 {
+        return 2;
+    }
+    let s = raw & TASK_REPORT;
+    let mut bit = 0x40;
+    while bit > 1 && s & bit == 0 {
+        bit >>= 1;
+    }
+    bit
 }
 
 #[inline(always)]
 fn switch_out(
-    ctx: &TracePointContext,
+    ctx: &BtfTracePointContext,
     now: u64,
     start: u64,
-    tgid: u32,
-    tid: u32,
-    prev_state: i64,
-    comm: [u64; 2],
+    pid_tgid: u64,
+    preempt: bool,
+    raw_state: u32,
 ) {
+    let tid = pid_tgid as u32;
     let Some(t) = thread_entry(tid) else {
         return;
     };
     // SAFETY: see the module comment.
     let t = unsafe { &mut *t };
-    // Runnable (0) or preempted: the kernel counts it in nivcsw.
-    let involuntary = prev_state == 0 || prev_state & tp::PREEMPT_FLAG != 0;
+    // Preempted, or still runnable: the kernel counts it in nivcsw.
+    let involuntary = preempt || raw_state == 0;
     if involuntary {
         t.involuntary += 1;
     } else {
@@ -184,19 +413,102 @@ fn switch_out(
     if now > since {
         t.oncpu_ns += now - since;
     }
-    t.last_out = now;
-    t.last_out_involuntary = involuntary as u32;
-    t.tgid = tgid;
-    t.comm = comm;
-    t.state = prev_state as u32;
-    if stacks_on() {
-        // An exiting thread (state X or Z) has no user stack left: not a loss.
-        let exiting = prev_state & (tp::STATE_DEAD | tp::STATE_ZOMBIE) != 0;
-        let (user, kernel) = stack_ids(ctx, unwind::SLOT_TRACEPOINT, !exiting);
-        t.user_stack = user;
-        t.kernel_stack = kernel;
-    } else {
-        t.user_stack = -1;
-        t.kernel_stack = -1;
+    let stacks = stacks_on();
+    let in_sys = in_syscall(pid_tgid).is_some();
+    // Blocked again inside the syscall an earlier interval waits in: the same user registers,
+    // so the walk is that interval's user stack.
+    let flush = stacks && t.pending != 0;
+    // Outside a syscall the user stack is only here: choose now, from the thread's past.
+    // An exiting thread (TASK_DEAD) never runs again, and has no user stack left.
+    let mut p = 0;
+    if stacks && !in_sys && raw_state & TASK_DEAD == 0 {
+        p = draw(if t.predicted_ns == 0 {
+            sampling::ONE as u32
+        } else {
+            sample_probability(t.predicted_ns)
+        });
     }
+    let interval = Interval {
+        now,
+        pid_tgid,
+        state: report_state(preempt, raw_state),
+        involuntary: involuntary as u32,
+        in_syscall: in_sys as u32,
+        sample_p: p,
+        flush: flush as u32,
+        _pad: 0,
+    };
+    if (flush || p != 0)
+        && let Some(slot) = SWITCH_OUT.get_ptr_mut(0)
+    {
+        // SAFETY: the per-CPU slot; the walk program reads it next, on this CPU.
+        unsafe {
+            *slot = interval;
+            SWITCH_JUMP.tail_call(ctx, 0);
+        }
+        // Not reached unless the tail call failed: no walk.
+    }
+    begin(t, &interval, -1);
+}
+
+/// `sched_switch_walk`: the user stack of a switch-out that needs it.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_walk(ctx: BtfTracePointContext) -> i32 {
+    walk_then_finish(&ctx, unwind::SLOT_TRACEPOINT, &SWITCH_JUMP);
+    0
+}
+
+/// `sched_switch_finish`: the rest of that switch-out, with the stack walked.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_finish(_ctx: BtfTracePointContext) -> i32 {
+    try_sched_switch_finish();
+    0
+}
+
+#[inline(always)]
+fn try_sched_switch_finish() {
+    let Some(slot) = SWITCH_OUT.get_ptr(0) else {
+        return;
+    };
+    // SAFETY: the per-CPU slot the switch program wrote, on this CPU, just before.
+    let interval = unsafe { *slot };
+    let tid = interval.pid_tgid as u32;
+    let Some(t) = THREADS.get_ptr_mut(tid) else {
+        return;
+    };
+    // SAFETY: see the module comment.
+    let t = unsafe { &mut *t };
+    let user = walked(unwind::SLOT_TRACEPOINT);
+    if interval.flush != 0 {
+        t.pending = 0;
+        record(
+            t,
+            tid,
+            user,
+            t.kernel_stack,
+            t.pending_ns,
+            t.pending_waker != 0,
+        );
+    }
+    begin(t, &interval, user);
+}
+
+/// The thread's new off-CPU interval, from its switch-out.
+#[inline(always)]
+fn begin(t: &mut ThreadStats, i: &Interval, user: i32) {
+    t.last_out = i.now;
+    t.last_out_involuntary = i.involuntary;
+    t.tgid = (i.pid_tgid >> 32) as u32;
+    // The name is read at the first switch-out and with every walk, not on each switch (a
+    // live thread's name is read again at the end).
+    if t.comm[0] == 0 || user >= 0 {
+        t.comm = current_comm();
+    }
+    t.state = i.state;
+    t.in_syscall = i.in_syscall;
+    // Inside a syscall the choice waits for the interval's length.
+    t.sample_decided = (i.in_syscall == 0) as u32;
+    t.sample_p = i.sample_p;
+    t.user_stack = if i.sample_p != 0 { user } else { -1 };
+    t.kernel_stack = -1;
 }

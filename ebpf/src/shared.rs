@@ -1,6 +1,7 @@
 //! The target filter, the drop counters and the globals every program reads.
 
 use aya_ebpf::{
+    helpers::bpf_get_current_comm,
     macros::map,
     maps::{Array, HashMap, PerCpuArray},
 };
@@ -47,12 +48,30 @@ pub fn follow_children() -> bool {
     unsafe { core::ptr::read_volatile(&FOLLOW_CHILDREN) != 0 }
 }
 
+/// How many child processes have been followed: until the first, `is_target` needs no hash
+/// lookup (it runs for every switch and syscall on the host).
+#[map(name = "FOLLOWED")]
+pub static FOLLOWED: Array<u64> = Array::with_max_entries(1, 0);
+
 /// True when `tgid` is the target or a followed child process.
 #[inline(always)]
 pub fn is_target(tgid: u32) -> bool {
     // SAFETY: as above.
     let target = unsafe { core::ptr::read_volatile(&TARGET_TGID) };
-    tgid == target || TARGETS.get_ptr(tgid).is_some()
+    if tgid == target {
+        return true;
+    }
+    FOLLOWED.get(0).copied().unwrap_or(0) != 0 && TARGETS.get_ptr(tgid).is_some()
+}
+
+/// The current task's name, NUL-padded, as two little-endian words.
+#[inline(always)]
+pub fn current_comm() -> [u64; 2] {
+    let c = bpf_get_current_comm().unwrap_or([0; 16]);
+    [
+        u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
+        u64::from_ne_bytes([c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15]]),
+    ]
 }
 
 /// Counts one event that could not be recorded.

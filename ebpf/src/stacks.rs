@@ -8,7 +8,7 @@ use aya_ebpf::{
     maps::{HashMap, StackTrace},
     programs::tracing::StackIdContext,
 };
-use switchyard_common::{MAX_STACK_KEYS, drops};
+use switchyard_common::{MAX_STACK_KEYS, TASK_STACK_ID, UserStack, drops, unwind};
 
 use crate::shared::drop_event;
 pub use crate::unwind::user_stack;
@@ -16,6 +16,19 @@ pub use crate::unwind::user_stack;
 /// Sized by the loader (`--stack-map-size`).
 #[map(name = "STACKS")]
 pub static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
+
+/// Kernel stacks of threads that were off CPU, by id (see `TASK_STACK_ID`); sized by the
+/// loader (`--stack-map-size`).
+#[map(name = "TASK_STACKS")]
+static TASK_STACKS: HashMap<i32, UserStack> = HashMap::with_max_entries(1, 0);
+
+/// The kernel stack of `task`, which is about to run again after being off CPU: where it
+/// entered the scheduler, without the tracing frames a walk from the switch itself starts
+/// with.
+#[inline(always)]
+pub fn blocked_kernel_stack(task: *mut core::ffi::c_void) -> i32 {
+    crate::unwind::task_kernel_stack(task, &TASK_STACKS, unwind::SLOT_TRACEPOINT, TASK_STACK_ID)
+}
 
 const EEXIST: i32 = 17;
 const ENOMEM: i32 = 12;

@@ -7,7 +7,7 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel},
     macros::{map, raw_tracepoint},
-    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
+    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, ProgramArray},
     programs::RawTracePointContext,
 };
 use switchyard_common::{
@@ -16,6 +16,7 @@ use switchyard_common::{
 
 use crate::{
     locks::futex_done,
+    sched::{discard_pending, flush_pending, walk_then_finish, walked},
     shared::{drop_event, inflight_mask, is_target},
     stacks::{KEYS, add, stacks_on, user_stack},
 };
@@ -39,6 +40,36 @@ static ERRNOS: PerCpuHashMap<ErrnoKey, u64> = PerCpuHashMap::with_max_entries(MA
 /// are then exact; beyond that a clash is detected by `pid_tgid` and counted as a drop.
 #[map(name = "INFLIGHT")]
 static INFLIGHT: Array<InFlight> = Array::with_max_entries(1, 0);
+
+/// 0: `sys_exit_walk`; 1: `sys_exit_finish` (see `sched::SWITCH_JUMP`).
+#[map(name = "SYSCALL_JUMP")]
+static SYSCALL_JUMP: ProgramArray = ProgramArray::with_max_entries(2, 0);
+
+/// 1 at each syscall number to record, when `SYSCALL_FILTER_ON` (`--syscalls`).
+#[map(name = "SYSCALL_FILTER")]
+static SYSCALL_FILTER: Array<u8> = Array::with_max_entries(MAX_SYSCALLS, 0);
+
+/// Set by the loader before load: 1 to record only the syscalls in `SYSCALL_FILTER`.
+#[unsafe(no_mangle)]
+static SYSCALL_FILTER_ON: u8 = 0;
+
+#[inline(always)]
+fn recorded(nr: u64) -> bool {
+    // SAFETY: a read-only global the loader rewrites before load.
+    if unsafe { core::ptr::read_volatile(&SYSCALL_FILTER_ON) } == 0 {
+        return true;
+    }
+    nr < MAX_SYSCALLS as u64 && SYSCALL_FILTER.get(nr as u32).copied().unwrap_or(0) != 0
+}
+
+/// The syscall thread `pid_tgid` is inside, if the probes follow it.
+#[inline(always)]
+pub fn in_syscall(pid_tgid: u64) -> Option<*mut InFlight> {
+    let e = slot(pid_tgid)?;
+    // SAFETY: a live array value; a stale or clashing slot is told apart by `pid_tgid`.
+    let v = unsafe { &*e };
+    (v.ts != 0 && v.pid_tgid == pid_tgid).then_some(e)
+}
 
 #[map(name = "SYSCALL_STACKS")]
 static SYSCALL_STACKS: HashMap<SyscallStackKey, u64> = HashMap::with_max_entries(KEYS, 0);
@@ -78,7 +109,7 @@ fn sample_stack(ctx: &RawTracePointContext, pid_tgid: u64, nr: u64) {
 }
 
 #[inline(always)]
-fn slot(pid_tgid: u64) -> Option<*mut InFlight> {
+pub fn slot(pid_tgid: u64) -> Option<*mut InFlight> {
     INFLIGHT.get_ptr_mut(pid_tgid as u32 & inflight_mask())
 }
 
@@ -134,7 +165,7 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
     let nr: u64 = ctx.arg(1);
     // The kernel's own trampolines for uprobes and uretprobes (ours, for --uprobe-span) enter
     // through these; they are not the target's syscalls.
-    if nr == NR_URETPROBE || nr == NR_UPROBE {
+    if nr == NR_URETPROBE || nr == NR_UPROBE || !recorded(nr) {
         return;
     }
     sample_stack(ctx, pid_tgid, nr);
@@ -153,8 +184,15 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
         drop_event(drops::INFLIGHT_FULL);
         return;
     }
+    if e.offcpu_pending != 0 && e.pid_tgid == pid_tgid {
+        // Waiting for the exit of a syscall this thread was never in (it was off CPU for
+        // another reason when the recording began): no stack to give it.
+        e.offcpu_pending = 0;
+        discard_pending(pid_tgid as u32);
+    }
     e.pid_tgid = pid_tgid;
     e.nr = nr;
+    e.offcpu_pending = 0;
     match futex_wait_addr(ctx, nr) {
         Some(uaddr) => {
             e.futex_wait = 1;
@@ -183,15 +221,46 @@ fn try_sys_exit(ctx: &RawTracePointContext) {
     let Some(e) = slot(pid_tgid) else { return };
     // SAFETY: only this thread writes its own slot (see `INFLIGHT`).
     let e = unsafe { &mut *e };
-    if e.ts == 0 || e.pid_tgid != pid_tgid {
+    if e.pid_tgid != pid_tgid {
         return;
     }
+    // Still the registers the thread went off CPU with: the user stack of an interval that
+    // waits for it is walked last, by tail call (also for a thread that was inside this
+    // syscall when the recording began: its slot holds only this flag).
+    let pending = e.offcpu_pending != 0;
+    e.offcpu_pending = 0;
+    if e.ts != 0 {
+        exit_counts(e, pid_tgid, ctx.arg(1));
+    }
+    if pending {
+        // SAFETY: the program array holds this program type's walk; a failed call is a lost
+        // stack, nothing more.
+        unsafe { SYSCALL_JUMP.tail_call(ctx, 0) };
+    }
+}
+
+/// `sys_exit_walk`: the user stack of an off-CPU interval that waited for this syscall's exit.
+#[raw_tracepoint(tracepoint = "sys_exit")]
+pub fn sys_exit_walk(ctx: RawTracePointContext) -> i32 {
+    walk_then_finish(&ctx, unwind::SLOT_RAW_TRACEPOINT, &SYSCALL_JUMP);
+    0
+}
+
+/// `sys_exit_finish`: that interval recorded with its user stack.
+#[raw_tracepoint(tracepoint = "sys_exit")]
+pub fn sys_exit_finish(_ctx: RawTracePointContext) -> i32 {
+    let tid = bpf_get_current_pid_tgid() as u32;
+    flush_pending(tid, walked(unwind::SLOT_RAW_TRACEPOINT));
+    0
+}
+
+/// A syscall's exit: its count, latency and error.
+#[inline(always)]
+fn exit_counts(e: &mut InFlight, pid_tgid: u64, ret: i64) {
     let now = unsafe { bpf_ktime_get_ns() };
     let took = now.saturating_sub(e.ts);
     let nr = e.nr;
     e.ts = 0;
-    // sys_exit(struct pt_regs *regs, long ret)
-    let ret: i64 = ctx.arg(1);
     if e.futex_wait != 0 {
         futex_done((pid_tgid >> 32) as u32, e.uaddr, e.user_stack, took, ret);
     }

@@ -18,7 +18,9 @@ use aya_ebpf::{
     bindings::{BPF_F_MMAPABLE, BPF_NOEXIST},
     helpers::{
         bpf_probe_read_kernel, bpf_probe_read_user,
-        generated::{bpf_get_current_task_btf, bpf_get_stack, bpf_loop, bpf_task_pt_regs},
+        generated::{
+            bpf_get_current_task_btf, bpf_get_stack, bpf_get_task_stack, bpf_loop, bpf_task_pt_regs,
+        },
     },
     macros::map,
     maps::{Array, HashMap, PerCpuArray},
@@ -224,8 +226,17 @@ fn frame_pointer_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) 
 /// and returns its id.
 #[inline(always)]
 fn keep(slot: u32, len: u64, hash: u64) -> i32 {
-    let id = ((hash ^ (hash >> 32)) & 0x7fff_ffff) as i32;
-    if let Some(v) = USER_STACKS.get_ptr(&id) {
+    keep_in(&USER_STACKS, slot, len, hash, 0)
+}
+
+/// Keeps the stack in scratch `slot` in `map`, once per distinct stack, under an id made of
+/// its hash's low bits (30 of them when `id_bit` is set, 31 otherwise) with `id_bit` set.
+/// A different stack already under that id is a collision, counted.
+#[inline(always)]
+pub fn keep_in(map: &HashMap<i32, UserStack>, slot: u32, len: u64, hash: u64, id_bit: i32) -> i32 {
+    let mask = if id_bit != 0 { id_bit - 1 } else { 0x7fff_ffff };
+    let id = ((hash ^ (hash >> 32)) as i32 & mask) | id_bit;
+    if let Some(v) = map.get_ptr(&id) {
         // SAFETY: a live map value, only read.
         return if unsafe { (*v).hash } == hash {
             id
@@ -241,11 +252,11 @@ fn keep(slot: u32, len: u64, hash: u64) -> i32 {
     let buf = unsafe { &mut *buf };
     buf.hash = hash;
     buf.len = len;
-    if USER_STACKS.insert(&id, &*buf, BPF_NOEXIST as u64).is_ok() {
+    if map.insert(&id, &*buf, BPF_NOEXIST as u64).is_ok() {
         return id;
     }
     // Another CPU may have kept the same stack first.
-    match USER_STACKS.get_ptr(&id) {
+    match map.get_ptr(&id) {
         // SAFETY: as above.
         Some(v) if unsafe { (*v).hash } == hash => id,
         _ => {
@@ -253,6 +264,44 @@ fn keep(slot: u32, len: u64, hash: u64) -> i32 {
             -1
         }
     }
+}
+
+/// The kernel stack of `task`, a thread that is not running (`bpf_get_task_stack`: it starts
+/// where the thread called into the scheduler), kept in `map`; -1 when it could not be walked.
+#[inline(always)]
+pub fn task_kernel_stack(
+    task: *mut c_void,
+    map: &HashMap<i32, UserStack>,
+    slot: u32,
+    id_bit: i32,
+) -> i32 {
+    let Some(buf) = UNWIND_SCRATCH.get_ptr_mut(slot) else {
+        return -1;
+    };
+    // SAFETY: a per-CPU scratch value owned by this program kind on this CPU; `task` is a
+    // trusted task pointer from the tracepoint's arguments.
+    let n = unsafe {
+        bpf_get_task_stack(
+            task as *mut _,
+            (*buf).frames.as_mut_ptr() as *mut c_void,
+            (MAX_FRAMES * 8) as u32,
+            0,
+        )
+    };
+    if n <= 0 {
+        drop_event(drops::KERNEL_STACK_MISSING);
+        return -1;
+    }
+    let len = (n as u64 / 8) as u32;
+    let mut hash = 0u64;
+    for i in 0..MAX_FRAMES {
+        if i as u32 >= len {
+            break;
+        }
+        // SAFETY: as above; `i` is below MAX_FRAMES.
+        hash = mix(hash, unsafe { (*buf).frames[i] });
+    }
+    keep_in(map, slot, len as u64, hash, id_bit)
 }
 
 #[inline(always)]

@@ -4,17 +4,22 @@
 //!
 //! The tracepoint runs in the waker's context (current = waker), while the sleeper is off CPU,
 //! so the sleeper's own switch path is not writing its entry at the same time.
+//!
+//! The waker's stacks are taken only for an interval that will be walked (see `sched`): a
+//! sleeper that blocked inside a syscall has its sampling choice made here, from the time it
+//! has been blocked so far.
 
 use aya_ebpf::{
     EbpfContext as _,
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::tracepoint,
     programs::TracePointContext,
 };
 use switchyard_common::{tp, unwind};
 
 use crate::{
-    sched::THREADS,
+    sched::{THREADS, draw, sample_probability},
+    shared::current_comm,
     stacks::{stack_ids, stacks_on},
 };
 
@@ -35,24 +40,24 @@ fn try_sched_wakeup(ctx: &TracePointContext) {
     let Some(t) = THREADS.get_ptr_mut(pid) else {
         return;
     };
+    // SAFETY: see the module comment.
+    let t = unsafe { &mut *t };
+    if t.sample_decided == 0 {
+        let now = unsafe { bpf_ktime_get_ns() };
+        t.sample_decided = 1;
+        t.sample_p = draw(sample_probability(now.saturating_sub(t.last_out)));
+    }
+    if t.sample_p == 0 {
+        return;
+    }
     // A wakeup from an interrupt runs on whatever task was interrupted; user space tells
     // those apart by the interrupt entry in the kernel stack.
     let (user, kernel) = stack_ids(ctx, unwind::SLOT_TRACEPOINT, false);
     let waker = bpf_get_current_pid_tgid();
-    let comm = bpf_get_current_comm().unwrap_or([0; 16]);
-    let mut words = [0u64; 2];
-    words[0] = u64::from_ne_bytes([
-        comm[0], comm[1], comm[2], comm[3], comm[4], comm[5], comm[6], comm[7],
-    ]);
-    words[1] = u64::from_ne_bytes([
-        comm[8], comm[9], comm[10], comm[11], comm[12], comm[13], comm[14], comm[15],
-    ]);
-    // SAFETY: see the module comment.
-    let t = unsafe { &mut *t };
     t.waker_user_stack = user;
     t.waker_kernel_stack = kernel;
     t.waker_tgid = (waker >> 32) as u32;
     t.waker_tid = waker as u32;
-    t.waker_comm = words;
+    t.waker_comm = current_comm();
     t.waker_set = 1;
 }

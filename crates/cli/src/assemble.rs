@@ -96,6 +96,8 @@ pub fn assemble(r: Recording) -> Run {
                 st.missing_user = dropped(DropKind::UserStackMissing);
                 st.missing_kernel = dropped(DropKind::KernelStackMissing);
                 st.tables = c.unwind.as_ref().map(unwind_tables);
+                st.offcpu_period_ns = s.offcpu_period_ns;
+                (st.offcpu_intervals, st.offcpu_walked) = c.offcpu_sampling;
             }
             (c.syscalls, c.threads, c.drops)
         }
@@ -335,6 +337,7 @@ mod tests {
             stack_map_size: 1024,
             unwind: Unwind::Cfi,
             unwind_rows: 1 << 20,
+            offcpu_period_ns: 100_000,
         }
     }
 

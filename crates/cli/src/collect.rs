@@ -32,6 +32,11 @@ pub enum Collection {
 }
 
 impl Collection {
+    /// Recording from /proc and perf counters, without eBPF.
+    pub fn is_degraded(&self) -> bool {
+        matches!(self, Collection::Degraded { .. })
+    }
+
     pub fn attach(plan: &Plan, pid: u32) -> Result<Collection> {
         let config = Config {
             tgid: pid,
@@ -40,6 +45,7 @@ impl Collection {
             stacks: plan.stacks.clone(),
             spans: plan.spans.clone(),
             go_gc: plan.go_gc.clone(),
+            syscalls: plan.syscalls.clone(),
         };
         match Probes::attach(&config) {
             Ok(p) => Ok(Collection::Ebpf {

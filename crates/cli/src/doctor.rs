@@ -168,9 +168,11 @@ pub fn run() -> Result<ExitCode> {
             stack_map_size: 1024,
             unwind: switchyard_loader::Unwind::Cfi,
             unwind_rows: 1 << 20,
+            offcpu_period_ns: 100_000,
         }),
         spans: Vec::new(),
         go_gc: None,
+        syscalls: switchyard_loader::Syscalls::All,
     });
     match probes {
         Ok(p) => {

@@ -21,6 +21,7 @@ mod summary;
 use std::{io, path::PathBuf, process::ExitCode, time::Duration};
 
 use clap::{Parser, Subcommand};
+use switchyard_loader::Syscalls;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -67,6 +68,12 @@ struct RecordArgs {
     /// failing.
     #[arg(long)]
     degraded: bool,
+    /// Also count with perf software counters (task-clock, context-switches, cpu-migrations,
+    /// page faults), as `perf stat` would, beside the eBPF figures. Off by default: a per-task
+    /// perf counter costs the target about as much per context switch as all of switchyard's
+    /// switch probes (see `just bench-overhead`). Always on in degraded mode, its only source.
+    #[arg(long)]
+    perf_counters: bool,
     /// Do not collect stacks (on-CPU, off-CPU, wakeup, syscall): counts only, lowest overhead.
     #[arg(long)]
     no_stacks: bool,
@@ -76,6 +83,17 @@ struct RecordArgs {
     /// Record off-CPU stacks only for blocks at least this long (e.g. 1us, 100us, 1ms).
     #[arg(long, default_value = "1us", value_parser = parse_duration)]
     min_block: Duration,
+    /// Off-CPU stacks are sampled: a block this long or longer always gets its stacks, a
+    /// shorter one with probability (its length ÷ this), its time weighted by the inverse so
+    /// the flame graphs stay unbiased. 0 walks the stacks of every block (the most exact and
+    /// the most costly on a switch-heavy target).
+    #[arg(long, default_value = "100us", value_name = "DURATION", value_parser = parse_period)]
+    offcpu_period: Duration,
+    /// Which syscalls to record: `all`, `none`, or names (`read,write,futex`). Syscall
+    /// tracepoints are host-wide: while any syscall is recorded, every task on the host takes
+    /// the kernel's slower syscall path (see `just bench-overhead`); `none` spares it.
+    #[arg(long, default_value = "all", value_name = "all|none|NAME,...", value_parser = parse_syscalls)]
+    syscalls: Syscalls,
     /// Take the user stack of one syscall in N (1: every syscall; 0: none).
     #[arg(long, default_value_t = 16, value_name = "N")]
     syscall_stacks: u64,
@@ -139,6 +157,33 @@ fn parse_stack_map_size(s: &str) -> Result<u32, String> {
 }
 
 /// The project's one duration grammar (a number and a unit), refusing zero.
+/// A duration, or `0` for none.
+fn parse_period(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    switchyard_model::duration::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// `all`, `none`, or syscall names separated by commas.
+fn parse_syscalls(s: &str) -> Result<Syscalls, String> {
+    match s.trim() {
+        "all" => return Ok(Syscalls::All),
+        "none" => return Ok(Syscalls::None),
+        "" => return Err("no syscalls named (all, none, or names such as read,write)".into()),
+        _ => {}
+    }
+    let mut numbers = Vec::new();
+    for name in s.split(',').map(str::trim) {
+        let nr = switchyard_model::syscall_nr(name)
+            .ok_or_else(|| format!("`{name}` is not an x86_64 syscall name (e.g. read, futex)"))?;
+        if !numbers.contains(&nr) {
+            numbers.push(nr);
+        }
+    }
+    Ok(Syscalls::Only(numbers))
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     switchyard_model::duration::parse_positive_duration(s).map_err(|e| e.to_string())
 }

@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::Result;
-use switchyard_loader::{Span, StackConfig, Unwind};
+use switchyard_loader::{Span, StackConfig, Syscalls, Unwind};
 use switchyard_model::TargetMode;
 
 use crate::{RecordArgs, UnwindArg, fail::hinted, procfs, spawn};
@@ -22,9 +22,12 @@ pub struct Plan {
     pub spans: Vec<Span>,
     /// The Go binary whose runtime is probed (`--go-gc`).
     pub go_gc: Option<PathBuf>,
+    pub syscalls: Syscalls,
     /// `--ready-fd`, owned.
     pub ready: Option<File>,
     pub degraded: bool,
+    /// `--perf-counters`.
+    pub perf_counters: bool,
     pub duration: Option<Duration>,
     pub workload_result: Option<PathBuf>,
     pub output: PathBuf,
@@ -102,6 +105,7 @@ impl Plan {
             min_block_ns: args.min_block.as_nanos() as u64,
             syscall_every: args.syscall_stacks,
             stack_map_size: args.stack_map_size,
+            offcpu_period_ns: args.offcpu_period.as_nanos() as u64,
             unwind: if cfi {
                 Unwind::Cfi
             } else {
@@ -115,8 +119,10 @@ impl Plan {
             stacks,
             spans,
             go_gc,
+            syscalls: args.syscalls,
             ready,
             degraded: args.degraded,
+            perf_counters: args.perf_counters,
             duration: args.duration,
             workload_result: args.workload_result,
             output: args.output,

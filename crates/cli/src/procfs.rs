@@ -110,25 +110,27 @@ fn sample(tgid: u32, task: &Task) -> Option<ThreadSample> {
     })
 }
 
-/// A pidfd for the target, to wait for its exit without polling /proc.
-pub struct PidFd(Option<std::os::fd::OwnedFd>);
+/// A pidfd for the target, to wait for its exit without polling /proc (which it falls back
+/// to where pidfds are missing).
+pub struct PidFd {
+    fd: Option<std::os::fd::OwnedFd>,
+    pid: u32,
+}
 
 impl PidFd {
     pub fn open(pid: u32) -> PidFd {
         // SAFETY: pidfd_open(pid, 0) returns a new descriptor or -1.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
-        if fd < 0 {
-            return PidFd(None);
-        }
-        // SAFETY: a fresh descriptor we own.
-        PidFd(Some(unsafe {
-            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32)
-        }))
+        let fd = (fd >= 0).then(|| {
+            // SAFETY: a fresh descriptor we own.
+            unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) }
+        });
+        PidFd { fd, pid }
     }
 
     /// Sleeps up to `timeout`, waking early when the process exits.
     pub fn wait(&self, timeout: Duration) {
-        if self.0.is_none() {
+        if self.fd.is_none() {
             std::thread::sleep(timeout);
         } else {
             self.poll(timeout.as_millis() as libc::c_int);
@@ -136,12 +138,19 @@ impl PidFd {
     }
 
     pub fn exited(&self) -> bool {
-        self.poll(0)
+        match self.fd {
+            Some(_) => self.poll(0),
+            // Gone, or a zombie nobody has reaped yet.
+            None => std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).map_or(true, |s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            }),
+        }
     }
 
     /// True when the pidfd is readable (the process has exited) within `timeout_ms`.
     fn poll(&self, timeout_ms: libc::c_int) -> bool {
-        let Some(fd) = &self.0 else { return false };
+        let Some(fd) = &self.fd else { return false };
         let mut p = libc::pollfd {
             fd: std::os::fd::AsRawFd::as_raw_fd(fd),
             events: libc::POLLIN,
@@ -172,5 +181,23 @@ mod tests {
         if comm(2).as_deref() == Some("kthreadd") {
             assert!(is_kernel_thread(2));
         }
+    }
+
+    #[test]
+    fn a_process_that_has_gone_has_exited_pidfd_or_not() {
+        // A child that has exited and been reaped: its pid no longer exists.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let gone = PidFd::open(pid);
+        assert!(gone.fd.is_none());
+        assert!(gone.exited());
+        let me = PidFd::open(std::process::id());
+        assert!(!me.exited());
+        let without_fd = PidFd {
+            fd: None,
+            pid: std::process::id(),
+        };
+        assert!(!without_fd.exited());
     }
 }

@@ -56,13 +56,21 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         }
     };
     let mut collection = Collection::attach(&plan, pid)?;
-    let mut counters = Counters::open(match mode {
-        TargetMode::Pid => Scope::Pid(pid),
-        TargetMode::Spawn => Scope::SpawnedBeforeExec(pid),
-    })
-    .map_err(|e| eprintln!("warning: perf counters unavailable: {e:#}"))
-    .ok();
+    // Degraded mode has no other source of CPU time and switches.
+    let mut counters = (plan.perf_counters || collection.is_degraded())
+        .then(|| {
+            Counters::open(match mode {
+                TargetMode::Pid => Scope::Pid(pid),
+                TargetMode::Spawn => Scope::SpawnedBeforeExec(pid),
+            })
+            .map_err(|e| eprintln!("warning: perf counters unavailable: {e:#}"))
+            .ok()
+        })
+        .flatten();
 
+    // Before the start is announced (`--ready-fd`): a target that exits right after must
+    // still be seen to exit.
+    let pidfd = PidFd::open(pid);
     let start_wall = SystemTime::now();
     let start_mono = collection.start(pid)?;
     let started = Instant::now();
@@ -89,7 +97,6 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     }
 
     let mut progress = Progress::start(plan.duration);
-    let pidfd = PidFd::open(pid);
     let mut last_maps = Instant::now();
     let end = loop {
         // New processes, exec and dlopen: their maps for symbols and their unwind tables, as

@@ -234,6 +234,9 @@ pub fn render(run: &Run, top: usize) -> String {
             p.syscalls.stacks.len(),
             thousands(p.stats.unknown_frames)
         );
+        if let Some(line) = offcpu_sampling(&p.stats) {
+            let _ = writeln!(out, "{line}");
+        }
         if let Some(q) = stack_quality(&p.stats) {
             let _ = writeln!(out, "{q}");
         }
@@ -248,4 +251,18 @@ pub fn render(run: &Run, top: usize) -> String {
         let _ = writeln!(out, "warning: {} {}", thousands(d.count), d.reason);
     }
     out
+}
+
+/// How off-CPU stacks were sampled, when they were.
+fn offcpu_sampling(st: &switchyard_model::StackStats) -> Option<String> {
+    if st.offcpu_period_ns == 0 || st.offcpu_intervals == 0 {
+        return None;
+    }
+    Some(format!(
+        "off-CPU stacks sampled: {} of {} blocks walked ({:.1}%; every block of {} or more, shorter ones in proportion, their time weighted to stay unbiased; --offcpu-period 0 walks all)",
+        thousands(st.offcpu_walked),
+        thousands(st.offcpu_intervals),
+        100.0 * st.offcpu_walked as f64 / st.offcpu_intervals as f64,
+        ns(st.offcpu_period_ns),
+    ))
 }

@@ -20,7 +20,7 @@ fn spawned_target_counts_are_exact() {
     let run_path = dir.join("run.json");
     let (n, m, k) = (5000u64, 50u64, 2000u64);
     let out = Command::new(switchyard())
-        .args(["record", "-o"])
+        .args(["record", "--perf-counters", "-o"])
         .arg(&run_path)
         .arg("--")
         .arg(demo())
@@ -240,7 +240,15 @@ fn times_add_up_to_the_window_for_a_thread_running_throughout() {
     {
         let run_path = dir.join(format!("run-{i}.json"));
         let out = Command::new(switchyard())
-            .args(["record", "--pid", &busy.id().to_string(), "-d", "1s", "-o"])
+            .args([
+                "record",
+                "--perf-counters",
+                "--pid",
+                &busy.id().to_string(),
+                "-d",
+                "1s",
+                "-o",
+            ])
             .arg(&run_path)
             .args(*flags)
             .output()

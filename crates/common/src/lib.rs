@@ -55,6 +55,20 @@ pub mod maps {
     pub const GC_COUNTS: &str = "GC_COUNTS";
     /// `HashMap<i32, UserStack>`: user stacks walked by the kernel side, by id.
     pub const USER_STACKS: &str = "USER_STACKS";
+    /// `HashMap<i32, UserStack>`: kernel stacks of blocked threads (`bpf_get_task_stack` at
+    /// switch-in), by id; every id has [`crate::TASK_STACK_ID`] set, so they never clash with
+    /// `STACKS` ids in the aggregation keys.
+    pub const TASK_STACKS: &str = "TASK_STACKS";
+    /// `PerCpuArray<u64>` indexed by [`crate::sampling`]: off-CPU intervals considered and
+    /// walked.
+    pub const SAMPLING: &str = "SAMPLING";
+    /// `ProgramArray`: `sched_switch_walk`, `sched_switch_finish`, tail-called in turn from
+    /// `sched_switch` when a switch-out needs its user stack.
+    pub const SWITCH_JUMP: &str = "SWITCH_JUMP";
+    /// `ProgramArray`: `sys_exit_walk`, `sys_exit_finish`, the same from `sys_exit`.
+    pub const SYSCALL_JUMP: &str = "SYSCALL_JUMP";
+    /// `Array<u8>` indexed by syscall number: 1 where the syscall is recorded (`--syscalls`).
+    pub const SYSCALL_FILTER: &str = "SYSCALL_FILTER";
     /// `PerCpuArray<UserStack>` indexed by [`crate::unwind::SLOTS`]: the stack being walked.
     pub const UNWIND_SCRATCH: &str = "UNWIND_SCRATCH";
     /// `Array<UnwindRow>`: the compact unwind tables of every loaded object, back to back.
@@ -84,11 +98,39 @@ pub mod globals {
     pub const SYSCALL_STACK_EVERY: &str = "SYSCALL_STACK_EVERY";
     /// `u8`: how user stacks are walked, one of [`crate::unwind::MODE_FP`] or `MODE_CFI`.
     pub const UNWIND_MODE: &str = "UNWIND_MODE";
+    /// `u64`: the off-CPU sampling period, ns (0: stacks for every interval).
+    pub const OFFCPU_PERIOD_NS: &str = "OFFCPU_PERIOD_NS";
+    /// `u32`: byte offsets of `pid` and `tgid` in the kernel's `struct task_struct` (from its
+    /// BTF).
+    pub const TASK_PID_OFFSET: &str = "TASK_PID_OFFSET";
+    pub const TASK_TGID_OFFSET: &str = "TASK_TGID_OFFSET";
+    /// `u8`: 1 when only the syscalls marked in `SYSCALL_FILTER` are recorded.
+    pub const SYSCALL_FILTER_ON: &str = "SYSCALL_FILTER_ON";
+}
+
+/// Kernel stack ids of `TASK_STACKS` have this bit set; `STACKS` ids are below it.
+pub const TASK_STACK_ID: i32 = 1 << 30;
+
+/// Off-CPU stack sampling. An interval is walked with probability `p` and its time weighted by
+/// `1/p`: the expected weight of every interval is its length, whatever decides `p`.
+pub mod sampling {
+    /// `SAMPLING` index: off-CPU intervals long enough for a stack (`--min-block`).
+    pub const INTERVALS: u32 = 0;
+    /// `SAMPLING` index: intervals whose stacks were taken.
+    pub const WALKED: u32 = 1;
+    pub const COUNT: u32 = 2;
+    /// Probabilities are fixed point: this many units make 1.
+    pub const ONE: u64 = 1 << 16;
 }
 
 /// Program names (the function names in `ebpf/src`).
 pub mod programs {
     pub const SCHED_SWITCH: &str = "sched_switch";
+    /// Reached by tail calls (`SWITCH_JUMP`, `SYSCALL_JUMP`), never attached.
+    pub const SCHED_SWITCH_WALK: &str = "sched_switch_walk";
+    pub const SCHED_SWITCH_FINISH: &str = "sched_switch_finish";
+    pub const SYS_EXIT_WALK: &str = "sys_exit_walk";
+    pub const SYS_EXIT_FINISH: &str = "sys_exit_finish";
     pub const TASK_NEWTASK: &str = "task_newtask";
     pub const SYS_ENTER: &str = "sys_enter";
     pub const SYS_EXIT: &str = "sys_exit";
@@ -355,8 +397,11 @@ pub struct InFlight {
     pub user_stack: i32,
     /// 1 when this syscall is a futex wait.
     pub futex_wait: u32,
+    /// 1 when the thread's off-CPU stacks wait for its user stack at this syscall's exit.
+    pub offcpu_pending: u32,
+    pub _pad: u32,
 }
-const _: () = assert!(core::mem::size_of::<InFlight>() == 40);
+const _: () = assert!(core::mem::size_of::<InFlight>() == 48);
 
 /// Futex waits by address and user stack.
 #[repr(C)]
@@ -494,9 +539,26 @@ pub struct ThreadStats {
     pub waker_tgid: u32,
     pub waker_tid: u32,
     pub waker_comm: [u64; 2],
+    /// The sampling decision of the interval in progress: 1 once made, and the probability
+    /// it was made with ([`sampling::ONE`] units; 0: not walked).
+    pub sample_decided: u32,
+    pub sample_p: u32,
+    /// 1 when the thread went off CPU inside a syscall the probes follow: its user stack is
+    /// then taken where it runs again, at the syscall's exit or its next switch-out (the same
+    /// user registers), not in the switch path.
+    pub in_syscall: u32,
+    /// 1 while an interval's stacks wait for that user stack (`pending_ns`, the kernel stack
+    /// in `kernel_stack`, the waker when `pending_waker`).
+    pub pending: u32,
+    pub pending_waker: u32,
+    pub _pad: u32,
+    pub pending_ns: u64,
+    /// The expected length of the next interval outside a syscall: a moving average, ns.
+    pub predicted_ns: u64,
 }
-const _: () =
-    assert!(core::mem::size_of::<ThreadStats>() == 8 + 7 * 8 + 16 + 8 * HIST_BUCKETS + 32 + 16);
+const _: () = assert!(
+    core::mem::size_of::<ThreadStats>() == 8 + 7 * 8 + 16 + 8 * HIST_BUCKETS + 32 + 16 + 24 + 16
+);
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -550,11 +612,6 @@ const _: () = assert!(core::mem::size_of::<SyscallStackKey>() == 16);
 /// constant context offsets). The loader checks them against tracefs before loading and
 /// refuses to run on a kernel whose layout differs.
 pub mod tp {
-    /// `sched/sched_switch`
-    pub const SWITCH_PREV_COMM: usize = 8;
-    pub const SWITCH_PREV_PID: usize = 24;
-    pub const SWITCH_PREV_STATE: usize = 32;
-    pub const SWITCH_NEXT_PID: usize = 56;
     /// `task/task_newtask`
     pub const NEWTASK_PID: usize = 8;
     pub const NEWTASK_CLONE_FLAGS: usize = 32;
@@ -566,11 +623,7 @@ pub mod tp {
     pub const CONTENTION_END_RET: usize = 16;
 
     /// `(category, event, field, offset, size)` for the loader's check.
-    pub const LAYOUT: [(&str, &str, &str, usize, usize); 8] = [
-        ("sched", "sched_switch", "prev_comm", SWITCH_PREV_COMM, 16),
-        ("sched", "sched_switch", "prev_pid", SWITCH_PREV_PID, 4),
-        ("sched", "sched_switch", "prev_state", SWITCH_PREV_STATE, 8),
-        ("sched", "sched_switch", "next_pid", SWITCH_NEXT_PID, 4),
+    pub const LAYOUT: [(&str, &str, &str, usize, usize); 4] = [
         ("task", "task_newtask", "pid", NEWTASK_PID, 4),
         (
             "task",
@@ -583,8 +636,8 @@ pub mod tp {
         ("lock", "contention_end", "ret", CONTENTION_END_RET, 4),
     ];
 
-    /// `prev_state` bit the tracepoint sets when the switch was a preemption
-    /// (`TASK_REPORT_MAX`, printed as "R+").
+    /// `prev_state` bit the `sched_switch` trace event sets when the switch was a preemption
+    /// (`TASK_REPORT_MAX`, printed as "R+"); the switch program reports states the same way.
     pub const PREEMPT_FLAG: i64 = 0x100;
     /// `prev_state` bits of a task that is exiting (EXIT_DEAD, EXIT_ZOMBIE).
     pub const STATE_DEAD: i64 = 0x10;

@@ -1,6 +1,7 @@
 //! Loads the kernel-side programs, attaches them to the target, and reads the maps back as
 //! model rows. The only crate that touches aya.
 
+mod btf;
 mod kinds;
 pub mod tracefs;
 mod unwind;
@@ -9,7 +10,9 @@ use std::collections::BTreeMap;
 
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf, StackTraceMap},
+    maps::{
+        Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, ProgramArray, RingBuf, StackTraceMap,
+    },
     programs::{
         PerfEvent, RawTracePoint, TracePoint, UProbe,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
@@ -92,6 +95,8 @@ pub enum Error {
     },
     #[error("listing online CPUs")]
     Cpus(#[source] std::io::Error),
+    #[error("kernel BTF: {0}")]
+    Btf(String),
     #[error("reading map `{name}`")]
     Map {
         name: &'static str,
@@ -152,6 +157,21 @@ pub struct Config {
     pub spans: Vec<Span>,
     /// A Go binary whose runtime GC events to record (entry-only uprobes).
     pub go_gc: Option<std::path::PathBuf>,
+    /// Which syscalls to record.
+    pub syscalls: Syscalls,
+}
+
+/// Which syscalls are recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Syscalls {
+    /// Every syscall.
+    #[default]
+    All,
+    /// These numbers only. The syscall tracepoints are still enabled, so every task on the
+    /// host still takes the kernel's syscall slow path.
+    Only(Vec<u32>),
+    /// None: no syscall tracepoint is enabled at all, and the rest of the host pays nothing.
+    None,
 }
 
 /// What the Go GC probes found and counted.
@@ -188,6 +208,10 @@ pub struct StackConfig {
     /// Take the user stack of one syscall in this many (0: none).
     pub syscall_every: u64,
     pub stack_map_size: u32,
+    /// Off-CPU stacks are sampled: an interval of this long or longer is always walked, a
+    /// shorter one in proportion to its length, its time weighted to stay unbiased (0: every
+    /// interval is walked).
+    pub offcpu_period_ns: u64,
     /// How user stacks are walked.
     pub unwind: Unwind,
     /// Rows of the unwind table array (CFI only), shared by every object.
@@ -235,6 +259,8 @@ pub struct Collected {
     pub gc: Option<GcCollected>,
     /// What the unwind tables held (CFI only).
     pub unwind: Option<UnwindStats>,
+    /// Off-CPU intervals long enough for a stack, and how many were walked.
+    pub offcpu_sampling: (u64, u64),
 }
 
 impl Probes {
@@ -249,9 +275,17 @@ impl Probes {
         let slots = inflight_slots();
         let mask = slots - 1;
         let stacks_on = u8::from(config.stacks.is_some());
-        let (min_block, every, map_size) = config.stacks.as_ref().map_or((0, 0, 1), |s| {
-            (s.min_block_ns, s.syscall_every, s.stack_map_size.max(1))
-        });
+        let (min_block, every, map_size, period) =
+            config.stacks.as_ref().map_or((0, 0, 1, 0), |s| {
+                (
+                    s.min_block_ns,
+                    s.syscall_every,
+                    s.stack_map_size.max(1),
+                    s.offcpu_period_ns,
+                )
+            });
+        let task = btf::TaskOffsets::from_kernel()?;
+        let filter_on = u8::from(matches!(config.syscalls, Syscalls::Only(_)));
         let cfi = config
             .stacks
             .as_ref()
@@ -270,15 +304,33 @@ impl Probes {
             .override_global(globals::MIN_BLOCK_NS, &min_block, true)
             .override_global(globals::SYSCALL_STACK_EVERY, &every, true)
             .override_global(globals::UNWIND_MODE, &unwind_mode, true)
+            .override_global(globals::OFFCPU_PERIOD_NS, &period, true)
+            .override_global(globals::TASK_PID_OFFSET, &task.pid, true)
+            .override_global(globals::TASK_TGID_OFFSET, &task.tgid, true)
+            .override_global(globals::SYSCALL_FILTER_ON, &filter_on, true)
             .map_max_entries(maps::INFLIGHT, slots)
             .map_max_entries(maps::LOCK_INFLIGHT, slots)
             .map_max_entries(maps::SPAN_INFLIGHT, slots * MAX_SPANS)
             .map_max_entries(maps::STACKS, map_size)
             .map_max_entries(maps::USER_STACKS, map_size)
+            .map_max_entries(maps::TASK_STACKS, map_size)
             // One page's worth when unused: the array is mmap-able, so page-sized at least.
             .map_max_entries(maps::UNWIND_ROWS, cfi.unwrap_or(512))
             .load(OBJECT)
             .map_err(|e| Error::Load(Box::new(e)))?;
+
+        if let Syscalls::Only(numbers) = &config.syscalls {
+            let map = ebpf
+                .map_mut(maps::SYSCALL_FILTER)
+                .ok_or(Error::MissingMap(maps::SYSCALL_FILTER))?;
+            let mut filter: Array<&mut MapData, u8> =
+                Array::try_from(map).map_err(map_err(maps::SYSCALL_FILTER))?;
+            for &nr in numbers {
+                filter
+                    .set(nr, 1, 0)
+                    .map_err(map_err(maps::SYSCALL_FILTER))?;
+            }
+        }
 
         // The target is in TARGETS too, so followed children and the target look alike.
         {
@@ -308,9 +360,14 @@ impl Probes {
         // Follow first, then the scheduler, then syscalls: a child forked while attaching is
         // not missed, and no syscall exit is seen before its entry program is in place.
         attach_tracepoint(&mut ebpf, programs::TASK_NEWTASK, "task", "task_newtask")?;
-        attach_tracepoint(&mut ebpf, programs::SCHED_SWITCH, "sched", "sched_switch")?;
-        attach_raw(&mut ebpf, programs::SYS_ENTER, "sys_enter")?;
-        attach_raw(&mut ebpf, programs::SYS_EXIT, "sys_exit")?;
+        attach_switch(&mut ebpf)?;
+        if config.syscalls != Syscalls::None {
+            if config.stacks.is_some() {
+                load_sys_exit_jumps(&mut ebpf)?;
+            }
+            attach_raw(&mut ebpf, programs::SYS_ENTER, "sys_enter")?;
+            attach_raw(&mut ebpf, programs::SYS_EXIT, "sys_exit")?;
+        }
         if let Some(s) = &config.stacks {
             attach_tracepoint(&mut ebpf, programs::SCHED_WAKEUP, "sched", "sched_wakeup")?;
             if s.oncpu_hz > 0 {
@@ -416,6 +473,11 @@ impl Probes {
                 // Runnable now (R): until it runs, it waits on a run queue, not blocked.
                 let runnable = task.stat().is_ok_and(|st| st.state == 'R');
                 zero.last_out_involuntary = u32::from(runnable);
+                // Asleep: inside a syscall, almost always, so its user stack is the one it
+                // has when that syscall returns.
+                zero.in_syscall = u32::from(!runnable);
+                zero.user_stack = -1;
+                zero.kernel_stack = -1;
                 // BPF_NOEXIST: a thread that already switched keeps what it counted.
                 let _ = threads.insert(task.tid as u32, zero, BPF_NOEXIST);
             }
@@ -657,6 +719,13 @@ impl Probes {
             let ips: Vec<u64> = trace.frames().iter().map(|f| f.ip).collect();
             raw.stacks.insert(id as i32, ips);
         }
+        let task: HashMap<&MapData, i32, UserStack> =
+            HashMap::try_from(map(maps::TASK_STACKS)?).map_err(map_err(maps::TASK_STACKS))?;
+        for item in task.iter() {
+            let (id, s) = item.map_err(map_err(maps::TASK_STACKS))?;
+            let len = (s.len as usize).min(s.frames.len());
+            raw.stacks.insert(id, s.frames[..len].to_vec());
+        }
         let user: HashMap<&MapData, i32, UserStack> =
             HashMap::try_from(map(maps::USER_STACKS)?).map_err(map_err(maps::USER_STACKS))?;
         for item in user.iter() {
@@ -751,7 +820,10 @@ impl Probes {
             threads.push(ThreadRow {
                 tid,
                 tgid: t.tgid,
-                comm: comm_string(t.comm),
+                // A live thread's name now: the kernel side reads it only now and then.
+                comm: std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", t.tgid))
+                    .map(|c| c.trim_end().to_string())
+                    .unwrap_or_else(|_| comm_string(t.comm)),
                 voluntary: t.voluntary,
                 involuntary: t.involuntary,
                 oncpu_ns: oncpu,
@@ -780,6 +852,20 @@ impl Probes {
             }
         }
 
+        let sampling: PerCpuArray<&MapData, u64> =
+            PerCpuArray::try_from(map(maps::SAMPLING)?).map_err(map_err(maps::SAMPLING))?;
+        let per = |i: u32| -> Result<u64, Error> {
+            Ok(sampling
+                .get(&i, 0)
+                .map_err(map_err(maps::SAMPLING))?
+                .iter()
+                .sum())
+        };
+        let offcpu_sampling = (
+            per(switchyard_common::sampling::INTERVALS)?,
+            per(switchyard_common::sampling::WALKED)?,
+        );
+
         let targets: HashMap<&MapData, u32, u8> =
             HashMap::try_from(map(maps::TARGETS)?).map_err(map_err(maps::TARGETS))?;
         let mut children: Vec<u32> = targets
@@ -799,6 +885,7 @@ impl Probes {
             locks: Locks::default(),
             gc: None,
             unwind: None,
+            offcpu_sampling,
         })
     }
 }
@@ -942,6 +1029,65 @@ fn attach_tracepoint(
         .attach(category, event)
         .map_err(program_error(name))?;
     Ok(())
+}
+
+/// `sched_switch` as a BTF tracepoint, with the programs it tail-calls for user-stack walks
+/// loaded into `SWITCH_JUMP` first.
+fn attach_switch(ebpf: &mut Ebpf) -> Result<(), Error> {
+    let btf = aya::Btf::from_sys_fs().map_err(|e| Error::Btf(e.to_string()))?;
+    for (index, name) in [programs::SCHED_SWITCH_WALK, programs::SCHED_SWITCH_FINISH]
+        .into_iter()
+        .enumerate()
+    {
+        let p: &mut aya::programs::BtfTracePoint = program(ebpf, name)?;
+        p.load("sched_switch", &btf)
+            .map_err(|e| load_error(name, e))?;
+        set_jump(ebpf, maps::SWITCH_JUMP, index as u32, name)?;
+    }
+    let name = programs::SCHED_SWITCH;
+    let switch: &mut aya::programs::BtfTracePoint = program(ebpf, name)?;
+    switch
+        .load("sched_switch", &btf)
+        .map_err(|e| load_error(name, e))?;
+    switch.attach().map_err(program_error(name))?;
+    Ok(())
+}
+
+/// `sys_exit`'s tail-called programs, into `SYSCALL_JUMP`.
+fn load_sys_exit_jumps(ebpf: &mut Ebpf) -> Result<(), Error> {
+    for (index, name) in [programs::SYS_EXIT_WALK, programs::SYS_EXIT_FINISH]
+        .into_iter()
+        .enumerate()
+    {
+        let p: &mut RawTracePoint = program(ebpf, name)?;
+        p.load().map_err(|e| load_error(name, e))?;
+        set_jump(ebpf, maps::SYSCALL_JUMP, index as u32, name)?;
+    }
+    Ok(())
+}
+
+/// Puts the loaded program `name` at `index` of the program array `map`.
+fn set_jump(
+    ebpf: &mut Ebpf,
+    map: &'static str,
+    index: u32,
+    name: &'static str,
+) -> Result<(), Error> {
+    let fd = {
+        let p: &mut aya::programs::Program =
+            ebpf.program_mut(name).ok_or(Error::MissingProgram(name))?;
+        p.fd()
+            .map_err(program_error(name))?
+            .try_clone()
+            .map_err(|e| Error::Program {
+                name,
+                source: Box::new(aya::programs::ProgramError::IOError(e)),
+            })?
+    };
+    let array = ebpf.map_mut(map).ok_or(Error::MissingMap(map))?;
+    let mut jump: ProgramArray<&mut MapData> =
+        ProgramArray::try_from(array).map_err(map_err(map))?;
+    jump.set(index, &fd, 0).map_err(map_err(map))
 }
 
 fn attach_raw(ebpf: &mut Ebpf, name: &'static str, event: &str) -> Result<(), Error> {

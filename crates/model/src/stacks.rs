@@ -91,6 +91,16 @@ pub struct StackStats {
     pub min_block_ns: u64,
     /// One syscall in this many had its stack taken (0: syscall stacks off).
     pub syscall_sample_every: u64,
+    /// Off-CPU stacks were sampled with this period, ns: an interval this long or longer was
+    /// always walked, a shorter one with probability (its length ÷ period), its time weighted
+    /// by the inverse (0: every interval walked; also runs from before sampling).
+    #[serde(default)]
+    pub offcpu_period_ns: u64,
+    /// Off-CPU intervals long enough for a stack, and how many of them were walked.
+    #[serde(default)]
+    pub offcpu_intervals: u64,
+    #[serde(default)]
+    pub offcpu_walked: u64,
     /// Stacks lost because the stack map was full or two stacks hashed alike.
     pub collisions: u64,
     /// Stacks that could not be taken at all (no user registers: a kernel thread).

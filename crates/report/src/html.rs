@@ -602,13 +602,15 @@ fn flame_note(run: &Run, kind: ProfileKind) -> String {
                     ns(stats.min_block_ns)
                 );
             }
+            note += &offcpu_sampling_note(stats);
             note
         }
         ProfileKind::Wakeup => format!(
             "{} of off-CPU time by who ended it: the sleeper's stack grows from the bottom, \
              <code>--</code> separates it from the waker's stack, drawn upside down, with the \
-             waker's thread name on top.",
-            ns(total)
+             waker's thread name on top.{}",
+            ns(total),
+            offcpu_sampling_note(stats)
         ),
         ProfileKind::Futex => format!(
             "{} waiting on futexes, by the user stack at the wait; the frame above the thread \
@@ -629,6 +631,22 @@ fn flame_note(run: &Run, kind: ProfileKind) -> String {
             thousands(stats.syscall_sample_every)
         ),
     }
+}
+
+/// How off-CPU stacks were sampled, as a sentence to append; empty when every block was walked.
+fn offcpu_sampling_note(stats: &switchyard_model::StackStats) -> String {
+    if stats.offcpu_period_ns == 0 || stats.offcpu_intervals == 0 {
+        return String::new();
+    }
+    format!(
+        " Stacks are sampled: every block of {} or more was walked, a shorter one with \
+         probability (its length ÷ {}), its time weighted by the inverse, so the times stay \
+         unbiased ({} of {} blocks walked).",
+        ns(stats.offcpu_period_ns),
+        ns(stats.offcpu_period_ns),
+        thousands(stats.offcpu_walked),
+        thousands(stats.offcpu_intervals),
+    )
 }
 
 /// A flame graph SVG embedded in a page: its own document in an `<iframe srcdoc>` (scripts and

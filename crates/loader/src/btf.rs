@@ -1,0 +1,94 @@
+//! Offsets of the kernel structure fields the programs read directly, from the running
+//! kernel's BTF (`/sys/kernel/btf/vmlinux`).
+
+use btf_rs::{Btf, Type};
+
+use crate::Error;
+
+const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
+
+/// Byte offsets in `struct task_struct`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskOffsets {
+    pub pid: u32,
+    pub tgid: u32,
+}
+
+impl TaskOffsets {
+    pub fn from_kernel() -> Result<TaskOffsets, Error> {
+        let btf =
+            Btf::from_file(VMLINUX).map_err(|e| Error::Btf(format!("reading {VMLINUX}: {e}")))?;
+        Ok(TaskOffsets {
+            pid: member_offset(&btf, "task_struct", "pid")?,
+            tgid: member_offset(&btf, "task_struct", "tgid")?,
+        })
+    }
+}
+
+/// The byte offset of `field` in `struct name`, looking through anonymous members (a
+/// randomised layout groups fields in anonymous structs).
+fn member_offset(btf: &Btf, name: &str, field: &str) -> Result<u32, Error> {
+    let types = btf
+        .resolve_types_by_name(name)
+        .map_err(|e| Error::Btf(format!("struct {name}: {e}")))?;
+    for t in types {
+        if let Type::Struct(s) = t
+            && let Some(bits) = find(btf, &s, field, 0)
+        {
+            if bits % 8 != 0 {
+                return Err(Error::Btf(format!("{name}.{field} is a bit field")));
+            }
+            return Ok(bits / 8);
+        }
+    }
+    Err(Error::Btf(format!("no field {field} in struct {name}")))
+}
+
+fn find(btf: &Btf, s: &btf_rs::Struct, field: &str, base_bits: u32) -> Option<u32> {
+    for m in &s.members {
+        let bits = base_bits + m.bit_offset();
+        match btf.resolve_name(m) {
+            Ok(n) if n == field => return Some(bits),
+            Ok(n) if !n.is_empty() => continue,
+            _ => {}
+        }
+        // Anonymous: a struct or union to look inside.
+        if let Ok(Type::Struct(inner) | Type::Union(inner)) = btf.resolve_chained_type(m)
+            && let Some(found) = find(btf, &inner, field, bits)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_struct_offsets_come_from_the_running_kernel() {
+        if !std::path::Path::new(VMLINUX).exists() {
+            eprintln!("skipped: {VMLINUX} is absent (a kernel without BTF)");
+            return;
+        }
+        let o = TaskOffsets::from_kernel().expect("offsets");
+        // tgid follows pid (both pid_t) in every kernel since 2.6.
+        assert_eq!(o.tgid, o.pid + 4);
+        assert!(o.pid > 0 && o.pid < 16384, "{o:?}");
+    }
+
+    #[test]
+    fn a_missing_field_is_an_error_naming_it() {
+        if !std::path::Path::new(VMLINUX).exists() {
+            eprintln!("skipped: {VMLINUX} is absent (a kernel without BTF)");
+            return;
+        }
+        let btf = Btf::from_file(VMLINUX).expect("btf");
+        let e = member_offset(&btf, "task_struct", "no_such_field").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "kernel BTF: no field no_such_field in struct task_struct"
+        );
+    }
+}
