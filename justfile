@@ -54,6 +54,15 @@ lint: setup
 bench-overhead: build
     bash scripts/bench-overhead.sh
 
+# `just bench-broker [REPEATS] [SECONDS] [SWITCHYARD…]`: REPEATS runs of SECONDS, untraced and
+# recorded (default settings) by each binary named (default: target/release/switchyard),
+# interleaved; name two for a before/after:
+# `just bench-broker 5 5 /tmp/switchyard-before target/release/switchyard`
+# What recording costs the spin-lock broker (abs): its throughput recorded, as a share of untraced
+[positional-arguments]
+bench-broker repeats="5" seconds="5" *switchyards: build
+    shift 2; {{runner}} overhead spinlock-broker --repeats {{repeats}} --seconds {{seconds}} "${@/#/--switchyard=}"
+
 # The spin-lock broker story: spin vs mutex vs abs, repeats, two contention levels, two sizes
 compare-broker: build
     {{runner}} compare-broker

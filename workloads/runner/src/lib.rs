@@ -7,7 +7,8 @@
 //!   [`plan::Plan`] before anything starts.
 //! - [`runner`]: one run, started, made ready and stopped through `switchyard-harness`
 //!   (`ServerProcess` and its ready line; `switchyard record --ready-fd` for attaching).
-//! - [`recipes`]: what the `just` recipes run: profile, compare, the stories.
+//! - [`recipes`]: what the `just` recipes run: profile, compare, the stories, the overhead.
+//! - [`overhead`]: what recording costs a workload's throughput, untraced against recorded.
 //! - [`story`]: the story tables, from run files through `metrics` and `compare`.
 //!
 //! The crates under `crates/` never depend on this one.
@@ -15,6 +16,7 @@
 pub mod catalogue;
 pub mod fail;
 pub mod interrupt;
+pub mod overhead;
 pub mod plan;
 pub mod recipes;
 pub mod runner;

@@ -67,6 +67,25 @@ enum Cmd {
         #[arg(default_value_t = catalogue::DEFAULT_SECONDS)]
         seconds: u64,
     },
+    /// `just bench-broker`: what recording costs a workload build (default: spinlock-broker,
+    /// abs, default load): its throughput untraced and while each switchyard binary records it
+    /// with default settings, REPEATS interleaved runs each, then a table of medians.
+    Overhead {
+        #[arg(default_value = "spinlock-broker")]
+        workload: String,
+        /// Empty: the workload's default build.
+        #[arg(default_value = "")]
+        build: String,
+        #[arg(long, default_value_t = 5)]
+        repeats: u32,
+        /// Seconds of load in each run.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// A switchyard binary to record with; repeat it for a before and an after
+        /// [default: the one in the bin directory].
+        #[arg(long = "switchyard", value_name = "PATH")]
+        switchyards: Vec<PathBuf>,
+    },
     /// `just compare-broker`: the spin-lock broker story, then its table.
     CompareBroker {
         #[arg(long, env = "REPEATS", default_value_t = 3)]
@@ -161,6 +180,13 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             repeats,
             seconds,
         } => recipes::compare(&workload, (&a, &b), repeats, seconds, &cx),
+        Cmd::Overhead {
+            workload,
+            build,
+            repeats,
+            seconds,
+            switchyards,
+        } => recipes::overhead(&workload, &build, (repeats, seconds), &switchyards, &cx),
         Cmd::CompareBroker { repeats, seconds } => {
             recipes::story(&story::broker(recipes::cores()), repeats, seconds, &cx)
         }

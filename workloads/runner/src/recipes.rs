@@ -1,7 +1,8 @@
 //! What the `just` recipes run: `profile` (a workload build, the demo or a live process, into
-//! `reports/<name>-<time>/`), `compare` (repeats of two builds, then the comparison page) and the
-//! stories (`compare-broker`, `compare-relay`). Paths are relative to the working directory,
-//! the repository root under `just`.
+//! `reports/<name>-<time>/`), `compare` (repeats of two builds, then the comparison page), the
+//! stories (`compare-broker`, `compare-relay`) and `overhead` (what recording costs a workload,
+//! `bench-broker`). Paths are relative to the working directory, the repository root under
+//! `just`.
 
 use std::{
     fs,
@@ -13,10 +14,13 @@ use std::{
     time::{Duration, Instant},
 };
 
+use switchyard_model::units::counted;
+
 use crate::{
     catalogue,
     fail::Failure,
     interrupt::Interrupts,
+    overhead,
     plan::{Plan, PlanError, Request},
     runner::{self, Tools, code_of},
     story::{self, Story},
@@ -276,6 +280,100 @@ pub fn story(story: &Story, repeats: u32, seconds: u64, cx: &Context<'_>) -> Res
         _ => story::relay_table(&groups),
     };
     print!("{table}");
+    Ok(0)
+}
+
+/// `just bench-broker [REPEATS] [SECONDS] [SWITCHYARD…]`: what recording costs a workload
+/// build under its default load (see [`overhead`]). REPEATS runs of each configuration
+/// (untraced, and recorded by each switchyard binary: by default the one beside this
+/// program), interleaved, then the table on stdout. The runs' files go to a temporary
+/// directory, removed at the end and kept when a run fails. Ctrl-C ends it with the table of
+/// the repeats that were complete (exit 2).
+pub fn overhead(
+    workload: &str,
+    build: &str,
+    (repeats, seconds): (u32, u64),
+    switchyards: &[PathBuf],
+    cx: &Context<'_>,
+) -> Result<u8, Failure> {
+    let Context {
+        tools,
+        interrupts,
+        as_build,
+    } = *cx;
+    let plan = default_load(workload, build, seconds, as_build)?;
+    if repeats == 0 {
+        return Err(
+            Failure::new("--repeats 0: nothing to measure").hint("give --repeats 1 or more")
+        );
+    }
+    let switchyards = if switchyards.is_empty() {
+        let own = tools.switchyard();
+        let cwd = std::env::current_dir().unwrap_or_default();
+        vec![
+            own.strip_prefix(&cwd)
+                .map_or_else(|_| own.clone(), Path::to_path_buf),
+        ]
+    } else {
+        switchyards.to_vec()
+    };
+    if let Some(missing) = switchyards.iter().find(|s| !s.is_file()) {
+        return Err(
+            Failure::new(format!("no switchyard binary at {}", missing.display()))
+                .hint("build it first (`just build`), or give another with --switchyard PATH"),
+        );
+    }
+    let configs = overhead::configurations(&switchyards);
+    let dir = tempfile::Builder::new()
+        .prefix("switchyard-overhead-")
+        .tempdir()
+        .map_err(|e| Failure::io("creating a directory for the runs", e))?;
+    step(&format!(
+        "{} ({}): {}, {seconds} s each; {}, interleaved",
+        plan.workload.name,
+        plan.build.name,
+        plan.load_line(),
+        counted(u64::from(repeats), "repeat")
+    ));
+    let mut rows: Vec<(String, Vec<overhead::Sample>)> = configs
+        .iter()
+        .map(|c| (c.label.clone(), Vec::new()))
+        .collect();
+    'repeats: for r in 0..repeats {
+        for i in overhead::order(configs.len(), r as usize) {
+            let config = &configs[i];
+            step(&format!("repeat {} of {repeats}: {}", r + 1, config.label));
+            let out = dir.path().join(format!("{}-{i}", r + 1));
+            let measured = overhead::measure(&plan, tools, config, &out, interrupts);
+            if interrupts.raised() {
+                break 'repeats;
+            }
+            match measured {
+                Ok(sample) => rows[i].1.push(sample),
+                Err(failure) => {
+                    eprint!("{}", failure.render());
+                    eprintln!("the runs' files are kept in {}", dir.keep().display());
+                    return Ok(failure.code);
+                }
+            }
+        }
+    }
+    let complete = rows.iter().map(|(_, s)| s.len()).min().unwrap_or(0);
+    if complete > 0 {
+        print!(
+            "{} ({}): {}, {seconds} s of load, {}, interleaved\n\n{}\n{}\n",
+            plan.workload.name,
+            plan.build.name,
+            plan.load_line(),
+            counted(complete as u64, "repeat"),
+            overhead::table(&rows),
+            overhead::NOTE
+        );
+    }
+    if interrupts.raised() {
+        eprintln!("interrupted: {complete} of {repeats} repeats were complete");
+        return Ok(2);
+    }
     Ok(0)
 }
 

@@ -7,6 +7,7 @@
 //! `prefill.out`.
 
 use std::{
+    collections::BTreeMap,
     fs::{self, File},
     path::{Path, PathBuf},
     process::{Command, ExitStatus, Stdio},
@@ -27,7 +28,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `switchyard record --pid` has to attach.
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long switchyard has, once the load is over, to write the run (symbolising included).
-const RECORD_EXIT_TIMEOUT: Duration = Duration::from_secs(180);
+pub(crate) const RECORD_EXIT_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long a server has to exit after SIGTERM.
 const SERVER_EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -111,10 +112,10 @@ pub fn run(
         .arg(&result)
         .arg("-o")
         .arg(out.join("run.json"));
-    let server_words = fill_words(plan.build.server, &values(""));
 
     let status = match w.attach {
         Attach::Spawn => {
+            let server_words = fill_words(plan.build.server, &values(""));
             record
                 .arg("--")
                 .arg(tools.bin.join(&server_words[0]))
@@ -138,55 +139,13 @@ pub fn run(
             status?
         }
         Attach::AfterPrefill => {
-            let mut server = tools.command(&server_words);
-            server.stderr(create(&out.join("server.err"))?);
-            let server = ServerProcess::spawn(server, READY_TIMEOUT)
-                .map_err(|e| not_ready(plan, &e, &out.join("server.err")))?;
+            let server = start_filled(plan, tools, out, &values)?;
             let addr = server.addr().to_string();
-            if let Some(prefill) = w.prefill {
-                let words = fill_words(prefill, &values(&addr));
-                let log = out.join("prefill.out");
-                let status = run_logged(tools.command(&words), &log)?;
-                if !status.success() {
+            let recorder = match attach(record, &server, plan, out) {
+                Ok(recorder) => recorder,
+                Err(failure) => {
                     stop_server(server, &out.join("server.out"));
-                    return Err(Failure::new(format!(
-                        "filling the {} failed ({status}); see {}",
-                        w.name,
-                        log.display()
-                    ))
-                    .hint(format!("it ran: {}", shown(&words)))
-                    .tail(&log, 3));
-                }
-            }
-            record
-                .arg("--pid")
-                .arg(server.pid().to_string())
-                .arg("--ready-fd")
-                .arg("3");
-            let record_err = out.join("record.err");
-            record.stderr(create(&record_err)?);
-            let recorder = match ServerProcess::spawn_with_ready_fd(record, 3, ATTACH_TIMEOUT) {
-                Ok((recorder, line)) if line == format!("recording {}", server.pid()) => recorder,
-                Ok((recorder, line)) => {
-                    let pid = server.pid();
-                    let _ = recorder.interrupt();
-                    let _ = finish(recorder, &out.join("record.out"), RECORD_EXIT_TIMEOUT);
-                    stop_server(server, &out.join("server.out"));
-                    return Err(Failure::new(format!(
-                        "switchyard record announced `{line}`, not `recording {pid}`"
-                    ))
-                    .hint("the switchyard binary does not match this runner: rebuild with `just build`"));
-                }
-                Err(e) => {
-                    let pid = server.pid();
-                    stop_server(server, &out.join("server.out"));
-                    return Err(Failure::new(format!(
-                        "switchyard record could not attach to {} (pid {pid}): {e}; see {}",
-                        w.name,
-                        record_err.display()
-                    ))
-                    .hint("`switchyard doctor` shows what this host can record")
-                    .tail(&record_err, usize::MAX));
+                    return Err(failure);
                 }
             };
             let forwarding = interrupts.forward_to(recorder.pid());
@@ -210,18 +169,94 @@ pub fn run(
     // Ctrl-C makes switchyard exit 2 after writing the run: that run is still reported.
     let kept = interrupted && out.join("run.json").exists();
     if !status.success() && !kept {
-        let record_err = out.join("record.err");
-        return Err(Failure::new(format!(
-            "switchyard record exited {}; see {}",
-            code_of(status),
-            record_err.display()
-        ))
-        .hint("its error above says why; `switchyard doctor` shows what this host can record")
-        .tail(&record_err, usize::MAX)
-        .code(u8::try_from(code_of(status)).unwrap_or(2)));
+        return Err(record_failed(status, &out.join("record.err")));
     }
     report(tools, out)?;
     Ok(Outcome { interrupted })
+}
+
+/// The values a run's templates are filled from, given the server's address.
+pub(crate) type Values<'a> = dyn Fn(&str) -> BTreeMap<&'static str, String> + 'a;
+
+/// Starts the build's server on its own (stderr in OUT/server.err) and, when the workload has
+/// a prefill, fills it (OUT/prefill.out). A failing prefill stops the server.
+pub(crate) fn start_filled(
+    plan: &Plan,
+    tools: &Tools,
+    out: &Path,
+    values: &Values<'_>,
+) -> Result<ServerProcess, Failure> {
+    let w = plan.workload;
+    let mut server = tools.command(&fill_words(plan.build.server, &values("")));
+    server.stderr(create(&out.join("server.err"))?);
+    let server = ServerProcess::spawn(server, READY_TIMEOUT)
+        .map_err(|e| not_ready(plan, &e, &out.join("server.err")))?;
+    if let Some(prefill) = w.prefill {
+        let words = fill_words(prefill, &values(&server.addr().to_string()));
+        let log = out.join("prefill.out");
+        let status = run_logged(tools.command(&words), &log)?;
+        if !status.success() {
+            stop_server(server, &out.join("server.out"));
+            return Err(Failure::new(format!(
+                "filling the {} failed ({status}); see {}",
+                w.name,
+                log.display()
+            ))
+            .hint(format!("it ran: {}", shown(&words)))
+            .tail(&log, 3));
+        }
+    }
+    Ok(server)
+}
+
+/// Attaches `record` (a `switchyard record` command with its flags) to the running `server`
+/// with `--pid` and `--ready-fd 3`, and returns once switchyard says its probes are attached
+/// (stderr in OUT/record.err). On failure the recorder is gone; the server is the caller's.
+pub(crate) fn attach(
+    mut record: Command,
+    server: &ServerProcess,
+    plan: &Plan,
+    out: &Path,
+) -> Result<ServerProcess, Failure> {
+    let pid = server.pid();
+    record
+        .arg("--pid")
+        .arg(pid.to_string())
+        .arg("--ready-fd")
+        .arg("3");
+    let record_err = out.join("record.err");
+    record.stderr(create(&record_err)?);
+    match ServerProcess::spawn_with_ready_fd(record, 3, ATTACH_TIMEOUT) {
+        Ok((recorder, line)) if line == format!("recording {pid}") => Ok(recorder),
+        Ok((recorder, line)) => {
+            let _ = recorder.interrupt();
+            let _ = finish(recorder, &out.join("record.out"), RECORD_EXIT_TIMEOUT);
+            Err(Failure::new(format!(
+                "switchyard record announced `{line}`, not `recording {pid}`"
+            ))
+            .hint("the switchyard binary does not match this runner: rebuild with `just build`"))
+        }
+        Err(e) => Err(Failure::new(format!(
+            "switchyard record could not attach to {} (pid {pid}): {e}; see {}",
+            plan.workload.name,
+            record_err.display()
+        ))
+        .hint("`switchyard doctor` shows what this host can record")
+        .tail(&record_err, usize::MAX)),
+    }
+}
+
+/// `switchyard record` ended with `status` other than success: its code, and its error output
+/// quoted.
+pub(crate) fn record_failed(status: ExitStatus, record_err: &Path) -> Failure {
+    Failure::new(format!(
+        "switchyard record exited {}; see {}",
+        code_of(status),
+        record_err.display()
+    ))
+    .hint("its error above says why; `switchyard doctor` shows what this host can record")
+    .tail(record_err, usize::MAX)
+    .code(u8::try_from(code_of(status)).unwrap_or(2))
 }
 
 /// `switchyard report OUT/run.json -o OUT`, quietly.
@@ -246,10 +281,10 @@ pub fn report(tools: &Tools, out: &Path) -> Result<(), Failure> {
 }
 
 /// Runs the driver against the server; its output goes to OUT/driver.out.
-fn drive(
+pub(crate) fn drive(
     plan: &Plan,
     tools: &Tools,
-    values: &std::collections::BTreeMap<&'static str, String>,
+    values: &BTreeMap<&'static str, String>,
     out: &Path,
 ) -> Result<(), Failure> {
     let words = fill_words(plan.workload.driver, values);
@@ -290,7 +325,11 @@ fn run_logged(mut command: Command, log: &Path) -> Result<ExitStatus, Failure> {
 
 /// Waits for a process started through the harness and writes what it printed after its
 /// ready line into `stdout`.
-fn finish(process: ServerProcess, stdout: &Path, timeout: Duration) -> Result<ExitStatus, Failure> {
+pub(crate) fn finish(
+    process: ServerProcess,
+    stdout: &Path,
+    timeout: Duration,
+) -> Result<ExitStatus, Failure> {
     match process.wait(timeout) {
         Ok(exit) => {
             let mut text = exit.stdout_lines.join("\n");
@@ -306,7 +345,7 @@ fn finish(process: ServerProcess, stdout: &Path, timeout: Duration) -> Result<Ex
 }
 
 /// SIGTERM, then waits; the server's output after its ready line goes to `stdout`.
-fn stop_server(server: ServerProcess, stdout: &Path) {
+pub(crate) fn stop_server(server: ServerProcess, stdout: &Path) {
     let _ = server.terminate();
     let _ = finish(server, stdout, SERVER_EXIT_TIMEOUT);
 }
@@ -325,7 +364,7 @@ fn not_ready(plan: &Plan, e: &LaunchError, log: &Path) -> Failure {
     .tail(log, 5)
 }
 
-fn create(path: &Path) -> Result<File, Failure> {
+pub(crate) fn create(path: &Path) -> Result<File, Failure> {
     File::create(path).map_err(|e| Failure::io(format!("creating {}", path.display()), e))
 }
 

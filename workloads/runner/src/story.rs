@@ -259,7 +259,7 @@ pub fn relay_table(groups: &[Group]) -> String {
 }
 
 /// `| a | b |` and `|---|---|`.
-fn header(head: &[&str]) -> String {
+pub(crate) fn header(head: &[&str]) -> String {
     format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()))
 }
 
@@ -278,7 +278,7 @@ fn file_name(p: &Path) -> String {
 }
 
 /// `message: cause: cause…`
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
     while let Some(c) = source {

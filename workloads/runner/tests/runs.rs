@@ -41,7 +41,14 @@ if [ "$FAKE_ATTACH" = fail ]; then
   echo "error: loading program sched_switch: permission denied" >&2
   exit 2
 fi
-trap 'echo "{\"fake\": true}" > "$out"; echo "switchyard: interrupted"; exit 0' INT
+stop() {
+  if [ -n "$FAKE_RUN" ]; then cp "$FAKE_RUN" "$out"; else echo '{"fake": true}' > "$out"; fi
+  [ -z "$FAKE_LOG" ] || echo "$0 stopped" >> "$FAKE_LOG"
+  echo "switchyard: interrupted"
+  exit 0
+}
+trap stop INT
+[ -z "$FAKE_LOG" ] || echo "$0 attached" >> "$FAKE_LOG"
 echo "recording $pid" >&3
 exec 3>&-
 while :; do sleep 0.05; done
@@ -71,6 +78,16 @@ if [ -n "$prefill" ]; then
   exit 0
 fi
 if [ "$FAKE_DRIVER" = fail ]; then echo "driver: error: failed to connect to 127.0.0.1:1" >&2; exit 2; fi
+[ -z "$FAKE_LOG" ] || echo "driver" >> "$FAKE_LOG"
+if [ -n "$FAKE_THROUGHPUT" ]; then
+  cat > "$out" <<EOF
+{"format": "switchyard-driver-result", "schema_version": 1, "workload": "spinlock-broker",
+ "build": "abs", "parameters": {}, "operations": 2000, "errors": 0, "duration_ns": 2000000000,
+ "throughput_per_s": $FAKE_THROUGHPUT, "histogram": "", "window_ms": 100, "windows": [],
+ "latency_ns": {"p50": 1, "p90": 1, "p99": 1, "p99_9": 1, "p99_99": 1, "max": 1}}
+EOF
+  exit 0
+fi
 if [ "$FAKE_DRIVER" = slow ]; then
   trap 'echo "{}" > "$out"; exit 0' INT
   : > "$(dirname "$out")/driver.started"
@@ -329,4 +346,69 @@ fn ctrl_c_keeps_the_run_and_reports_it() {
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     has_files(&out, &["run.json", "result.json", "index.html"]);
+}
+
+#[test]
+fn overhead_records_each_binary_from_before_the_load_to_after_it() {
+    let f = Fakes::new();
+    let bin = f.dir.path().join("bin");
+    let before = f.dir.path().join("before");
+    fs::create_dir(&before).unwrap();
+    fs::copy(bin.join("switchyard"), before.join("switchyard")).unwrap();
+    let (before, after) = (before.join("switchyard"), bin.join("switchyard"));
+    let log = f.dir.path().join("log");
+    let run = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/story/spinlock-broker/low-2B/abs-1/run.json");
+    let o = f
+        .runner(
+            &[
+                "overhead",
+                "--repeats",
+                "2",
+                "--seconds",
+                "1",
+                "--switchyard",
+                before.to_str().unwrap(),
+                "--switchyard",
+                after.to_str().unwrap(),
+            ],
+            &[
+                ("FAKE_LOG", log.to_str().unwrap()),
+                ("FAKE_RUN", run.to_str().unwrap()),
+                ("FAKE_THROUGHPUT", "1000.0"),
+            ],
+        )
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (b, a) = (before.display(), after.display());
+    let recorded = |by: &dyn std::fmt::Display| {
+        [
+            format!("{by} attached"),
+            "driver".to_string(),
+            format!("{by} stopped"),
+        ]
+    };
+    // Repeat 1: untraced, before, after; repeat 2 starts one further on.
+    let mut expected = vec!["driver".to_string()];
+    expected.extend(recorded(&b));
+    expected.extend(recorded(&a));
+    expected.extend(recorded(&b));
+    expected.extend(recorded(&a));
+    expected.push("driver".into());
+    let seen = fs::read_to_string(&log).unwrap();
+    assert_eq!(seen.lines().collect::<Vec<_>>(), expected);
+    // 133,732 switches in the run file over the driver's 2 s of load.
+    let table = String::from_utf8_lossy(&o.stdout);
+    for row in [
+        "| untraced | 1,000 ops/s | 1.00 | 1,000–1,000 ops/s | – |".to_string(),
+        format!(
+            "| recorded by {b} | 1,000 ops/s | 1.00 | 1,000–1,000 ops/s; 1.00–1.00 of untraced | 66,866 |"
+        ),
+        format!(
+            "| recorded by {a} | 1,000 ops/s | 1.00 | 1,000–1,000 ops/s; 1.00–1.00 of untraced | 66,866 |"
+        ),
+    ] {
+        assert!(table.contains(&row), "no row `{row}` in:\n{table}");
+    }
 }

@@ -1,0 +1,292 @@
+//! What recording costs a workload: its throughput while `switchyard record` (default
+//! settings: stacks on, no uprobe spans, none of the build's own record flags) follows it, as a
+//! fraction of its untraced throughput, measured side by side in one run, for one or more
+//! switchyard binaries (a before and an after).
+//!
+//! Each run starts a fresh server (filled by its prefill when the workload has one); a recorded
+//! run attaches `switchyard record --pid` to it and waits for `--ready-fd` to say the probes
+//! are attached before the driver starts, and ends the recording with SIGINT once the driver is
+//! done. Throughput is the driver's operations per second, from its result file. Every
+//! configuration runs once per repeat, in an order rotated by one each repeat, so none always
+//! runs first or always follows the same one.
+//!
+//! Throughput shows the cost where the driver sends as fast as the server answers (the
+//! broker's producers); a driver at a fixed rate (the relay's speakers, the cache's requests)
+//! keeps its rate while the server keeps up, and the cost goes to latency and CPU instead.
+
+use std::{
+    fmt::Write as _,
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use switchyard_harness::DriverResult;
+use switchyard_model::{
+    Run,
+    metrics::spread,
+    units::{counted, grouped, significant, thousands},
+};
+
+use crate::{
+    fail::Failure,
+    interrupt::Interrupts,
+    plan::Plan,
+    runner::{self, RECORD_EXIT_TIMEOUT, Tools},
+    story::{error_chain, header},
+};
+
+/// One configuration: untraced, or recorded by a switchyard binary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Configuration {
+    /// As the table names it.
+    pub label: String,
+    /// The `switchyard` that records; `None`: untraced.
+    pub switchyard: Option<PathBuf>,
+}
+
+/// Untraced first, then one recorded configuration per binary, labelled by its path as given.
+pub fn configurations(switchyards: &[PathBuf]) -> Vec<Configuration> {
+    let mut all = vec![Configuration {
+        label: "untraced".into(),
+        switchyard: None,
+    }];
+    all.extend(switchyards.iter().map(|s| Configuration {
+        label: format!("recorded by {}", s.display()),
+        switchyard: Some(s.clone()),
+    }));
+    all
+}
+
+/// The order the configurations run in during repeat `repeat` (from 0): rotated by one each
+/// repeat.
+pub fn order(configurations: usize, repeat: usize) -> Vec<usize> {
+    (0..configurations)
+        .map(|i| (repeat + i) % configurations)
+        .collect()
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Operations per second, as the driver's result says.
+    pub throughput: f64,
+    /// Context switches of the server the recording counted, per second of load; `None`
+    /// untraced.
+    pub switches_per_s: Option<f64>,
+}
+
+/// One run of `config` under `plan`'s load; every process's output goes into `out` (a
+/// directory of its own for each run). The server and the recorder are stopped before it
+/// returns, on failure too.
+pub fn measure(
+    plan: &Plan,
+    tools: &Tools,
+    config: &Configuration,
+    out: &Path,
+    interrupts: &Interrupts,
+) -> Result<Sample, Failure> {
+    fs::create_dir_all(out).map_err(|e| Failure::io(format!("creating {}", out.display()), e))?;
+    let scratch =
+        tempfile::tempdir().map_err(|e| Failure::io("creating a scratch directory", e))?;
+    let result = out.join("result.json");
+    let run_file = out.join("run.json");
+    let values = |addr: &str| {
+        plan.values(
+            addr,
+            &result.to_string_lossy(),
+            &scratch.path().to_string_lossy(),
+        )
+    };
+    let server = runner::start_filled(plan, tools, out, &values)?;
+    let addr = server.addr().to_string();
+    let recorder = match &config.switchyard {
+        None => None,
+        Some(switchyard) => {
+            let mut record = Command::new(switchyard);
+            record.arg("record").arg("-o").arg(&run_file);
+            match runner::attach(record, &server, plan, out) {
+                Ok(recorder) => Some(recorder),
+                Err(failure) => {
+                    runner::stop_server(server, &out.join("server.out"));
+                    return Err(failure);
+                }
+            }
+        }
+    };
+    let forwarding = recorder.as_ref().map(|r| interrupts.forward_to(r.pid()));
+    let driven = runner::drive(plan, tools, &values(&addr), out);
+    let recorded = recorder.map(|r| {
+        let _ = r.interrupt();
+        runner::finish(r, &out.join("record.out"), RECORD_EXIT_TIMEOUT)
+    });
+    drop(forwarding);
+    runner::stop_server(server, &out.join("server.out"));
+    driven?;
+    if let Some(status) = recorded {
+        let status = status?;
+        if !status.success() && !interrupts.raised() {
+            return Err(runner::record_failed(status, &out.join("record.err")));
+        }
+    }
+
+    let result = DriverResult::read(&result).map_err(|e| {
+        Failure::new(error_chain(&e)).hint("the driver's output is in driver.out beside it")
+    })?;
+    if result.errors > 0 {
+        eprintln!(
+            "warning: {} operations of the {} driver failed; see {}",
+            thousands(result.errors),
+            plan.workload.name,
+            out.join("driver.out").display()
+        );
+    }
+    let switches_per_s = match config.switchyard {
+        None => None,
+        Some(_) => {
+            let run = Run::load(&run_file).map_err(|e| {
+                Failure::new(error_chain(&e))
+                    .hint("switchyard's own output is in record.err beside it")
+            })?;
+            let secs = result.duration_ns as f64 / 1e9;
+            (secs > 0.0).then(|| (run.voluntary() + run.involuntary()) as f64 / secs)
+        }
+    };
+    Ok(Sample {
+        throughput: result.throughput_per_s,
+        switches_per_s,
+    })
+}
+
+/// What the table's columns mean, printed under it.
+pub const NOTE: &str = "of untraced: each repeat's throughput over the same repeat's untraced one, \
+median (min–max)\ncontext switches/s: the server's, as the recording counted them, per second \
+of load";
+
+/// The table: per configuration, the median throughput, the median of each repeat's
+/// throughput over that repeat's untraced one, the spread of both over the repeats, and the
+/// median context switches per second of the recorded runs. `rows[0]` is the untraced
+/// configuration; every row has one sample per repeat, in repeat order.
+pub fn table(rows: &[(String, Vec<Sample>)]) -> String {
+    let repeats = rows.iter().map(|(_, s)| s.len()).min().unwrap_or(0);
+    let mut out = header(&[
+        "configuration",
+        "throughput (median)",
+        "of untraced",
+        &format!(
+            "spread over {} (min–max)",
+            counted(repeats as u64, "repeat")
+        ),
+        "context switches/s",
+    ]);
+    let Some((_, untraced)) = rows.first() else {
+        return out;
+    };
+    for (i, (label, samples)) in rows.iter().enumerate() {
+        let samples = &samples[..repeats];
+        let throughput: Vec<f64> = samples.iter().map(|s| s.throughput).collect();
+        let fractions: Vec<f64> = samples
+            .iter()
+            .zip(untraced)
+            .map(|(s, u)| s.throughput / u.throughput)
+            .collect();
+        let switches: Vec<f64> = samples.iter().filter_map(|s| s.switches_per_s).collect();
+        let (Some(t), Some(f)) = (spread(&throughput), spread(&fractions)) else {
+            continue;
+        };
+        let mut range = format!("{}–{} ops/s", grouped(t.min, 0), grouped(t.max, 0));
+        if i > 0 {
+            let _ = write!(
+                range,
+                "; {}–{} of untraced",
+                significant(f.min),
+                significant(f.max)
+            );
+        }
+        let switches = spread(&switches).map_or_else(|| "–".into(), |s| grouped(s.median, 0));
+        let _ = writeln!(
+            out,
+            "| {label} | {} ops/s | {} | {range} | {switches} |",
+            grouped(t.median, 0),
+            significant(f.median),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(throughput: f64, switches_per_s: Option<f64>) -> Sample {
+        Sample {
+            throughput,
+            switches_per_s,
+        }
+    }
+
+    #[test]
+    fn every_configuration_leads_a_repeat_in_turn() {
+        assert_eq!(order(3, 0), [0, 1, 2]);
+        assert_eq!(order(3, 1), [1, 2, 0]);
+        assert_eq!(order(3, 2), [2, 0, 1]);
+        assert_eq!(order(3, 3), [0, 1, 2]);
+        assert_eq!(order(1, 4), [0]);
+    }
+
+    #[test]
+    fn untraced_comes_first_then_each_binary_as_given() {
+        let c = configurations(&["/tmp/before".into(), "target/release/switchyard".into()]);
+        let labels: Vec<&str> = c.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "untraced",
+                "recorded by /tmp/before",
+                "recorded by target/release/switchyard"
+            ]
+        );
+        assert_eq!(c[0].switchyard, None);
+        assert_eq!(c[2].switchyard, Some("target/release/switchyard".into()));
+    }
+
+    #[test]
+    fn fractions_pair_each_repeat_with_its_untraced_run() {
+        let rows = vec![
+            (
+                "untraced".to_string(),
+                vec![sample(400_000.0, None), sample(300_000.0, None)],
+            ),
+            (
+                "recorded by a".to_string(),
+                vec![
+                    sample(300_000.0, Some(120_000.0)),
+                    sample(240_000.0, Some(100_000.0)),
+                ],
+            ),
+        ];
+        // Repeat 1: 0.75, repeat 2: 0.8; the ratio of the medians would say 0.771.
+        assert_eq!(
+            table(&rows),
+            "| configuration | throughput (median) | of untraced | spread over 2 repeats (min–max) | context switches/s |\n\
+             |---|---|---|---|---|\n\
+             | untraced | 350,000 ops/s | 1.00 | 300,000–400,000 ops/s | – |\n\
+             | recorded by a | 270,000 ops/s | 0.775 | 240,000–300,000 ops/s; 0.750–0.800 of untraced | 110,000 |\n"
+        );
+    }
+
+    #[test]
+    fn an_incomplete_repeat_is_left_out() {
+        let rows = vec![
+            (
+                "untraced".to_string(),
+                vec![sample(100.0, None), sample(90.0, None)],
+            ),
+            ("recorded by a".to_string(), vec![sample(50.0, Some(10.0))]),
+        ];
+        let t = table(&rows);
+        assert!(t.contains("spread over 1 repeat (min–max)"), "{t}");
+        assert!(t.contains("| untraced | 100 ops/s | 1.00 |"), "{t}");
+        assert!(t.contains("| recorded by a | 50 ops/s | 0.500 |"), "{t}");
+    }
+}
