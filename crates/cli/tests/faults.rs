@@ -7,7 +7,7 @@
 mod common;
 
 use std::{
-    io::{BufRead, BufReader, Read, Write},
+    io::{BufRead, BufReader, Write},
     process::{Child, Command, Stdio},
     thread,
     time::{Duration, Instant},
@@ -29,45 +29,6 @@ fn rss_kb(pid: u32) -> Option<u64> {
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-}
-
-/// Starts `switchyard record ARGS` with a `--ready-fd` pipe and waits for its handshake.
-fn record_ready(args: &[&str]) -> Child {
-    let mut fds = [0; 2];
-    // SAFETY: a two-int out array; the write end is made inheritable below.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    let [r, w] = fds;
-    let mut cmd = Command::new(switchyard());
-    cmd.args(["record", "--ready-fd", "3"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    // SAFETY: dup2 is async-signal-safe; fd 3 is the write end, without close-on-exec.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-            if libc::dup2(w, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let child = cmd.spawn().unwrap();
-    // SAFETY: our write end; the child has its own copy.
-    unsafe { libc::close(w) };
-    // SAFETY: the read end, owned from here.
-    let mut ready = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(r) };
-    let mut line = String::new();
-    ready.read_to_string(&mut line).unwrap();
-    assert!(line.starts_with("recording "), "no handshake: {line:?}");
-    child
-}
-
-fn wait_output(child: Child) -> (Option<i32>, String) {
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// `switchyard record FLAGS -o RUN -- switchyard-demo ARGS`, which must succeed: its run.

@@ -17,6 +17,10 @@
 //! switchyard-demo locks [--futex-waits N] [--span-calls M]
 //!                                               (N futex waits that time out on one word,
 //!                                                M calls of `demo_span_target`)
+//! switchyard-demo blockers [--seconds S] [--burst B] [--pause-us U] [--wait-stdin]
+//!                                               (threads blocking in known functions for
+//!                                                known times, short and long; prints the
+//!                                                count and blocked ns of each function)
 //! ```
 //!
 //! Syscalls are issued directly (`syscall(2)`) so their counts are exactly what was asked:
@@ -34,7 +38,7 @@ use std::{
 
 fn usage() -> ! {
     eprintln!(
-        "usage: switchyard-demo known|threads|getppid-loop|pingpong|mix [options] (see the source header)"
+        "usage: switchyard-demo SUBCOMMAND [options] (subcommands and options: see the source header)"
     );
     process::exit(2);
 }
@@ -564,6 +568,243 @@ fn locks(args: &Args) {
     );
 }
 
+/// Times and counts the calls of one blocking function, as the function saw them (wall time
+/// around the block: the block plus the few µs of the syscall on CPU).
+#[derive(Clone, Copy, Default)]
+struct Blocked {
+    count: u64,
+    ns: u64,
+}
+
+impl Blocked {
+    /// Always inlined: the blocking function that calls it keeps its own frame, and the call
+    /// inside is not its last act, so it is never turned into a tail call that would leave the
+    /// stack without it.
+    #[inline(always)]
+    fn time<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        let start = Instant::now();
+        let r = f();
+        self.count += 1;
+        self.ns += start.elapsed().as_nanos() as u64;
+        r
+    }
+}
+
+/// The ping-pong's bytes: a ball to return, a pause, the end.
+const BALL: u8 = b'b';
+const PAUSE: u8 = b'p';
+const STOP: u8 = b's';
+
+/// One byte into a pipe.
+#[inline(never)]
+fn send_byte(fd: i32, b: u8) {
+    // SAFETY: one byte out of a valid buffer.
+    if unsafe { libc::write(fd, (&b as *const u8).cast(), 1) } != 1 {
+        eprintln!("error: pipe write: {}", std::io::Error::last_os_error());
+        process::exit(1);
+    }
+}
+
+/// One byte out of a pipe (`None` at end of file). Not inlined: the blocking functions below
+/// call it, so each keeps a frame of its own.
+#[inline(never)]
+fn recv_byte(fd: i32) -> Option<u8> {
+    let mut b = 0u8;
+    // SAFETY: one byte into a valid buffer.
+    (unsafe { libc::read(fd, (&mut b as *mut u8).cast(), 1) } == 1).then_some(b)
+}
+
+// The blocking functions. Each is a distinct function with a body of its own (identical
+// bodies could be merged into one symbol) and blocks in a call that is not its last act.
+
+/// The ping side waits for the ball to come back: a few µs, thousands of times a second.
+#[inline(never)]
+fn await_return(fd: i32, b: &mut Blocked) -> bool {
+    b.time(|| recv_byte(fd)) == Some(BALL)
+}
+
+/// The pong side waits for the next ball: a few µs within a burst; after a pause, until the
+/// ping's pause ends too (the two pauses run side by side).
+#[inline(never)]
+fn await_serve(fd: i32, b: &mut Blocked) -> Option<u8> {
+    b.time(|| recv_byte(fd))
+}
+
+/// Both ping-pong threads rest between bursts.
+#[inline(never)]
+fn pace(us: u64, b: &mut Blocked) {
+    b.time(|| nanosleep_wrapper(us));
+}
+
+#[inline(never)]
+fn sleep_1ms(b: &mut Blocked) {
+    b.time(|| nanosleep_wrapper(1000));
+}
+
+#[inline(never)]
+fn sleep_5ms(b: &mut Blocked) {
+    b.time(|| nanosleep_wrapper(5000));
+}
+
+/// The `i`th of 50, 100, 150, 200, 50, … µs: around the default sampling period, on both
+/// sides of it.
+#[inline(never)]
+fn sleep_short(i: u64, b: &mut Blocked) {
+    b.time(|| nanosleep_wrapper(50 * (1 + i % 4)));
+}
+
+/// The `i`th futex wait on a word that never changes, timing out after 20 µs nine times in
+/// ten and 1 ms the tenth: one site with both kinds of block. True for a long one.
+#[inline(never)]
+fn block_mixed(word: &std::sync::atomic::AtomicU32, i: u64, b: &mut Blocked) -> bool {
+    let long = i % 10 == 9;
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: if long { 1_000_000 } else { 20_000 },
+    };
+    b.time(|| futex_wait(word, &ts));
+    long
+}
+
+/// Sleeps as long as asked: the default timer slack (50 µs) would stretch a 50-µs sleep to
+/// about 100.
+fn exact_timers() {
+    // SAFETY: PR_SET_TIMERSLACK takes a value in ns and affects only this thread.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+}
+
+fn spawn_named<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            exact_timers();
+            f()
+        })
+        .unwrap_or_else(|e| {
+            eprintln!("error: spawning a thread: {e}");
+            process::exit(1)
+        })
+}
+
+/// Threads that block in known functions for known times, for S seconds (4), started by the
+/// main thread (which then only waits for them):
+/// - `ping` and `pong` pass a byte over two pipes, B round trips at a time (50), then both
+///   `pace` for U µs (1000; 0: no pauses): each handoff blocks the waiting side a few µs
+///   (`await_return`, `await_serve`), thousands of times a second;
+/// - `sleeper` alternates `sleep_1ms` and `sleep_5ms`: 5 times as much time in the second;
+/// - `short` cycles `sleep_short` through 50, 100, 150 and 200 µs;
+/// - `mixed` waits on a futex in `block_mixed`, 20 µs nine times in ten and 1 ms the tenth.
+///
+/// Every worker sleeps with a timer slack of 1 ns. Prints each function's calls and blocked
+/// ns (wall time around the calls) as JSON.
+fn blockers(args: &Args) {
+    let secs = args.num("--seconds", 4);
+    let burst = args.num("--burst", 50).max(1);
+    let pause_us = args.num("--pause-us", 1000);
+    wait_stdin(args);
+    let end = Instant::now() + Duration::from_secs(secs);
+
+    let (a_r, a_w) = pipe();
+    let (b_r, b_w) = pipe();
+    let ping = spawn_named("ping", move || {
+        let (mut ret, mut rest, mut rounds) = (Blocked::default(), Blocked::default(), 0u64);
+        while Instant::now() < end {
+            for _ in 0..burst {
+                send_byte(a_w, BALL);
+                if !await_return(b_r, &mut ret) {
+                    process::exit(1);
+                }
+            }
+            rounds += burst;
+            if pause_us > 0 {
+                send_byte(a_w, PAUSE);
+                pace(pause_us, &mut rest);
+            }
+        }
+        send_byte(a_w, STOP);
+        (ret, rest, rounds)
+    });
+    let pong = spawn_named("pong", move || {
+        let (mut serve, mut rest) = (Blocked::default(), Blocked::default());
+        loop {
+            match await_serve(a_r, &mut serve) {
+                Some(BALL) => send_byte(b_w, BALL),
+                Some(PAUSE) => pace(pause_us, &mut rest),
+                _ => break,
+            }
+        }
+        (serve, rest)
+    });
+    let sleeper = spawn_named("sleeper", move || {
+        let (mut one, mut five) = (Blocked::default(), Blocked::default());
+        while Instant::now() < end {
+            sleep_1ms(&mut one);
+            sleep_5ms(&mut five);
+        }
+        (one, five)
+    });
+    let short = spawn_named("short", move || {
+        let mut short = Blocked::default();
+        let mut i = 0u64;
+        while Instant::now() < end {
+            sleep_short(i, &mut short);
+            i += 1;
+        }
+        short
+    });
+    let mixed = spawn_named("mixed", move || {
+        let word = std::sync::atomic::AtomicU32::new(0);
+        let (mut mixed, mut long) = (Blocked::default(), 0u64);
+        let mut i = 0u64;
+        while Instant::now() < end {
+            long += u64::from(block_mixed(&word, i, &mut mixed));
+            i += 1;
+        }
+        (mixed, long)
+    });
+
+    fn join<T>(h: thread::JoinHandle<T>) -> T {
+        h.join().unwrap_or_else(|_| process::exit(1))
+    }
+    let (ret, ping_rest, rounds) = join(ping);
+    let (serve, pong_rest) = join(pong);
+    let (one, five) = join(sleeper);
+    let short = join(short);
+    let (mixed, mixed_long) = join(mixed);
+    for fd in [a_r, a_w, b_r, b_w] {
+        // SAFETY: descriptors this function opened.
+        unsafe { libc::close(fd) };
+    }
+    let pace = Blocked {
+        count: ping_rest.count + pong_rest.count,
+        ns: ping_rest.ns + pong_rest.ns,
+    };
+    let functions = [
+        ("await_return", ret),
+        ("await_serve", serve),
+        ("pace", pace),
+        ("sleep_1ms", one),
+        ("sleep_5ms", five),
+        ("sleep_short", short),
+        ("block_mixed", mixed),
+    ]
+    .iter()
+    .map(|(name, b)| {
+        format!(
+            "\"{name}\":{{\"count\":{},\"blocked_ns\":{}}}",
+            b.count, b.ns
+        )
+    })
+    .collect::<Vec<_>>()
+    .join(",");
+    println!(
+        "{{\"seconds\":{secs},\"round_trips\":{rounds},\"mixed_long\":{mixed_long},\"functions\":{{{functions}}}}}"
+    );
+}
+
 fn main() {
     let argv: Vec<String> = env::args().skip(1).collect();
     let Some(cmd) = argv.first().cloned() else {
@@ -580,6 +821,7 @@ fn main() {
         "mix" => mix(&args),
         "stacks" => stacks(&args),
         "locks" => locks(&args),
+        "blockers" => blockers(&args),
         _ => usage(),
     }
 }

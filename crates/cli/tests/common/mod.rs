@@ -2,8 +2,9 @@
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
 use std::{
+    io::Read as _,
     path::{Path, PathBuf},
-    process::{Command, Output},
+    process::{Child, Command, Output, Stdio},
     sync::OnceLock,
 };
 
@@ -191,4 +192,52 @@ pub fn lifetime_ns(thread: &serde_json::Value) -> f64 {
         .iter()
         .map(|f| thread[*f].as_u64().unwrap_or(0) as f64)
         .sum()
+}
+
+/// Starts `switchyard record ARGS` with a `--ready-fd` pipe and waits for its handshake; when
+/// none comes, fails with what switchyard printed.
+#[track_caller]
+pub fn record_ready(args: &[&str]) -> Child {
+    let mut fds = [0; 2];
+    // SAFETY: a two-int out array; the write end is made inheritable below.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let [r, w] = fds;
+    let mut cmd = Command::new(switchyard());
+    cmd.args(["record", "--ready-fd", "3"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: dup2 is async-signal-safe; fd 3 is the write end, without close-on-exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            if libc::dup2(w, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    // SAFETY: our write end; the child has its own copy.
+    unsafe { libc::close(w) };
+    // SAFETY: the read end, owned from here.
+    let mut ready = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(r) };
+    let mut line = String::new();
+    ready.read_to_string(&mut line).unwrap();
+    if !line.starts_with("recording ") {
+        let (code, stderr) = wait_output(child);
+        panic!(
+            "no handshake from `switchyard record {}` (exit {code:?}): {line:?}\n{stderr}",
+            args.join(" ")
+        );
+    }
+    child
+}
+
+/// A recording's exit code and stderr, once it ends.
+pub fn wait_output(child: Child) -> (Option<i32>, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
