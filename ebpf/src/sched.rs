@@ -23,7 +23,10 @@
 use core::ffi::c_void;
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, generated::bpf_get_prandom_u32},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        generated::bpf_get_prandom_u32,
+    },
     macros::{btf_tracepoint, map},
     maps::{HashMap, PerCpuArray, ProgramArray},
     programs::BtfTracePointContext,
@@ -196,21 +199,27 @@ fn switch_in(next: *mut c_void, tgid: u32, tid: u32, now: u64, start: u64) {
             t.offcpu_hist[b] += 1;
         }
         if t.in_syscall == 0 {
-            t.predicted_ns = if t.predicted_ns == 0 {
-                off
-            } else {
-                t.predicted_ns - t.predicted_ns / 8 + off / 8
-            };
+            t.predicted_ns = moving_average(t.predicted_ns, off);
+        } else {
+            t.predicted_sys_ns = moving_average(t.predicted_sys_ns, off);
         }
         // SAFETY: a read-only global the loader rewrites before load.
         let min = unsafe { core::ptr::read_volatile(&MIN_BLOCK_NS) };
         if stacks_on() && off >= min {
-            offcpu_stacks(t, next, tgid, tid, off);
+            offcpu_stacks(t, next, tgid, tid, off, now);
         }
     }
     t.waker_set = 0;
-    t.sample_decided = 0;
     t.last_in = now;
+}
+
+#[inline(always)]
+fn moving_average(average: u64, sample: u64) -> u64 {
+    if average == 0 {
+        sample
+    } else {
+        average - average / 8 + sample / 8
+    }
 }
 
 /// The entry of thread `tid`, created zeroed when it has none.
@@ -261,28 +270,49 @@ fn count(index: u32) {
 }
 
 /// One off-CPU interval of `off` ns of thread `tid`, about to run again, into the
-/// stack-keyed maps, if it is walked.
+/// stack-keyed maps, if it is walked: for the off-CPU profile, with the probability chosen at
+/// switch-out or, inside a syscall, now, from its length; for the wakeup profile, with the
+/// one chosen at its wakeup. The two choices are independent, each profile stays unbiased.
 #[inline(always)]
-fn offcpu_stacks(t: &mut ThreadStats, next: *mut c_void, tgid: u32, tid: u32, off: u64) {
+fn offcpu_stacks(t: &mut ThreadStats, next: *mut c_void, tgid: u32, tid: u32, off: u64, now: u64) {
     count(sampling::INTERVALS);
-    if t.sample_decided == 0 {
-        t.sample_decided = 1;
-        t.sample_p = draw(sample_probability(off));
-    }
-    if t.sample_p == 0 {
+    let p = if t.in_syscall != 0 {
+        draw(sample_probability(off))
+    } else {
+        t.sample_p
+    };
+    let wake_p = if t.waker_set != 0 { t.wake_p } else { 0 };
+    if p == 0 && wake_p == 0 {
         return;
     }
     count(sampling::WALKED);
-    let weight = off * sampling::ONE / t.sample_p as u64;
+    // Time this CPU spent walking the waker's stacks (only because the wakeup was chosen)
+    // before the sleeper could run on it is the probes' own, not the sleeper's.
+    let mut off = off;
+    if wake_p != 0
+        && t.wake_cpu == unsafe { bpf_get_smp_processor_id() }
+        && t.woken_at >= t.last_out
+        && now > t.woken_at
+    {
+        off -= core::cmp::min(t.wake_walk_ns, core::cmp::min(off, now - t.woken_at));
+    }
+    let weight = |p: u32| {
+        if p == 0 {
+            0
+        } else {
+            off * sampling::ONE / p as u64
+        }
+    };
+    let (offcpu_ns, wake_ns) = (weight(p), weight(wake_p));
     let kernel = blocked_kernel_stack(next);
     if t.in_syscall == 0 {
-        record(t, tid, t.user_stack, kernel, weight, t.waker_set != 0);
+        record(t, tid, t.user_stack, kernel, offcpu_ns, wake_ns);
         return;
     }
     // The user stack is taken where the thread runs again (`flush_pending`).
     t.pending = 1;
-    t.pending_ns = weight;
-    t.pending_waker = t.waker_set;
+    t.pending_ns = offcpu_ns;
+    t.pending_wake_ns = wake_ns;
     t.kernel_stack = kernel;
     let pid_tgid = (tgid as u64) << 32 | tid as u64;
     if let Some(e) = crate::syscalls::slot(pid_tgid) {
@@ -296,20 +326,23 @@ fn offcpu_stacks(t: &mut ThreadStats, next: *mut c_void, tgid: u32, tid: u32, of
     }
 }
 
-/// Adds one walked interval: by its stacks and state, and, when a waker was seen, by sleeper
-/// and waker stacks together.
+/// Adds one walked interval: by its stacks and state (weight `offcpu_ns`), and by sleeper
+/// and waker stacks together (weight `wake_ns`); a weight of 0 is an interval not chosen for
+/// that profile.
 #[inline(always)]
-fn record(t: &ThreadStats, tid: u32, user: i32, kernel: i32, weight: u64, waker: bool) {
-    let key = OffCpuKey {
-        tgid: t.tgid,
-        tid,
-        user_stack: user,
-        kernel_stack: kernel,
-        state: t.state,
-        _pad: 0,
-    };
-    add(&OFFCPU, &key, weight);
-    if waker {
+fn record(t: &ThreadStats, tid: u32, user: i32, kernel: i32, offcpu_ns: u64, wake_ns: u64) {
+    if offcpu_ns != 0 {
+        let key = OffCpuKey {
+            tgid: t.tgid,
+            tid,
+            user_stack: user,
+            kernel_stack: kernel,
+            state: t.state,
+            _pad: 0,
+        };
+        add(&OFFCPU, &key, offcpu_ns);
+    }
+    if wake_ns != 0 {
         let key = WakeupKey {
             tgid: t.tgid,
             tid,
@@ -321,7 +354,7 @@ fn record(t: &ThreadStats, tid: u32, user: i32, kernel: i32, weight: u64, waker:
             waker_tid: t.waker_tid,
             waker_comm: t.waker_comm,
         };
-        add(&WAKEUPS, &key, weight);
+        add(&WAKEUPS, &key, wake_ns);
     }
 }
 
@@ -344,7 +377,7 @@ pub fn flush_pending(tid: u32, user: i32) {
         user,
         t.kernel_stack,
         t.pending_ns,
-        t.pending_waker != 0,
+        t.pending_wake_ns,
     );
 }
 
@@ -487,7 +520,7 @@ fn try_sched_switch_finish() {
             user,
             t.kernel_stack,
             t.pending_ns,
-            t.pending_waker != 0,
+            t.pending_wake_ns,
         );
     }
     begin(t, &interval, user);
@@ -506,9 +539,14 @@ fn begin(t: &mut ThreadStats, i: &Interval, user: i32) {
     }
     t.state = i.state;
     t.in_syscall = i.in_syscall;
-    // Inside a syscall the choice waits for the interval's length.
-    t.sample_decided = (i.in_syscall == 0) as u32;
+    // Inside a syscall the choices wait: the wakeup's for the wakeup, the off-CPU profile's
+    // for the interval's length. Outside one, the wakeup profile follows the switch-out's
+    // choice (there is no user stack for it otherwise).
     t.sample_p = i.sample_p;
+    t.wake_p = if i.in_syscall == 0 { i.sample_p } else { 0 };
+    t.wake_decided = 0;
+    // A wakeup before the switch-out woke a thread that had not gone off CPU yet.
+    t.waker_set = 0;
     t.user_stack = if i.sample_p != 0 { user } else { -1 };
     t.kernel_stack = -1;
 }

@@ -11,7 +11,7 @@
 
 use aya_ebpf::{
     EbpfContext as _,
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::tracepoint,
     programs::TracePointContext,
 };
@@ -42,17 +42,31 @@ fn try_sched_wakeup(ctx: &TracePointContext) {
     };
     // SAFETY: see the module comment.
     let t = unsafe { &mut *t };
-    if t.sample_decided == 0 {
-        let now = unsafe { bpf_ktime_get_ns() };
-        t.sample_decided = 1;
-        t.sample_p = draw(sample_probability(now.saturating_sub(t.last_out)));
+    // The first wakeup of an interval is the one that ends it.
+    if t.wake_decided != 0 {
+        return;
     }
-    if t.sample_p == 0 {
+    t.wake_decided = 1;
+    if t.in_syscall != 0 {
+        // Chosen by the interval's expected length: blocked so far, or the thread's usual.
+        let so_far = unsafe { bpf_ktime_get_ns() }.saturating_sub(t.last_out);
+        t.wake_p = draw(sample_probability(core::cmp::max(
+            so_far,
+            t.predicted_sys_ns,
+        )));
+    }
+    if t.wake_p == 0 {
         return;
     }
     // A wakeup from an interrupt runs on whatever task was interrupted; user space tells
     // those apart by the interrupt entry in the kernel stack.
+    let before = unsafe { bpf_ktime_get_ns() };
     let (user, kernel) = stack_ids(ctx, unwind::SLOT_TRACEPOINT, false);
+    // The walk holds this CPU: a sleeper that runs next on it runs that much later, only
+    // because its interval was chosen; `sched` leaves that time out of the interval's weight.
+    t.wake_walk_ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(before);
+    t.woken_at = before;
+    t.wake_cpu = unsafe { bpf_get_smp_processor_id() };
     let waker = bpf_get_current_pid_tgid();
     t.waker_user_stack = user;
     t.waker_kernel_stack = kernel;

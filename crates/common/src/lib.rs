@@ -539,25 +539,34 @@ pub struct ThreadStats {
     pub waker_tgid: u32,
     pub waker_tid: u32,
     pub waker_comm: [u64; 2],
-    /// The sampling decision of the interval in progress: 1 once made, and the probability
-    /// it was made with ([`sampling::ONE`] units; 0: not walked).
-    pub sample_decided: u32,
+    /// Off-CPU stack sampling of the interval in progress (probabilities in
+    /// [`sampling::ONE`] units; 0: not walked). `sample_p`: the off-CPU profile's, chosen at
+    /// switch-out outside a syscall (at switch-in inside one, from the interval's length).
+    /// `wake_p`: the wakeup profile's, chosen at the first wakeup (`wake_decided`).
     pub sample_p: u32,
+    pub wake_p: u32,
+    pub wake_decided: u32,
     /// 1 when the thread went off CPU inside a syscall the probes follow: its user stack is
     /// then taken where it runs again, at the syscall's exit or its next switch-out (the same
     /// user registers), not in the switch path.
     pub in_syscall: u32,
-    /// 1 while an interval's stacks wait for that user stack (`pending_ns`, the kernel stack
-    /// in `kernel_stack`, the waker when `pending_waker`).
+    /// 1 while an interval's stacks wait for that user stack (weights `pending_ns` and
+    /// `pending_wake_ns`, the kernel stack in `kernel_stack`).
     pub pending: u32,
-    pub pending_waker: u32,
-    pub _pad: u32,
+    /// The CPU the waker's stacks were walked on, how long that took, and when it began:
+    /// time the probes themselves kept the sleeper from that CPU, left out of its weight.
+    pub wake_cpu: u32,
+    pub wake_walk_ns: u64,
+    pub woken_at: u64,
     pub pending_ns: u64,
-    /// The expected length of the next interval outside a syscall: a moving average, ns.
+    pub pending_wake_ns: u64,
+    /// Moving averages of the thread's off-CPU intervals outside and inside syscalls, ns:
+    /// what a choice made before an interval's end expects its length to be.
     pub predicted_ns: u64,
+    pub predicted_sys_ns: u64,
 }
 const _: () = assert!(
-    core::mem::size_of::<ThreadStats>() == 8 + 7 * 8 + 16 + 8 * HIST_BUCKETS + 32 + 16 + 24 + 16
+    core::mem::size_of::<ThreadStats>() == 8 + 7 * 8 + 16 + 8 * HIST_BUCKETS + 32 + 16 + 24 + 48
 );
 
 #[repr(C)]
