@@ -8,8 +8,16 @@
 # walker, `--unwind fp`) and call-frame information (`--unwind cfi`, the default), next to
 # bpftrace taking the same stacks (frame pointers: the kernel's walker).
 #
-#   just bench-overhead            (CALLS=5000000 ROUNDS=200000 REPEATS=5 ITERS=3000000000
-#                                   DEPTH=24 HZ=2999 to change)
+#   just bench-overhead        knobs, from the environment (defaults shown):
+#     CALLS=5000000            getppid calls per run
+#     ROUNDS=200000            ping-pong round trips per run
+#     REPEATS=5                runs of each configuration, interleaved; the median is reported
+#     ITERS=3000000000         iterations of the sampled loop per run
+#     DEPTH=24                 how many calls deep the sampled loop runs
+#     HZ=2999                  sampling frequency (switchyard --freq, bpftrace profile:hz)
+#     CPU=1                    the CPU every measured loop is pinned to
+#     SY=target/release/switchyard          the switchyard binary measured
+#     DEMO=target/release/switchyard-demo   the measured loops
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,14 +28,17 @@ CPU=${CPU:-1}
 ITERS=${ITERS:-3000000000}
 DEPTH=${DEPTH:-24}
 HZ=${HZ:-2999}
-SY=target/release/switchyard
-DEMO=target/release/switchyard-demo
+SY=${SY:-target/release/switchyard}
+DEMO=${DEMO:-target/release/switchyard-demo}
 
 if ! command -v bpftrace >/dev/null; then
   echo "bench: installing bpftrace (apt)" >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bpftrace >/dev/null
 fi
 [ -x "$SY" ] && [ -x "$DEMO" ] || { echo "error: build first: just build" >&2; exit 2; }
+# Absolute, as the demo runs under taskset and bpftrace -c.
+SY=$(realpath "$SY")
+DEMO=$(realpath "$DEMO")
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -46,7 +57,7 @@ tracepoint:sched:sched_wakeup /pid == cpid/ { @waker[kstack, ustack] = count(); 
 BT_SAMPLE="profile:hz:$HZ /pid == cpid/ { @[kstack, ustack] = count(); }"
 
 run_syscalls() { # mode → ns per getppid
-  local cmd=("$(command -v taskset)" -c "$CPU" "$PWD/$DEMO" getppid-loop --count "$CALLS")
+  local cmd=("$(command -v taskset)" -c "$CPU" "$DEMO" getppid-loop --count "$CALLS")
   case $1 in
     untraced) "${cmd[@]}" ;;
     switchyard) "$SY" record --no-stacks -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
@@ -58,7 +69,7 @@ run_syscalls() { # mode → ns per getppid
 }
 
 run_switches() { # mode → ns per round trip (2 switches), both threads pinned to one CPU
-  local cmd=("$(command -v taskset)" -c "$CPU" "$PWD/$DEMO" pingpong --rounds "$ROUNDS")
+  local cmd=("$(command -v taskset)" -c "$CPU" "$DEMO" pingpong --rounds "$ROUNDS")
   case $1 in
     untraced) "${cmd[@]}" ;;
     switchyard) "$SY" record --no-stacks -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
@@ -70,7 +81,7 @@ run_switches() { # mode → ns per round trip (2 switches), both threads pinned 
 }
 
 run_samples() { # mode → elapsed ns of a fixed CPU-bound loop DEPTH calls deep
-  local cmd=("$(command -v taskset)" -c "$CPU" "$PWD/$DEMO" spin --iters "$ITERS" --depth "$DEPTH")
+  local cmd=("$(command -v taskset)" -c "$CPU" "$DEMO" spin --iters "$ITERS" --depth "$DEPTH")
   case $1 in
     untraced) "${cmd[@]}" ;;
     switchyard-fp) "$SY" record --freq "$HZ" --unwind fp -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
