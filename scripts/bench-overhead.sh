@@ -2,7 +2,9 @@
 # Added cost per syscall and per context switch, side by side in one run:
 # untraced, under switchyard (counts, errors and latency histograms all on), and under
 # bpftrace doing the same counting. Each configuration runs REPEATS times, interleaved, and
-# the median is reported, with the added cost over the untraced median.
+# the median is reported, with the added cost over the untraced median and that added cost
+# divided by an anchor's, a bpftrace row measured in the same run. On a shared, noisy host the
+# absolute figures move from run to run; ratios within one run are what to compare.
 #
 # The stack rows compare the two ways user stacks are walked: frame pointers (the kernel's own
 # walker, `--unwind fp`) and call-frame information (`--unwind cfi`, the default), next to
@@ -92,6 +94,25 @@ run_samples() { # mode → elapsed ns of a fixed CPU-bound loop DEPTH calls deep
 
 median() { python3 -c 'import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
+# One table row: LABEL, the configuration's median, the untraced median, the anchor's median
+# (empty: no ratio), PER to divide the three by (2: a round trip is two switches) and the
+# anchor's name. The ratio is added ns over added ns: what the row costs for each ns its
+# anchor costs.
+row() {
+  python3 -c '
+import sys
+label, per, tag = sys.argv[1], float(sys.argv[5]), sys.argv[6]
+v, b = float(sys.argv[2]) / per, float(sys.argv[3]) / per
+ratio = ""
+if sys.argv[4]:
+    a = float(sys.argv[4]) / per - b
+    ratio = "%.2f" % ((v - b) / a) if a > 0 else "n/a"
+print(("  %-54s %10.1f %10.1f %8.2f %10s  %s" % (label, v, v - b, v / b, ratio, tag)).rstrip())
+' "$@"
+}
+# (printf pads bytes: × and ÷ are two bytes for one column.)
+header() { printf '  %-54s %10s %10s %9s %11s\n' configuration "$1" "added ns" "× base" "$2"; }
+
 declare -A sc sw sa
 for ((i = 0; i < REPEATS; i++)); do
   for m in untraced switchyard switchyard-stacks bpftrace-empty bpftrace-count bpftrace-hist; do
@@ -106,10 +127,10 @@ for ((i = 0; i < REPEATS; i++)); do
 done
 
 printf '\nper syscall (getppid loop pinned to CPU %s, %s calls, median of %s)\n' "$CPU" "$CALLS" "$REPEATS"
-printf '  %-50s %10s %10s %8s\n' configuration "ns/call" "added ns" "× base"
+header "ns/call" "÷ anchor"
 base=$(median ${sc[untraced]})
+floor=$(median ${sc[bpftrace-empty]})
 for m in untraced switchyard switchyard-stacks bpftrace-empty bpftrace-count bpftrace-hist; do
-  v=$(median ${sc[$m]})
   case $m in
     untraced) label="untraced" ;;
     switchyard) label="switchyard --no-stacks (counts, errnos, latency)" ;;
@@ -118,8 +139,12 @@ for m in untraced switchyard switchyard-stacks bpftrace-empty bpftrace-count bpf
     bpftrace-count) label="bpftrace: count by syscall" ;;
     bpftrace-hist) label="bpftrace: count + latency histogram" ;;
   esac
-  python3 -c 'import sys; v,b=float(sys.argv[1]),float(sys.argv[2]); print("  %-50s %10.1f %10.1f %8.2f" % (sys.argv[3], v, v-b, v/b))' "$v" "$base" "$label"
+  anchor=$floor
+  [ "$m" = untraced ] && anchor=
+  row "$label" "$(median ${sc[$m]})" "$base" "$anchor" 1 ""
 done
+echo "  anchor: the floor, bpftrace's empty enter and exit probes: what being called at every"
+echo "          syscall costs any tool"
 
 printf '\nper context switch (pipe ping-pong pinned to CPU %s, %s round trips = 2 switches each, median of %s)\n' "$CPU" "$ROUNDS" "$REPEATS"
 printf '  %-50s %10s %10s %8s\n' configuration "ns/switch" "added ns" "× base"
@@ -138,8 +163,9 @@ for m in untraced switchyard switchyard-stacks-fp switchyard-stacks bpftrace-cou
 done
 
 printf '\nper on-CPU sample (a loop %s calls deep pinned to CPU %s, sampled at %s Hz, median of %s)\n' "$DEPTH" "$CPU" "$HZ" "$REPEATS"
-printf '  %-50s %10s %10s %8s\n' configuration "ms" "ns/sample" "× base"
+printf '  %-54s %10s %10s %9s %11s\n' configuration "ms" "ns/sample" "× base" "÷ bpftrace"
 base=$(median ${sa[untraced]})
+bt=$(median ${sa[bpftrace-stacks]})
 for m in untraced switchyard-fp switchyard-cfi bpftrace-stacks; do
   v=$(median ${sa[$m]})
   case $m in
@@ -148,8 +174,15 @@ for m in untraced switchyard-fp switchyard-cfi bpftrace-stacks; do
     switchyard-cfi) label="switchyard (kernel + user stack, CFI)" ;;
     bpftrace-stacks) label="bpftrace: profile:hz with kstack, ustack" ;;
   esac
-  # Added time over the samples taken in it (HZ per second of the traced run).
-  python3 -c 'import sys; v,b,hz=float(sys.argv[1]),float(sys.argv[2]),float(sys.argv[4]); n=hz*v/1e9; print("  %-50s %10.1f %10.1f %8.3f" % (sys.argv[3], v/1e6, (v-b)/n if n else 0, v/b))' "$v" "$base" "$label" "$HZ"
+  # Added time over the samples taken in it (HZ per second of the traced run); the ratio is
+  # that per-sample cost over bpftrace's.
+  python3 -c '
+import sys
+v, b, hz, bt = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[4]), float(sys.argv[5])
+per = lambda t: (t - b) / (hz * t / 1e9)
+ratio = "" if sys.argv[3] == "untraced" else ("%.2f" % (per(v) / per(bt)) if per(bt) > 0 else "n/a")
+print(("  %-54s %10.1f %10.1f %8.3f %10s" % (sys.argv[6], v / 1e6, per(v), v / b, ratio)).rstrip())
+' "$v" "$base" "$m" "$HZ" "$bt" "$label"
 done
 echo
 echo "note: the switchyard rows include every syscall the ping-pong makes (readv/writev), as the"
