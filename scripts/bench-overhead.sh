@@ -62,11 +62,11 @@ run_syscalls() { # mode → ns per getppid
   local cmd=("$(command -v taskset)" -c "$CPU" "$DEMO" getppid-loop --count "$CALLS")
   case $1 in
     untraced) "${cmd[@]}" ;;
-    switchyard) "$SY" record --no-stacks -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
-    switchyard-stacks) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
-    bpftrace-count) bpftrace -e "$BT_COUNT" -c "${cmd[*]}" 2>/dev/null ;;
-    bpftrace-hist) bpftrace -e "$BT_HIST" -c "${cmd[*]}" 2>/dev/null ;;
-    bpftrace-empty) bpftrace -e "$BT_EMPTY" -c "${cmd[*]}" 2>/dev/null ;;
+    switchyard) "$SY" record --no-stacks -o "$tmp/run.json" -- "${cmd[@]}" ;;
+    switchyard-stacks) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" ;;
+    bpftrace-count) bpftrace -e "$BT_COUNT" -c "${cmd[*]}" ;;
+    bpftrace-hist) bpftrace -e "$BT_HIST" -c "${cmd[*]}" ;;
+    bpftrace-empty) bpftrace -e "$BT_EMPTY" -c "${cmd[*]}" ;;
   esac | field ns_per_call
 }
 
@@ -74,11 +74,11 @@ run_switches() { # mode → ns per round trip (2 switches), both threads pinned 
   local cmd=("$(command -v taskset)" -c "$CPU" "$DEMO" pingpong --rounds "$ROUNDS")
   case $1 in
     untraced) "${cmd[@]}" ;;
-    switchyard) "$SY" record --no-stacks -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
-    switchyard-stacks) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
-    switchyard-stacks-fp) "$SY" record --unwind fp -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
-    bpftrace-count) bpftrace -e "$BT_SWITCH" -c "${cmd[*]}" 2>/dev/null ;;
-    bpftrace-stacks) bpftrace -e "$BT_STACKS" -c "${cmd[*]}" 2>/dev/null ;;
+    switchyard) "$SY" record --no-stacks -o "$tmp/run.json" -- "${cmd[@]}" ;;
+    switchyard-stacks) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" ;;
+    switchyard-stacks-fp) "$SY" record --unwind fp -o "$tmp/run.json" -- "${cmd[@]}" ;;
+    bpftrace-count) bpftrace -e "$BT_SWITCH" -c "${cmd[*]}" ;;
+    bpftrace-stacks) bpftrace -e "$BT_STACKS" -c "${cmd[*]}" ;;
   esac | field ns_per_round_trip
 }
 
@@ -86,10 +86,23 @@ run_samples() { # mode → elapsed ns of a fixed CPU-bound loop DEPTH calls deep
   local cmd=("$(command -v taskset)" -c "$CPU" "$DEMO" spin --iters "$ITERS" --depth "$DEPTH")
   case $1 in
     untraced) "${cmd[@]}" ;;
-    switchyard-fp) "$SY" record --freq "$HZ" --unwind fp -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
-    switchyard-cfi) "$SY" record --freq "$HZ" -o "$tmp/run.json" -- "${cmd[@]}" 2>/dev/null ;;
-    bpftrace-stacks) bpftrace -e "$BT_SAMPLE" -c "${cmd[*]}" 2>/dev/null ;;
+    switchyard-fp) "$SY" record --freq "$HZ" --unwind fp -o "$tmp/run.json" -- "${cmd[@]}" ;;
+    switchyard-cfi) "$SY" record --freq "$HZ" -o "$tmp/run.json" -- "${cmd[@]}" ;;
+    bpftrace-stacks) bpftrace -e "$BT_SAMPLE" -c "${cmd[*]}" ;;
   esac | field elapsed_ns
+}
+
+# Runs FN MODE and prints the figure it gives. A configuration that gives none ends the run
+# with what the tool said, rather than a median of nothing later.
+measure() {
+  local v
+  v=$("$1" "$2" 2>"$tmp/err")
+  if [ -z "$v" ]; then
+    printf 'error: %s %s gave no figure; its last words:\n' "$1" "$2" >&2
+    tail -n 20 "$tmp/err" >&2
+    exit 1
+  fi
+  echo "$v"
 }
 
 median() { python3 -c 'import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
@@ -116,13 +129,13 @@ header() { printf '  %-54s %10s %10s %9s %11s\n' configuration "$1" "added ns" "
 declare -A sc sw sa
 for ((i = 0; i < REPEATS; i++)); do
   for m in untraced switchyard switchyard-stacks bpftrace-empty bpftrace-count bpftrace-hist; do
-    sc[$m]+="$(run_syscalls "$m") "
+    sc[$m]+="$(measure run_syscalls "$m") "
   done
   for m in untraced switchyard switchyard-stacks-fp switchyard-stacks bpftrace-count bpftrace-stacks; do
-    sw[$m]+="$(run_switches "$m") "
+    sw[$m]+="$(measure run_switches "$m") "
   done
   for m in untraced switchyard-fp switchyard-cfi bpftrace-stacks; do
-    sa[$m]+="$(run_samples "$m") "
+    sa[$m]+="$(measure run_samples "$m") "
   done
 done
 
