@@ -42,6 +42,20 @@ fi
 SY=$(realpath "$SY")
 DEMO=$(realpath "$DEMO")
 
+# Flags of `switchyard record` a build may not have yet: the rows that use them are skipped,
+# and say so, rather than failing the whole run.
+record_help=$("$SY" record --help)
+# The first flag (--…) among the arguments that this switchyard does not know, if any.
+unknown_flag() {
+  local a
+  for a in "$@"; do
+    if [[ $a == --* ]] && ! grep -qE -- "(^|[[:space:]])$a([[:space:]=]|\$)" <<<"$record_help"; then
+      echo "$a"
+      return
+    fi
+  done
+}
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -70,13 +84,20 @@ run_syscalls() { # mode → ns per getppid
   esac | field ns_per_call
 }
 
+# Per context switch: `sy FLAGS…` is switchyard recording with those flags.
+SW_MODES=(untraced
+  "sy --no-stacks --syscalls none"
+  "sy --syscalls none"
+  "sy --syscalls none --offcpu-period 0"
+  "sy --unwind fp --syscalls none --offcpu-period 0"
+  sy
+  bpftrace-count bpftrace-stacks)
 run_switches() { # mode → ns per round trip (2 switches), both threads pinned to one CPU
-  local cmd=("$(command -v taskset)" -c "$CPU" "$DEMO" pingpong --rounds "$ROUNDS")
+  local cmd=("$(command -v taskset)" -c "$CPU" "$DEMO" pingpong --rounds "$ROUNDS") flags
   case $1 in
     untraced) "${cmd[@]}" ;;
-    switchyard) "$SY" record --no-stacks -o "$tmp/run.json" -- "${cmd[@]}" ;;
-    switchyard-stacks) "$SY" record -o "$tmp/run.json" -- "${cmd[@]}" ;;
-    switchyard-stacks-fp) "$SY" record --unwind fp -o "$tmp/run.json" -- "${cmd[@]}" ;;
+    sy*) read -ra flags <<<"${1#sy}"
+      "$SY" record "${flags[@]}" -o "$tmp/run.json" -- "${cmd[@]}" ;;
     bpftrace-count) bpftrace -e "$BT_SWITCH" -c "${cmd[*]}" ;;
     bpftrace-stacks) bpftrace -e "$BT_STACKS" -c "${cmd[*]}" ;;
   esac | field ns_per_round_trip
@@ -120,19 +141,19 @@ ratio = ""
 if sys.argv[4]:
     a = float(sys.argv[4]) / per - b
     ratio = "%.2f" % ((v - b) / a) if a > 0 else "n/a"
-print(("  %-54s %10.1f %10.1f %8.2f %10s  %s" % (label, v, v - b, v / b, ratio, tag)).rstrip())
+print(("  %-55s %10.1f %10.1f %8.2f %10s  %s" % (label, v, v - b, v / b, ratio, tag)).rstrip())
 ' "$@"
 }
 # (printf pads bytes: × and ÷ are two bytes for one column.)
-header() { printf '  %-54s %10s %10s %9s %11s\n' configuration "$1" "added ns" "× base" "$2"; }
+header() { printf '  %-55s %10s %10s %9s %11s\n' configuration "$1" "added ns" "× base" "$2"; }
 
 declare -A sc sw sa
 for ((i = 0; i < REPEATS; i++)); do
   for m in untraced switchyard switchyard-stacks bpftrace-empty bpftrace-count bpftrace-hist; do
     sc[$m]+="$(measure run_syscalls "$m") "
   done
-  for m in untraced switchyard switchyard-stacks-fp switchyard-stacks bpftrace-count bpftrace-stacks; do
-    sw[$m]+="$(measure run_switches "$m") "
+  for m in "${SW_MODES[@]}"; do
+    [ -n "$(unknown_flag $m)" ] || sw[$m]+="$(measure run_switches "$m") "
   done
   for m in untraced switchyard-fp switchyard-cfi bpftrace-stacks; do
     sa[$m]+="$(measure run_samples "$m") "
@@ -160,23 +181,36 @@ echo "  anchor: the floor, bpftrace's empty enter and exit probes: what being ca
 echo "          syscall costs any tool"
 
 printf '\nper context switch (pipe ping-pong pinned to CPU %s, %s round trips = 2 switches each, median of %s)\n' "$CPU" "$ROUNDS" "$REPEATS"
-printf '  %-50s %10s %10s %8s\n' configuration "ns/switch" "added ns" "× base"
+header "ns/switch" "÷ anchor"
 base=$(median ${sw[untraced]})
-for m in untraced switchyard switchyard-stacks-fp switchyard-stacks bpftrace-count bpftrace-stacks; do
-  v=$(median ${sw[$m]})
+for m in "${SW_MODES[@]}"; do
   case $m in
-    untraced) label="untraced" ;;
-    switchyard) label="switchyard --no-stacks (switches, on/off-CPU)" ;;
-    switchyard-stacks-fp) label="switchyard --unwind fp (+ stacks, frame pointers)" ;;
-    switchyard-stacks) label="switchyard (+ off-CPU and wakeup stacks, CFI)" ;;
-    bpftrace-count) label="bpftrace: count switches by thread/state" ;;
-    bpftrace-stacks) label="bpftrace: the same stacks (switch-out, waker)" ;;
+    untraced) label="untraced" anchor= ;;
+    "sy --no-stacks"*) label="switchyard${m#sy}" anchor=bpftrace-count ;;
+    sy) label="switchyard (defaults: + syscalls)" anchor=bpftrace-stacks ;;
+    sy*) label="switchyard${m#sy}" anchor=bpftrace-stacks ;;
+    bpftrace-count) label="bpftrace: count switches by thread/state" anchor=$m ;;
+    bpftrace-stacks) label="bpftrace: the same stacks (switch-out, waker)" anchor=$m ;;
   esac
-  python3 -c 'import sys; v,b=float(sys.argv[1])/2,float(sys.argv[2])/2; print("  %-50s %10.1f %10.1f %8.2f" % (sys.argv[3], v, v-b, v/b))' "$v" "$base" "$label"
+  flag=$(unknown_flag $m)
+  if [ -n "$flag" ]; then
+    printf '  %-55s (needs %s)\n' "$label" "$flag"
+    continue
+  fi
+  [ -z "$anchor" ] || anchor_value=$(median ${sw[$anchor]})
+  row "$label" "$(median ${sw[$m]})" "$base" "${anchor:+$anchor_value}" 2 "${anchor#bpftrace-}"
 done
+cat <<'EOF'
+  anchors: count = bpftrace counting switches by thread and state; stacks = bpftrace taking
+           the same stacks at every switch (kernel + user, at switch-out and at wakeup, frame
+           pointers). --syscalls none attaches no syscall tracepoint, so those rows cost the
+           switches alone; the defaults row also counts the ping-pong's readv/writev.
+           --offcpu-period 0 takes the stacks at every block, as bpftrace does (the default
+           samples them).
+EOF
 
 printf '\nper on-CPU sample (a loop %s calls deep pinned to CPU %s, sampled at %s Hz, median of %s)\n' "$DEPTH" "$CPU" "$HZ" "$REPEATS"
-printf '  %-54s %10s %10s %9s %11s\n' configuration "ms" "ns/sample" "× base" "÷ bpftrace"
+printf '  %-55s %10s %10s %9s %11s\n' configuration "ms" "ns/sample" "× base" "÷ bpftrace"
 base=$(median ${sa[untraced]})
 bt=$(median ${sa[bpftrace-stacks]})
 for m in untraced switchyard-fp switchyard-cfi bpftrace-stacks; do
@@ -194,9 +228,6 @@ import sys
 v, b, hz, bt = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[4]), float(sys.argv[5])
 per = lambda t: (t - b) / (hz * t / 1e9)
 ratio = "" if sys.argv[3] == "untraced" else ("%.2f" % (per(v) / per(bt)) if per(bt) > 0 else "n/a")
-print(("  %-54s %10.1f %10.1f %8.3f %10s" % (sys.argv[6], v / 1e6, per(v), v / b, ratio)).rstrip())
+print(("  %-55s %10.1f %10.1f %8.3f %10s" % (sys.argv[6], v / 1e6, per(v), v / b, ratio)).rstrip())
 ' "$v" "$base" "$m" "$HZ" "$bt" "$label"
 done
-echo
-echo "note: the switchyard rows include every syscall the ping-pong makes (readv/writev), as the"
-echo "      kernel side counts syscalls and switches together; bpftrace counts switches only."
