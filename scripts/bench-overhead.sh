@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Added cost per syscall and per context switch, side by side in one run:
-# untraced, under switchyard (counts, errors and latency histograms all on), and under
-# bpftrace doing the same counting. Each configuration runs REPEATS times, interleaved, and
-# the median is reported, with the added cost over the untraced median and that added cost
-# divided by an anchor's, a bpftrace row measured in the same run. On a shared, noisy host the
-# absolute figures move from run to run; ratios within one run are what to compare.
+# What switchyard adds, side by side in one run with bpftrace (and perf trace) doing comparable
+# work: per syscall of the traced process, per context switch, per syscall of a process no one
+# traces while another is recorded (syscall tracepoints are host-wide), and per on-CPU sample.
+# Each configuration runs REPEATS times, interleaved, and the median is reported, with the
+# added cost over the untraced median and that added cost divided by an anchor's, a bpftrace
+# row measured in the same run. On a shared, noisy host the absolute figures move from run to
+# run; ratios within one run are what to compare.
 #
 # The stack rows compare the two ways user stacks are walked: frame pointers (the kernel's own
 # walker, `--unwind fp`) and call-frame information (`--unwind cfi`, the default), next to
@@ -57,7 +58,17 @@ unknown_flag() {
 }
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+rec=    # the recorder of the host-wide section while one runs
+target= # and the process it records
+# Leaves nothing running: the recorder stopped as Ctrl-C would, the target killed.
+cleanup() {
+  [ -z "$rec" ] || stop "$rec"
+  [ -z "$target" ] || { kill "$target" 2>/dev/null; wait "$target" 2>/dev/null; } || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # The demo measures itself and prints {"…":…,"ns_per_call":X} / "ns_per_round_trip":X.
 field() { grep -o "\"$1\":[0-9.]*" | head -n1 | cut -d: -f2; }
@@ -70,6 +81,9 @@ BT_SWITCH='tracepoint:sched:sched_switch /pid == cpid/ { @[tid, args->prev_state
 # The stacks switchyard takes by default: kernel and user stack at switch-out, and the waker's.
 BT_STACKS='tracepoint:sched:sched_switch /pid == cpid/ { @out[kstack, ustack] = count(); }
 tracepoint:sched:sched_wakeup /pid == cpid/ { @waker[kstack, ustack] = count(); }'
+# Declared after the host-wide section's probe (BT_TARGET, below), so attached after it: its
+# line says that one is in. A 10 Hz timer on one CPU, which costs the loop nothing measurable.
+BT_READY='interval:ms:100 /@ready == 0/ { @ready = 1; printf("ready\n"); }'
 BT_SAMPLE="profile:hz:$HZ /pid == cpid/ { @[kstack, ustack] = count(); }"
 
 run_syscalls() { # mode → ns per getppid
@@ -101,6 +115,92 @@ run_switches() { # mode → ns per round trip (2 switches), both threads pinned 
     bpftrace-count) bpftrace -e "$BT_SWITCH" -c "${cmd[*]}" ;;
     bpftrace-stacks) bpftrace -e "$BT_STACKS" -c "${cmd[*]}" ;;
   esac | field ns_per_round_trip
+}
+
+# Host-wide: syscall tracepoints are global, so while a tool records one process every task on
+# the host takes the kernel's syscall slow path. A target on another CPU is what the tools
+# record; the getppid loop is traced by no one. `sy FLAGS…` is switchyard with those flags.
+HW_MODES=(base
+  "sy --no-stacks"
+  "sy --no-stacks --syscalls read,write"
+  "sy --no-stacks --syscalls none"
+  sy
+  bpftrace perf-trace)
+PERF=$(command -v perf || true)
+run_hostwide() { # (the recorder is the caller's) → ns per getppid of a loop no one traces
+  "$(command -v taskset)" -c "$CPU" "$DEMO" getppid-loop --count "$CALLS" | field ns_per_call
+}
+
+# Whether pid $1 runs (an exited child not yet waited for is a zombie: not running).
+alive() {
+  local stat
+  read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
+# SIGINT, as Ctrl-C would, then wait for it to write its output and exit (SIGKILL after 20 s).
+stop() {
+  local i
+  kill -INT "$1" 2>/dev/null || true
+  for ((i = 0; i < 200; i++)); do
+    alive "$1" || break
+    sleep 0.1
+  done
+  kill -KILL "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+attach_failed() {
+  printf 'error: %s did not attach; its last words:\n' "$1" >&2
+  tail -n 20 "$tmp/rec.err" >&2
+  exit 1
+}
+
+# MODE CMD…: polls CMD every 50 ms until it succeeds, while the recorder runs, for up to 60 s.
+await() {
+  local mode=$1 i
+  shift
+  for ((i = 0; i < 1200; i++)); do
+    "$@" && return 0
+    alive "$rec" || break
+    sleep 0.05
+  done
+  attach_failed "$mode"
+}
+
+perf_events_open() { [ "$(find "/proc/$rec/fd" -lname 'anon_inode:\[perf_event\]' 2>/dev/null | wc -l)" -ge 2 ]; }
+
+# Starts the recorder MODE on the target, its pid in $rec, and returns once it is attached.
+attach() {
+  local flags line=
+  case $1 in
+    sy*) read -ra flags <<<"${1#sy}"
+      rm -f "$tmp/ready"
+      mkfifo "$tmp/ready"
+      "$SY" record --pid "$target" "${flags[@]}" --ready-fd 3 -o "$tmp/host.json" \
+        3>"$tmp/ready" >/dev/null 2>"$tmp/rec.err" &
+      rec=$!
+      # `recording <pid>` once attached; end of file if it never was.
+      read -r -t 60 line <"$tmp/ready" || true
+      [[ $line == recording* ]] || attach_failed "$1" ;;
+    bpftrace) bpftrace -e "$BT_TARGET $BT_READY" >"$tmp/rec.out" 2>"$tmp/rec.err" &
+      rec=$!
+      await "$1" grep -q '^ready' "$tmp/rec.out" ;;
+    perf-trace) "$PERF" trace -s -p "$target" -o "$tmp/perf.out" >/dev/null 2>"$tmp/rec.err" &
+      rec=$!
+      # perf says nothing once attached: its two events open, then a second to enable them.
+      await "$1" perf_events_open
+      sleep 1 ;;
+  esac
+}
+
+# Why MODE of the host-wide section cannot run here, if it cannot.
+hw_missing() {
+  case $1 in
+    perf-trace) [ -n "$PERF" ] || echo perf ;;
+    *) unknown_flag $1 ;;
+  esac
 }
 
 run_samples() { # mode → elapsed ns of a fixed CPU-bound loop DEPTH calls deep
@@ -147,13 +247,28 @@ print(("  %-55s %10.1f %10.1f %8.2f %10s  %s" % (label, v, v - b, v / b, ratio, 
 # (printf pads bytes: × and ÷ are two bytes for one column.)
 header() { printf '  %-55s %10s %10s %9s %11s\n' configuration "$1" "added ns" "× base" "$2"; }
 
-declare -A sc sw sa
+# The host-wide section's target: a 100 ms nanosleep over and over, on another CPU than the
+# loops' when there is one.
+TCPU=$(python3 -c 'import os, sys; c = sorted(os.sched_getaffinity(0)); print(next((x for x in c if x != int(sys.argv[1])), c[0]))' "$CPU")
+"$(command -v taskset)" -c "$TCPU" "$DEMO" known --getppid 0 --sleeps 1000000000 --sleep-us 100000 \
+  --pingpong 0 >/dev/null &
+target=$!
+# What a process no one traces pays while bpftrace counts the target's syscalls.
+BT_TARGET="tracepoint:raw_syscalls:sys_enter /pid == $target/ { @[args->id] = count(); }"
+
+declare -A sc sw hw sa
 for ((i = 0; i < REPEATS; i++)); do
   for m in untraced switchyard switchyard-stacks bpftrace-empty bpftrace-count bpftrace-hist; do
     sc[$m]+="$(measure run_syscalls "$m") "
   done
   for m in "${SW_MODES[@]}"; do
     [ -n "$(unknown_flag $m)" ] || sw[$m]+="$(measure run_switches "$m") "
+  done
+  for m in "${HW_MODES[@]}"; do
+    [ -z "$(hw_missing "$m")" ] || continue
+    [ "$m" = base ] || attach "$m"
+    hw[$m]+="$(measure run_hostwide "$m") "
+    [ "$m" = base ] || { stop "$rec"; rec=; }
   done
   for m in untraced switchyard-fp switchyard-cfi bpftrace-stacks; do
     sa[$m]+="$(measure run_samples "$m") "
@@ -207,6 +322,32 @@ cat <<'EOF'
            switches alone; the defaults row also counts the ping-pong's readv/writev.
            --offcpu-period 0 takes the stacks at every block, as bpftrace does (the default
            samples them).
+EOF
+
+printf '\nhost-wide, per syscall of a process no one traces (getppid loop pinned to CPU %s, %s calls,\n' "$CPU" "$CALLS"
+printf 'median of %s) while a tool records another, T (pid %s on CPU %s, a 100 ms sleep over and over)\n' "$REPEATS" "$target" "$TCPU"
+header "ns/call" "÷ bpftrace"
+base=$(median ${hw[base]})
+bt=$(median ${hw[bpftrace]})
+for m in "${HW_MODES[@]}"; do
+  case $m in
+    base) label="nothing recording (base)" anchor= ;;
+    sy) label="switchyard --pid T (defaults)" anchor=$bt ;;
+    sy*) label="switchyard --pid T${m#sy}" anchor=$bt ;;
+    bpftrace) label="bpftrace: raw_syscalls:sys_enter /pid == T/, count" anchor=$bt ;;
+    perf-trace) label="perf trace -s -p T" anchor=$bt ;;
+  esac
+  missing=$(hw_missing "$m")
+  if [ -n "$missing" ]; then
+    printf '  %-55s (needs %s)\n' "$label" "$missing"
+    continue
+  fi
+  row "$label" "$(median ${hw[$m]})" "$base" "$anchor" 1 ""
+done
+cat <<'EOF'
+  anchor: bpftrace counting T's syscalls. Syscall tracepoints are host-wide: while one is
+          enabled every task takes the kernel's slower syscall path, and each attached program
+          runs and turns away the tasks it does not record. --syscalls none attaches none.
 EOF
 
 printf '\nper on-CPU sample (a loop %s calls deep pinned to CPU %s, sampled at %s Hz, median of %s)\n' "$DEPTH" "$CPU" "$HZ" "$REPEATS"
