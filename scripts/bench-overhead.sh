@@ -46,10 +46,11 @@ DEMO=$(realpath "$DEMO")
 # Flags of `switchyard record` a build may not have yet: the rows that use them are skipped,
 # and say so, rather than failing the whole run.
 record_help=$("$SY" record --help)
-# The first flag (--…) among the arguments that this switchyard does not know, if any.
+# The first flag (--…) of a mode (`sy FLAGS…`) that this switchyard does not know, if any.
 unknown_flag() {
-  local a
-  for a in "$@"; do
+  local a words
+  read -ra words <<<"$1"
+  for a in "${words[@]}"; do
     if [[ $a == --* ]] && ! grep -qE -- "(^|[[:space:]])$a([[:space:]=]|\$)" <<<"$record_help"; then
       echo "$a"
       return
@@ -199,7 +200,8 @@ attach() {
 hw_missing() {
   case $1 in
     perf-trace) [ -n "$PERF" ] || echo perf ;;
-    *) unknown_flag $1 ;;
+    sy*) unknown_flag "$1 --ready-fd" ;;
+    *) unknown_flag "$1" ;;
   esac
 }
 
@@ -262,7 +264,7 @@ for ((i = 0; i < REPEATS; i++)); do
     sc[$m]+="$(measure run_syscalls "$m") "
   done
   for m in "${SW_MODES[@]}"; do
-    [ -n "$(unknown_flag $m)" ] || sw[$m]+="$(measure run_switches "$m") "
+    [ -n "$(unknown_flag "$m")" ] || sw[$m]+="$(measure run_switches "$m") "
   done
   for m in "${HW_MODES[@]}"; do
     [ -z "$(hw_missing "$m")" ] || continue
@@ -307,7 +309,7 @@ for m in "${SW_MODES[@]}"; do
     bpftrace-count) label="bpftrace: count switches by thread/state" anchor=$m ;;
     bpftrace-stacks) label="bpftrace: the same stacks (switch-out, waker)" anchor=$m ;;
   esac
-  flag=$(unknown_flag $m)
+  flag=$(unknown_flag "$m")
   if [ -n "$flag" ]; then
     printf '  %-55s (needs %s)\n' "$label" "$flag"
     continue
