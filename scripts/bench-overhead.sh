@@ -45,7 +45,7 @@ DEMO=$(realpath "$DEMO")
 
 # Flags of `switchyard record` a build may not have yet: the rows that use them are skipped,
 # and say so, rather than failing the whole run.
-record_help=$("$SY" record --help)
+record_help=$("$SY" record --help) || { echo "error: $SY record --help failed" >&2; exit 2; }
 # The first flag (--…) of a mode (`sy FLAGS…`) that this switchyard does not know, if any.
 unknown_flag() {
   local a words
