@@ -296,6 +296,11 @@ fn offcpu_stacks(t: &mut ThreadStats, next: *mut c_void, tgid: u32, tid: u32, of
     {
         off -= core::cmp::min(t.wake_walk_ns, core::cmp::min(off, now - t.woken_at));
     }
+    // A switch-out that walked the user stack marked the interval's start before the walk:
+    // the walk is the probes' time, and only chosen intervals have it.
+    if t.in_syscall == 0 && t.walked_at > t.last_out && now > t.walked_at {
+        off = core::cmp::min(off, now - t.walked_at);
+    }
     let weight = |p: u32| {
         if p == 0 {
             0
@@ -548,5 +553,11 @@ fn begin(t: &mut ThreadStats, i: &Interval, user: i32) {
     // A wakeup before the switch-out woke a thread that had not gone off CPU yet.
     t.waker_set = 0;
     t.user_stack = if i.sample_p != 0 { user } else { -1 };
+    // SAFETY: a helper with no arguments.
+    t.walked_at = if user >= 0 || i.sample_p != 0 {
+        unsafe { bpf_ktime_get_ns() }
+    } else {
+        0
+    };
     t.kernel_stack = -1;
 }

@@ -220,6 +220,14 @@ fn sampled_offcpu_stacks_keep_each_frames_share() {
     let table = table(&rows, &exact, &sampled);
     eprintln!("{table}demo: {}", line.trim());
 
+    // Sampling keeps the total: the weights make up for the blocks not walked, and the
+    // probes' own walks are not counted as the target's time.
+    let total_ratio = sampled.total as f64 / exact.total as f64;
+    assert!(
+        (total_ratio - 1.0).abs() <= 0.03,
+        "the sampled off-CPU total is {total_ratio:.3} of the exact one:\n{table}"
+    );
+
     // Sampling keeps every compared frame's share.
     let (worst, diff) = rows
         .iter()

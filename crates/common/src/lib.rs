@@ -558,6 +558,9 @@ pub struct ThreadStats {
     pub wake_cpu: u32,
     pub wake_walk_ns: u64,
     pub woken_at: u64,
+    /// When the switch-out's own user-stack walk ended (0: none): the interval's weight
+    /// counts from there, the walk being the probes' time.
+    pub walked_at: u64,
     pub pending_ns: u64,
     pub pending_wake_ns: u64,
     /// Moving averages of the thread's off-CPU intervals outside and inside syscalls, ns:
@@ -566,7 +569,7 @@ pub struct ThreadStats {
     pub predicted_sys_ns: u64,
 }
 const _: () = assert!(
-    core::mem::size_of::<ThreadStats>() == 8 + 7 * 8 + 16 + 8 * HIST_BUCKETS + 32 + 16 + 24 + 48
+    core::mem::size_of::<ThreadStats>() == 8 + 7 * 8 + 16 + 8 * HIST_BUCKETS + 32 + 16 + 24 + 56
 );
 
 #[repr(C)]
