@@ -126,7 +126,7 @@ HW_MODES=(base
   "sy --no-stacks --syscalls read,write"
   "sy --no-stacks --syscalls none"
   sy
-  bpftrace perf-trace)
+  bpftrace-both bpftrace perf-trace)
 PERF=$(command -v perf || true)
 run_hostwide() { # (the recorder is the caller's) → ns per getppid of a loop no one traces
   "$(command -v taskset)" -c "$CPU" "$DEMO" getppid-loop --count "$CALLS" | field ns_per_call
@@ -185,7 +185,10 @@ attach() {
       # `recording <pid>` once attached; end of file if it never was.
       read -r -t 60 line <"$tmp/ready" || true
       [[ $line == recording* ]] || attach_failed "$1" ;;
-    bpftrace) bpftrace -e "$BT_TARGET $BT_READY" >"$tmp/rec.out" 2>"$tmp/rec.err" &
+    bpftrace|bpftrace-both)
+      local probes=$BT_TARGET
+      [ "$1" = bpftrace ] || probes=$BT_TARGET_BOTH
+      bpftrace -e "$probes $BT_READY" >"$tmp/rec.out" 2>"$tmp/rec.err" &
       rec=$!
       await "$1" grep -q '^ready' "$tmp/rec.out" ;;
     perf-trace) "$PERF" trace -s -p "$target" -o "$tmp/perf.out" >/dev/null 2>"$tmp/rec.err" &
@@ -257,6 +260,9 @@ TCPU=$(python3 -c 'import os, sys; c = sorted(os.sched_getaffinity(0)); print(ne
 target=$!
 # What a process no one traces pays while bpftrace counts the target's syscalls.
 BT_TARGET="tracepoint:raw_syscalls:sys_enter /pid == $target/ { @[args->id] = count(); }"
+# The same with an exit probe too, as switchyard has (latency needs both): the anchor.
+BT_TARGET_BOTH="tracepoint:raw_syscalls:sys_enter /pid == $target/ { @s[tid] = nsecs; }
+tracepoint:raw_syscalls:sys_exit /pid == $target/ { @[args->id] = count(); }"
 
 declare -A sc sw hw sa
 for ((i = 0; i < REPEATS; i++)); do
@@ -330,13 +336,14 @@ printf '\nhost-wide, per syscall of a process no one traces (getppid loop pinned
 printf 'median of %s) while a tool records another, T (pid %s on CPU %s, a 100 ms sleep over and over)\n' "$REPEATS" "$target" "$TCPU"
 header "ns/call" "÷ bpftrace"
 base=$(median ${hw[base]})
-bt=$(median ${hw[bpftrace]})
+bt=$(median ${hw[bpftrace-both]})
 for m in "${HW_MODES[@]}"; do
   case $m in
     base) label="nothing recording (base)" anchor= ;;
     sy) label="switchyard --pid T (defaults)" anchor=$bt ;;
     sy*) label="switchyard --pid T${m#sy}" anchor=$bt ;;
-    bpftrace) label="bpftrace: raw_syscalls:sys_enter /pid == T/, count" anchor=$bt ;;
+    bpftrace-both) label="bpftrace: sys_enter + sys_exit /pid == T/" anchor=$bt ;;
+    bpftrace) label="bpftrace: sys_enter /pid == T/ only, count" anchor=$bt ;;
     perf-trace) label="perf trace -s -p T" anchor=$bt ;;
   esac
   missing=$(hw_missing "$m")
@@ -347,9 +354,12 @@ for m in "${HW_MODES[@]}"; do
   row "$label" "$(median ${hw[$m]})" "$base" "$anchor" 1 ""
 done
 cat <<'EOF'
-  anchor: bpftrace counting T's syscalls. Syscall tracepoints are host-wide: while one is
-          enabled every task takes the kernel's slower syscall path, and each attached program
-          runs and turns away the tasks it does not record. --syscalls none attaches none.
+  anchor: bpftrace with an enter and an exit probe filtered on T, as switchyard attaches.
+          Syscall tracepoints are host-wide: while one is enabled every task takes the kernel's
+          slower syscall path, and each attached program runs and turns away the tasks it does
+          not record; a list of syscalls filters inside the programs, so it pays the same.
+          --syscalls none attaches none. perf trace pays less here because its events are
+          per task; a per-task perf event costs the traced task at every context switch.
 EOF
 
 printf '\nper on-CPU sample (a loop %s calls deep pinned to CPU %s, sampled at %s Hz, median of %s)\n' "$DEPTH" "$CPU" "$HZ" "$REPEATS"
