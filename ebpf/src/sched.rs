@@ -372,9 +372,14 @@ pub fn flush_pending(tid: u32, user: i32) {
     };
     // SAFETY: the thread is running here, so its switches are not.
     let t = unsafe { &mut *t };
-    if t.pending == 0 {
-        return;
+    if t.pending != 0 {
+        flush(t, tid, user);
     }
+}
+
+/// Records the interval that waited for its user stack, with `user`.
+#[inline(always)]
+fn flush(t: &mut ThreadStats, tid: u32, user: i32) {
     t.pending = 0;
     record(
         t,
@@ -518,15 +523,7 @@ fn try_sched_switch_finish() {
     let t = unsafe { &mut *t };
     let user = walked(unwind::SLOT_TRACEPOINT);
     if interval.flush != 0 {
-        t.pending = 0;
-        record(
-            t,
-            tid,
-            user,
-            t.kernel_stack,
-            t.pending_ns,
-            t.pending_wake_ns,
-        );
+        flush(t, tid, user);
     }
     begin(t, &interval, user);
 }

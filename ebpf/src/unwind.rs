@@ -211,14 +211,8 @@ fn frame_pointer_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) 
         return -1;
     }
     let len = (n as u64 / 8) as u32;
-    let mut hash = 0u64;
-    for i in 0..MAX_FRAMES {
-        if i as u32 >= len {
-            break;
-        }
-        // SAFETY: as above; `i` is below MAX_FRAMES.
-        hash = mix(hash, unsafe { (*buf).frames[i] });
-    }
+    // SAFETY: as above.
+    let hash = hash_frames(unsafe { &*buf }, len);
     keep(slot, len as u64, hash)
 }
 
@@ -293,15 +287,22 @@ pub fn task_kernel_stack(
         return -1;
     }
     let len = (n as u64 / 8) as u32;
+    // SAFETY: as above.
+    let hash = hash_frames(unsafe { &*buf }, len);
+    keep_in(map, slot, len as u64, hash, id_bit)
+}
+
+/// The hash of the first `len` frames of `stack`.
+#[inline(always)]
+fn hash_frames(stack: &UserStack, len: u32) -> u64 {
     let mut hash = 0u64;
     for i in 0..MAX_FRAMES {
         if i as u32 >= len {
             break;
         }
-        // SAFETY: as above; `i` is below MAX_FRAMES.
-        hash = mix(hash, unsafe { (*buf).frames[i] });
+        hash = mix(hash, stack.frames[i]);
     }
-    keep_in(map, slot, len as u64, hash, id_bit)
+    hash
 }
 
 #[inline(always)]
