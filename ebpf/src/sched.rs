@@ -288,24 +288,30 @@ fn offcpu_stacks(t: &mut ThreadStats, next: *mut c_void, tgid: u32, tid: u32, of
     count(sampling::WALKED);
     // Time this CPU spent walking the waker's stacks (only because the wakeup was chosen)
     // before the sleeper could run on it is the probes' own, not the sleeper's.
-    let mut off = off;
+    // The probes' own walks, done only because the interval was chosen, would lengthen
+    // exactly the chosen intervals, and a chosen interval stands for 1/p of them: under
+    // sampling they are left out. (An interval walked for certain stands for itself alone,
+    // and keeps the length the thread's counters have.)
+    let mut own = 0;
+    // A switch-out that walked the user stack marked the interval's start before the walk.
+    if t.in_syscall == 0 && t.walked_at > t.last_out && now > t.walked_at {
+        own += t.walked_at - t.last_out;
+    }
+    // The waker's walk held this CPU, where the sleeper runs now.
     if wake_p != 0
         && t.wake_cpu == unsafe { bpf_get_smp_processor_id() }
         && t.woken_at >= t.last_out
         && now > t.woken_at
     {
-        off -= core::cmp::min(t.wake_walk_ns, core::cmp::min(off, now - t.woken_at));
-    }
-    // A switch-out that walked the user stack marked the interval's start before the walk:
-    // the walk is the probes' time, and only chosen intervals have it.
-    if t.in_syscall == 0 && t.walked_at > t.last_out && now > t.walked_at {
-        off = core::cmp::min(off, now - t.walked_at);
+        own += core::cmp::min(t.wake_walk_ns, now - t.woken_at);
     }
     let weight = |p: u32| {
         if p == 0 {
             0
+        } else if p as u64 >= sampling::ONE {
+            off
         } else {
-            off * sampling::ONE / p as u64
+            off.saturating_sub(own) * sampling::ONE / p as u64
         }
     };
     let (offcpu_ns, wake_ns) = (weight(p), weight(wake_p));
