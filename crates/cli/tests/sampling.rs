@@ -49,12 +49,13 @@ struct Frames {
 }
 
 impl Frames {
-    /// Over the stacks of the threads of process `tgid` but `skip_tid`.
-    fn of(run: &serde_json::Value, tgid: u64, skip_tid: u64) -> Self {
+    /// Over the stacks of `profile` (`offcpu`, or `wakeup`: the sleeper's frames) of the
+    /// threads of process `tgid` but `skip_tid`.
+    fn of(run: &serde_json::Value, profile: &str, tgid: u64, skip_tid: u64) -> Self {
         let frames = run["profiles"]["frames"].as_array().unwrap();
         let mut times = HashMap::new();
         let mut total = 0;
-        for s in run["profiles"]["offcpu"]["stacks"].as_array().unwrap() {
+        for s in run["profiles"][profile]["stacks"].as_array().unwrap() {
             if s["tgid"].as_u64() != Some(tgid) || s["tid"].as_u64() == Some(skip_tid) {
                 continue;
             }
@@ -122,7 +123,7 @@ fn compared(exact: &Frames) -> Vec<String> {
 
 /// Frame, exact %, sampled %, difference; frames in every stack of both runs (100% in each)
 /// are counted on one line.
-fn table(rows: &[String], exact: &Frames, sampled: &Frames) -> String {
+fn share_table(rows: &[String], exact: &Frames, sampled: &Frames) -> String {
     let width = rows
         .iter()
         .map(|r| r.chars().count())
@@ -213,11 +214,12 @@ fn sampled_offcpu_stacks_keep_each_frames_share() {
     // and how much of that wait each one saw depends on when it attached, not on sampling.
     // The workers start after both attached and end before either stops.
     let pid = u64::from(pid);
-    let sampled = Frames::of(&load_run(&paths[0]), pid, pid);
-    let exact = Frames::of(&load_run(&paths[1]), pid, pid);
+    let (sampled_run, exact_run) = (load_run(&paths[0]), load_run(&paths[1]));
+    let sampled = Frames::of(&sampled_run, "offcpu", pid, pid);
+    let exact = Frames::of(&exact_run, "offcpu", pid, pid);
     assert!(exact.total > 0 && sampled.total > 0, "no off-CPU stacks");
     let rows = compared(&exact);
-    let table = table(&rows, &exact, &sampled);
+    let table = share_table(&rows, &exact, &sampled);
     eprintln!("{table}demo: {}", line.trim());
 
     // Sampling keeps the total: the weights make up for the blocks not walked. (The sampled
@@ -239,6 +241,23 @@ fn sampled_offcpu_stacks_keep_each_frames_share() {
     assert!(
         diff.abs() <= MAX_DIFF_PP,
         "{worst} moved {diff:+.2} percentage points under sampling (at most {MAX_DIFF_PP}):\n{table}"
+    );
+
+    // The wakeup profile is sampled on its own (chosen at the wakeup): the sleepers' frames
+    // keep their shares of it too.
+    let sampled_wakeups = Frames::of(&sampled_run, "wakeup", pid, pid);
+    let exact_wakeups = Frames::of(&exact_run, "wakeup", pid, pid);
+    let wakeup_rows = compared(&exact_wakeups);
+    let wakeup_table = share_table(&wakeup_rows, &exact_wakeups, &sampled_wakeups);
+    eprintln!("wakeups:\n{wakeup_table}");
+    let (worst, diff) = wakeup_rows
+        .iter()
+        .map(|n| (n, sampled_wakeups.share(n) - exact_wakeups.share(n)))
+        .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+        .unwrap();
+    assert!(
+        diff.abs() <= MAX_DIFF_PP,
+        "{worst} moved {diff:+.2} percentage points of the wakeup profile under sampling (at most {MAX_DIFF_PP}):\n{wakeup_table}"
     );
 
     // The exact run gives the known functions the time the target's design implies.
