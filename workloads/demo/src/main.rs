@@ -443,12 +443,14 @@ fn wake_sleeper(fd: i32) {
 
 #[inline(never)]
 fn nap(us: u64) {
-    std::hint::black_box(nanosleep_wrapper(us));
+    nanosleep_wrapper(us);
+    std::hint::black_box(());
 }
 
 #[inline(never)]
 fn nanosleep_wrapper(us: u64) {
-    std::hint::black_box(nanosleep(us));
+    nanosleep(us);
+    std::hint::black_box(());
 }
 
 /// A hot thread, two sleepers blocked on pipes and a waker that works a little, wakes one
