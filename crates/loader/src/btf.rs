@@ -1,11 +1,20 @@
 //! Offsets of the kernel structure fields the programs read directly, from the running
 //! kernel's BTF (`/sys/kernel/btf/vmlinux`).
 
-use btf_rs::{Btf, Type};
+use btf_rs::{Backend, Btf, Type};
 
 use crate::Error;
 
 const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
+
+/// The kernel's BTF, mapped rather than parsed whole: two fields are looked up, and parsing
+/// every type first costs ~100 ms at each start (2 ms mapped). Parsed where it cannot be
+/// mapped.
+fn vmlinux() -> Result<Btf, Error> {
+    Btf::from_file_with_backend(VMLINUX, Backend::Mmap)
+        .or_else(|_| Btf::from_file(VMLINUX))
+        .map_err(|e| Error::Btf(format!("reading {VMLINUX}: {e}")))
+}
 
 /// Byte offsets in `struct task_struct`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,8 +25,7 @@ pub struct TaskOffsets {
 
 impl TaskOffsets {
     pub fn from_kernel() -> Result<TaskOffsets, Error> {
-        let btf =
-            Btf::from_file(VMLINUX).map_err(|e| Error::Btf(format!("reading {VMLINUX}: {e}")))?;
+        let btf = vmlinux()?;
         Ok(TaskOffsets {
             pid: member_offset(&btf, "task_struct", "pid")?,
             tgid: member_offset(&btf, "task_struct", "tgid")?,
@@ -84,7 +92,7 @@ mod tests {
             eprintln!("skipped: {VMLINUX} is absent (a kernel without BTF)");
             return;
         }
-        let btf = Btf::from_file(VMLINUX).expect("btf");
+        let btf = vmlinux().expect("btf");
         let e = member_offset(&btf, "task_struct", "no_such_field").unwrap_err();
         assert_eq!(
             e.to_string(),
