@@ -10,13 +10,16 @@
 //! added with weight `1/p`, so every interval's expected weight is its length whatever `p` is;
 //! `p` only trades walks for variance. It is chosen as late as the stacks allow:
 //! - A thread that goes off CPU inside a syscall the probes follow keeps its user registers
-//!   until the syscall returns. The choice waits until the interval's length is known, at the
-//!   wakeup or the switch-in, with `p = min(1, length / period)`: every interval of a period
-//!   or more is walked, the short ones in proportion to their length. The kernel stack is then
-//!   walked from `next` (`bpf_get_task_stack`) and the user stack where the thread runs
-//!   again: at the syscall's exit, or its next switch-out if it blocks again first.
+//!   until the syscall returns. The off-CPU profile's choice waits until the interval's
+//!   length is known, at the switch-in, with `p = min(1, length / period)`: every interval of
+//!   a period or more is walked, the short ones in proportion to their length. The wakeup
+//!   profile chooses on its own at the wakeup (`wakeup`). The kernel stack is then walked from
+//!   `next` (`bpf_get_task_stack`) and the user stack where the thread runs again: at the
+//!   syscall's exit, or its next switch-out if it blocks again first.
 //! - Any other interval (a preemption, a page fault) has its user stack only at switch-out,
-//!   so the choice is made there, from a moving average of the thread's past such intervals.
+//!   so the choice is made there, for both profiles, from a moving average of the thread's
+//!   past such intervals.
+//! - The probes' own walks, done only for chosen intervals, are left out of their weights.
 //!
 //! With `--offcpu-period 0`, `p` is 1: every interval is walked.
 
@@ -286,8 +289,6 @@ fn offcpu_stacks(t: &mut ThreadStats, next: *mut c_void, tgid: u32, tid: u32, of
         return;
     }
     count(sampling::WALKED);
-    // Time this CPU spent walking the waker's stacks (only because the wakeup was chosen)
-    // before the sleeper could run on it is the probes' own, not the sleeper's.
     // The probes' own walks, done only because the interval was chosen, would lengthen
     // exactly the chosen intervals, and a chosen interval stands for 1/p of them: under
     // sampling they are left out. (An interval walked for certain stands for itself alone,
@@ -556,8 +557,9 @@ fn begin(t: &mut ThreadStats, i: &Interval, user: i32) {
     // A wakeup before the switch-out woke a thread that had not gone off CPU yet.
     t.waker_set = 0;
     t.user_stack = if i.sample_p != 0 { user } else { -1 };
+    // Read only for an interval outside a syscall that was chosen, the one walked here.
     // SAFETY: a helper with no arguments.
-    t.walked_at = if user >= 0 || i.sample_p != 0 {
+    t.walked_at = if i.sample_p != 0 {
         unsafe { bpf_ktime_get_ns() }
     } else {
         0

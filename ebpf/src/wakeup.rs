@@ -5,9 +5,10 @@
 //! The tracepoint runs in the waker's context (current = waker), while the sleeper is off CPU,
 //! so the sleeper's own switch path is not writing its entry at the same time.
 //!
-//! The waker's stacks are taken only for an interval that will be walked (see `sched`): a
-//! sleeper that blocked inside a syscall has its sampling choice made here, from the time it
-//! has been blocked so far.
+//! The waker's stacks are taken only for an interval the wakeup profile chose (see `sched`):
+//! for a sleeper that blocked inside a syscall the choice is made here, at the first wakeup,
+//! from the larger of the time blocked so far and the thread's usual; otherwise it was made
+//! at the switch-out.
 
 use aya_ebpf::{
     EbpfContext as _,
