@@ -8,7 +8,7 @@
 mod common;
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
     io::{BufRead, BufReader, Write},
     process::{Command, Stdio},
 };
@@ -52,29 +52,9 @@ impl Frames {
     /// Over the stacks of `profile` (`offcpu`, or `wakeup`: the sleeper's frames) of the
     /// threads of process `tgid` but `skip_tid`.
     fn of(run: &serde_json::Value, profile: &str, tgid: u64, skip_tid: u64) -> Self {
-        let frames = run["profiles"]["frames"].as_array().unwrap();
-        let mut times = HashMap::new();
-        let mut total = 0;
-        for s in run["profiles"][profile]["stacks"].as_array().unwrap() {
-            if s["tgid"].as_u64() != Some(tgid) || s["tid"].as_u64() == Some(skip_tid) {
-                continue;
-            }
-            let value = s["value"].as_u64().unwrap();
-            total += value;
-            let names: HashSet<&str> = s["frames"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|i| {
-                    frames[i.as_u64().unwrap() as usize]["name"]
-                        .as_str()
-                        .unwrap()
-                })
-                .collect();
-            for n in names {
-                *times.entry(n.to_string()).or_default() += value;
-            }
-        }
+        let (times, total) = inclusive_frames(run, profile, false, |s| {
+            s["tgid"].as_u64() == Some(tgid) && s["tid"].as_u64() != Some(skip_tid)
+        });
         Frames { times, total }
     }
 

@@ -18,43 +18,12 @@ const CANDIDATES: [&str; 5] = [
 
 /// Inclusive value per frame name of a profile (a frame counts once per stack).
 fn inclusive(run: &serde_json::Value, profile: &str, waker: bool) -> HashMap<String, u64> {
-    let frames = run["profiles"]["frames"].as_array().unwrap();
-    let mut out = HashMap::new();
-    for s in run["profiles"][profile]["stacks"].as_array().unwrap() {
-        let ids = if waker {
-            &s["waker_frames"]
-        } else {
-            &s["frames"]
-        };
-        let mut names: Vec<String> = ids
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| {
-                frames[i.as_u64().unwrap() as usize]["name"]
-                    .as_str()
-                    .unwrap()
-                    .to_string()
-            })
-            .collect();
-        names.sort();
-        names.dedup();
-        for n in names {
-            *out.entry(n).or_default() += s["value"].as_u64().unwrap();
-        }
-    }
-    out
+    inclusive_frames(run, profile, waker, |_| true).0
 }
 
 #[track_caller]
 fn assert_leads(run: &serde_json::Value, profile: &str, leader: &str) {
-    let incl = inclusive(run, profile, false);
-    let total: u64 = run["profiles"][profile]["stacks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["value"].as_u64().unwrap())
-        .sum();
+    let (incl, total) = inclusive_frames(run, profile, false, |_| true);
     let get = |n: &str| incl.get(n).copied().unwrap_or(0);
     let lead = get(leader);
     for other in CANDIDATES.iter().filter(|c| **c != leader) {

@@ -2,6 +2,7 @@
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
 use std::{
+    collections::{HashMap, HashSet},
     io::Read as _,
     path::{Path, PathBuf},
     process::{Child, Command, Output, Stdio},
@@ -240,4 +241,44 @@ pub fn wait_output(child: Child) -> (Option<i32>, String) {
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Inclusive value per frame name of the stacks of `profile` that `keep` selects (a frame
+/// counts once per stack; with `waker`, the waker's frames of a wakeup stack), and the total
+/// value of those stacks.
+pub fn inclusive_frames(
+    run: &serde_json::Value,
+    profile: &str,
+    waker: bool,
+    keep: impl Fn(&serde_json::Value) -> bool,
+) -> (HashMap<String, u64>, u64) {
+    let frames = run["profiles"]["frames"].as_array().unwrap();
+    let mut times = HashMap::new();
+    let mut total = 0;
+    for s in run["profiles"][profile]["stacks"].as_array().unwrap() {
+        if !keep(s) {
+            continue;
+        }
+        let value = s["value"].as_u64().unwrap();
+        total += value;
+        let ids = if waker {
+            &s["waker_frames"]
+        } else {
+            &s["frames"]
+        };
+        let names: HashSet<&str> = ids
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                frames[i.as_u64().unwrap() as usize]["name"]
+                    .as_str()
+                    .unwrap()
+            })
+            .collect();
+        for n in names {
+            *times.entry(n.to_string()).or_default() += value;
+        }
+    }
+    (times, total)
 }
