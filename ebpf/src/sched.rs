@@ -181,6 +181,9 @@ fn switch_in(next: *mut c_void, tgid: u32, tid: u32, now: u64, start: u64) {
     };
     // SAFETY: this thread's entry is only touched by its own switches (see above).
     let t = unsafe { &mut *t };
+    if t.last_in != 0 && t.last_in > t.last_out {
+        drop_event(drops::SWITCH_OUT_MISSED);
+    }
     // Off CPU since its last switch-out; a thread that has not switched since the start
     // has been off CPU since the start (blocked, or runnable: the loader seeded which).
     // Nothing before the start counts.
@@ -459,6 +462,9 @@ fn switch_out(
     // Every thread of the targets has an entry from the start (the loader's, or task_newtask's
     // for a thread created since), and a switch-in sets `last_in`: a thread switched out
     // without one has run since before the start.
+    if t.last_out != 0 && t.last_in <= t.last_out {
+        drop_event(drops::SWITCH_IN_MISSED);
+    }
     let since = if t.last_in != 0 { t.last_in } else { start };
     if now > since {
         t.oncpu_ns += now - since;

@@ -311,7 +311,8 @@ fn times_add_up_to_the_window_for_a_thread_blocked_at_the_start() {
         let life = lifetime_ns(&t);
         assert!(
             (life / window - 1.0).abs() < 0.01,
-            "run {i}: on+runqueue+blocked {life} ns in a {window} ns window: {t}"
+            "run {i}: on+runqueue+blocked {life} ns in a {window} ns window: {t}; drops: {}",
+            run["drops"]
         );
     }
     let _ = shell.kill();

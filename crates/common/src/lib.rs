@@ -175,6 +175,11 @@ pub mod drops {
     pub const UNWIND_DEPTH: u32 = 12;
     /// A user stack ended early: a return address or saved register could not be read.
     pub const UNWIND_UNREADABLE: u32 = 13;
+    /// A thread switched out with no switch-in seen since its last switch-out: its on-CPU
+    /// time then starts at that earlier switch-in (the kernel skipped a program run).
+    pub const SWITCH_IN_MISSED: u32 = 14;
+    /// A thread switched in with no switch-out seen since its last switch-in.
+    pub const SWITCH_OUT_MISSED: u32 = 15;
     pub const COUNT: u32 = 16;
     /// Human names, indexed like the array.
     pub const NAMES: [&str; COUNT as usize] = [
@@ -192,8 +197,8 @@ pub mod drops {
         "user stacks cut short: the object's unwind table did not fit (raise --unwind-rows)",
         "user stacks cut short at the depth limit",
         "user stacks cut short: unreadable stack memory",
-        "",
-        "",
+        "switch-ins not seen (a thread's on-CPU and off-CPU times overlap)",
+        "switch-outs not seen (a thread's on-CPU and off-CPU times overlap)",
     ];
 }
 

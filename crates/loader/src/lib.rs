@@ -540,6 +540,7 @@ impl Probes {
                 let _ = match p {
                     aya::programs::Program::TracePoint(p) => p.unload(),
                     aya::programs::Program::RawTracePoint(p) => p.unload(),
+                    aya::programs::Program::BtfTracePoint(p) => p.unload(),
                     aya::programs::Program::PerfEvent(p) => p.unload(),
                     aya::programs::Program::UProbe(p) => p.unload(),
                     _ => Ok(()),
