@@ -102,6 +102,16 @@ struct Interval {
     _pad: u32,
 }
 
+/// The time of the last switch reported on this CPU.
+///
+/// Some switches are never reported: on this machine kind, a switch to one of the
+/// hypervisor agent's threads is reported, but not the switch back from it, so the thread
+/// that runs next was never seen to switch in. When such a thread switches out, its
+/// switch-in is taken to be this CPU's last reported switch, the latest it can have been
+/// seen: its on-CPU and off-CPU intervals then still add up to the window, never overlap.
+#[map(name = "LAST_SWITCH")]
+static LAST_SWITCH: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
 #[map(name = "SWITCH_OUT")]
 static SWITCH_OUT: PerCpuArray<Interval> = PerCpuArray::with_max_entries(1, 0);
 
@@ -142,6 +152,12 @@ fn try_sched_switch(ctx: &BtfTracePointContext) {
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
+    // This CPU's previous reported switch; from now on, this one.
+    let last_switch = match LAST_SWITCH.get_ptr_mut(0) {
+        // SAFETY: the per-CPU slot; switches on one CPU do not run concurrently.
+        Some(slot) => unsafe { core::mem::replace(&mut *slot, now) },
+        None => 0,
+    };
     // sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
     //              unsigned int prev_state)
     let next: *mut c_void = ctx.arg(2);
@@ -166,6 +182,7 @@ fn try_sched_switch(ctx: &BtfTracePointContext) {
             ctx,
             now,
             start,
+            last_switch,
             pid_tgid,
             preempt & 0xff != 0,
             prev_state as u32,
@@ -181,8 +198,14 @@ fn switch_in(next: *mut c_void, tgid: u32, tid: u32, now: u64, start: u64) {
     };
     // SAFETY: this thread's entry is only touched by its own switches (see above).
     let t = unsafe { &mut *t };
-    if t.last_in != 0 && t.last_in > t.last_out {
+    // Switched in again with no switch-out reported since its last switch-in (see
+    // `LAST_SWITCH`): it left the CPU at once, still runnable, as far as anything can tell.
+    // That interval's choices were never made, so it gets no stacks.
+    let missed_out = t.last_in != 0 && t.last_in > t.last_out;
+    if missed_out {
         drop_event(drops::SWITCH_OUT_MISSED);
+        t.last_out = t.last_in;
+        t.last_out_involuntary = 1;
     }
     // Off CPU since its last switch-out; a thread that has not switched since the start
     // has been off CPU since the start (blocked, or runnable: the loader seeded which).
@@ -195,28 +218,34 @@ fn switch_in(next: *mut c_void, tgid: u32, tid: u32, now: u64, start: u64) {
     let out = if out != 0 && out < start { start } else { out };
     if out != 0 && now > out {
         let off = now - out;
-        if t.last_out_involuntary != 0 {
-            t.runqueue_ns += off;
-        } else {
-            t.blocked_ns += off;
-        }
-        let b = log2_bucket(off);
-        if b < HIST_BUCKETS {
-            t.offcpu_hist[b] += 1;
-        }
-        if t.in_syscall == 0 {
-            t.predicted_ns = moving_average(t.predicted_ns, off);
-        } else {
-            t.predicted_sys_ns = moving_average(t.predicted_sys_ns, off);
-        }
+        off_cpu(t, off);
         // SAFETY: a read-only global the loader rewrites before load.
         let min = unsafe { core::ptr::read_volatile(&MIN_BLOCK_NS) };
-        if stacks_on() && off >= min {
+        if stacks_on() && off >= min && !missed_out {
             offcpu_stacks(t, next, tgid, tid, off, now);
         }
     }
     t.waker_set = 0;
     t.last_in = now;
+}
+
+/// Counts an interval of `off` ns off CPU that ends now, by the state it began in.
+#[inline(always)]
+fn off_cpu(t: &mut ThreadStats, off: u64) {
+    if t.last_out_involuntary != 0 {
+        t.runqueue_ns += off;
+    } else {
+        t.blocked_ns += off;
+    }
+    let b = log2_bucket(off);
+    if b < HIST_BUCKETS {
+        t.offcpu_hist[b] += 1;
+    }
+    if t.in_syscall == 0 {
+        t.predicted_ns = moving_average(t.predicted_ns, off);
+    } else {
+        t.predicted_sys_ns = moving_average(t.predicted_sys_ns, off);
+    }
 }
 
 #[inline(always)]
@@ -442,6 +471,7 @@ fn switch_out(
     ctx: &BtfTracePointContext,
     now: u64,
     start: u64,
+    last_switch: u64,
     pid_tgid: u64,
     preempt: bool,
     raw_state: u32,
@@ -458,6 +488,27 @@ fn switch_out(
         t.involuntary += 1;
     } else {
         t.voluntary += 1;
+    }
+    // Switched out with no switch-in reported since its last switch-out (or since the start,
+    // for a thread blocked then): it came back on this CPU no earlier than the CPU's last
+    // reported switch (see `LAST_SWITCH`), and no later, as far as anything can tell.
+    if t.last_out != 0 && t.last_in <= t.last_out {
+        drop_event(drops::SWITCH_IN_MISSED);
+        let from = if t.last_out > start {
+            t.last_out
+        } else {
+            start
+        };
+        let back = if last_switch > from {
+            last_switch
+        } else {
+            from
+        };
+        let back = if back > now { now } else { back };
+        if back > from {
+            off_cpu(t, back - from);
+        }
+        t.last_in = back;
     }
     // Every thread of the targets has an entry from the start (the loader's, or task_newtask's
     // for a thread created since), and a switch-in sets `last_in`: a thread switched out

@@ -318,3 +318,48 @@ fn times_add_up_to_the_window_for_a_thread_blocked_at_the_start() {
     let _ = shell.kill();
     let _ = shell.wait();
 }
+
+/// No thread lives longer than the window, on a target that creates threads by the hundred
+/// and switches 100k times a second: a switch the kernel does not report (this machine kind
+/// reports a switch to its agent's threads but not the switch back) is timed from the CPU's
+/// last reported switch, so a thread's intervals never overlap.
+#[test]
+fn no_thread_outlives_the_window_under_a_switch_storm() {
+    if !privileged("no_thread_outlives_the_window_under_a_switch_storm") {
+        return;
+    }
+    let dir = tempdir("window-storm");
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .args(["record", "-o"])
+        .arg(&run_path)
+        .arg("--")
+        .arg(demo())
+        .args(["storm", "--seconds", "2", "--threads", "1", "--pairs", "2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out).1);
+    let run = load_run(&run_path);
+    let window = window_ns(&run);
+    let threads = run["threads"].as_array().unwrap();
+    assert!(threads.len() > 100, "{} threads", threads.len());
+    for t in threads {
+        let life = lifetime_ns(t);
+        assert!(
+            life <= window * 1.005,
+            "thread {}: on+runqueue+blocked {life} ns in a {window} ns window: {t}; drops: {}",
+            t["tid"],
+            run["drops"]
+        );
+    }
+    // The caller and the two players run from the start to the end.
+    let long: Vec<f64> = threads
+        .iter()
+        .map(lifetime_ns)
+        .filter(|&l| l > window * 0.5)
+        .collect();
+    assert!(long.len() >= 3, "{long:?} in a {window} ns window");
+    for l in long {
+        assert!(l >= window * 0.95, "{l} ns in a {window} ns window");
+    }
+}

@@ -175,10 +175,12 @@ pub mod drops {
     pub const UNWIND_DEPTH: u32 = 12;
     /// A user stack ended early: a return address or saved register could not be read.
     pub const UNWIND_UNREADABLE: u32 = 13;
-    /// A thread switched out with no switch-in seen since its last switch-out: its on-CPU
-    /// time then starts at that earlier switch-in (the kernel skipped a program run).
+    /// A thread switched out with no switch-in reported since its last switch-out: the
+    /// kernel does not report every switch. It is taken to have come back at its CPU's last
+    /// reported switch.
     pub const SWITCH_IN_MISSED: u32 = 14;
-    /// A thread switched in with no switch-out seen since its last switch-in.
+    /// A thread switched in with no switch-out reported since its last switch-in: it is
+    /// taken to have left the CPU at once, runnable.
     pub const SWITCH_OUT_MISSED: u32 = 15;
     pub const COUNT: u32 = 16;
     /// Human names, indexed like the array.
@@ -197,8 +199,8 @@ pub mod drops {
         "user stacks cut short: the object's unwind table did not fit (raise --unwind-rows)",
         "user stacks cut short at the depth limit",
         "user stacks cut short: unreadable stack memory",
-        "switch-ins not seen (a thread's on-CPU and off-CPU times overlap)",
-        "switch-outs not seen (a thread's on-CPU and off-CPU times overlap)",
+        "switch-ins the kernel did not report (timed from the CPU's last reported switch)",
+        "switch-outs the kernel did not report (timed as runnable from the switch-in)",
     ];
 }
 

@@ -20,10 +20,12 @@ pub enum DropKind {
     UnwindTableFull,
     UnwindDepth,
     UnwindUnreadable,
+    SwitchInMissed,
+    SwitchOutMissed,
 }
 
 impl DropKind {
-    const ALL: [DropKind; 14] = [
+    const ALL: [DropKind; 16] = [
         DropKind::InflightFull,
         DropKind::ThreadsFull,
         DropKind::SyscallNumber,
@@ -38,6 +40,8 @@ impl DropKind {
         DropKind::UnwindTableFull,
         DropKind::UnwindDepth,
         DropKind::UnwindUnreadable,
+        DropKind::SwitchInMissed,
+        DropKind::SwitchOutMissed,
     ];
 
     /// The kind at `index` of the kernel's `DROPS` array.
@@ -62,6 +66,8 @@ impl DropKind {
             DropKind::UnwindTableFull => drops::UNWIND_TABLE_FULL,
             DropKind::UnwindDepth => drops::UNWIND_DEPTH,
             DropKind::UnwindUnreadable => drops::UNWIND_UNREADABLE,
+            DropKind::SwitchInMissed => drops::SWITCH_IN_MISSED,
+            DropKind::SwitchOutMissed => drops::SWITCH_OUT_MISSED,
         }
     }
 

@@ -476,6 +476,9 @@ impl Probes {
                 // Asleep: inside a syscall, almost always, so its user stack is the one it
                 // has when that syscall returns.
                 zero.in_syscall = u32::from(!runnable);
+                // Off CPU since before the start (1: any time before it): its first switch
+                // must be a switch-in, and one the kernel does not report is then seen.
+                zero.last_out = u64::from(!runnable);
                 zero.user_stack = -1;
                 zero.kernel_stack = -1;
                 // BPF_NOEXIST: a thread that already switched keeps what it counted.
