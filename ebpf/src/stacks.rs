@@ -1,37 +1,29 @@
 //! Stack ids and the stack-keyed maps. Kernel stacks are walked by the kernel
-//! (`bpf_get_stackid`), user stacks by [`crate::unwind`]; user space reads the ids' frames once
-//! at the end and symbolises them.
+//! (`bpf_get_stack`, `bpf_get_task_stack`), user stacks by [`crate::unwind`]; both are kept
+//! by hash, and user space reads the ids' frames once at the end and symbolises them.
 
-use aya_ebpf::{
-    EbpfContext,
-    macros::map,
-    maps::{HashMap, StackTrace},
-    programs::tracing::StackIdContext,
-};
-use switchyard_common::{MAX_STACK_KEYS, TASK_STACK_ID, UserStack, drops, unwind};
+use aya_ebpf::{EbpfContext, macros::map, maps::HashMap};
+use switchyard_common::{KERNEL_STACK_ID, MAX_STACK_KEYS, UserStack, drops, unwind};
 
 use crate::shared::drop_event;
 pub use crate::unwind::user_stack;
 
-/// Sized by the loader (`--stack-map-size`).
-#[map(name = "STACKS")]
-pub static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
-
-/// Kernel stacks of threads that were off CPU, by id (see `TASK_STACK_ID`); sized by the
-/// loader (`--stack-map-size`).
-#[map(name = "TASK_STACKS")]
-static TASK_STACKS: HashMap<i32, UserStack> = HashMap::with_max_entries(1, 0);
+/// Kernel stacks, by id (see `KERNEL_STACK_ID`); sized by the loader (`--stack-map-size`).
+#[map(name = "KERNEL_STACKS")]
+static KERNEL_STACKS: HashMap<i32, UserStack> = HashMap::with_max_entries(1, 0);
 
 /// The kernel stack of `task`, which is about to run again after being off CPU: where it
 /// entered the scheduler, without the tracing frames a walk from the switch itself starts
 /// with.
 #[inline(always)]
 pub fn blocked_kernel_stack(task: *mut core::ffi::c_void) -> i32 {
-    crate::unwind::task_kernel_stack(task, &TASK_STACKS, unwind::SLOT_TRACEPOINT, TASK_STACK_ID)
+    crate::unwind::task_kernel_stack(
+        task,
+        &KERNEL_STACKS,
+        unwind::SLOT_TRACEPOINT,
+        KERNEL_STACK_ID,
+    )
 }
-
-const EEXIST: i32 = 17;
-const ENOMEM: i32 = 12;
 
 /// Set by the loader before load: 1 to take stacks.
 #[unsafe(no_mangle)]
@@ -51,29 +43,16 @@ pub fn stacks_on() -> bool {
 /// stack, and a waker may be a kernel thread or an interrupt with no user stack. Collisions
 /// are always counted.
 #[inline(always)]
-pub fn stack_ids<C: EbpfContext + StackIdContext>(
-    ctx: &C,
-    slot: u32,
-    count_missing: bool,
-) -> (i32, i32) {
+pub fn stack_ids<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) -> (i32, i32) {
     let user = user_stack(ctx, slot, count_missing);
-    let kernel = match ctx.get_stackid(&STACKS, 0) {
-        Ok(id) => id as i32,
-        Err(e) => {
-            lost(e, drops::KERNEL_STACK_MISSING, count_missing);
-            -1
-        }
-    };
+    let kernel = crate::unwind::current_kernel_stack(
+        ctx,
+        &KERNEL_STACKS,
+        slot,
+        KERNEL_STACK_ID,
+        count_missing,
+    );
     (user, kernel)
-}
-
-#[inline(always)]
-fn lost(err: i32, missing: u32, count_missing: bool) {
-    if err == -EEXIST || err == -ENOMEM {
-        drop_event(drops::STACK_COLLISION);
-    } else if count_missing {
-        drop_event(missing);
-    }
 }
 
 /// Adds `value` to `map[key]`, creating the entry; counts a full map as a drop.

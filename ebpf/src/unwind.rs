@@ -282,12 +282,57 @@ pub fn task_kernel_stack(
             0,
         )
     };
+    keep_kernel_stack(map, slot, buf, n, id_bit, true)
+}
+
+/// The current task's kernel stack at this program (`bpf_get_stack`), kept in `map`; -1 when
+/// there is none (a sample in user mode) or it could not be walked, counted with
+/// `count_missing`.
+///
+/// Kept by a 64-bit hash of its frames, not in a `BPF_MAP_TYPE_STACK_TRACE`: that map puts a
+/// stack in the bucket its hash picks, with no second choice, so two of a few hundred
+/// distinct stacks already share a bucket in a map of 16k and one of them is lost.
+#[inline(always)]
+pub fn current_kernel_stack<C: EbpfContext>(
+    ctx: &C,
+    map: &HashMap<i32, UserStack>,
+    slot: u32,
+    id_bit: i32,
+    count_missing: bool,
+) -> i32 {
+    let Some(buf) = UNWIND_SCRATCH.get_ptr_mut(slot) else {
+        return -1;
+    };
+    // SAFETY: as above; the context is the program's own.
+    let n = unsafe {
+        bpf_get_stack(
+            ctx.as_ptr(),
+            (*buf).frames.as_mut_ptr() as *mut c_void,
+            (MAX_FRAMES * 8) as u32,
+            0,
+        )
+    };
+    keep_kernel_stack(map, slot, buf, n, id_bit, count_missing)
+}
+
+/// Keeps the `n` bytes of frames a kernel-stack helper wrote into scratch `slot`.
+#[inline(always)]
+fn keep_kernel_stack(
+    map: &HashMap<i32, UserStack>,
+    slot: u32,
+    buf: *mut UserStack,
+    n: i64,
+    id_bit: i32,
+    count_missing: bool,
+) -> i32 {
     if n <= 0 {
-        drop_event(drops::KERNEL_STACK_MISSING);
+        if count_missing {
+            drop_event(drops::KERNEL_STACK_MISSING);
+        }
         return -1;
     }
     let len = (n as u64 / 8) as u32;
-    // SAFETY: as above.
+    // SAFETY: the per-CPU scratch value the helper just wrote.
     let hash = hash_frames(unsafe { &*buf }, len);
     keep_in(map, slot, len as u64, hash, id_bit)
 }

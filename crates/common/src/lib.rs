@@ -21,8 +21,6 @@ pub mod maps {
     pub const INFLIGHT: &str = "INFLIGHT";
     /// `PerCpuArray<u64>` indexed by [`drops`] reasons.
     pub const DROPS: &str = "DROPS";
-    /// `StackTrace`: user and kernel stacks, by id.
-    pub const STACKS: &str = "STACKS";
     /// `HashMap<OnCpuKey, u64>`: cpu-clock samples by stack.
     pub const ONCPU: &str = "ONCPU";
     /// `HashMap<OffCpuKey, u64>`: off-CPU ns by stack at switch-out and state.
@@ -55,10 +53,10 @@ pub mod maps {
     pub const GC_COUNTS: &str = "GC_COUNTS";
     /// `HashMap<i32, UserStack>`: user stacks walked by the kernel side, by id.
     pub const USER_STACKS: &str = "USER_STACKS";
-    /// `HashMap<i32, UserStack>`: kernel stacks of blocked threads (`bpf_get_task_stack` at
-    /// switch-in), by id; every id has [`crate::TASK_STACK_ID`] set, so they never clash with
-    /// `STACKS` ids in the aggregation keys.
-    pub const TASK_STACKS: &str = "TASK_STACKS";
+    /// `HashMap<i32, UserStack>`: kernel stacks, by id: the current task's (`bpf_get_stack`)
+    /// and blocked threads' (`bpf_get_task_stack` at switch-in); every id has
+    /// [`crate::KERNEL_STACK_ID`] set, so they never clash with user stack ids.
+    pub const KERNEL_STACKS: &str = "KERNEL_STACKS";
     /// `PerCpuArray<u64>` indexed by [`crate::sampling`]: off-CPU intervals considered and
     /// walked.
     pub const SAMPLING: &str = "SAMPLING";
@@ -108,8 +106,8 @@ pub mod globals {
     pub const SYSCALL_FILTER_ON: &str = "SYSCALL_FILTER_ON";
 }
 
-/// Kernel stack ids of `TASK_STACKS` have this bit set; `STACKS` ids are below it.
-pub const TASK_STACK_ID: i32 = 1 << 30;
+/// Kernel stack ids (`KERNEL_STACKS`) have this bit set.
+pub const KERNEL_STACK_ID: i32 = 1 << 30;
 
 /// Off-CPU stack sampling. An interval is walked with probability `p` and its time weighted by
 /// `1/p`: the expected weight of every interval is its length, whatever decides `p`.

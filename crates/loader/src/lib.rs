@@ -10,9 +10,7 @@ use std::collections::BTreeMap;
 
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{
-        Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, ProgramArray, RingBuf, StackTraceMap,
-    },
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, ProgramArray, RingBuf},
     programs::{
         PerfEvent, RawTracePoint, TracePoint, UProbe,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
@@ -311,9 +309,8 @@ impl Probes {
             .map_max_entries(maps::INFLIGHT, slots)
             .map_max_entries(maps::LOCK_INFLIGHT, slots)
             .map_max_entries(maps::SPAN_INFLIGHT, slots * MAX_SPANS)
-            .map_max_entries(maps::STACKS, map_size)
             .map_max_entries(maps::USER_STACKS, map_size)
-            .map_max_entries(maps::TASK_STACKS, map_size)
+            .map_max_entries(maps::KERNEL_STACKS, map_size)
             // One page's worth when unused: the array is mmap-able, so page-sized at least.
             .map_max_entries(maps::UNWIND_ROWS, cfi.unwrap_or(512))
             .load(OBJECT)
@@ -716,17 +713,10 @@ impl Probes {
             });
         }
 
-        let stacks: StackTraceMap<&MapData> =
-            StackTraceMap::try_from(map(maps::STACKS)?).map_err(map_err(maps::STACKS))?;
-        for item in stacks.iter() {
-            let (id, trace) = item.map_err(map_err(maps::STACKS))?;
-            let ips: Vec<u64> = trace.frames().iter().map(|f| f.ip).collect();
-            raw.stacks.insert(id as i32, ips);
-        }
-        let task: HashMap<&MapData, i32, UserStack> =
-            HashMap::try_from(map(maps::TASK_STACKS)?).map_err(map_err(maps::TASK_STACKS))?;
-        for item in task.iter() {
-            let (id, s) = item.map_err(map_err(maps::TASK_STACKS))?;
+        let kernel: HashMap<&MapData, i32, UserStack> =
+            HashMap::try_from(map(maps::KERNEL_STACKS)?).map_err(map_err(maps::KERNEL_STACKS))?;
+        for item in kernel.iter() {
+            let (id, s) = item.map_err(map_err(maps::KERNEL_STACKS))?;
             let len = (s.len as usize).min(s.frames.len());
             raw.stacks.insert(id, s.frames[..len].to_vec());
         }
