@@ -1,6 +1,8 @@
 //! The live line `record` shows on a terminal: elapsed time (against `--duration` when given)
 //! and the target's context switches and CPU time so far, from the perf counters that are
-//! open anyway. Nothing is drawn when stderr is not a terminal (CI logs, pipes).
+//! open anyway. Nothing is drawn when stderr is not a terminal (CI logs, pipes), nor when the
+//! target writes to the same terminal (a spawned command): a redraw clears the lines it
+//! drew, and the target's output would be among them.
 
 use std::{
     io::IsTerminal,
@@ -20,8 +22,8 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn start(duration: Option<Duration>) -> Progress {
-        if !std::io::stderr().is_terminal() {
+    pub fn start(duration: Option<Duration>, target_shares_terminal: bool) -> Progress {
+        if target_shares_terminal || !std::io::stderr().is_terminal() {
             return Progress {
                 bar: None,
                 last: None,

@@ -23,7 +23,7 @@ use crate::{
     RecordArgs,
     assemble::{DEGRADED_TICK_MS, Recording, Source, assemble},
     collect::Collection,
-    fail::{hinted, out, signal_name},
+    fail::{hinted, signal_name},
     plan::{Plan, PlannedTarget},
     procfs::{self, PidFd},
     progress::Progress,
@@ -96,7 +96,9 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         let _ = writeln!(ready, "recording {pid}");
     }
 
-    let mut progress = Progress::start(plan.duration);
+    // A spawned command writes to this terminal too, and a redrawn line would erase what it
+    // wrote last: the line is only drawn for a target whose output goes elsewhere.
+    let mut progress = Progress::start(plan.duration, child.is_some());
     let mut last_maps = Instant::now();
     let end = loop {
         // New processes, exec and dlopen: their maps for symbols and their unwind tables, as
@@ -206,7 +208,7 @@ fn finish(run: Run, plan: &Plan) -> Result<ExitCode> {
             fallback.display()
         );
         run.save(&fallback).context(saved)?;
-        out(summary::render(&run, plan.top))?;
+        eprint!("{}", summary::render(&run, plan.top));
         return Err(hinted(
             format!(
                 "cannot write {}: {e}; the run was saved to {}",
@@ -216,8 +218,9 @@ fn finish(run: Run, plan: &Plan) -> Result<ExitCode> {
             "free space or fix the permissions, then move the saved run where it belongs",
         ));
     }
-    out(summary::render(&run, plan.top))?;
-    out(format!("run file: {}\n", output.display()))?;
+    // On stderr, as perf stat and strace -c write theirs: stdout is the target's.
+    eprint!("{}", summary::render(&run, plan.top));
+    eprintln!("run file: {}", output.display());
     let secs = run.meta.duration_ns() as f64 / 1e9;
     match run.meta.end {
         EndReason::Interrupted { signal }

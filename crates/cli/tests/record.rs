@@ -363,3 +363,25 @@ fn no_thread_outlives_the_window_under_a_switch_storm() {
         assert!(l >= window * 0.95, "{l} ns in a {window} ns window");
     }
 }
+
+/// The summary goes to stderr, as `perf stat`'s and `strace -c`'s do: stdout is the target's
+/// alone, byte for byte.
+#[test]
+fn the_summary_leaves_the_targets_stdout_alone() {
+    if !privileged("the_summary_leaves_the_targets_stdout_alone") {
+        return;
+    }
+    let dir = tempdir("summary-stderr");
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .args(["record", "--no-stacks", "-o"])
+        .arg(&run_path)
+        .args(["--", "sh", "-c", "echo first; echo second"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout, "first\nsecond\n");
+    assert!(stderr.contains("switchyard: sh -c"), "{stderr}");
+    assert!(stderr.contains("run file: "), "{stderr}");
+}

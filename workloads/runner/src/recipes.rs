@@ -137,7 +137,8 @@ pub fn profile(
             return Ok(exit_code(status));
         }
         print_file(&dir.join("driver.out"), None);
-        print_file(&dir.join("record.out"), Some("switchyard:"));
+        // switchyard's summary: the last part of its stderr, from its heading.
+        print_file(&dir.join("record.err"), Some("switchyard:"));
         if !non_empty(&dir.join("run.json")) {
             return Err(Failure::new(format!(
                 "no run was recorded (exit {status}); see {}",
@@ -448,7 +449,7 @@ fn point_latest(dir: &Path) -> Result<(), Failure> {
         .map_err(|e| Failure::io(format!("pointing {REPORTS}/latest at {}", dir.display()), e))
 }
 
-/// Prints `file` on stdout, from its first line starting with `from` when given.
+/// Prints `file` on stdout, from its last line starting with `from` when given.
 fn print_file(file: &Path, from: Option<&str>) {
     let Ok(text) = fs::read_to_string(file) else {
         return;
@@ -461,7 +462,8 @@ fn print_file(file: &Path, from: Option<&str>) {
                 *at += l.len() + 1;
                 Some((here, l))
             })
-            .find(|(_, l)| l.starts_with(prefix))
+            .filter(|(_, l)| l.starts_with(prefix))
+            .last()
             .map(|(at, _)| at),
         None => Some(0),
     };
