@@ -117,8 +117,13 @@ struct RecordArgs {
     uprobe_spans: Vec<String>,
     /// Record the Go runtime's GC cycles, stop-the-world pauses and mark assists of a Go
     /// target (entry-only uprobes on the unmodified binary).
-    #[arg(long)]
+    /// Go targets get this without asking: it is on when the executable has the Go runtime's
+    /// symbols.
+    #[arg(long, conflicts_with = "no_go_gc")]
     go_gc: bool,
+    /// Do not record a Go target's GC.
+    #[arg(long)]
+    no_go_gc: bool,
     /// A workload driver's result file (switchyard-driver-result JSON) to attach to the run:
     /// operations for per-operation figures, and the latency the driver measured. Read when
     /// the recording ends (waiting up to 5 s for the driver to write it).

@@ -96,10 +96,21 @@ impl Plan {
                 })
             })
             .collect::<Result<_>>()?;
-        let go_gc = args
-            .go_gc
-            .then(|| exe("record as root, or spawn the program under switchyard"))
-            .transpose()?;
+        let go_gc = if args.go_gc {
+            Some(exe(
+                "record as root, or spawn the program under switchyard",
+            )?)
+        } else if args.no_go_gc {
+            None
+        } else {
+            // A Go program's GC is recorded without asking, as far as its symbols allow.
+            exe("").ok().filter(|p| has_go_runtime(p)).inspect(|p| {
+                eprintln!(
+                    "switchyard: {} is a Go program: recording its GC (--no-go-gc to skip)",
+                    p.display()
+                )
+            })
+        };
         let stacks = (!args.no_stacks).then_some(StackConfig {
             oncpu_hz: args.freq,
             min_block_ns: args.min_block.as_nanos() as u64,
@@ -233,6 +244,20 @@ fn take_ready_fd(fd: i32) -> Result<File> {
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     // SAFETY: an open descriptor handed to this process for its sole use.
     Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// True when `binary`'s symbol table has the Go runtime's GC entry point, which the GC probes
+/// attach to (a stripped Go binary has none, and gets no GC probes).
+pub fn has_go_runtime(binary: &Path) -> bool {
+    use object::{Object, ObjectSymbol};
+    let Ok(data) = std::fs::read(binary) else {
+        return false;
+    };
+    let Ok(file) = object::File::parse(&*data) else {
+        return false;
+    };
+    let start = switchyard_loader::GcKind::Start.symbol();
+    file.symbols().any(|s| s.name() == Ok(start))
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ fn go_target(dir: &std::path::Path) -> Option<PathBuf> {
     }
 }
 
+/// With `--go-gc`, and without it: a Go target is recognised by its runtime's symbols.
 #[test]
 fn go_gc_cycles_match_gctrace_exactly() {
     if !privileged("go_gc_cycles_match_gctrace_exactly") {
@@ -41,12 +42,20 @@ fn go_gc_cycles_match_gctrace_exactly() {
     let Some(target) = go_target(&dir) else {
         return;
     };
+    for flags in [&["--go-gc"][..], &[]] {
+        gc_cycles_match_gctrace(&dir, &target, flags);
+    }
+}
+
+fn gc_cycles_match_gctrace(dir: &std::path::Path, target: &std::path::Path, flags: &[&str]) {
     let run_path = dir.join("run.json");
     let out = Command::new(switchyard())
-        .args(["record", "--go-gc", "--no-stacks", "-o"])
+        .arg("record")
+        .args(flags)
+        .args(["--no-stacks", "-o"])
         .arg(&run_path)
         .arg("--")
-        .arg(&target)
+        .arg(target)
         .args(["--forced", "7", "--alloc-mb", "300"])
         .env("GODEBUG", "gctrace=1")
         .output()
@@ -68,7 +77,10 @@ fn go_gc_cycles_match_gctrace_exactly() {
         .expect("the Go target's JSON line");
     let run = load_run(&run_path);
     let gc = &run["gc"];
-    assert!(traced >= 7, "only {traced} gctrace lines:\n{stderr}");
+    assert!(
+        traced >= 7,
+        "{flags:?}: only {traced} gctrace lines:\n{stderr}"
+    );
     assert_eq!(gc["cycles"], traced, "gc: {gc}");
     assert_eq!(gc["cycles"], num_gc["num_gc"], "gc: {gc}");
     // Two stop-the-world pauses per cycle, plus ReadMemStats' own.
@@ -86,6 +98,42 @@ fn go_gc_cycles_match_gctrace_exactly() {
             .any(|s| s["symbol"] == "runtime.gcMarkTermination"),
         "{gc}"
     );
+}
+
+/// `--no-go-gc` leaves a Go target's GC out, and a program that is not Go gets none.
+#[test]
+fn no_gc_for_a_non_go_target_or_with_no_go_gc() {
+    if !privileged("no_gc_for_a_non_go_target_or_with_no_go_gc") {
+        return;
+    }
+    let dir = tempdir("gogc-off");
+    let Some(target) = go_target(&dir) else {
+        return;
+    };
+    let run_path = dir.join("run.json");
+    for (program, flags) in [
+        (target.as_path(), &["--no-go-gc"][..]),
+        (std::path::Path::new("/bin/true"), &[]),
+    ] {
+        let out = Command::new(switchyard())
+            .arg("record")
+            .args(flags)
+            .args(["--no-stacks", "-o"])
+            .arg(&run_path)
+            .arg("--")
+            .arg(program)
+            .args(["--forced", "1", "--alloc-mb", "10"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out).1);
+        assert!(
+            !text(&out).1.contains("is a Go program"),
+            "{}",
+            text(&out).1
+        );
+        let run = load_run(&run_path);
+        assert!(run["gc"].is_null(), "{program:?} {flags:?}: {}", run["gc"]);
+    }
 }
 
 #[test]

@@ -109,6 +109,11 @@ impl GcKind {
         GcKind::ALL.into_iter().find(|k| k.index() == index)
     }
 
+    /// The runtime function its probe attaches to.
+    pub fn symbol(self) -> &'static str {
+        gc::SYMBOLS[self.index() as usize].1
+    }
+
     pub fn index(self) -> u32 {
         match self {
             GcKind::Start => gc::START,

@@ -35,13 +35,23 @@ pub fn html(run: &Run) -> Result<String, Error> {
 
     let m = &run.meta;
     let command = command_line(&m.command);
+    // A target with no GC and no driver timeline gets no empty box for them.
+    let timeline = run
+        .workload
+        .as_ref()
+        .and_then(|w| crate::timeline::timeline(w, run.gc.as_ref()));
+    let gc_title = match (&run.gc, &timeline) {
+        (Some(_), _) => Some("GC and timeline"),
+        (None, Some(_)) => Some("Timeline"),
+        (None, None) => None,
+    };
     let nav = [
         ("summary", "Summary"),
         ("syscalls", "Syscalls"),
         ("threads", "Threads"),
         ("latency", "Histograms"),
         ("locks", "Lock waits"),
-        ("gc", "GC and timeline"),
+        ("gc", gc_title.unwrap_or_default()),
         ("flame-oncpu", "On-CPU"),
         ("flame-offcpu", "Off-CPU"),
         ("flame-wakeup", "Wakeups"),
@@ -49,13 +59,16 @@ pub fn html(run: &Run) -> Result<String, Error> {
         ("flame-futex", "Futex waits"),
         ("warnings", "Drops and warnings"),
     ];
+    let nav: Vec<(&str, &str)> = nav.into_iter().filter(|(_, t)| !t.is_empty()).collect();
     let mut out = String::with_capacity(64 * 1024);
     summary(&mut out, run, &command);
     syscalls(&mut out, run);
     threads(&mut out, run);
     histograms(&mut out, run);
     locks(&mut out, run);
-    gc_section(&mut out, run);
+    if let Some(title) = gc_title {
+        gc_section(&mut out, run, title, timeline.as_deref());
+    }
     for (kind, svg) in &graphs {
         flame_section(&mut out, run, *kind, svg.as_deref());
     }
@@ -722,57 +735,49 @@ fn flame_section(out: &mut String, run: &Run, kind: ProfileKind, svg: Option<&st
 }
 
 /// Go GC figures and the request-latency timeline with GC laid over it.
-fn gc_section(out: &mut String, run: &Run) {
-    out.push_str("<section id=\"gc\">\n<h2>GC and timeline</h2>\n");
-    match &run.gc {
-        Some(g) => {
-            let _ = writeln!(
-                out,
-                "<p>{} GC cycles; {} stop-the-world pauses, {} in all, longest {}; {} mark \
+fn gc_section(out: &mut String, run: &Run, title: &str, timeline: Option<&str>) {
+    let _ = writeln!(out, "<section id=\"gc\">\n<h2>{title}</h2>");
+    if let Some(g) = &run.gc {
+        let _ = writeln!(
+            out,
+            "<p>{} GC cycles; {} stop-the-world pauses, {} in all, longest {}; {} mark \
                  assists; {} requests to start a cycle (<code>{}</code>).</p>",
-                thousands(g.cycles),
-                thousands(g.pauses),
-                ns(g.pause_total_ns),
-                ns(g.pause_max_ns),
-                thousands(g.mark_assists),
-                thousands(g.starts),
-                Esc(&g.binary)
-            );
-            let found: Vec<String> = g
-                .symbols
-                .iter()
-                .map(|s| {
-                    format!(
-                        "<code>{}</code> {}",
-                        Esc(&s.symbol),
-                        if s.found { "found" } else { "<b>missing</b>" }
-                    )
-                })
-                .collect();
+            thousands(g.cycles),
+            thousands(g.pauses),
+            ns(g.pause_total_ns),
+            ns(g.pause_max_ns),
+            thousands(g.mark_assists),
+            thousands(g.starts),
+            Esc(&g.binary)
+        );
+        let found: Vec<String> = g
+            .symbols
+            .iter()
+            .map(|s| {
+                format!(
+                    "<code>{}</code> {}",
+                    Esc(&s.symbol),
+                    if s.found { "found" } else { "<b>missing</b>" }
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">Runtime probes: {}.</p>",
+            found.join(", ")
+        );
+        if g.events_lost > 0 {
             let _ = writeln!(
                 out,
-                "<p class=\"note\">Runtime probes: {}.</p>",
-                found.join(", ")
+                "<p class=\"note\">{} event timestamps lost (ring buffer full); the counts are exact.</p>",
+                thousands(g.events_lost)
             );
-            if g.events_lost > 0 {
-                let _ = writeln!(
-                    out,
-                    "<p class=\"note\">{} event timestamps lost (ring buffer full); the counts are exact.</p>",
-                    thousands(g.events_lost)
-                );
-            }
         }
-        None => out
-            .push_str("<p class=\"empty\">no GC recorded (record a Go target with --go-gc)</p>\n"),
     }
-    match run
-        .workload
-        .as_ref()
-        .and_then(|w| crate::timeline::timeline(w, run.gc.as_ref()))
-    {
+    match timeline {
         Some(svg) => {
             out.push_str("<figure class=\"wide\">\n<figcaption>Request latency per window (driver), over the recording</figcaption>\n");
-            out.push_str(&svg);
+            out.push_str(svg);
             out.push_str("</figure>\n");
         }
         None => {
