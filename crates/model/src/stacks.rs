@@ -79,6 +79,8 @@ pub enum FrameKind {
     #[default]
     User,
     Kernel,
+    /// JIT-compiled code named by the process's perf map (`node --perf-basic-prof`, …).
+    Jit,
     /// An address no symbol covers; counted in `StackStats::unknown_frames`.
     Unknown,
 }

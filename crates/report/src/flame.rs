@@ -16,7 +16,7 @@ pub(crate) const IMAGE_WIDTH: u32 = 1200;
 ///
 /// Colours are fixed per profile and chosen from each frame's name, never at random, so the
 /// same run always gives the same SVG. On-CPU uses the "java" palette, which tells the
-/// annotations apart: kernel frames (`_[k]`) orange, inlined (`_[i]`) aqua, `::` paths
+/// annotations apart: kernel frames (`_[k]`) orange, JIT (`_[j]`) green, inlined (`_[i]`) aqua, `::` paths
 /// (Rust, C++) yellow, plain C red; off-CPU is blue, wakeups aqua, syscall stacks purple.
 pub fn flamegraph(run: &Run, kind: ProfileKind) -> Result<Option<String>, Error> {
     let lines = folded::merged(run, kind)?;

@@ -7,9 +7,9 @@
 //!   offwaketime: the sleeper grows up from the bottom, the waker hangs upside down above it
 //! - syscalls: `comm;[syscall];user… calls`
 //!
-//! Kernel frames end in `_[k]` and inlined frames in `_[i]` (FlameGraph's annotations; inferno
-//! colours them and shows the name without the suffix). A non-empty label is always shown as
-//! `[label]` after the thread name.
+//! Kernel frames end in `_[k]`, JIT frames in `_[j]` and inlined frames in `_[i]` (FlameGraph's
+//! annotations; inferno colours them and shows the name without the suffix). A non-empty label
+//! is always shown as `[label]` after the thread name.
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
@@ -70,11 +70,13 @@ fn fold(frames: &[Frame], kind: ProfileKind, i: usize, stack: &Stack) -> Result<
     Ok(parts.join(";"))
 }
 
-/// A frame's folded name: sanitised, with `_[k]` for kernel and `_[i]` for inlined frames.
+/// A frame's folded name: sanitised, with `_[k]` for kernel, `_[j]` for JIT and `_[i]` for
+/// inlined frames.
 pub(crate) fn frame_name(frame: &Frame) -> String {
     let name = sanitize_frame(&frame.name);
     match frame.kind {
         FrameKind::Kernel => name + "_[k]",
+        FrameKind::Jit => name + "_[j]",
         FrameKind::User if frame.inlined => name + "_[i]",
         _ => name,
     }

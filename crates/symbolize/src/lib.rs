@@ -196,7 +196,10 @@ impl<'a> Resolver<'a> {
         for (tgid, ip) in unmapped {
             let name = jit
                 .entry(tgid)
-                .or_insert_with(|| perfmap::PerfMap::load(tgid))
+                .or_insert_with(|| match self.maps.perf_map(tgid) {
+                    Some(text) => Some(perfmap::PerfMap::parse(text)),
+                    None => perfmap::PerfMap::load(tgid),
+                })
                 .as_ref()
                 .and_then(|m| m.find(ip))
                 .map(str::to_string);
@@ -206,7 +209,7 @@ impl<'a> Resolver<'a> {
                     module: "[jit]".into(),
                     file: None,
                     line: None,
-                    kind: FrameKind::User,
+                    kind: FrameKind::Jit,
                     inlined: false,
                 }),
                 None => self.pseudo("[unknown]"),

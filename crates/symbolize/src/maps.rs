@@ -19,10 +19,21 @@ pub struct Mapping {
     pub path: PathBuf,
 }
 
-/// Every executable mapping seen per process; the newest snapshot is searched first.
+/// Every executable mapping seen per process; the newest snapshot is searched first. With
+/// them, each process's perf map (JIT code, `/tmp/perf-<pid>.map` in its own mount and pid
+/// namespace), copied while it lives.
 #[derive(Clone, Debug, Default)]
 pub struct Maps {
     by_tgid: HashMap<u32, Vec<Vec<Mapping>>>,
+    perf_maps: HashMap<u32, PerfMapCopy>,
+}
+
+/// The complete lines of a process's perf map read so far; the file only grows.
+#[derive(Clone, Debug, Default)]
+struct PerfMapCopy {
+    /// Its path through `/proc/<tgid>/root`, named by the pid the process sees itself as.
+    path: Option<PathBuf>,
+    text: String,
 }
 
 impl Maps {
@@ -31,6 +42,7 @@ impl Maps {
     /// for others that follow the same maps.
     pub fn refresh(&mut self, tgid: u32) -> Option<String> {
         let text = fs::read_to_string(format!("/proc/{tgid}/maps")).ok()?;
+        self.copy_perf_map(tgid);
         let maps = parse(&text);
         if !maps.is_empty() {
             let list = self.by_tgid.entry(tgid).or_default();
@@ -39,6 +51,50 @@ impl Maps {
             }
         }
         Some(text)
+    }
+
+    /// Reads what process `tgid` appended to its perf map since the last call, whole lines
+    /// only; a process that exits or a namespace that hides the file leaves what was read.
+    fn copy_perf_map(&mut self, tgid: u32) {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        let copy = self.perf_maps.entry(tgid).or_default();
+        if copy.path.is_none() {
+            // The last NStgid is the pid inside the process's own pid namespace.
+            let Some(ns_tgid) = fs::read_to_string(format!("/proc/{tgid}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("NStgid:"))
+                        .and_then(|v| v.split_whitespace().last().map(str::to_string))
+                })
+            else {
+                return;
+            };
+            copy.path = Some(PathBuf::from(format!(
+                "/proc/{tgid}/root/tmp/perf-{ns_tgid}.map"
+            )));
+        }
+        let Some(path) = &copy.path else { return };
+        let Ok(mut file) = fs::File::open(path) else {
+            return;
+        };
+        let mut new = Vec::new();
+        if file.seek(SeekFrom::Start(copy.text.len() as u64)).is_err()
+            || file.read_to_end(&mut new).is_err()
+        {
+            return;
+        }
+        // A line still being written waits for the next read.
+        let whole = new.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        copy.text.push_str(&String::from_utf8_lossy(&new[..whole]));
+    }
+
+    /// The perf map text copied from process `tgid` while it ran, when it had one.
+    pub fn perf_map(&self, tgid: u32) -> Option<&str> {
+        self.perf_maps
+            .get(&tgid)
+            .map(|c| c.text.as_str())
+            .filter(|t| !t.is_empty())
     }
 
     /// Adds a snapshot directly (tests, or maps read elsewhere).

@@ -1,7 +1,9 @@
 //! JIT symbols from a process's perf map, `/tmp/perf-<pid>.map`, which JIT runtimes write for
 //! profilers (`node --perf-basic-prof`, the JVM with perf-map-agent, LuaJIT, …): one line per
-//! code object, `START SIZE name` with START and SIZE in hex without `0x`. The file stays after
-//! the process exits, so it is read when the run is symbolised.
+//! code object, `START SIZE name` with START and SIZE in hex without `0x`. It is copied while
+//! the process lives ([`crate::Maps`], through `/proc/<pid>/root`, so a private /tmp or a
+//! container's pid is no obstacle, and a file deleted at exit is no loss); a process that
+//! was never seen alive is looked up in /tmp when the run is symbolised.
 //!
 //! blazesym reads perf maps only for a live process it is pointed at (its `Process` source,
 //! which also wants the process's own memory maps); the run is symbolised after the target
