@@ -66,6 +66,8 @@ pub fn assemble(r: Recording) -> Run {
             meta.collector = Collector::Ebpf;
             meta.children = c.children;
             let dropped = |kind: DropKind| c.drop_counts.get(&kind).copied().unwrap_or(0);
+            meta.unreported_switches =
+                dropped(DropKind::SwitchInMissed) + dropped(DropKind::SwitchOutMissed);
             locks = c.locks;
             if let (Some(g), Some((binary, events))) = (c.gc, &r.go_gc) {
                 let lost = dropped(DropKind::GcEventsFull);
@@ -313,6 +315,7 @@ mod tests {
             end_mono_ns: START + 2_000_000_000,
             end: EndReason::Duration,
             collector: Collector::Ebpf,
+            unreported_switches: 0,
         }
     }
 

@@ -179,6 +179,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             end_mono_ns: end_mono,
             end,
             collector: Collector::Ebpf,
+            unreported_switches: 0,
         },
         source,
         counters: counter_rows,

@@ -110,6 +110,14 @@ pub fn render(run: &Run, top: usize) -> String {
                 ns(runq),
                 ns(on)
             );
+            if m.unreported_switches > 0 {
+                let _ = writeln!(
+                    out,
+                    "  {} switches the kernel did not report were timed from the nearest \
+                     reported one",
+                    thousands(m.unreported_switches)
+                );
+            }
         }
         (Collector::Degraded, _) => {
             let _ = writeln!(

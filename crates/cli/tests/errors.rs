@@ -158,7 +158,7 @@ fn no_privileges_is_a_clear_error_and_degraded_mode_still_counts_switches() {
         "{}",
         run["counters"]
     );
-    assert!(stdout.contains("degraded mode"), "{stdout}");
+    assert!(stderr.contains("degraded mode"), "{stderr}");
 }
 
 #[test]

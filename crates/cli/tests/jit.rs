@@ -43,7 +43,12 @@ fn node_functions_are_named_from_the_perf_map_read_while_the_target_lives() {
     let out = Command::new(switchyard())
         .args(["record", "-o"])
         .arg(&run_path)
-        .args(["--", "node", "--perf-basic-prof", "--interpreted-frames-native-stack"])
+        .args([
+            "--",
+            "node",
+            "--perf-basic-prof",
+            "--interpreted-frames-native-stack",
+        ])
         .arg(&script)
         .output()
         .unwrap();

@@ -839,6 +839,13 @@ impl Probes {
                 if let Some(kind) = kind {
                     drop_counts.insert(kind, count);
                 }
+                // Not a loss: the run's metadata says how many switches were inferred.
+                if matches!(
+                    kind,
+                    Some(DropKind::SwitchInMissed | DropKind::SwitchOutMissed)
+                ) {
+                    continue;
+                }
                 drop_rows.push(DropRow {
                     reason: kind.map_or("unknown", DropKind::reason).to_string(),
                     count,

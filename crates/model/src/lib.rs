@@ -245,6 +245,15 @@ pub struct Meta {
     pub end: EndReason,
     /// "ebpf" when the kernel side ran; "degraded" for /proc and perf software counters only.
     pub collector: Collector,
+    /// Switches the kernel did not report (a target's thread ran, or left a CPU, with no
+    /// event): each was timed from the nearest reported switch, so a thread's times still
+    /// add up to its life. Nothing was lost.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unreported_switches: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Meta {
@@ -516,6 +525,7 @@ pub(crate) mod tests {
                     signal: None,
                 },
                 collector: Collector::Ebpf,
+                unreported_switches: 0,
             },
             missing: vec![],
             counters: vec![Counter {
