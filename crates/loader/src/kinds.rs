@@ -147,7 +147,7 @@ mod tests {
                 assert_eq!(k.reason(), drops::NAMES[i as usize]);
             }
         }
-        assert_eq!(DropKind::ALL.len(), 14);
+        assert_eq!(DropKind::ALL.len(), drops::COUNT as usize);
         assert_eq!(DropKind::from_index(drops::COUNT), None);
         for i in 0..gc::KINDS {
             assert_eq!(GcKind::from_index(i).map(GcKind::index), Some(i));
