@@ -68,10 +68,16 @@ fn repeats(runs: &[(String, Run)]) -> Vec<(String, Vec<&Run>)> {
 pub fn run(args: GateArgs) -> Result<ExitCode> {
     if args.list {
         let mut text = String::from(
-            "figures a budget can name (<…> is a syscall name, a span label or a perf counter):\n",
+            "figures a budget can name (<…> is a syscall name, a span label or a perf counter),\n\
+             with the unit of the number a budget gives:\n",
         );
+        let width = metrics::NAMES
+            .iter()
+            .map(|n| n.chars().count())
+            .max()
+            .unwrap_or(0);
         for n in metrics::NAMES {
-            text.push_str(&format!("  {n}\n"));
+            text.push_str(&format!("  {n:<width$}  {}\n", metrics::unit_label(n)));
         }
         out(text)?;
         return Ok(ExitCode::SUCCESS);

@@ -19,8 +19,20 @@ fn header(args: &[&std::ffi::OsStr]) -> String {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out).1);
-    // "A = abs (1 run), B = spin-as-abs (1 run); medians, …"
-    text(&out).0.lines().next().unwrap_or_default().to_string()
+    // The headline ("spin-as-abs: −21% throughput, …"), then "A = abs (1 run), B = …".
+    let stdout = text(&out).0;
+    let mut lines = stdout.lines();
+    let headline = lines.next().unwrap_or_default();
+    let sides = lines.next().unwrap_or_default().to_string();
+    let b = sides
+        .split("B = ")
+        .nth(1)
+        .and_then(|b| b.split(" (").next());
+    assert!(
+        b.is_some_and(|b| headline.starts_with(&format!("{b}: "))),
+        "{headline}\n{sides}"
+    );
+    sides
 }
 
 #[test]

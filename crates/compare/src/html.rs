@@ -10,11 +10,11 @@ use inferno::{
 };
 use switchyard_model::{
     Run,
-    units::{compact_delta, counted, percent_change},
+    units::{counted, percent_change},
 };
 use switchyard_report::{ProfileKind, document, embed_flamegraph, escape_html as esc, folded};
 
-use crate::{Comparison, Row, shown, spread_text, verdict_word};
+use crate::{Area, Comparison, NOISE_PCT, Row, headline, shown, spread_text, verdict_word};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -85,28 +85,38 @@ fn diff_svg(kind: ProfileKind, diff: &str) -> Result<Option<String>, Error> {
     Ok(Some(String::from_utf8_lossy(&svg).into_owned()))
 }
 
-fn cell(s: &Option<crate::Spread>) -> String {
-    spread_text(s, |min, max| {
+fn cell(s: &Option<crate::Spread>, unit: switchyard_model::units::Unit) -> String {
+    spread_text(s, unit, |min, max| {
         format!("<span class=\"spread\">[{min}–{max}]</span>")
     })
 }
 
 fn row(out: &mut String, r: &Row) {
-    let delta = r.delta.map_or_else(|| "-".into(), compact_delta);
     let pct = r.delta_pct.map_or_else(|| "-".into(), percent_change);
     let _ = writeln!(
         out,
-        "<tr class=\"{v}\"><td><code>{}</code></td><td>{}</td><td class=\"num\" data-v=\"{}\">{}</td>\
-         <td class=\"num\" data-v=\"{}\">{}</td><td class=\"num\">{delta}</td><td class=\"num\" data-v=\"{}\">{pct}</td><td>{v}</td></tr>",
+        "<tr class=\"{v}\"><td><code>{}</code></td><td class=\"num\" data-v=\"{}\">{}</td>\
+         <td class=\"num\" data-v=\"{}\">{}</td><td class=\"num\" data-v=\"{}\">{pct}</td><td>{v}</td></tr>",
         esc(&r.name),
-        esc(r.unit.suffix()),
         r.a.as_ref().map_or(0.0, |s| s.median),
-        cell(&r.a),
+        cell(&r.a, r.unit),
         r.b.as_ref().map_or(0.0, |s| s.median),
-        cell(&r.b),
+        cell(&r.b, r.unit),
         r.delta_pct.unwrap_or(0.0),
         v = verdict_word(r.verdict),
     );
+}
+
+/// One table of rows.
+fn table(out: &mut String, rows: &[&Row]) {
+    out.push_str(
+        "<table class=\"sortable compare\">\n<thead><tr><th>figure</th><th class=\"num\">A</th>\
+         <th class=\"num\">B</th><th class=\"num\">delta</th><th>verdict</th></tr></thead>\n<tbody>\n",
+    );
+    for r in rows {
+        row(out, r);
+    }
+    out.push_str("</tbody>\n</table>\n");
 }
 
 /// The comparison page.
@@ -114,9 +124,12 @@ pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, E
     let mut main = String::new();
     let _ = writeln!(
         main,
-        "<section id=\"summary\">\n<h2>Summary</h2>\n<p>A = <b>{}</b> ({}), B = <b>{}</b> ({}). \
-         Figures are medians; with repeats, [min–max] follows, and a delta inside both \
-         ranges is marked <i>noise</i>, not a win or a loss.</p>",
+        "<section id=\"summary\">\n<h2>Summary</h2>\n<p class=\"headline\"><b>{}</b></p>\n\
+         <p>A = <b>{}</b> ({}), B = <b>{}</b> ({}). Figures are medians; with repeats, \
+         [min–max] follows. A delta inside both ranges, or under {NOISE_PCT}%, is marked \
+         <i>noise</i>, not a win or a loss. Totals and rates per second of figures also \
+         known per operation get no verdict: the builds did different amounts of work.</p>",
+        esc(&headline(c)),
         esc(&c.a_label),
         counted(c.a_runs as u64, "run"),
         esc(&c.b_label),
@@ -133,14 +146,33 @@ pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, E
         }
     }
     main.push_str("</section>\n<section id=\"table\">\n<h2>Figures</h2>\n");
-    main.push_str(
-        "<table class=\"sortable compare\">\n<thead><tr><th>figure</th><th>unit</th><th class=\"num\">A</th>\
-         <th class=\"num\">B</th><th class=\"num\">delta</th><th class=\"num\">delta %</th><th>verdict</th></tr></thead>\n<tbody>\n",
-    );
-    for r in c.rows.iter().filter(|r| all || shown(r, c)) {
-        row(&mut main, r);
+    let rows: Vec<&Row> = c.rows.iter().filter(|r| all || shown(r, c)).collect();
+    let mut areas: Vec<Area> = rows.iter().map(|r| r.area).collect();
+    areas.dedup();
+    for area in areas {
+        let of = |total: bool| -> Vec<&Row> {
+            rows.iter()
+                .copied()
+                .filter(|r| r.area == area && r.total == total)
+                .collect()
+        };
+        let _ = writeln!(main, "<h3>{}</h3>", area.title());
+        let compared = of(false);
+        if !compared.is_empty() {
+            table(&mut main, &compared);
+        }
+        let totals = of(true);
+        if !totals.is_empty() {
+            let _ = writeln!(
+                main,
+                "<details>\n<summary>{} totals and rates per second (no verdict)</summary>",
+                totals.len()
+            );
+            table(&mut main, &totals);
+            main.push_str("</details>\n");
+        }
     }
-    main.push_str("</tbody>\n</table>\n</section>\n");
+    main.push_str("</section>\n");
     let diffs = diff_folded(a, b)?;
     for (kind, (_, diff)) in KINDS.iter().zip(&diffs) {
         let _ = writeln!(

@@ -2,8 +2,13 @@
 //! or noise.
 //!
 //! Each side may hold several runs (repeats). A side's figure is then the median, shown with
-//! its min–max; a delta whose sides' ranges overlap is noise, not a win or a loss. With one
-//! run per side no spread is known, and a delta is reported as measured.
+//! its min–max; a delta whose sides' ranges overlap is noise, not a win or a loss. A change
+//! under [`NOISE_PCT`] is noise too, with or without repeats.
+//!
+//! Two builds rarely do the same amount of work in a recording, so a total (or a rate per
+//! second) says as much about the load as about the build: when the figure also exists per
+//! operation, the total gets no verdict and sits with the totals, after the figures that
+//! compare the builds' work ([`Row::total`]).
 
 mod html;
 
@@ -14,7 +19,7 @@ pub use html::{Error, diff_folded, html};
 use switchyard_model::{
     Run,
     metrics::{self, Better, Metric},
-    units::{Unit, compact, compact_delta, counted, percent_change},
+    units::{Unit, compact, counted, percent_change},
 };
 
 pub use switchyard_model::metrics::{Spread, spread};
@@ -30,9 +35,64 @@ pub enum Verdict {
     Neutral,
 }
 
+/// The area a figure belongs to; tables group their rows by it, in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Area {
+    Work,
+    Cpu,
+    Switches,
+    Syscalls,
+    Locks,
+    Gc,
+    Memory,
+    Other,
+}
+
+impl Area {
+    pub fn of(name: &str) -> Area {
+        let first = name.split('.').next().unwrap_or(name);
+        match first {
+            "throughput" | "latency" | "operations" | "duration" | "workload" => Area::Work,
+            "cpu" => Area::Cpu,
+            "switches" | "offcpu" | "runqueue" => Area::Switches,
+            "syscalls" => Area::Syscalls,
+            "futex" | "kernel_locks" | "span" => Area::Locks,
+            "gc" => Area::Gc,
+            "memory" | "heap" => Area::Memory,
+            "perf" if name.ends_with("faults") => Area::Memory,
+            "perf" if name == "perf.context-switches" || name == "perf.cpu-migrations" => {
+                Area::Switches
+            }
+            "perf" => Area::Cpu,
+            _ => Area::Other,
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Area::Work => "Throughput and latency",
+            Area::Cpu => "CPU",
+            Area::Switches => "Context switches and off-CPU time",
+            Area::Syscalls => "Syscalls",
+            Area::Locks => "Lock waits",
+            Area::Gc => "Garbage collection",
+            Area::Memory => "Memory",
+            Area::Other => "Other",
+        }
+    }
+}
+
+/// A change smaller than this, in percent, is noise whatever the repeats say: run-to-run
+/// variation on a shared 2-core host is larger.
+pub const NOISE_PCT: f64 = 1.0;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     pub name: String,
+    pub area: Area,
+    /// A total or a rate per second of something the runs also have per operation: shown, but
+    /// with no verdict (the builds did different amounts of work).
+    pub total: bool,
     pub unit: Unit,
     pub a: Option<Spread>,
     pub b: Option<Spread>,
@@ -122,9 +182,18 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
                 spread(&vals)
             };
             let (sa, sb) = (pick(a, &ma), pick(b, &mb));
-            let (delta, delta_pct, verdict) = judge(sa.as_ref(), sb.as_ref(), metric.better);
+            let total = per_op_twin(name)
+                .is_some_and(|twin| ma.iter().chain(&mb).any(|m| m.contains_key(&twin)));
+            let better = if total {
+                Better::Neither
+            } else {
+                metric.better
+            };
+            let (delta, delta_pct, verdict) = judge(sa.as_ref(), sb.as_ref(), better);
             Row {
                 name: name.clone(),
+                area: Area::of(name),
+                total,
                 unit: metric.unit,
                 a: sa,
                 b: sb,
@@ -134,13 +203,100 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
             }
         })
         .collect();
-    rows.sort_by_key(|r| rank(&r.name));
+    rows.sort_by_key(|r| (r.area, r.total, rank(&r.name)));
     Comparison {
         a_label: a_label.to_string(),
         b_label: b_label.to_string(),
         a_runs: a.len(),
         b_runs: b.len(),
         rows,
+    }
+}
+
+/// The per-operation figure that says what total (or per-second rate) `name` says, per unit
+/// of work: `switches.total.per_s` → `switches.total.per_op`, `cpu.time` → `cpu.per_op`.
+fn per_op_twin(name: &str) -> Option<String> {
+    if name.ends_with(".per_op") {
+        return None;
+    }
+    let fixed = match name {
+        "cpu.time" | "cpu.utilisation" | "perf.task-clock" => Some("cpu.per_op"),
+        "perf.context-switches" => Some("switches.total.per_op"),
+        "syscalls.time" => Some("syscalls.total.per_op"),
+        // What the builds are compared on, or no figure of the work.
+        "throughput" | "operations" | "duration" => return None,
+        _ => None,
+    };
+    if let Some(f) = fixed {
+        return Some(f.to_string());
+    }
+    let base = name.strip_suffix(".per_s").unwrap_or(name);
+    let base = base.strip_suffix(".avg_us").map_or(base, |_| "");
+    (!base.is_empty()).then(|| format!("{base}.per_op"))
+}
+
+/// A short name for a figure in the headline.
+fn short_name(name: &str) -> String {
+    match name {
+        "throughput" => "throughput".into(),
+        "cpu.per_op" => "CPU/op".into(),
+        "switches.total.per_op" => "switches/op".into(),
+        "syscalls.total.per_op" => "syscalls/op".into(),
+        "futex.waits.per_op" => "futex waits/op".into(),
+        "futex.wait_time.per_op" => "futex wait time/op".into(),
+        "memory.max_rss" => "peak RSS".into(),
+        n => match n.strip_prefix("latency.") {
+            Some(p) => format!("{} latency", p.replace('_', ".")),
+            None => n.replace(".per_op", "/op").replace(['.', '_'], " "),
+        },
+    }
+}
+
+/// The one line a reader needs: B's changes that are not noise, throughput first, then the
+/// largest; e.g. "abs: +59% throughput, −45% CPU/op, −100% futex waits/op".
+pub fn headline(c: &Comparison) -> String {
+    let headline_figure = |n: &str| {
+        matches!(
+            n,
+            "throughput"
+                | "cpu.per_op"
+                | "switches.total.per_op"
+                | "syscalls.total.per_op"
+                | "futex.waits.per_op"
+                | "futex.wait_time.per_op"
+                | "memory.max_rss"
+        ) || n.starts_with("latency.")
+            || (n.starts_with("span.") && n.ends_with(".time.per_op"))
+            || (n.starts_with("gc.") && n.ends_with(".per_op"))
+    };
+    let mut changed: Vec<&Row> = c
+        .rows
+        .iter()
+        .filter(|r| {
+            matches!(r.verdict, Verdict::Better | Verdict::Worse)
+                && headline_figure(&r.name)
+                && r.delta_pct.is_some()
+        })
+        .collect();
+    changed.sort_by(|x, y| {
+        let big = |r: &Row| r.delta_pct.unwrap_or(0.0).abs();
+        (y.name == "throughput")
+            .cmp(&(x.name == "throughput"))
+            .then(big(y).total_cmp(&big(x)))
+    });
+    let parts: Vec<String> = changed
+        .iter()
+        .take(4)
+        .map(|r| {
+            let pct = r.delta_pct.unwrap_or(0.0);
+            let sign = if pct < 0.0 { "\u{2212}" } else { "+" };
+            format!("{sign}{:.0}% {}", pct.abs(), short_name(&r.name))
+        })
+        .collect();
+    if parts.is_empty() {
+        format!("{}: no change beyond the noise", c.b_label)
+    } else {
+        format!("{}: {}", c.b_label, parts.join(", "))
     }
 }
 
@@ -154,14 +310,16 @@ fn judge(
     };
     let delta = b.median - a.median;
     let pct = (a.median != 0.0).then(|| delta / a.median.abs() * 100.0);
-    if delta == 0.0 {
-        return (Some(delta), pct, Verdict::Same);
-    }
     if better == Better::Neither {
         return (Some(delta), pct, Verdict::Neutral);
     }
-    // With repeats on both sides, overlapping ranges mean the delta is inside the spread.
-    if a.n > 1 && b.n > 1 && a.min <= b.max && b.min <= a.max {
+    if delta == 0.0 {
+        return (Some(delta), pct, Verdict::Same);
+    }
+    // With repeats on both sides, overlapping ranges mean the delta is inside the spread;
+    // and a change under NOISE_PCT is inside any run-to-run spread here.
+    let overlap = a.n > 1 && b.n > 1 && a.min <= b.max && b.min <= a.max;
+    if overlap || pct.is_some_and(|p| p.abs() < NOISE_PCT) {
         return (Some(delta), pct, Verdict::Noise);
     }
     let improved = match better {
@@ -179,21 +337,39 @@ fn judge(
     )
 }
 
-/// A side's figure: its median, then with repeats the min–max range as `range` writes it.
-fn spread_text(s: &Option<Spread>, range: impl Fn(String, String) -> String) -> String {
+/// A figure in a table: compact, a whole count without decimals, with its unit.
+pub fn figure(v: f64, unit: Unit) -> String {
+    let n = if v.fract() == 0.0 && v.abs() < 1e6 {
+        compact(v).split('.').next().unwrap_or_default().to_string()
+    } else {
+        compact(v)
+    };
+    match unit {
+        Unit::Count => n,
+        Unit::Percent => format!("{n}%"),
+        Unit::PerSecond => format!("{n}/s"),
+        Unit::PerOp => format!("{n}/op"),
+        u => format!("{n} {}", u.suffix()),
+    }
+}
+
+/// A side's figure: its median with its unit, then with repeats the min–max range as `range`
+/// writes it.
+fn spread_text(s: &Option<Spread>, unit: Unit, range: impl Fn(String, String) -> String) -> String {
+    let bare = |v: f64| figure(v, Unit::Count);
     match s {
         None => "-".into(),
         Some(s) if s.n > 1 => format!(
             "{} {}",
-            compact(s.median),
-            range(compact(s.min), compact(s.max))
+            figure(s.median, unit),
+            range(bare(s.min), bare(s.max))
         ),
-        Some(s) => compact(s.median),
+        Some(s) => figure(s.median, unit),
     }
 }
 
-fn side(s: &Option<Spread>) -> String {
-    spread_text(s, |min, max| format!("[{min}–{max}]"))
+fn side(s: &Option<Spread>, unit: Unit) -> String {
+    spread_text(s, unit, |min, max| format!("[{min}–{max}]"))
 }
 
 pub fn verdict_word(v: Verdict) -> &'static str {
@@ -206,41 +382,71 @@ pub fn verdict_word(v: Verdict) -> &'static str {
     }
 }
 
-/// The terminal table. `all` includes every syscall; otherwise syscalls and perf counters
-/// whose both sides are below 1% of the total syscalls are left out.
+/// Width of the terminal table's figure column; longer names are cut with "…".
+const NAME_WIDTH: usize = 30;
+
+/// The terminal table, at most 100 columns: the headline, then the figures by area, the ones
+/// that compare the builds' work first. Totals and rates of figures also known per operation
+/// get no verdict and are listed only with `all`, which also includes every syscall;
+/// otherwise syscalls and perf counters whose both sides are below 1% of the total syscalls
+/// are left out.
 pub fn render_text(c: &Comparison, all: bool) -> String {
     let mut out = String::new();
+    let _ = writeln!(out, "{}", headline(c));
     let _ = writeln!(
         out,
-        "A = {} ({}), B = {} ({}); medians, [min–max] with repeats",
+        "A = {} ({}), B = {} ({})",
         c.a_label,
         counted(c.a_runs as u64, "run"),
         c.b_label,
         counted(c.b_runs as u64, "run"),
     );
-    let rows: Vec<&Row> = c.rows.iter().filter(|r| all || shown(r, c)).collect();
-    let width = rows
-        .iter()
-        .map(|r| r.name.len())
-        .max()
-        .unwrap_or(10)
-        .max(10);
     let _ = writeln!(
         out,
-        "{:<width$}  {:>7}  {:>26}  {:>26}  {:>12}  {:>8}  verdict",
-        "figure", "unit", "A", "B", "delta", "delta %"
+        "medians, [min–max] with repeats; a change under {NOISE_PCT}% or inside the spread is noise"
     );
-    for r in rows {
+    let line = |out: &mut String, name: &str, a: &str, b: &str, pct: &str, v: &str| {
+        let name = if name.chars().count() > NAME_WIDTH {
+            let cut: String = name.chars().take(NAME_WIDTH - 1).collect();
+            format!("{cut}…")
+        } else {
+            name.to_string()
+        };
+        let row = format!("  {name:<NAME_WIDTH$} {a:>22} {b:>22} {pct:>8}  {v}");
+        let _ = writeln!(out, "{}", row.trim_end());
+    };
+    let rows: Vec<&Row> = c.rows.iter().filter(|r| all || shown(r, c)).collect();
+    let mut hidden = 0;
+    let mut area = None;
+    for r in &rows {
+        if r.total && !all {
+            hidden += 1;
+            continue;
+        }
+        if area != Some((r.area, r.total)) {
+            area = Some((r.area, r.total));
+            let title = if r.total {
+                format!("{}: totals and rates (no verdict)", r.area.title())
+            } else {
+                r.area.title().to_string()
+            };
+            let _ = writeln!(out, "\n{title}");
+            line(&mut out, "figure", "A", "B", "delta", "");
+        }
+        line(
+            &mut out,
+            &r.name,
+            &side(&r.a, r.unit),
+            &side(&r.b, r.unit),
+            &r.delta_pct.map_or_else(|| "-".into(), percent_change),
+            verdict_word(r.verdict),
+        );
+    }
+    if hidden > 0 {
         let _ = writeln!(
             out,
-            "{:<width$}  {:>7}  {:>26}  {:>26}  {:>12}  {:>8}  {}",
-            r.name,
-            r.unit,
-            side(&r.a),
-            side(&r.b),
-            r.delta.map_or_else(|| "-".into(), compact_delta),
-            r.delta_pct.map_or_else(|| "-".into(), percent_change),
-            verdict_word(r.verdict)
+            "\n{hidden} totals and rates per second, of figures compared per operation, \
+             are left out (--all shows them)"
         );
     }
     out

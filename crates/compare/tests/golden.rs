@@ -55,18 +55,98 @@ fn table_diff_and_page_structure() {
 #[test]
 fn repeats_inside_the_spread_are_noise() {
     let (a, _) = runs();
-    let mut a2 = a[0].clone();
-    a2.meta.end_mono_ns += 10_000_000;
-    let mut b1 = a[0].clone();
-    b1.meta.end_mono_ns += 5_000_000;
-    let mut b2 = a[0].clone();
-    b2.meta.end_mono_ns += 15_000_000;
-    let c = switchyard_compare::compare("a", &[a[0].clone(), a2], "b", &[b1, b2]);
-    let row = c
-        .rows
-        .iter()
-        .find(|r| r.name == "switches.voluntary.per_s")
-        .unwrap();
+    // Blocked time 3% apart within each side, 2% apart between them: inside the spread.
+    let scaled = |f: f64| {
+        let mut r = a[0].clone();
+        for t in &mut r.threads {
+            t.blocked_ns = (t.blocked_ns as f64 * f) as u64;
+        }
+        r
+    };
+    let c = switchyard_compare::compare(
+        "a",
+        &[scaled(1.0), scaled(1.03)],
+        "b",
+        &[scaled(1.02), scaled(1.05)],
+    );
+    let row = c.rows.iter().find(|r| r.name == "offcpu.blocked").unwrap();
+    assert!(row.delta_pct.unwrap() > 1.0, "{row:?}");
     assert_eq!(row.verdict, switchyard_compare::Verdict::Noise, "{row:?}");
     assert_eq!(row.a.as_ref().unwrap().n, 2);
+    // Apart, the same change is one.
+    let c = switchyard_compare::compare("a", &[scaled(1.0)], "b", &[scaled(1.05)]);
+    let row = c.rows.iter().find(|r| r.name == "offcpu.blocked").unwrap();
+    assert_eq!(row.verdict, switchyard_compare::Verdict::Worse, "{row:?}");
+}
+
+/// A total or a rate per second gets no verdict when the figure exists per operation: the
+/// builds did different amounts of work. The per-operation figure carries the verdict.
+#[test]
+fn totals_get_no_verdict_when_a_per_operation_figure_exists() {
+    let (a, b) = runs();
+    let c = switchyard_compare::compare("before", &a, "after", &b);
+    let get = |n: &str| c.rows.iter().find(|r| r.name == n).unwrap();
+    for total in [
+        "switches.total",
+        "switches.total.per_s",
+        "syscalls.total",
+        "syscalls.total.per_s",
+        "cpu.time",
+        "cpu.utilisation",
+        "perf.task-clock",
+    ] {
+        let r = get(total);
+        assert!(r.total, "{r:?}");
+        assert_eq!(r.verdict, switchyard_compare::Verdict::Neutral, "{r:?}");
+    }
+    for per_op in [
+        "switches.total.per_op",
+        "syscalls.total.per_op",
+        "cpu.per_op",
+    ] {
+        let r = get(per_op);
+        assert!(!r.total, "{r:?}");
+        assert_eq!(r.verdict, switchyard_compare::Verdict::Better, "{r:?}");
+    }
+    // task-clock is a time.
+    assert_eq!(get("perf.task-clock").unit.suffix(), "ms");
+    assert!(get("throughput").verdict == switchyard_compare::Verdict::Better);
+    assert_eq!(
+        switchyard_compare::headline(&c),
+        "after: +10% throughput, \u{2212}72% switches/op, \u{2212}55% syscalls/op, \u{2212}9% CPU/op"
+    );
+}
+
+/// A change under 1% is noise even with one run per side (4,499 against 4,500 requests/s).
+#[test]
+fn a_change_under_one_percent_is_noise() {
+    let (a, _) = runs();
+    let mut b = a[0].clone();
+    b.operations = b.operations.map(|o| o - 1);
+    let c = switchyard_compare::compare("a", &a, "b", &[b]);
+    let r = c.rows.iter().find(|r| r.name == "throughput").unwrap();
+    assert!(r.delta_pct.unwrap() < 0.0, "{r:?}");
+    assert_eq!(r.verdict, switchyard_compare::Verdict::Noise, "{r:?}");
+    assert_eq!(
+        switchyard_compare::headline(&c),
+        "b: no change beyond the noise"
+    );
+}
+
+/// The terminal table fits 100 columns, and whole counts print without decimals.
+#[test]
+fn the_terminal_table_fits_100_columns() {
+    let (a, b) = runs();
+    let c = switchyard_compare::compare("before", &a, "after", &b);
+    for all in [false, true] {
+        let text = switchyard_compare::render_text(&c, all);
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{} columns: {line}",
+                line.chars().count()
+            );
+        }
+        assert!(!text.contains(".00 "), "{text}");
+    }
 }

@@ -278,7 +278,12 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
     }
     for c in &run.counters {
         if let Some(v) = c.value {
-            put(&mut m, format!("perf.{}", c.name), v as f64, Count, Lower);
+            // task-clock counts nanoseconds of CPU: a time, shown and budgeted in ms.
+            if c.name == "task-clock" {
+                put(&mut m, "perf.task-clock", v as f64 / 1e6, Millis, Lower);
+            } else {
+                put(&mut m, format!("perf.{}", c.name), v as f64, Count, Lower);
+            }
         }
     }
     m
@@ -353,6 +358,40 @@ pub const NAMES: &[&str] = &[
     "gc.pause_max",
     "gc.mark_assists[.per_s|.per_op]",
 ];
+
+/// The unit a budget's number is in, for a [`NAMES`] entry: "µs", "count, /s, /op" for a
+/// count with its rates.
+pub fn unit_label(pattern: &str) -> String {
+    if let Some(base) = pattern.strip_suffix("[.per_s|.per_op]") {
+        let unit = if base.ends_with("time") {
+            "ms"
+        } else {
+            "count"
+        };
+        return format!("{unit}; .per_s: 1/s; .per_op: 1/op");
+    }
+    let unit = match pattern {
+        "duration" => Unit::Seconds,
+        "throughput" => Unit::PerSecond,
+        "offcpu.share" | "cpu.utilisation" => Unit::Percent,
+        "memory.max_rss" => Unit::MiB,
+        "perf.<counter>" => return "count (task-clock: ms)".into(),
+        p if p.starts_with("latency.") || p.ends_with(".avg_us") => Unit::Micros,
+        p if p.ends_with("time.per_op") || p == "cpu.per_op" => Unit::MicrosPerOp,
+        p if p.ends_with(".per_op") => Unit::PerOp,
+        p if p.ends_with(".per_s") => Unit::PerSecond,
+        p if p.ends_with("time")
+            || p.ends_with("_max")
+            || p.ends_with("_total")
+            || p.ends_with(".blocked")
+            || p.ends_with(".wait") =>
+        {
+            Unit::Millis
+        }
+        _ => Unit::Count,
+    };
+    unit.suffix().to_string()
+}
 
 /// Whether `name` is a figure some run can have (for validating budgets).
 pub fn is_known(name: &str) -> bool {
@@ -480,6 +519,47 @@ mod tests {
             assert!(!is_known(bad), "{bad}");
         }
         assert!(is_known("syscalls.sendmmsg.per_op") && is_known("span.acquire.time.per_op"));
+        // `gate --list` gives every produced figure the unit it is extracted in.
+        for (name, metric) in &names {
+            let pattern = NAMES
+                .iter()
+                .find(|p| {
+                    let base = p.strip_suffix("[.per_s|.per_op]").unwrap_or(p);
+                    let rest = if base.contains('<') {
+                        // `syscalls.<name>…`: match on the prefix and the fixed tail.
+                        let (head, tail) = base.split_once('<').unwrap();
+                        let tail = tail.split_once('>').unwrap().1;
+                        name.strip_prefix(head).and_then(|r| {
+                            let after = r.split_once('.').map_or("", |(_, t)| t);
+                            let after = if after.is_empty() {
+                                String::new()
+                            } else {
+                                format!(".{after}")
+                            };
+                            after.strip_prefix(tail).map(str::to_string)
+                        })
+                    } else {
+                        name.strip_prefix(base).map(str::to_string)
+                    };
+                    match rest.as_deref() {
+                        Some("") => true,
+                        Some(".per_s" | ".per_op") => p.ends_with("[.per_s|.per_op]"),
+                        _ => false,
+                    }
+                })
+                .unwrap_or_else(|| panic!("{name} matches no listed pattern"));
+            let label = unit_label(pattern);
+            let unit = metric.unit.suffix();
+            let rate = [".per_s", ".per_op"].iter().find(|r| name.ends_with(*r));
+            let listed = match (pattern.ends_with("[.per_s|.per_op]"), rate) {
+                (true, Some(r)) => label.contains(&format!("{r}: {unit}")),
+                // perf counters: a count, but task-clock's is a time.
+                _ => {
+                    label.starts_with(unit) || label.ends_with(&format!("{}: {unit})", &name[5..]))
+                }
+            };
+            assert!(listed, "{name}: extracted in {unit}, listed as {label}");
+        }
     }
 
     #[test]

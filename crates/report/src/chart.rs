@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use switchyard_model::Log2Hist;
 
-use crate::units::{ns_short, percent, thousands};
+use crate::units::{percent, thousands};
 
 const WIDTH: f64 = 460.0;
 const HEIGHT: f64 = 190.0;
@@ -22,16 +22,39 @@ fn floor(i: usize) -> u64 {
     if i == 0 { 0 } else { 1u64 << i.min(63) }
 }
 
+/// A bucket edge, a power of two of ns, with three significant digits in decimal units:
+/// 2^10 ns is "1.02µs" and 2^20 ns "1.05ms", never a rounded "1.0µs" or "1.0ms" that would
+/// put a decimal edge where the bucket has a binary one.
+fn edge(v: u64) -> String {
+    if v < 1_000 {
+        return format!("{v}ns");
+    }
+    let (div, unit) = match v {
+        1_000_000_000.. => (1e9, "s"),
+        1_000_000.. => (1e6, "ms"),
+        _ => (1e3, "µs"),
+    };
+    let x = v as f64 / div;
+    let digits = if x >= 100.0 {
+        0
+    } else if x >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{x:.digits$}{unit}")
+}
+
 fn bucket_range(i: usize) -> String {
     let lo = if i == 0 {
         "0".to_string()
     } else {
-        ns_short(floor(i))
+        edge(floor(i))
     };
     if i >= 63 {
         format!("≥ {lo}")
     } else {
-        format!("{lo} – {}", ns_short(1u64 << (i + 1).min(63)))
+        format!("{lo} – {}", edge(1u64 << (i + 1).min(63)))
     }
 }
 
@@ -115,11 +138,7 @@ pub fn log2_chart(hist: &Log2Hist, class: &str, noun: &str, label: &str) -> Opti
                 TOP + plot_h,
                 TOP + plot_h + 4.0,
                 TOP + plot_h + 16.0,
-                if i == 0 {
-                    "0".into()
-                } else {
-                    ns_short(floor(i))
-                }
+                if i == 0 { "0".into() } else { edge(floor(i)) }
             );
         }
     }
@@ -136,9 +155,20 @@ mod tests {
         let hist = Log2Hist::from_buckets(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 1]);
         let svg = log2_chart(&hist, "syscall", "calls", "read <latency>").unwrap();
         assert_eq!(svg.matches("<rect class=\"bar\"").count(), 2, "{svg}");
-        assert!(svg.contains("1.0µs – 2.0µs: 3 calls (75.0%)"), "{svg}");
-        assert!(svg.contains("4.1µs – 8.2µs: 1 call (25.0%)"), "{svg}");
+        assert!(svg.contains("1.02µs – 2.05µs: 3 calls (75.0%)"), "{svg}");
+        assert!(svg.contains("4.10µs – 8.19µs: 1 call (25.0%)"), "{svg}");
         assert!(svg.contains("aria-label=\"read &lt;latency&gt;\""), "{svg}");
         assert!(log2_chart(&Log2Hist::default(), "syscall", "calls", "x").is_none());
+    }
+
+    #[test]
+    fn bucket_edges_say_their_binary_value() {
+        assert_eq!(edge(512), "512ns");
+        assert_eq!(edge(1 << 10), "1.02µs");
+        assert_eq!(edge(1 << 17), "131µs");
+        assert_eq!(edge(1 << 20), "1.05ms");
+        assert_eq!(edge(1 << 30), "1.07s");
+        assert_eq!(bucket_range(10), "1.02µs – 2.05µs");
+        assert_eq!(bucket_range(0), "0 – 2ns");
     }
 }
