@@ -1,6 +1,7 @@
 //! The comparison as a page: the table with verdicts, and differential flame graphs (on-CPU
-//! and off-CPU) where B's stacks are coloured by their change from A, normalised so the two
-//! sides' totals match.
+//! and off-CPU) both ways: B's stacks coloured by their change from A, and A's stacks with the
+//! same colours, so what B removed is drawn too; each normalised so the two sides' totals
+//! match, threads merged by role, per thread under folds.
 
 use std::fmt::Write as _;
 
@@ -12,7 +13,10 @@ use switchyard_model::{
     Run,
     units::{counted, percent_change},
 };
-use switchyard_report::{ProfileKind, document, embed_flamegraph, escape_html as esc, folded};
+use switchyard_report::{
+    ProfileKind, Threads, document, embed_flamegraph, escape_html as esc, folded_threads,
+    folded_view, merges_threads,
+};
 
 use crate::{Area, Comparison, NOISE_PCT, Row, headline, shown, spread_text, verdict_word};
 
@@ -30,49 +34,88 @@ pub enum Error {
 const KINDS: [ProfileKind; 2] = [ProfileKind::OnCpu, ProfileKind::OffCpu];
 
 /// Folded stacks of one side: every run's lines (inferno sums repeated stacks).
-fn side_folded(runs: &[Run], kind: ProfileKind) -> Result<String, Error> {
+fn side_folded(runs: &[Run], kind: ProfileKind, threads: Threads) -> Result<String, Error> {
     let mut out = String::new();
     for r in runs {
-        out.push_str(&folded(r, kind)?);
+        out.push_str(&folded_threads(r, kind, threads)?);
     }
     Ok(out)
 }
 
-/// Differential folded stacks (`stack count_a count_b`), normalised, per profile kind name.
-pub fn diff_folded(a: &[Run], b: &[Run]) -> Result<Vec<(&'static str, String)>, Error> {
+/// Which side a differential graph draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// B's stacks at B's widths, A's counts scaled to B's total: what B added or grew.
+    BOverA,
+    /// A's stacks at A's widths, B's counts scaled to A's total, hues negated so red still
+    /// means "more in B": what B removed or shrank (flamegraph.pl's `--negate`).
+    AOverB,
+}
+
+impl Direction {
+    const BOTH: [Direction; 2] = [Direction::BOverA, Direction::AOverB];
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Direction::BOverA => "",
+            Direction::AOverB => ".negated",
+        }
+    }
+}
+
+/// Differential folded stacks (`stack count_first count_second`, the first normalised to the
+/// second's total) of one direction.
+fn diff_lines(kind: ProfileKind, a: &str, b: &str, dir: Direction) -> Result<String, Error> {
+    let (first, second) = match dir {
+        Direction::BOverA => (a, b),
+        Direction::AOverB => (b, a),
+    };
+    let mut opts = differential::Options {
+        normalize: true,
+        ..Default::default()
+    };
+    opts.strip_hex = true;
+    let mut diff = Vec::new();
+    differential::from_readers(opts, first.as_bytes(), second.as_bytes(), &mut diff)
+        .map_err(|e| Error::Diff(kind.name(), e))?;
+    // inferno writes in hash order: sort for stable output.
+    let text = String::from_utf8_lossy(&diff);
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort_unstable();
+    let mut sorted = lines.join("\n");
+    if !sorted.is_empty() {
+        sorted.push('\n');
+    }
+    Ok(sorted)
+}
+
+/// Differential folded stacks, threads merged by role, per profile kind and direction:
+/// `oncpu` (B over A) and `oncpu.negated` (A over B), and so on.
+pub fn diff_folded(a: &[Run], b: &[Run]) -> Result<Vec<(String, String)>, Error> {
     let mut out = Vec::new();
     for kind in KINDS {
-        let (fa, fb) = (side_folded(a, kind)?, side_folded(b, kind)?);
-        let mut opts = differential::Options {
-            normalize: true,
-            ..Default::default()
-        };
-        opts.strip_hex = true;
-        let mut diff = Vec::new();
-        differential::from_readers(opts, fa.as_bytes(), fb.as_bytes(), &mut diff)
-            .map_err(|e| Error::Diff(kind.name(), e))?;
-        // inferno writes in hash order: sort for stable output.
-        let text = String::from_utf8_lossy(&diff);
-        let mut lines: Vec<&str> = text.lines().collect();
-        lines.sort_unstable();
-        let mut sorted = lines.join("\n");
-        if !sorted.is_empty() {
-            sorted.push('\n');
+        let fa = side_folded(a, kind, Threads::ByRole)?;
+        let fb = side_folded(b, kind, Threads::ByRole)?;
+        for dir in Direction::BOTH {
+            out.push((
+                format!("{}{}", kind.name(), dir.suffix()),
+                diff_lines(kind, &fa, &fb, dir)?,
+            ));
         }
-        out.push((kind.name(), sorted));
     }
     Ok(out)
 }
 
-fn diff_svg(kind: ProfileKind, diff: &str) -> Result<Option<String>, Error> {
+fn diff_svg(kind: ProfileKind, diff: &str, dir: Direction) -> Result<Option<String>, Error> {
     if diff.trim().is_empty() {
         return Ok(None);
     }
     let mut opt = Options::default();
-    opt.title = format!(
-        "{} differential flame graph (B, coloured by change from A)",
-        kind.title()
-    );
+    opt.title = match dir {
+        Direction::BOverA => format!("{}: B's stacks, coloured by change from A", kind.title()),
+        Direction::AOverB => format!("{}: A's stacks, coloured by change to B", kind.title()),
+    };
+    opt.negate_differentials = dir == Direction::AOverB;
     opt.deterministic = true;
     opt.image_width = Some(1200);
     opt.count_name = match kind {
@@ -83,6 +126,67 @@ fn diff_svg(kind: ProfileKind, diff: &str) -> Result<Option<String>, Error> {
     flamegraph::from_lines(&mut opt, diff.lines(), &mut svg)
         .map_err(|e| Error::Flame(kind.name(), e))?;
     Ok(Some(String::from_utf8_lossy(&svg).into_owned()))
+}
+
+/// What the differential graphs' colours and widths mean.
+const KEY: &str = "<p class=\"note key\"><span class=\"swatch red\"></span> red: a larger \
+     share in B than in A; <span class=\"swatch blue\"></span> blue: a smaller one; the \
+     deeper, the larger the change. Each pair is normalised: the side drawn for comparison is \
+     scaled to the drawn side's total, so colours compare shares, not amounts. The first graph \
+     draws B's stacks at B's widths (what B added or grew; a stack only in A is not in it); \
+     the second draws A's stacks at A's widths with the same colours (what B removed or shrank \
+     shows blue; a stack only in B is not in it). Threads of one role are merged \
+     (<code>producer-*</code>); the per-thread graphs are under the folds.</p>";
+
+/// One profile's differential section: both directions, threads merged, and the per-thread
+/// graphs under folds.
+fn diff_section(out: &mut String, kind: ProfileKind, a: &[Run], b: &[Run]) -> Result<(), Error> {
+    let _ = writeln!(
+        out,
+        "<section id=\"diff-{}\">\n<h2>{} differential flame graphs</h2>\n{KEY}",
+        kind.name(),
+        kind.title()
+    );
+    let per_thread = a.iter().chain(b).any(|r| merges_threads(r, kind));
+    for (threads, fold) in [(Threads::ByRole, false), (Threads::Each, true)] {
+        if fold && !per_thread {
+            continue;
+        }
+        let fa = side_folded(a, kind, threads)?;
+        let fb = side_folded(b, kind, threads)?;
+        for dir in Direction::BOTH {
+            let diff = diff_lines(kind, &fa, &fb, dir)?;
+            let what = match dir {
+                Direction::BOverA => "B over A",
+                Direction::AOverB => "A over B (negated)",
+            };
+            let id = format!(
+                "diff-{}{}{}-graph",
+                kind.name(),
+                dir.suffix().replace('.', "-"),
+                if fold { "-threads" } else { "" }
+            );
+            let title = format!("{} differential flame graph, {what}", kind.title());
+            match diff_svg(kind, &diff, dir)? {
+                Some(svg) if fold => out.push_str(&folded_view(
+                    &id,
+                    &title,
+                    &format!("Per thread: {what}"),
+                    &svg,
+                )),
+                Some(svg) => {
+                    let _ = writeln!(out, "<h3>{what}</h3>");
+                    out.push_str(&embed_flamegraph(&id, &title, &svg));
+                }
+                None if !fold => {
+                    let _ = writeln!(out, "<h3>{what}</h3>\n<p class=\"empty\">no samples</p>");
+                }
+                None => {}
+            }
+        }
+    }
+    out.push_str("</section>\n");
+    Ok(())
 }
 
 fn cell(s: &Option<crate::Spread>, unit: switchyard_model::units::Unit) -> String {
@@ -173,24 +277,8 @@ pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, E
         }
     }
     main.push_str("</section>\n");
-    let diffs = diff_folded(a, b)?;
-    for (kind, (_, diff)) in KINDS.iter().zip(&diffs) {
-        let _ = writeln!(
-            main,
-            "<section id=\"diff-{}\">\n<h2>{} differential flame graph</h2>\n\
-             <p class=\"note\">B's stacks, widths as in B (normalised to A's total), red where B spends more than A, blue where less.</p>",
-            kind.name(),
-            kind.title()
-        );
-        match diff_svg(*kind, diff)? {
-            Some(svg) => main.push_str(&embed_flamegraph(
-                &format!("diff-{}-graph", kind.name()),
-                &format!("{} differential flame graph", kind.title()),
-                &svg,
-            )),
-            None => main.push_str("<p class=\"empty\">no samples</p>\n"),
-        }
-        main.push_str("</section>\n");
+    for kind in KINDS {
+        diff_section(&mut main, kind, a, b)?;
     }
     let title = format!("switchyard: {} vs {}", c.a_label, c.b_label);
     Ok(document(

@@ -115,6 +115,7 @@ fn rank(name: &str) -> (u8, String) {
     let order = [
         "throughput",
         "latency.p50",
+        "latency.p90",
         "latency.p99",
         "latency.p99_9",
         "latency.p99_99",
@@ -278,11 +279,18 @@ pub fn headline(c: &Comparison) -> String {
                 && r.delta_pct.is_some()
         })
         .collect();
+    // Throughput, CPU per operation, the work's other costs per operation, then latency; the
+    // largest change first within each.
+    let group = |r: &Row| match r.name.as_str() {
+        "throughput" => 0,
+        "cpu.per_op" => 1,
+        n if n.ends_with(".per_op") => 2,
+        n if n.starts_with("latency.") => 3,
+        _ => 4,
+    };
     changed.sort_by(|x, y| {
         let big = |r: &Row| r.delta_pct.unwrap_or(0.0).abs();
-        (y.name == "throughput")
-            .cmp(&(x.name == "throughput"))
-            .then(big(y).total_cmp(&big(x)))
+        group(x).cmp(&group(y)).then(big(y).total_cmp(&big(x)))
     });
     let parts: Vec<String> = changed
         .iter()

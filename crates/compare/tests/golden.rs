@@ -113,7 +113,7 @@ fn totals_get_no_verdict_when_a_per_operation_figure_exists() {
     assert!(get("throughput").verdict == switchyard_compare::Verdict::Better);
     assert_eq!(
         switchyard_compare::headline(&c),
-        "after: +10% throughput, \u{2212}72% switches/op, \u{2212}55% syscalls/op, \u{2212}9% CPU/op"
+        "after: +10% throughput, \u{2212}9% CPU/op, \u{2212}72% switches/op, \u{2212}55% syscalls/op"
     );
 }
 
@@ -149,4 +149,84 @@ fn the_terminal_table_fits_100_columns() {
         }
         assert!(!text.contains(".00 "), "{text}");
     }
+}
+
+/// A stack only A has (B removed it) is drawn in the negated view, A over B, at A's width,
+/// and its frame is in that graph; in B over A it has no width.
+#[test]
+fn a_stack_only_in_a_appears_in_the_negated_view() {
+    let (a, _) = runs();
+    let mut b = a[0].clone();
+    let frames = b.profiles.frames.clone();
+    b.profiles.oncpu.stacks.retain(|s| {
+        !s.frames
+            .iter()
+            .any(|&i| frames[i as usize].name.contains("compress"))
+    });
+    let diffs = switchyard_compare::diff_folded(&a, std::slice::from_ref(&b)).unwrap();
+    let get = |name: &str| &diffs.iter().find(|(k, _)| k == name).unwrap().1;
+    let counts = |text: &str| -> Vec<(u64, u64)> {
+        text.lines()
+            .filter(|l| l.contains("compress"))
+            .map(|l| {
+                let f: Vec<&str> = l.rsplitn(3, ' ').collect();
+                (f[1].parse().unwrap(), f[0].parse().unwrap())
+            })
+            .collect()
+    };
+    // B over A: `stack a b`, B's width 0.
+    assert!(
+        counts(get("oncpu")).iter().all(|&(_, b)| b == 0),
+        "{}",
+        get("oncpu")
+    );
+    // A over B: `stack b a`, drawn at A's width.
+    let negated = counts(get("oncpu.negated"));
+    assert!(
+        !negated.is_empty() && negated.iter().all(|&(b, a)| b == 0 && a > 0),
+        "{negated:?}"
+    );
+    let c = switchyard_compare::compare("a", &a, "b", std::slice::from_ref(&b));
+    let page = switchyard_compare::html(&c, &a, std::slice::from_ref(&b), false).unwrap();
+    let negated_graph = page
+        .split("id=\"diff-oncpu-negated-graph\"")
+        .nth(1)
+        .expect("the negated on-CPU graph")
+        .split("</iframe>")
+        .next()
+        .unwrap();
+    assert!(
+        negated_graph.contains("compress"),
+        "no compress frame in the negated graph"
+    );
+    assert!(page.contains("red: a larger share in B than in A"));
+}
+
+/// Diffs merge the threads of one role: eight producers are one root, `producer-*`.
+#[test]
+fn diffs_merge_threads_by_role() {
+    let (a, b) = runs();
+    let spread_threads = |run: &switchyard_model::Run| {
+        let mut r = run.clone();
+        for (i, s) in r.profiles.oncpu.stacks.iter_mut().enumerate() {
+            s.comm = format!("producer-{i}");
+        }
+        r
+    };
+    let (a, b) = (vec![spread_threads(&a[0])], vec![spread_threads(&b[0])]);
+    let diffs = switchyard_compare::diff_folded(&a, &b).unwrap();
+    let oncpu = &diffs.iter().find(|(k, _)| k == "oncpu").unwrap().1;
+    assert!(
+        oncpu.lines().all(|l| l.starts_with("producer-*;")),
+        "{oncpu}"
+    );
+    assert_eq!(switchyard_report::role("producer-12"), "producer-*");
+    assert_eq!(switchyard_report::role("main"), "main");
+    assert_eq!(switchyard_report::role("1234"), "1234");
+    let c = switchyard_compare::compare("a", &a, "b", &b);
+    let page = switchyard_compare::html(&c, &a, &b, false).unwrap();
+    assert!(
+        page.contains("id=\"diff-oncpu-threads-graph\""),
+        "no per-thread view"
+    );
 }

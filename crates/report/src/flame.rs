@@ -6,7 +6,7 @@ use inferno::flamegraph::{
 };
 use switchyard_model::Run;
 
-use crate::{Error, ProfileKind, folded};
+use crate::{Error, ProfileKind, folded, folded::Threads};
 
 /// The width inferno draws at, px; the report scales the graph to its column.
 pub(crate) const IMAGE_WIDTH: u32 = 1200;
@@ -19,7 +19,16 @@ pub(crate) const IMAGE_WIDTH: u32 = 1200;
 /// annotations apart: kernel frames (`_[k]`) orange, JIT (`_[j]`) green, inlined (`_[i]`) aqua, `::` paths
 /// (Rust, C++) yellow, plain C red; off-CPU is blue, wakeups aqua, syscall stacks purple.
 pub fn flamegraph(run: &Run, kind: ProfileKind) -> Result<Option<String>, Error> {
-    let lines = folded::merged(run, kind)?;
+    flamegraph_threads(run, kind, Threads::Each)
+}
+
+/// [`flamegraph`], with the threads drawn as `threads` says.
+pub fn flamegraph_threads(
+    run: &Run,
+    kind: ProfileKind,
+    threads: Threads,
+) -> Result<Option<String>, Error> {
+    let lines = folded::merged(run, kind, threads)?;
     if lines.is_empty() {
         return Ok(None);
     }

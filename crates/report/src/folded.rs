@@ -20,31 +20,70 @@ use crate::{Error, ProfileKind};
 /// The separator frame between the sleeper's and the waker's stack (inferno greys it).
 pub const WAKER_SEPARATOR: &str = "--";
 
+/// How a flame graph's roots, the threads, are drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threads {
+    /// One root per thread name.
+    Each,
+    /// Threads of one role merged: a name's trailing number goes (`producer-0` … `producer-7`
+    /// become `producer-*`), so a pool is one tower, not eight slivers, while threads of
+    /// different roles stay apart.
+    ByRole,
+}
+
+/// A thread name's role: the name without its trailing number, marked with `*`.
+pub fn role(comm: &str) -> String {
+    let stem = comm.trim_end_matches(|c: char| c.is_ascii_digit());
+    if stem.len() == comm.len() || stem.is_empty() {
+        return comm.to_string();
+    }
+    format!("{stem}*")
+}
+
 /// The folded stacks of one profile: identical stacks merged, lines sorted, each ending in
 /// `\n`. Empty when the profile has no samples.
 pub fn folded(run: &Run, kind: ProfileKind) -> Result<String, Error> {
+    folded_threads(run, kind, Threads::Each)
+}
+
+/// [`folded`], with the threads drawn as `threads` says.
+pub fn folded_threads(run: &Run, kind: ProfileKind, threads: Threads) -> Result<String, Error> {
     let mut out = String::new();
-    for (stack, value) in merged(run, kind)? {
+    for (stack, value) in merged(run, kind, threads)? {
         let _ = writeln!(out, "{stack} {value}");
     }
     Ok(out)
 }
 
 /// Folded stack → summed value, sorted by stack. Stacks of value 0 are left out.
-pub(crate) fn merged(run: &Run, kind: ProfileKind) -> Result<BTreeMap<String, u64>, Error> {
+pub(crate) fn merged(
+    run: &Run,
+    kind: ProfileKind,
+    threads: Threads,
+) -> Result<BTreeMap<String, u64>, Error> {
     let frames = &run.profiles.frames;
     let mut lines: BTreeMap<String, u64> = BTreeMap::new();
     for (i, stack) in kind.of(&run.profiles).stacks.iter().enumerate() {
         if stack.value == 0 {
             continue;
         }
-        let line = fold(frames, kind, i, stack)?;
+        let line = fold(frames, kind, i, stack, threads)?;
         *lines.entry(line).or_default() += stack.value;
     }
     Ok(lines)
 }
 
-fn fold(frames: &[Frame], kind: ProfileKind, i: usize, stack: &Stack) -> Result<String, Error> {
+fn fold(
+    frames: &[Frame],
+    kind: ProfileKind,
+    i: usize,
+    stack: &Stack,
+    threads: Threads,
+) -> Result<String, Error> {
+    let thread = |comm: &str| match threads {
+        Threads::Each => sanitize_frame(comm),
+        Threads::ByRole => sanitize_frame(&role(comm)),
+    };
     let lookup = |index: u32| {
         frames.get(index as usize).ok_or(Error::FrameOutOfRange {
             profile: kind.name(),
@@ -53,7 +92,7 @@ fn fold(frames: &[Frame], kind: ProfileKind, i: usize, stack: &Stack) -> Result<
             frames: frames.len(),
         })
     };
-    let mut parts: Vec<String> = vec![sanitize_frame(&stack.comm)];
+    let mut parts: Vec<String> = vec![thread(&stack.comm)];
     if !stack.label.is_empty() {
         parts.push(format!("[{}]", sanitize_frame(&stack.label)));
     }
@@ -65,7 +104,7 @@ fn fold(frames: &[Frame], kind: ProfileKind, i: usize, stack: &Stack) -> Result<
         for &index in stack.waker_frames.iter().rev() {
             parts.push(frame_name(lookup(index)?));
         }
-        parts.push(sanitize_frame(&stack.waker_comm));
+        parts.push(thread(&stack.waker_comm));
     }
     Ok(parts.join(";"))
 }

@@ -30,7 +30,13 @@ const SCRIPT: &str = include_str!("sort.js");
 pub fn html(run: &Run) -> Result<String, Error> {
     let mut graphs = Vec::new();
     for kind in ProfileKind::ALL {
-        graphs.push((kind, flamegraph(run, kind)?));
+        // Threads merged by role, when that merges any.
+        let by_role = if merges_threads(run, kind) {
+            crate::flame::flamegraph_threads(run, kind, crate::Threads::ByRole)?
+        } else {
+            None
+        };
+        graphs.push((kind, flamegraph(run, kind)?, by_role));
     }
 
     let m = &run.meta;
@@ -69,8 +75,8 @@ pub fn html(run: &Run) -> Result<String, Error> {
     if let Some(title) = gc_title {
         gc_section(&mut out, run, title, timeline.as_deref());
     }
-    for (kind, svg) in &graphs {
-        flame_section(&mut out, run, *kind, svg.as_deref());
+    for (kind, svg, by_role) in &graphs {
+        flame_section(&mut out, run, *kind, svg.as_deref(), by_role.as_deref());
     }
     warnings(&mut out, run);
     let footer = format!(
@@ -715,7 +721,35 @@ pub fn document(
     out
 }
 
-fn flame_section(out: &mut String, run: &Run, kind: ProfileKind, svg: Option<&str>) {
+/// True when two threads of `kind`'s stacks share a role (`producer-0`, `producer-1`).
+pub fn merges_threads(run: &Run, kind: ProfileKind) -> bool {
+    let comms: std::collections::BTreeSet<&str> = kind
+        .of(&run.profiles)
+        .stacks
+        .iter()
+        .flat_map(|s| [s.comm.as_str(), s.waker_comm.as_str()])
+        .filter(|c| !c.is_empty())
+        .collect();
+    let roles: std::collections::BTreeSet<String> = comms.iter().map(|c| crate::role(c)).collect();
+    roles.len() < comms.len()
+}
+
+/// A second view of a flame graph, under a fold: `summary` says what it shows.
+pub fn folded_view(id: &str, title: &str, summary: &str, svg: &str) -> String {
+    format!(
+        "<details class=\"view\">\n<summary>{}</summary>\n{}</details>\n",
+        Esc(summary),
+        embed_flamegraph(id, title, svg)
+    )
+}
+
+fn flame_section(
+    out: &mut String,
+    run: &Run,
+    kind: ProfileKind,
+    svg: Option<&str>,
+    by_role: Option<&str>,
+) {
     let title = format!("{} flame graph", kind.title());
     let _ = writeln!(
         out,
@@ -730,6 +764,14 @@ fn flame_section(out: &mut String, run: &Run, kind: ProfileKind, svg: Option<&st
             &title,
             svg,
         )),
+    }
+    if let Some(merged) = by_role {
+        out.push_str(&folded_view(
+            &format!("flame-{}-roles", kind.name()),
+            &format!("{title}, threads merged by role"),
+            "Threads merged by role (producer-0 … producer-7 as producer-*)",
+            merged,
+        ));
     }
     out.push_str("</section>\n");
 }

@@ -16,9 +16,9 @@ pub mod units;
 use switchyard_model::{Profile, Profiles, Run};
 
 pub use escape::html as escape_html;
-pub use flame::flamegraph;
-pub use folded::{folded, sanitize_frame};
-pub use html::{document, embed_flamegraph, html};
+pub use flame::{flamegraph, flamegraph_threads};
+pub use folded::{Threads, folded, folded_threads, role, sanitize_frame};
+pub use html::{document, embed_flamegraph, folded_view, html, merges_threads};
 pub use pprof::{pprof, pprof_profile};
 
 /// One of the four stack profiles of a run.

@@ -279,3 +279,41 @@ fn outputs_are_deterministic() {
         }
     }
 }
+
+/// A thread pool's flame graph can be read as one tower: the page adds a view with the
+/// threads of one role merged (`producer-*`) under a fold, and only when that merges any.
+#[test]
+fn a_thread_pool_gets_a_merged_view() {
+    let (_, run) = cases().into_iter().find(|(n, _)| n == "basic").unwrap();
+    let html = switchyard_report::html(&run).unwrap();
+    assert!(
+        !html.contains("flame-oncpu-roles"),
+        "nothing to merge in the basic run"
+    );
+    let mut pool = run.clone();
+    for (i, s) in pool.profiles.oncpu.stacks.iter_mut().enumerate() {
+        s.comm = format!("producer-{i}");
+    }
+    let html = switchyard_report::html(&pool).unwrap();
+    let merged = html
+        .split("id=\"flame-oncpu-roles\"")
+        .nth(1)
+        .expect("a merged on-CPU view")
+        .split("</iframe>")
+        .next()
+        .unwrap();
+    assert!(
+        merged.contains("producer-*"),
+        "the merged view has no producer-* root"
+    );
+    let folded = switchyard_report::folded_threads(
+        &pool,
+        ProfileKind::OnCpu,
+        switchyard_report::Threads::ByRole,
+    )
+    .unwrap();
+    assert!(
+        folded.lines().all(|l| l.starts_with("producer-*;")),
+        "{folded}"
+    );
+}
