@@ -140,6 +140,10 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     let live_rss = procfs::max_rss_kb(pid);
     let end_wall = SystemTime::now();
 
+    // The probes' own symbols leave /proc/kallsyms when they are unloaded.
+    if plan.stacks.is_some() {
+        maps.snapshot_bpf_symbols();
+    }
     // Stop counting before touching the target.
     let (mut source, gc_events) = collection.finish(pid)?;
     // Like timeout(1): a spawned command ends with the recording.

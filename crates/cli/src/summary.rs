@@ -242,6 +242,9 @@ pub fn render(run: &Run, top: usize) -> String {
             p.syscalls.stacks.len(),
             thousands(p.stats.unknown_frames)
         );
+        if let Some(line) = probe_share(p) {
+            let _ = writeln!(out, "{line}");
+        }
         if let Some(line) = offcpu_sampling(&p.stats) {
             let _ = writeln!(out, "{line}");
         }
@@ -259,6 +262,33 @@ pub fn render(run: &Run, top: usize) -> String {
         let _ = writeln!(out, "warning: {} {}", thousands(d.count), d.reason);
     }
     out
+}
+
+/// The share of the target's on-CPU samples taken inside switchyard's own BPF programs: what
+/// the probes cost the target, as the profile sees it.
+fn probe_share(p: &switchyard_model::Profiles) -> Option<String> {
+    let total = p.oncpu.total();
+    if p.stats.oncpu_hz == 0 || total == 0 {
+        return None;
+    }
+    let in_probes: u64 = p
+        .oncpu
+        .stacks
+        .iter()
+        .filter(|s| {
+            s.frames.iter().any(|&i| {
+                p.frames
+                    .get(i as usize)
+                    .is_some_and(|f| f.module == switchyard_symbolize::BPF_MODULE)
+            })
+        })
+        .map(|s| s.value)
+        .sum();
+    Some(format!(
+        "probes: {} of the target's on-CPU samples ran switchyard's own BPF programs \
+         (bpf_prog_<tag>_<name> frames)",
+        percent(in_probes as f64 / total as f64)
+    ))
 }
 
 /// How off-CPU stacks were sampled, when they were.

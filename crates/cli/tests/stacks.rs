@@ -117,3 +117,51 @@ fn hot_blocking_and_waking_functions_lead_their_profiles() {
         .sum();
     assert_eq!(collisions, reported, "drops: {}", run["drops"]);
 }
+
+/// switchyard's own BPF programs are named in on-CPU kernel stacks as perf names them
+/// (`bpf_prog_<tag>_<name>`), not as whatever kernel symbol precedes their JIT image, and the
+/// summary says what share of the target's samples they took.
+#[test]
+fn the_probes_own_programs_are_named_in_kernel_stacks() {
+    if !privileged("the_probes_own_programs_are_named_in_kernel_stacks") {
+        return;
+    }
+    let dir = tempdir("bpf-names");
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .args(["record", "--freq", "999", "-o"])
+        .arg(&run_path)
+        .arg("--")
+        .arg(demo())
+        .args(["getppid-loop", "--count", "3000000"])
+        .output()
+        .unwrap();
+    let stderr = text(&out).1;
+    assert!(out.status.success(), "{stderr}");
+    let run = load_run(&run_path);
+    let (incl, total) = inclusive_frames(&run, "oncpu", false, |_| true);
+    let in_probe: u64 = incl
+        .iter()
+        .filter(|(n, _)| n.starts_with("bpf_prog_") && n.ends_with("_sys_enter"))
+        .map(|(_, v)| *v)
+        .sum();
+    assert!(
+        in_probe > 0,
+        "no bpf_prog_<tag>_sys_enter frame in {total} samples: {incl:?}"
+    );
+    assert!(
+        !incl.keys().any(|n| n.contains("__stop_runtime_ptr")),
+        "{:?}",
+        incl.keys()
+            .filter(|n| n.contains("__stop"))
+            .collect::<Vec<_>>()
+    );
+    let frames = run["profiles"]["frames"].as_array().unwrap();
+    assert!(
+        frames
+            .iter()
+            .filter(|f| f["name"].as_str().unwrap().starts_with("bpf_prog_"))
+            .all(|f| f["module"] == "[bpf]" && f["kind"] == "kernel")
+    );
+    assert!(stderr.contains("probes: "), "{stderr}");
+}

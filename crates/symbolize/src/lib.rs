@@ -22,6 +22,9 @@ pub use maps::{Mapping, Maps, parse as parse_maps};
 pub use switchyard_model::raw::{Raw, RawSample, RawWaker};
 use switchyard_model::{Frame, FrameKind, Profile, Profiles, Stack, StackQuality, is_thread_start};
 
+/// The module of a JIT-compiled BPF program's frames.
+pub const BPF_MODULE: &str = "[bpf]";
+
 /// Interns frames and resolves addresses, caching per (file, offset) and kernel address.
 struct Resolver<'a> {
     maps: &'a Maps,
@@ -107,8 +110,23 @@ impl<'a> Resolver<'a> {
                 };
                 for ip in call_sites(ips) {
                     if is_kernel {
-                        if seen_kernel.insert(ip) {
-                            kernel.push(ip);
+                        if !seen_kernel.insert(ip) {
+                            continue;
+                        }
+                        // switchyard's own programs, named as perf names them.
+                        match self.maps.bpf_program(ip) {
+                            Some(name) => {
+                                let f = self.intern(Frame {
+                                    name: name.to_string(),
+                                    module: BPF_MODULE.into(),
+                                    file: None,
+                                    line: None,
+                                    kind: FrameKind::Kernel,
+                                    inlined: false,
+                                });
+                                self.kernel_cache.insert(ip, vec![f]);
+                            }
+                            None => kernel.push(ip),
                         }
                     } else if seen_user.insert((tgid, ip)) {
                         match self.maps.find(tgid, ip) {

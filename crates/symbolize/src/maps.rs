@@ -26,7 +26,14 @@ pub struct Mapping {
 pub struct Maps {
     by_tgid: HashMap<u32, Vec<Vec<Mapping>>>,
     perf_maps: HashMap<u32, PerfMapCopy>,
+    /// The JIT-compiled BPF programs' symbols (`bpf_prog_<tag>_<name>`), by start address,
+    /// read from /proc/kallsyms while the probes were loaded.
+    bpf_symbols: Vec<(u64, String)>,
 }
+
+/// The most a BPF program's JIT image is taken to span past its symbol when no other
+/// program's symbol follows it.
+const BPF_IMAGE_MAX: u64 = 64 * 1024;
 
 /// The complete lines of a process's perf map read so far; the file only grows.
 #[derive(Clone, Debug, Default)]
@@ -97,6 +104,28 @@ impl Maps {
             .filter(|t| !t.is_empty())
     }
 
+    /// Reads the loaded BPF programs' symbols from /proc/kallsyms (`[bpf]` lines); they
+    /// leave it when the programs are unloaded, so this runs while the probes are in place.
+    pub fn snapshot_bpf_symbols(&mut self) {
+        let Ok(text) = fs::read_to_string("/proc/kallsyms") else {
+            return;
+        };
+        self.bpf_symbols = parse_bpf_symbols(&text);
+    }
+
+    /// The BPF program whose JIT image holds kernel address `addr`, as perf names it.
+    pub fn bpf_program(&self, addr: u64) -> Option<&str> {
+        let i = self
+            .bpf_symbols
+            .partition_point(|(start, _)| *start <= addr);
+        let (start, name) = self.bpf_symbols.get(i.checked_sub(1)?)?;
+        let end = self
+            .bpf_symbols
+            .get(i)
+            .map_or(start + BPF_IMAGE_MAX, |(next, _)| *next);
+        (addr < end && addr - start < BPF_IMAGE_MAX).then_some(name.as_str())
+    }
+
     /// Adds a snapshot directly (tests, or maps read elsewhere).
     pub fn insert(&mut self, tgid: u32, maps: Vec<Mapping>) {
         self.by_tgid.entry(tgid).or_default().push(maps);
@@ -139,6 +168,22 @@ pub fn parse(text: &str) -> Vec<Mapping> {
         .collect()
 }
 
+/// The `[bpf]` program symbols of a kallsyms text, sorted by address.
+pub fn parse_bpf_symbols(text: &str) -> Vec<(u64, String)> {
+    let mut out: Vec<(u64, String)> = text
+        .lines()
+        .filter(|l| l.ends_with("[bpf]"))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = u64::from_str_radix(f.next()?, 16).ok()?;
+            let name = f.nth(1)?;
+            (addr != 0 && name.starts_with("bpf_prog_")).then(|| (addr, name.to_string()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +223,28 @@ mod tests {
             path.file_name(),
             std::env::current_exe().unwrap().file_name()
         );
+    }
+
+    #[test]
+    fn bpf_programs_are_found_by_address() {
+        let maps = Maps {
+            bpf_symbols: parse_bpf_symbols(
+                "ffffffffc0025b98 t bpf_prog_5a1c1781ca9c2e38_task_newtask\t[bpf]\n\
+             ffffffff81211188 t bpf_prog_realloc.cold\n\
+             ffffffffc0025e90 t bpf_prog_873da464baec4c3d_sched_switch_walk\t[bpf]\n",
+            ),
+            ..Maps::default()
+        };
+        assert_eq!(
+            maps.bpf_program(0xffffffffc0025b98 + 8),
+            Some("bpf_prog_5a1c1781ca9c2e38_task_newtask")
+        );
+        assert_eq!(
+            maps.bpf_program(0xffffffffc0025e90 + 0x100),
+            Some("bpf_prog_873da464baec4c3d_sched_switch_walk")
+        );
+        assert_eq!(maps.bpf_program(0xffffffffc0025b90), None);
+        assert_eq!(maps.bpf_program(0xffffffffc0025e90 + BPF_IMAGE_MAX), None);
+        assert_eq!(maps.bpf_program(0xffffffff81211190), None);
     }
 }
