@@ -27,9 +27,6 @@ pub struct ReportArgs {
 
 const WRITABLE_HINT: &str = "write the report elsewhere with `-o DIR`";
 
-/// Profiles written as pprof too (wakeups and syscall stacks read best as folded stacks).
-const PPROF: [ProfileKind; 2] = [ProfileKind::OnCpu, ProfileKind::OffCpu];
-
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let run = Run::load(&args.run).map_err(crate::fail::run_file_error)?;
     let dir = match &args.output {
@@ -54,7 +51,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             folded.as_bytes(),
         )?);
     }
-    for kind in PPROF {
+    // Every profile as pprof too: a wakeup's waker stack is a label-free tail of its sample.
+    for kind in ProfileKind::ALL {
         let profile = switchyard_report::pprof(&run, kind)
             .with_context(|| format!("encoding the {} pprof profile", kind.name()))?;
         written.push(write(&dir, &format!("{}.pb.gz", kind.name()), &profile)?);
@@ -125,6 +123,9 @@ mod tests {
             "syscalls.folded",
             "oncpu.pb.gz",
             "offcpu.pb.gz",
+            "wakeup.pb.gz",
+            "syscalls.pb.gz",
+            "futex.pb.gz",
         ];
 
         let code = run(ReportArgs {

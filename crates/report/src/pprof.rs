@@ -151,7 +151,10 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
                 functions.push(Function {
                     id,
                     name,
-                    system_name: name,
+                    // Names are demangled already. A system name equal to the name would make
+                    // pprof demangle it again, and its fallback strips every `<…>` and `(…)`:
+                    // four Rust `<T as std::io::Write>::write` impls would all read `::write`.
+                    system_name: 0,
                     filename: frame.file.as_deref().map_or(0, |f| b.string(f)),
                     start_line: 0,
                 });

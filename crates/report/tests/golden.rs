@@ -317,3 +317,23 @@ fn a_thread_pool_gets_a_merged_view() {
         "{folded}"
     );
 }
+
+/// pprof keeps full Rust names: a function's system name is left empty, so `go tool pprof`
+/// does not demangle the name again and strip its `<Type as Trait>` part. Every profile has a
+/// pprof export.
+#[test]
+fn pprof_keeps_full_names_for_every_profile() {
+    let (_, mut run) = cases().into_iter().find(|(n, _)| n == "basic").unwrap();
+    let f = run.profiles.oncpu.stacks[0].frames[0] as usize;
+    run.profiles.frames[f].name = "<std::fs::File as std::io::Write>::write".into();
+    for kind in ProfileKind::ALL {
+        let p = switchyard_report::pprof_profile(&run, kind).unwrap();
+        assert!(p.function.iter().all(|f| f.system_name == 0), "{kind:?}");
+    }
+    let p = switchyard_report::pprof_profile(&run, ProfileKind::OnCpu).unwrap();
+    assert!(
+        p.function
+            .iter()
+            .any(|f| p.string_table[f.name as usize] == "<std::fs::File as std::io::Write>::write")
+    );
+}
