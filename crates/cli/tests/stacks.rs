@@ -165,3 +165,102 @@ fn the_probes_own_programs_are_named_in_kernel_stacks() {
     );
     assert!(stderr.contains("probes: "), "{stderr}");
 }
+
+/// The pprof export keeps what `go tool pprof` needs to go back to the code: every user
+/// location has its address, inside its mapping, and the mappings carry the binary's full
+/// path and GNU build ID; `-disasm` then disassembles the hot function from the binary.
+/// Needs Go (in the machine's base image; under CI=true its absence is a failure).
+#[test]
+fn pprof_has_addresses_mappings_and_build_ids() {
+    if !privileged("pprof_has_addresses_mappings_and_build_ids") {
+        return;
+    }
+    if Command::new("go").arg("version").output().is_err() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "go is missing; CI=true turns a skip into a failure"
+        );
+        eprintln!("skipping: go is not installed");
+        return;
+    }
+    let dir = tempdir("pprof-addresses");
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .args(["record", "-o"])
+        .arg(&run_path)
+        .arg("--")
+        .arg(demo())
+        .args(["stacks", "--seconds", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out).1);
+    let out = Command::new(switchyard())
+        .arg("report")
+        .arg(&run_path)
+        .arg("-o")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out).1);
+    let profile = dir.join("oncpu.pb.gz");
+    let raw = Command::new("go")
+        .args(["tool", "pprof", "-raw"])
+        .arg(&profile)
+        .output()
+        .unwrap();
+    let raw = text(&raw).0;
+    // Mappings: `1: 0xstart/0xlimit/0xoffset /path buildid [FN]…`.
+    let demo_path = demo().canonicalize().unwrap();
+    let section = |name: &str| -> Vec<&str> {
+        raw.lines()
+            .skip_while(|l| *l != name)
+            .skip(1)
+            .take_while(|l| {
+                l.starts_with(' ') || l.chars().next().is_some_and(|c| c.is_ascii_digit())
+            })
+            .collect()
+    };
+    let mappings = section("Mappings");
+    let demo_mapping = mappings
+        .iter()
+        .find(|l| l.contains(demo_path.to_str().unwrap()))
+        .unwrap_or_else(|| panic!("no mapping of {}: {mappings:#?}", demo_path.display()));
+    let fields: Vec<&str> = demo_mapping.split_whitespace().collect();
+    let range: Vec<u64> = fields[1]
+        .split('/')
+        .map(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).unwrap())
+        .collect();
+    assert!(range[0] > 0 && range[1] > range[0], "{demo_mapping}");
+    let build_id = fields[3];
+    assert!(
+        build_id.len() >= 32 && build_id.chars().all(|c| c.is_ascii_hexdigit()),
+        "{demo_mapping}"
+    );
+    let id = fields[0].trim_end_matches(':');
+    // Locations: `N: 0xaddress M=mapping function …`; the demo's are inside its mapping.
+    let locations = section("Locations");
+    let ours: Vec<u64> = locations
+        .iter()
+        .filter(|l| l.contains(&format!(" M={id} ")))
+        .map(|l| {
+            let a = l.split_whitespace().nth(1).unwrap();
+            u64::from_str_radix(a.trim_start_matches("0x"), 16).unwrap()
+        })
+        .collect();
+    assert!(!ours.is_empty(), "{locations:#?}");
+    assert!(
+        ours.iter().all(|&a| range[0] <= a && a < range[1]),
+        "{ours:x?} outside {demo_mapping}"
+    );
+    let disasm = Command::new("go")
+        .args(["tool", "pprof", "-disasm", "hot_spin"])
+        .arg(&profile)
+        .output()
+        .unwrap();
+    let listing = text(&disasm).0;
+    assert!(
+        listing.contains("ROUTINE") && listing.contains("hot_spin"),
+        "{listing}\n{}",
+        text(&disasm).1
+    );
+}

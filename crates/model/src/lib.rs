@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub use hist::Log2Hist;
 pub use stacks::{
-    Frame, FrameKind, Profile, Profiles, Stack, StackQuality, StackStats, UnwindTables,
+    Binary, Frame, FrameKind, Profile, Profiles, Stack, StackQuality, StackStats, UnwindTables,
     is_thread_start,
 };
 

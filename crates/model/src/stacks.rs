@@ -25,6 +25,9 @@ pub struct Profiles {
     pub futex: Profile,
     /// Recording settings and what was lost.
     pub stats: StackStats,
+    /// The binaries of the user frames, with their mappings and build IDs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binaries: Vec<Binary>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -69,6 +72,30 @@ pub struct Frame {
     pub kind: FrameKind,
     /// An inlined call, expanded from the frame that follows it in the stack.
     pub inlined: bool,
+    /// The address it was sampled at, as the process (or kernel) saw it: the leaf's own, a
+    /// caller's call site (return address − 1); an inlined frame has its outer frame's. 0 when
+    /// not known (pseudo frames, runs from before addresses were kept).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub addr: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A binary the user frames are in, and where the target mapped its code (pprof's mapping).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Binary {
+    /// The frames' `module`: the file name.
+    pub module: String,
+    /// The full path the process mapped.
+    pub path: String,
+    /// The executable mapping: start, end (exclusive) and the file offset of start.
+    pub start: u64,
+    pub limit: u64,
+    pub offset: u64,
+    /// The GNU build ID, hex; empty when the file has none.
+    pub build_id: String,
 }
 
 #[derive(

@@ -1,10 +1,11 @@
 //! pprof profiles (`profile.proto`, gzip'd), as `go tool pprof` and most profile viewers read
 //! them.
 //!
-//! One location per frame (with its source line when the run has one), one function per
-//! distinct name and file, one mapping per module. A sample's locations run leaf first, as
-//! the format wants; the thread name, tid, pid and the stack's label (thread state, syscall,
-//! waker) are sample labels.
+//! One location per sampled address (a frame and the frames inlined into it there, as lines),
+//! one function per distinct name and file, one mapping per module, with the binary's full
+//! path, where the target mapped it and its build ID, so `go tool pprof -disasm` works. A
+//! sample's locations run leaf first, as the format wants; the thread name, tid, pid and the
+//! stack's label (thread state, syscall, waker) are sample labels.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -123,58 +124,99 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
         } else {
             module
         };
+        // Where the target mapped the binary, its full path and build ID: what
+        // `go tool pprof -disasm` needs to find the code of an address.
+        let binary = profiles.binaries.iter().find(|x| x.module == module);
         mappings.push(Mapping {
             id,
-            filename: b.string(name),
-            // Symbolised already: pprof must not look for the binary.
+            memory_start: binary.map_or(0, |x| x.start),
+            memory_limit: binary.map_or(0, |x| x.limit),
+            file_offset: binary.map_or(0, |x| x.offset),
+            build_id: binary.map_or(0, |x| b.string(&x.build_id)),
+            filename: b.string(binary.map_or(name, |x| x.path.as_str())),
+            // Symbolised already: pprof must not look for symbols (it still reads the binary
+            // for -disasm).
             has_functions: true,
             has_filenames: in_module.iter().any(|f| f.file.is_some()),
             has_line_numbers: in_module.iter().any(|f| f.line.is_some()),
             has_inline_frames: in_module.iter().any(|f| f.inlined),
-            ..Mapping::default()
         });
     }
 
-    // Functions (per name and file) and locations (per frame).
-    let mut function_ids: HashMap<(&str, Option<&str>), u64> = HashMap::new();
+    // Functions (per name and file) and locations (per address).
+    let mut function_ids: HashMap<(String, Option<String>), u64> = HashMap::new();
     let mut functions = Vec::new();
-    let mut location_ids: HashMap<u32, u64> = HashMap::new();
-    let mut locations = Vec::new();
-    for &index in &used {
-        let frame = &frames[index as usize];
-        let key = (frame.name.as_str(), frame.file.as_deref());
-        let function_id = match function_ids.get(&key) {
-            Some(&id) => id,
-            None => {
-                let id = functions.len() as u64 + 1;
-                let name = b.string(&frame.name);
-                functions.push(Function {
-                    id,
-                    name,
-                    // Names are demangled already. A system name equal to the name would make
-                    // pprof demangle it again, and its fallback strips every `<…>` and `(…)`:
-                    // four Rust `<T as std::io::Write>::write` impls would all read `::write`.
-                    system_name: 0,
-                    filename: frame.file.as_deref().map_or(0, |f| b.string(f)),
-                    start_line: 0,
-                });
-                function_ids.insert(key, id);
-                id
-            }
-        };
-        let id = locations.len() as u64 + 1;
-        location_ids.insert(index, id);
-        locations.push(Location {
+    let mut function_of = |b: &mut Builder, frame: &'_ Frame| -> u64 {
+        let key = (frame.name.clone(), frame.file.clone());
+        if let Some(&id) = function_ids.get(&key) {
+            return id;
+        }
+        let id = functions.len() as u64 + 1;
+        let name = b.string(&frame.name);
+        functions.push(Function {
             id,
-            mapping_id: mapping_ids.get(frame.module.as_str()).copied().unwrap_or(0),
-            address: 0,
-            line: vec![Line {
-                function_id,
-                line: frame.line.map_or(0, i64::from),
-            }],
-            is_folded: false,
+            name,
+            // Names are demangled already. A system name equal to the name would make pprof
+            // demangle it again, and its fallback strips every `<…>` and `(…)`: four Rust
+            // `<T as std::io::Write>::write` impls would all read `::write`.
+            system_name: 0,
+            filename: frame.file.as_deref().map_or(0, |f| b.string(f)),
+            start_line: 0,
         });
-    }
+        function_ids.insert(key, id);
+        id
+    };
+    // One location per address: a frame and the frames inlined into it at that address
+    // (consecutive in a stack, outer first), as lines, innermost first.
+    let mut location_ids: HashMap<Vec<u32>, u64> = HashMap::new();
+    let mut locations = Vec::new();
+    let mut stack_locations = |b: &mut Builder, stack: &[u32]| -> Vec<u64> {
+        let mut groups: Vec<Vec<u32>> = Vec::new();
+        for &index in stack {
+            let frame = &frames[index as usize];
+            match groups.last_mut() {
+                Some(g)
+                    if frame.inlined
+                        && frame.addr != 0
+                        && frames[g[0] as usize].addr == frame.addr =>
+                {
+                    g.push(index)
+                }
+                _ => groups.push(vec![index]),
+            }
+        }
+        groups
+            .into_iter()
+            .rev()
+            .map(|group| {
+                if let Some(&id) = location_ids.get(&group) {
+                    return id;
+                }
+                let outer = &frames[group[0] as usize];
+                let line = group
+                    .iter()
+                    .rev()
+                    .map(|&i| {
+                        let f = &frames[i as usize];
+                        Line {
+                            function_id: function_of(b, f),
+                            line: f.line.map_or(0, i64::from),
+                        }
+                    })
+                    .collect();
+                let id = locations.len() as u64 + 1;
+                locations.push(Location {
+                    id,
+                    mapping_id: mapping_ids.get(outer.module.as_str()).copied().unwrap_or(0),
+                    address: outer.addr,
+                    line,
+                    is_folded: false,
+                });
+                location_ids.insert(group, id);
+                id
+            })
+            .collect()
+    };
 
     // Samples, in the run's order.
     let (thread, tid, pid) = (b.string("thread"), b.string("tid"), b.string("pid"));
@@ -221,12 +263,7 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
             });
         }
         samples.push(Sample {
-            location_id: stack
-                .frames
-                .iter()
-                .rev()
-                .filter_map(|i| location_ids.get(i).copied())
-                .collect(),
+            location_id: stack_locations(&mut b, &stack.frames),
             value: if scale_cpu {
                 vec![value, value.saturating_mul(period)]
             } else {

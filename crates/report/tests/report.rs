@@ -52,6 +52,7 @@ fn frame(
         line,
         kind,
         inlined: false,
+        addr: 0,
     }
 }
 

@@ -20,7 +20,9 @@ use blazesym::symbolize::{
 };
 pub use maps::{Mapping, Maps, parse as parse_maps};
 pub use switchyard_model::raw::{Raw, RawSample, RawWaker};
-use switchyard_model::{Frame, FrameKind, Profile, Profiles, Stack, StackQuality, is_thread_start};
+use switchyard_model::{
+    Binary, Frame, FrameKind, Profile, Profiles, Stack, StackQuality, is_thread_start,
+};
 
 /// The module of a JIT-compiled BPF program's frames.
 pub const BPF_MODULE: &str = "[bpf]";
@@ -35,6 +37,8 @@ struct Resolver<'a> {
     kernel_cache: HashMap<u64, Vec<u32>>,
     /// User stacks were walked by CFI, not frame pointers.
     cfi: bool,
+    /// The binaries named, by module, with the first mapping seen.
+    binaries: BTreeMap<String, Binary>,
 }
 
 impl<'a> Resolver<'a> {
@@ -46,6 +50,7 @@ impl<'a> Resolver<'a> {
             index: HashMap::new(),
             user_cache: HashMap::new(),
             kernel_cache: HashMap::new(),
+            binaries: BTreeMap::new(),
         }
     }
 
@@ -67,6 +72,7 @@ impl<'a> Resolver<'a> {
             line: None,
             kind: FrameKind::Unknown,
             inlined: false,
+            addr: 0,
         })
     }
 
@@ -123,6 +129,7 @@ impl<'a> Resolver<'a> {
                                     line: None,
                                     kind: FrameKind::Kernel,
                                     inlined: false,
+                                    addr: ip,
                                 });
                                 self.kernel_cache.insert(ip, vec![f]);
                             }
@@ -164,6 +171,20 @@ impl<'a> Resolver<'a> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
+            if let Some(&(tgid, ip, _)) = items.first()
+                && let Some(m) = self.maps.mapping(tgid, ip)
+            {
+                self.binaries
+                    .entry(module.clone())
+                    .or_insert_with(|| Binary {
+                        module: module.clone(),
+                        path: path.display().to_string(),
+                        start: m.start,
+                        limit: m.end,
+                        offset: m.offset,
+                        build_id: build_id(&path).unwrap_or_default(),
+                    });
+            }
             let mut elf = Elf::new(&path);
             elf.debug_syms = true;
             let results = symbolizer
@@ -181,6 +202,7 @@ impl<'a> Resolver<'a> {
                             line,
                             kind: FrameKind::User,
                             inlined: false,
+                            addr: ip,
                         });
                         for f in sym.inlined.iter() {
                             let (file, line) = code(f.code_info.as_ref());
@@ -191,6 +213,7 @@ impl<'a> Resolver<'a> {
                                 line,
                                 kind: FrameKind::User,
                                 inlined: true,
+                                addr: ip,
                             });
                         }
                         out.into_iter().map(|f| self.intern(f)).collect()
@@ -203,6 +226,7 @@ impl<'a> Resolver<'a> {
                             line: None,
                             kind: FrameKind::Unknown,
                             inlined: false,
+                            addr: ip,
                         })]
                     }
                 };
@@ -229,6 +253,7 @@ impl<'a> Resolver<'a> {
                     line: None,
                     kind: FrameKind::Jit,
                     inlined: false,
+                    addr: ip,
                 }),
                 None => self.pseudo("[unknown]"),
             };
@@ -249,6 +274,7 @@ impl<'a> Resolver<'a> {
                         line: None,
                         kind: FrameKind::Kernel,
                         inlined: false,
+                        addr: ip,
                     })],
                     _ => {
                         vec![self.intern(Frame {
@@ -258,6 +284,7 @@ impl<'a> Resolver<'a> {
                             line: None,
                             kind: FrameKind::Unknown,
                             inlined: false,
+                            addr: 0,
                         })]
                     }
                 };
@@ -440,7 +467,17 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
         syscalls,
         futex,
         stats,
+        binaries: r.binaries.into_values().collect(),
     }
+}
+
+/// The GNU build ID of an ELF file, hex.
+fn build_id(path: &Path) -> Option<String> {
+    use object::Object as _;
+    let data = std::fs::read(path).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    let id = file.build_id().ok()??;
+    Some(id.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Stacks that symbolise alike (e.g. two ids differing only in an unknown frame) merge; then

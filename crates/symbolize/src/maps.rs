@@ -133,12 +133,16 @@ impl Maps {
 
     /// The file and file offset of `addr` in process `tgid`.
     pub fn find(&self, tgid: u32, addr: u64) -> Option<(&Path, u64)> {
+        self.mapping(tgid, addr)
+            .map(|m| (m.path.as_path(), addr - m.start + m.offset))
+    }
+
+    /// The executable mapping of process `tgid` that holds `addr`, newest snapshot first.
+    pub fn mapping(&self, tgid: u32, addr: u64) -> Option<&Mapping> {
         let list = self.by_tgid.get(&tgid)?;
-        list.iter().rev().find_map(|snap| {
-            snap.iter()
-                .find(|m| m.start <= addr && addr < m.end)
-                .map(|m| (m.path.as_path(), addr - m.start + m.offset))
-        })
+        list.iter()
+            .rev()
+            .find_map(|snap| snap.iter().find(|m| m.start <= addr && addr < m.end))
     }
 
     /// True when a snapshot of process `tgid` was taken.
