@@ -39,21 +39,13 @@ fn node_functions_are_named_from_the_perf_map_read_while_the_target_lives() {
     let dir = tempdir("jit");
     let script = dir.join("fib.js");
     std::fs::write(&script, SCRIPT).unwrap();
-    let run_path = dir.join("run.json");
-    let out = Command::new(switchyard())
-        .args(["record", "-o"])
-        .arg(&run_path)
-        .args([
-            "--",
-            "node",
-            "--perf-basic-prof",
-            "--interpreted-frames-native-stack",
-        ])
-        .arg(&script)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out).1);
-    let run = load_run(&run_path);
+    let node = [
+        "node".as_ref(),
+        "--perf-basic-prof".as_ref(),
+        "--interpreted-frames-native-stack".as_ref(),
+        script.as_os_str(),
+    ];
+    let (run, _) = record_spawned(&dir, &[], &node);
     let frames = run["profiles"]["frames"].as_array().unwrap();
     let name = |i: &serde_json::Value| {
         frames[i.as_u64().unwrap() as usize]["name"]

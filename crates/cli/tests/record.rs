@@ -329,18 +329,9 @@ fn no_thread_outlives_the_window_under_a_switch_storm() {
     if !privileged("no_thread_outlives_the_window_under_a_switch_storm") {
         return;
     }
-    let dir = tempdir("window-storm");
-    let run_path = dir.join("run.json");
-    let out = Command::new(switchyard())
-        .args(["record", "-o"])
-        .arg(&run_path)
-        .arg("--")
-        .arg(demo())
-        .args(["storm", "--seconds", "2", "--threads", "1", "--pairs", "2"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out).1);
-    let run = load_run(&run_path);
+    let command = demo_command(&["storm", "--seconds", "2", "--threads", "1", "--pairs", "2"]);
+    let command: Vec<&std::ffi::OsStr> = command.iter().map(|c| c.as_os_str()).collect();
+    let (run, _) = record_spawned(&tempdir("window-storm"), &[], &command);
     let window = window_ns(&run);
     let threads = run["threads"].as_array().unwrap();
     assert!(threads.len() > 100, "{} threads", threads.len());

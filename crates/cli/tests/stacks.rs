@@ -126,19 +126,9 @@ fn the_probes_own_programs_are_named_in_kernel_stacks() {
     if !privileged("the_probes_own_programs_are_named_in_kernel_stacks") {
         return;
     }
-    let dir = tempdir("bpf-names");
-    let run_path = dir.join("run.json");
-    let out = Command::new(switchyard())
-        .args(["record", "--freq", "999", "-o"])
-        .arg(&run_path)
-        .arg("--")
-        .arg(demo())
-        .args(["getppid-loop", "--count", "3000000"])
-        .output()
-        .unwrap();
-    let stderr = text(&out).1;
-    assert!(out.status.success(), "{stderr}");
-    let run = load_run(&run_path);
+    let command = demo_command(&["getppid-loop", "--count", "3000000"]);
+    let command: Vec<&std::ffi::OsStr> = command.iter().map(|c| c.as_os_str()).collect();
+    let (run, stderr) = record_spawned(&tempdir("bpf-names"), &["--freq", "999"], &command);
     let (incl, total) = inclusive_frames(&run, "oncpu", false, |_| true);
     let in_probe: u64 = incl
         .iter()
@@ -184,16 +174,10 @@ fn pprof_has_addresses_mappings_and_build_ids() {
         return;
     }
     let dir = tempdir("pprof-addresses");
+    let command = demo_command(&["stacks", "--seconds", "1"]);
+    let command: Vec<&std::ffi::OsStr> = command.iter().map(|c| c.as_os_str()).collect();
+    record_spawned(&dir, &[], &command);
     let run_path = dir.join("run.json");
-    let out = Command::new(switchyard())
-        .args(["record", "-o"])
-        .arg(&run_path)
-        .arg("--")
-        .arg(demo())
-        .args(["stacks", "--seconds", "1"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out).1);
     let out = Command::new(switchyard())
         .arg("report")
         .arg(&run_path)

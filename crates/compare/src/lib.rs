@@ -352,13 +352,7 @@ pub fn figure(v: f64, unit: Unit) -> String {
     } else {
         compact(v)
     };
-    match unit {
-        Unit::Count => n,
-        Unit::Percent => format!("{n}%"),
-        Unit::PerSecond => format!("{n}/s"),
-        Unit::PerOp => format!("{n}/op"),
-        u => format!("{n} {}", u.suffix()),
-    }
+    unit.attach(n)
 }
 
 /// A side's figure: its median with its unit, then with repeats the min–max range as `range`

@@ -61,7 +61,11 @@ impl Unit {
 
     /// `v` with this unit, as messages show it: "93.76 µs", "1.5/op", "85.84%", "7".
     pub fn show(self, v: f64) -> String {
-        let n = plain(v);
+        self.attach(plain(v))
+    }
+
+    /// A number already written, `n`, with this unit after it.
+    pub fn attach(self, n: String) -> String {
         match self {
             Unit::Count => n,
             Unit::Percent => format!("{n}%"),

@@ -282,3 +282,32 @@ pub fn inclusive_frames(
     }
     (times, total)
 }
+
+/// Records `command` (spawned) with `flags` into `dir/run.json`, asserts the recording
+/// succeeded, and returns the run and switchyard's stderr (its summary).
+pub fn record_spawned(
+    dir: &Path,
+    flags: &[&str],
+    command: &[&std::ffi::OsStr],
+) -> (serde_json::Value, String) {
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .arg("record")
+        .args(flags)
+        .arg("-o")
+        .arg(&run_path)
+        .arg("--")
+        .args(command)
+        .output()
+        .expect("running switchyard");
+    let stderr = text(&out).1;
+    assert!(out.status.success(), "{stderr}");
+    (load_run(&run_path), stderr)
+}
+
+/// The demo with `args`, as a command line for [`record_spawned`].
+pub fn demo_command(args: &[&str]) -> Vec<std::ffi::OsString> {
+    std::iter::once(demo().into_os_string())
+        .chain(args.iter().map(Into::into))
+        .collect()
+}
