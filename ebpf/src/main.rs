@@ -23,6 +23,7 @@ mod sched;
 mod shared;
 mod stacks;
 mod syscalls;
+mod timeline;
 mod unwind;
 mod wakeup;
 

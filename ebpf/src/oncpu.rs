@@ -2,16 +2,17 @@
 //! loader), counting samples of target threads by user and kernel stack.
 
 use aya_ebpf::{
-    helpers::bpf_get_current_pid_tgid,
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{map, perf_event},
     maps::HashMap,
     programs::PerfEventContext,
 };
-use switchyard_common::{OnCpuKey, unwind};
+use switchyard_common::{OnCpuKey, timeline as tl, unwind};
 
 use crate::{
     shared::is_target,
     stacks::{KEYS, add, stack_ids},
+    timeline,
 };
 
 #[map(name = "ONCPU")]
@@ -39,4 +40,15 @@ fn try_oncpu(ctx: &PerfEventContext) {
         kernel_stack,
     };
     add(&ONCPU, &key, 1);
+    if timeline::on() {
+        timeline::emit(
+            tl::ONCPU,
+            unsafe { bpf_ktime_get_ns() },
+            0,
+            key.tid,
+            user_stack as u32,
+            kernel_stack as u32,
+            tgid,
+        );
+    }
 }

@@ -35,14 +35,15 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use switchyard_common::{
-    HIST_BUCKETS, MAX_THREADS, OffCpuKey, ThreadStats, WakeupKey, drops, log2_bucket, sampling, tp,
-    unwind,
+    HIST_BUCKETS, MAX_THREADS, OffCpuKey, ThreadStats, WakeupKey, drops, log2_bucket, sampling,
+    timeline as tl, tp, unwind,
 };
 
 use crate::{
     shared::{current_comm, drop_event, is_target, start_ns},
     stacks::{KEYS, add, blocked_kernel_stack, stacks_on, user_stack},
     syscalls::in_syscall,
+    timeline,
 };
 
 #[map(name = "THREADS")]
@@ -227,6 +228,9 @@ fn switch_in(next: *mut c_void, tgid: u32, tid: u32, now: u64, start: u64) {
     }
     t.waker_set = 0;
     t.last_in = now;
+    if timeline::on() {
+        timeline::emit(tl::SWITCH_IN, now, 0, tid, 0, 0, tgid);
+    }
 }
 
 /// Counts an interval of `off` ns off CPU that ends now, by the state it began in.
@@ -385,6 +389,17 @@ fn record(t: &ThreadStats, tid: u32, user: i32, kernel: i32, offcpu_ns: u64, wak
             _pad: 0,
         };
         add(&OFFCPU, &key, offcpu_ns);
+        if timeline::on() {
+            timeline::emit(
+                tl::OFFCPU,
+                unsafe { bpf_ktime_get_ns() },
+                offcpu_ns,
+                tid,
+                user as u32,
+                kernel as u32,
+                t.state,
+            );
+        }
     }
     if wake_ns != 0 {
         let key = WakeupKey {
@@ -521,7 +536,21 @@ fn switch_out(
         t.oncpu_ns += now - since;
     }
     let stacks = stacks_on();
-    let in_sys = in_syscall(pid_tgid).is_some();
+    let inflight = in_syscall(pid_tgid);
+    let in_sys = inflight.is_some();
+    if timeline::on() {
+        // SAFETY: a live array value (see `in_syscall`).
+        let nr = inflight.map_or(0, |e| unsafe { (*e).nr } as u32 + 1);
+        timeline::emit(
+            tl::SWITCH_OUT,
+            now,
+            0,
+            tid,
+            report_state(preempt, raw_state),
+            nr,
+            (pid_tgid >> 32) as u32,
+        );
+    }
     // Blocked again inside the syscall an earlier interval waits in: the same user registers,
     // so the walk is that interval's user stack.
     let flush = stacks && t.pending != 0;

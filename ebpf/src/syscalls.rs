@@ -11,7 +11,8 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 use switchyard_common::{
-    ErrnoKey, InFlight, MAX_ERRNOS, MAX_SYSCALLS, SyscallStackKey, SyscallStats, drops, unwind,
+    ErrnoKey, InFlight, MAX_ERRNOS, MAX_SYSCALLS, SyscallStackKey, SyscallStats, drops,
+    timeline as tl, unwind,
 };
 
 use crate::{
@@ -19,6 +20,7 @@ use crate::{
     sched::{discard_pending, flush_pending, walk_then_finish, walked},
     shared::{drop_event, inflight_mask, is_target},
     stacks::{KEYS, add, stacks_on, user_stack},
+    timeline,
 };
 
 const NR_EXIT: u64 = 60;
@@ -260,9 +262,18 @@ fn exit_counts(e: &mut InFlight, pid_tgid: u64, ret: i64) {
     let now = unsafe { bpf_ktime_get_ns() };
     let took = now.saturating_sub(e.ts);
     let nr = e.nr;
+    let entered = e.ts;
     e.ts = 0;
     if e.futex_wait != 0 {
         futex_done((pid_tgid >> 32) as u32, e.uaddr, e.user_stack, took, ret);
+    }
+    if timeline::on() {
+        let tid = pid_tgid as u32;
+        if e.futex_wait != 0 {
+            timeline::emit(tl::FUTEX, entered, took, tid, nr as u32, ret as u32, 0);
+        } else if took >= timeline::syscall_threshold() {
+            timeline::emit(tl::SYSCALL, entered, took, tid, nr as u32, ret as u32, 0);
+        }
     }
 
     let Some(s) = stats(nr) else { return };

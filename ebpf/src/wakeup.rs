@@ -16,12 +16,13 @@ use aya_ebpf::{
     macros::tracepoint,
     programs::TracePointContext,
 };
-use switchyard_common::{tp, unwind};
+use switchyard_common::{timeline as tl, tp, unwind};
 
 use crate::{
     sched::{THREADS, draw, sample_probability},
     shared::current_comm,
     stacks::{stack_ids, stacks_on},
+    timeline,
 };
 
 #[tracepoint]
@@ -32,7 +33,8 @@ pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
 
 #[inline(always)]
 fn try_sched_wakeup(ctx: &TracePointContext) {
-    if !stacks_on() {
+    let timeline = timeline::on();
+    if !stacks_on() && !timeline {
         return;
     }
     let base = ctx.as_ptr() as *const u8;
@@ -48,6 +50,21 @@ fn try_sched_wakeup(ctx: &TracePointContext) {
         return;
     }
     t.wake_decided = 1;
+    if timeline {
+        let waker = bpf_get_current_pid_tgid();
+        timeline::emit(
+            tl::WAKEUP,
+            unsafe { bpf_ktime_get_ns() },
+            0,
+            pid,
+            waker as u32,
+            (waker >> 32) as u32,
+            0,
+        );
+    }
+    if !stacks_on() {
+        return;
+    }
     if t.in_syscall != 0 {
         // Chosen by the interval's expected length: blocked so far, or the thread's usual.
         let so_far = unsafe { bpf_ktime_get_ns() }.saturating_sub(t.last_out);

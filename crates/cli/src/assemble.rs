@@ -4,7 +4,9 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
-use switchyard_loader::{Collected, DropKind, GcEvent, GcKind, StackConfig, Unwind, UnwindStats};
+use switchyard_loader::{
+    Collected, DropKind, GcEvent, GcKind, StackConfig, TimelineEvent, Unwind, UnwindStats,
+};
 use switchyard_model::{
     Collector, Counter, FORMAT, Locks, Log2Hist, Meta, Missing, Profiles, Run, SCHEMA_VERSION,
     StackStats, ThreadRow, UnwindTables, Workload,
@@ -45,6 +47,8 @@ pub struct Recording {
     pub go_gc: Option<(PathBuf, Vec<GcEvent>)>,
     pub workload: Option<Workload>,
     pub max_rss_kb: Option<u64>,
+    /// The timeline's events (`--timeline`) and its syscall threshold.
+    pub timeline: Option<(Vec<TimelineEvent>, u64)>,
 }
 
 /// The run file of a recording.
@@ -60,6 +64,7 @@ pub fn assemble(r: Recording) -> Run {
     let mut profiles = Profiles::default();
     let mut locks = Locks::default();
     let mut gc = None;
+    let mut timeline = None;
     let (syscalls, threads, run_drops) = match r.source {
         Source::Ebpf(c) => {
             let c = *c;
@@ -73,9 +78,21 @@ pub fn assemble(r: Recording) -> Run {
                 let lost = dropped(DropKind::GcEventsFull);
                 gc = Some(go_gc_summary(&g, binary, events, meta.start_mono_ns, lost));
             }
+            let comms = c.threads.iter().map(|t| (t.tid, t.comm.clone())).collect();
+            let mut raw = c.raw;
+            if let Some((events, syscall_ns)) = &r.timeline {
+                let (t, keys) = crate::timeline::build(
+                    events,
+                    meta.start_mono_ns,
+                    meta.end_mono_ns,
+                    &comms,
+                    dropped(DropKind::TimelineFull),
+                    *syscall_ns,
+                );
+                raw.timeline = keys;
+                timeline = Some(t);
+            }
             if let Some(s) = &r.stacks {
-                let comms = c.threads.iter().map(|t| (t.tid, t.comm.clone())).collect();
-                let mut raw = c.raw;
                 raw.stats = StackStats {
                     unwind: match s.unwind {
                         Unwind::Cfi => "cfi",
@@ -93,6 +110,9 @@ pub fn assemble(r: Recording) -> Run {
                     sample.value *= s.syscall_every.max(1);
                 }
                 profiles = switchyard_symbolize::symbolize(&raw, &r.maps, &comms);
+                if let Some(t) = &mut timeline {
+                    t.stacks = std::mem::take(&mut profiles.timeline_stacks);
+                }
                 let st = &mut profiles.stats;
                 st.collisions = dropped(DropKind::StackCollision);
                 st.missing_user = dropped(DropKind::UserStackMissing);
@@ -134,6 +154,7 @@ pub fn assemble(r: Recording) -> Run {
         workload: r.workload,
         gc,
         max_rss_kb: r.max_rss_kb,
+        timeline,
     }
 }
 
@@ -329,6 +350,7 @@ mod tests {
             go_gc: None,
             workload: None,
             max_rss_kb: Some(1024),
+            timeline: None,
         }
     }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context as _, Result};
-use switchyard_loader::{Config, GcEvent, Probes};
+use switchyard_loader::{Config, GcEvent, Probes, TimelineEvent};
 use switchyard_model::TargetMode;
 use switchyard_symbolize::Maps;
 
@@ -20,6 +20,7 @@ pub enum Collection {
     Ebpf {
         probes: Box<Probes>,
         gc_events: Vec<GcEvent>,
+        timeline: Vec<TimelineEvent>,
         /// Loading an unwind table failed once already (warned about).
         unwind_warned: bool,
     },
@@ -46,11 +47,13 @@ impl Collection {
             spans: plan.spans.clone(),
             go_gc: plan.go_gc.clone(),
             syscalls: plan.syscalls.clone(),
+            timeline: plan.timeline,
         };
         match Probes::attach(&config) {
             Ok(p) => Ok(Collection::Ebpf {
                 probes: Box::new(p),
                 gc_events: Vec::new(),
+                timeline: Vec::new(),
                 unwind_warned: false,
             }),
             Err(e) if e.is_permission() && plan.degraded => {
@@ -98,9 +101,13 @@ impl Collection {
     pub fn tick(&mut self, pid: u32, maps: &mut Maps, maps_due: bool) {
         let followed = match self {
             Collection::Ebpf {
-                probes, gc_events, ..
+                probes,
+                gc_events,
+                timeline,
+                ..
             } => {
                 probes.drain_gc_events(gc_events);
+                probes.drain_timeline(timeline);
                 if maps_due {
                     probes.followed()
                 } else {
@@ -139,16 +146,18 @@ impl Collection {
     }
 
     /// Detaches and reads what was collected.
-    pub fn finish(self, pid: u32) -> Result<(Source, Vec<GcEvent>)> {
+    pub fn finish(self, pid: u32) -> Result<(Source, Vec<GcEvent>, Vec<TimelineEvent>)> {
         Ok(match self {
             Collection::Ebpf {
                 mut probes,
                 mut gc_events,
+                mut timeline,
                 ..
             } => {
                 probes.drain_gc_events(&mut gc_events);
+                probes.drain_timeline(&mut timeline);
                 let collected = probes.finish(pid).context("reading the probes' maps")?;
-                (Source::Ebpf(Box::new(collected)), gc_events)
+                (Source::Ebpf(Box::new(collected)), gc_events, timeline)
             }
             Collection::Degraded { first, last, why } => (
                 Source::Degraded {
@@ -157,6 +166,7 @@ impl Collection {
                     why,
                     totals: None,
                 },
+                Vec::new(),
                 Vec::new(),
             ),
         })

@@ -173,6 +173,7 @@ pub fn run() -> Result<ExitCode> {
         spans: Vec::new(),
         go_gc: None,
         syscalls: switchyard_loader::Syscalls::All,
+        timeline: None,
     });
     match probes {
         Ok(p) => {

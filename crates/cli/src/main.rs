@@ -17,6 +17,7 @@ mod record;
 mod report;
 mod spawn;
 mod summary;
+mod timeline;
 
 use std::{io, path::PathBuf, process::ExitCode, time::Duration};
 
@@ -124,6 +125,20 @@ struct RecordArgs {
     /// Do not record a Go target's GC.
     #[arg(long)]
     no_go_gc: bool,
+    /// Also record a timeline: every switch of the target's threads with its state, the
+    /// wakeups that ended them, syscalls slower than --timeline-syscalls, futex waits,
+    /// timestamped stack samples and GC phases. The report draws per-thread state tracks whose
+    /// time range re-filters the flame graphs; `switchyard report` writes trace.json for
+    /// Perfetto or chrome://tracing.
+    #[arg(long)]
+    timeline: bool,
+    /// The timeline's ring buffer, MiB (a power of two); events that do not fit before they
+    /// are read are lost and counted.
+    #[arg(long, default_value_t = 64, value_name = "MIB", value_parser = parse_ring_mib)]
+    timeline_buffer: u32,
+    /// Syscalls at least this long go on the timeline.
+    #[arg(long, default_value = "100us", value_name = "DURATION", value_parser = parse_period)]
+    timeline_syscalls: Duration,
     /// A workload driver's result file (switchyard-driver-result JSON) to attach to the run:
     /// operations for per-operation figures, and the latency the driver measured. Read when
     /// the recording ends (waiting up to 5 s for the driver to write it).
@@ -156,6 +171,19 @@ fn parse_stack_map_size(s: &str) -> Result<u32, String> {
     if n < 64 {
         return Err(format!(
             "{n} entries cannot hold a recording's stacks (at least 64; the default is 16384)"
+        ));
+    }
+    Ok(n)
+}
+
+/// A ring buffer size in MiB: a power of two from 1 to 1024.
+fn parse_ring_mib(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of MiB"))?;
+    if !(1..=1024).contains(&n) || !n.is_power_of_two() {
+        return Err(format!(
+            "{n} MiB: the ring buffer must be a power of two from 1 to 1024 MiB"
         ));
     }
     Ok(n)

@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::Result;
-use switchyard_loader::{Span, StackConfig, Syscalls, Unwind};
+use switchyard_loader::{Span, StackConfig, Syscalls, TimelineConfig, Unwind};
 use switchyard_model::TargetMode;
 
 use crate::{RecordArgs, UnwindArg, fail::hinted, procfs, spawn};
@@ -23,6 +23,8 @@ pub struct Plan {
     /// The Go binary whose runtime is probed (`--go-gc`).
     pub go_gc: Option<PathBuf>,
     pub syscalls: Syscalls,
+    /// `--timeline`.
+    pub timeline: Option<TimelineConfig>,
     /// `--ready-fd`, owned.
     pub ready: Option<File>,
     pub degraded: bool,
@@ -131,6 +133,10 @@ impl Plan {
             spans,
             go_gc,
             syscalls: args.syscalls,
+            timeline: args.timeline.then_some(TimelineConfig {
+                buffer_bytes: args.timeline_buffer << 20,
+                syscall_ns: args.timeline_syscalls.as_nanos() as u64,
+            }),
             ready,
             degraded: args.degraded,
             perf_counters: args.perf_counters,

@@ -145,7 +145,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         maps.snapshot_bpf_symbols();
     }
     // Stop counting before touching the target.
-    let (mut source, gc_events) = collection.finish(pid)?;
+    let (mut source, gc_events, timeline_events) = collection.finish(pid)?;
     // Like timeout(1): a spawned command ends with the recording.
     let exit = child.as_mut().and_then(|c| match end {
         EndReason::Interrupted { signal } => {
@@ -192,6 +192,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         go_gc: plan.go_gc.clone().map(|binary| (binary, gc_events)),
         workload,
         max_rss_kb: exit.and_then(|e| e.max_rss_kb).or(live_rss),
+        timeline: plan.timeline.map(|t| (timeline_events, t.syscall_ns)),
     });
     finish(run, &plan)
 }

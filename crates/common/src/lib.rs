@@ -48,6 +48,9 @@ pub mod maps {
     pub const SPAN_INFLIGHT: &str = "SPAN_INFLIGHT";
     /// `RingBuf` of `GcEvent`: Go runtime GC events with their timestamps.
     pub const GC_EVENTS: &str = "GC_EVENTS";
+    /// `RingBuf` of `TimelineEvent` (`--timeline`): timestamped switches, wakeups, slow
+    /// syscalls, futex waits and stack samples.
+    pub const TIMELINE: &str = "TIMELINE";
     /// `PerCpuArray<u64>` indexed by `gc::*` kind: every GC event counted, even when the ring
     /// buffer is full.
     pub const GC_COUNTS: &str = "GC_COUNTS";
@@ -104,6 +107,10 @@ pub mod globals {
     pub const TASK_TGID_OFFSET: &str = "TASK_TGID_OFFSET";
     /// `u8`: 1 when only the syscalls marked in `SYSCALL_FILTER` are recorded.
     pub const SYSCALL_FILTER_ON: &str = "SYSCALL_FILTER_ON";
+    /// `u8`: 1 to stream timeline events (`--timeline`).
+    pub const TIMELINE_ON: &str = "TIMELINE_ON";
+    /// `u64`: syscalls at least this long go on the timeline.
+    pub const TIMELINE_SYSCALL_NS: &str = "TIMELINE_SYSCALL_NS";
 }
 
 /// Kernel stack ids (`KERNEL_STACKS`) have this bit set.
@@ -180,7 +187,10 @@ pub mod drops {
     /// A thread switched in with no switch-out reported since its last switch-in: it is
     /// taken to have left the CPU at once, runnable.
     pub const SWITCH_OUT_MISSED: u32 = 15;
-    pub const COUNT: u32 = 16;
+    /// The timeline ring buffer was full: an event of `--timeline` was lost (the aggregate
+    /// figures still count it).
+    pub const TIMELINE_FULL: u32 = 16;
+    pub const COUNT: u32 = 17;
     /// Human names, indexed like the array.
     pub const NAMES: [&str; COUNT as usize] = [
         "syscalls lost (in-flight slot shared by two threads; pid_max above the array size)",
@@ -199,6 +209,7 @@ pub mod drops {
         "user stacks cut short: unreadable stack memory",
         "switch-ins the kernel did not report (timed from the CPU's last reported switch)",
         "switch-outs the kernel did not report (timed as runnable from the switch-in)",
+        "timeline events lost (ring buffer full; raise --timeline-buffer)",
     ];
 }
 
@@ -498,6 +509,45 @@ pub struct GcEvent {
     pub tid: u32,
 }
 const _: () = assert!(core::mem::size_of::<GcEvent>() == 16);
+
+/// One event of the timeline (`--timeline`); what `a`, `b` and `value` hold depends on `kind`
+/// (see [`timeline`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimelineEvent {
+    /// CLOCK_MONOTONIC ns.
+    pub ts: u64,
+    pub value: u64,
+    pub tid: u32,
+    pub kind: u32,
+    pub a: u32,
+    pub b: u32,
+    pub c: u32,
+    pub cpu: u32,
+}
+const _: () = assert!(core::mem::size_of::<TimelineEvent>() == 40);
+
+/// Timeline event kinds, and what each carries.
+pub mod timeline {
+    /// `tid` left the CPU at `ts`: `a`, its state as `sched_switch` reports it (`tp::*`);
+    /// `b`, the syscall it is inside plus one (0: none); `c`, its tgid.
+    pub const SWITCH_OUT: u32 = 0;
+    /// `tid` runs again at `ts`; `c`, its tgid.
+    pub const SWITCH_IN: u32 = 1;
+    /// `tid` was woken at `ts` by thread `a` of process `b`.
+    pub const WAKEUP: u32 = 2;
+    /// `tid` was inside syscall `a` from `ts` for `value` ns, returning `b` (as i32).
+    pub const SYSCALL: u32 = 3;
+    /// `tid` waited on a futex from `ts` for `value` ns.
+    pub const FUTEX: u32 = 4;
+    /// `tid` was sampled on CPU at `ts`: user stack `a`, kernel stack `b` (as i32 ids);
+    /// `c`, its tgid.
+    pub const ONCPU: u32 = 5;
+    /// An off-CPU interval of `tid` ending about `ts`, walked with weight `value` ns: user
+    /// stack `a`, kernel stack `b`, state `c` (as `SWITCH_OUT`'s `a`).
+    pub const OFFCPU: u32 = 6;
+    pub const KINDS: u32 = 7;
+}
 
 /// Uprobe spans: at most this many symbols per recording.
 pub const MAX_SPANS: u32 = 8;

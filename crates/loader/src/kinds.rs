@@ -22,10 +22,11 @@ pub enum DropKind {
     UnwindUnreadable,
     SwitchInMissed,
     SwitchOutMissed,
+    TimelineFull,
 }
 
 impl DropKind {
-    const ALL: [DropKind; 16] = [
+    const ALL: [DropKind; 17] = [
         DropKind::InflightFull,
         DropKind::ThreadsFull,
         DropKind::SyscallNumber,
@@ -42,6 +43,7 @@ impl DropKind {
         DropKind::UnwindUnreadable,
         DropKind::SwitchInMissed,
         DropKind::SwitchOutMissed,
+        DropKind::TimelineFull,
     ];
 
     /// The kind at `index` of the kernel's `DROPS` array.
@@ -68,6 +70,7 @@ impl DropKind {
             DropKind::UnwindUnreadable => drops::UNWIND_UNREADABLE,
             DropKind::SwitchInMissed => drops::SWITCH_IN_MISSED,
             DropKind::SwitchOutMissed => drops::SWITCH_OUT_MISSED,
+            DropKind::TimelineFull => drops::TIMELINE_FULL,
         }
     }
 

@@ -18,6 +18,10 @@ use aya::{
     },
 };
 pub use kinds::{DropKind, GcEvent, GcKind};
+pub use switchyard_common::{TimelineEvent, timeline as event_kind};
+
+/// The bit `sched_switch` states carry for a preempted task.
+pub const PREEMPT_FLAG: u32 = switchyard_common::tp::PREEMPT_FLAG as u32;
 use switchyard_common::{
     ErrnoKey, FutexKey, FutexStats, GcEvent as RawGcEvent, HIST_BUCKETS, MAX_SPANS, OffCpuKey,
     OnCpuKey, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey, gc,
@@ -157,6 +161,17 @@ pub struct Config {
     pub go_gc: Option<std::path::PathBuf>,
     /// Which syscalls to record.
     pub syscalls: Syscalls,
+    /// Stream timestamped events (`--timeline`).
+    pub timeline: Option<TimelineConfig>,
+}
+
+/// The timeline's ring buffer and what goes into it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimelineConfig {
+    /// The ring buffer's size in bytes: a power of two, at least a page.
+    pub buffer_bytes: u32,
+    /// Syscalls at least this long are streamed (futex waits always are).
+    pub syscall_ns: u64,
 }
 
 /// Which syscalls are recorded.
@@ -235,6 +250,8 @@ pub struct Probes {
     /// Go GC probes: symbols tried, and the event stream.
     gc_symbols: Option<Vec<(String, bool)>>,
     gc_events: Option<RingBuf<MapData>>,
+    /// The timeline's event stream (`--timeline`).
+    timeline: Option<RingBuf<MapData>>,
     /// Unwind tables (CFI only).
     tables: Option<unwind::Tables>,
     /// When the recording stopped ([`Probes::stop`]), CLOCK_MONOTONIC ns.
@@ -294,6 +311,10 @@ impl Probes {
         } else {
             switchyard_common::unwind::MODE_FP
         };
+        let timeline_on = u8::from(config.timeline.is_some());
+        let (timeline_bytes, timeline_syscall_ns) = config
+            .timeline
+            .map_or((4096, 0), |t| (t.buffer_bytes.max(4096), t.syscall_ns));
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::TARGET_TGID, &config.tgid, true)
             .override_global(globals::FOLLOW_CHILDREN, &follow, true)
@@ -306,6 +327,9 @@ impl Probes {
             .override_global(globals::TASK_PID_OFFSET, &task.pid, true)
             .override_global(globals::TASK_TGID_OFFSET, &task.tgid, true)
             .override_global(globals::SYSCALL_FILTER_ON, &filter_on, true)
+            .override_global(globals::TIMELINE_ON, &timeline_on, true)
+            .override_global(globals::TIMELINE_SYSCALL_NS, &timeline_syscall_ns, true)
+            .map_max_entries(maps::TIMELINE, timeline_bytes)
             .map_max_entries(maps::INFLIGHT, slots)
             .map_max_entries(maps::LOCK_INFLIGHT, slots)
             .map_max_entries(maps::SPAN_INFLIGHT, slots * MAX_SPANS)
@@ -365,11 +389,13 @@ impl Probes {
             attach_raw(&mut ebpf, programs::SYS_ENTER, "sys_enter")?;
             attach_raw(&mut ebpf, programs::SYS_EXIT, "sys_exit")?;
         }
-        if let Some(s) = &config.stacks {
+        if config.stacks.is_some() || config.timeline.is_some() {
             attach_tracepoint(&mut ebpf, programs::SCHED_WAKEUP, "sched", "sched_wakeup")?;
-            if s.oncpu_hz > 0 {
-                attach_oncpu(&mut ebpf, s.oncpu_hz)?;
-            }
+        }
+        if let Some(s) = &config.stacks
+            && s.oncpu_hz > 0
+        {
+            attach_oncpu(&mut ebpf, s.oncpu_hz)?;
         }
         // Kernels without CONFIG_LOCKDEP-free contention tracepoints simply lack them.
         let contention = tracefs::find()
@@ -406,12 +432,22 @@ impl Probes {
             }
             None => (None, None),
         };
+        let timeline = match config.timeline {
+            Some(_) => {
+                let map = ebpf
+                    .take_map(maps::TIMELINE)
+                    .ok_or(Error::MissingMap(maps::TIMELINE))?;
+                Some(RingBuf::try_from(map).map_err(map_err(maps::TIMELINE))?)
+            }
+            None => None,
+        };
         Ok(Probes {
             ebpf,
             spans: config.spans.clone(),
             contention,
             gc_symbols,
             gc_events,
+            timeline,
             tables,
             stopped: None,
         })
@@ -441,6 +477,21 @@ impl Probes {
                             tid: e.tid,
                         });
                     }
+                }
+            }
+        }
+    }
+
+    /// Moves the timeline events streamed so far into `out` (call it often: the ring is
+    /// finite; a full one loses events, counted as `DropKind::TimelineFull`).
+    pub fn drain_timeline(&mut self, out: &mut Vec<TimelineEvent>) {
+        if let Some(ring) = &mut self.timeline {
+            while let Some(item) = ring.next() {
+                if item.len() >= std::mem::size_of::<TimelineEvent>() {
+                    // SAFETY: the kernel side writes whole TimelineEvents; read unaligned.
+                    out.push(unsafe {
+                        std::ptr::read_unaligned(item.as_ptr() as *const TimelineEvent)
+                    });
                 }
             }
         }

@@ -9,6 +9,7 @@ mod hist;
 pub mod metrics;
 pub mod raw;
 mod stacks;
+mod timeline;
 pub mod units;
 
 use std::{fs, io, path::Path};
@@ -20,6 +21,7 @@ pub use stacks::{
     Binary, Frame, FrameKind, Profile, Profiles, Stack, StackQuality, StackStats, UnwindTables,
     is_thread_start,
 };
+pub use timeline::{ThreadState, Timeline, TimelineThread};
 
 /// Bumped on any change a reader of an older file could misread.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -71,6 +73,9 @@ pub struct Run {
     /// for a live one, read as the recording ends).
     #[serde(default)]
     pub max_rss_kb: Option<u64>,
+    /// Timestamped events (`record --timeline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Timeline>,
 }
 
 /// Garbage collection of a Go target, from entry-only uprobes on its runtime.
@@ -561,6 +566,7 @@ pub(crate) mod tests {
             workload: None,
             gc: None,
             max_rss_kb: None,
+            timeline: None,
         }
     }
 

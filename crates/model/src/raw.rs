@@ -42,6 +42,9 @@ pub struct Raw {
     pub wakeup: Vec<RawSample>,
     pub syscalls: Vec<RawSample>,
     pub futex: Vec<RawSample>,
+    /// The distinct stacks of timeline events (`--timeline`), symbolised in this order into
+    /// `Profiles::timeline_stacks`; values unused.
+    pub timeline: Vec<RawSample>,
     pub stats: StackStats,
 }
 

@@ -28,6 +28,9 @@ pub struct Profiles {
     /// The binaries of the user frames, with their mappings and build IDs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub binaries: Vec<Binary>,
+    /// The stacks of `Raw::timeline`, in its order (the run file keeps them in its timeline).
+    #[serde(skip)]
+    pub timeline_stacks: Vec<Vec<u32>>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -88,7 +88,8 @@ impl<'a> Resolver<'a> {
             .chain(&raw.offcpu)
             .chain(&raw.wakeup)
             .chain(&raw.syscalls)
-            .chain(&raw.futex);
+            .chain(&raw.futex)
+            .chain(&raw.timeline);
         let mut seen_user = std::collections::HashSet::new();
         let mut seen_kernel = std::collections::HashSet::new();
         for s in all {
@@ -459,7 +460,13 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
         })
         .sum();
     stats.quality = quality;
+    let timeline_stacks = raw
+        .timeline
+        .iter()
+        .map(|s| r.stack(raw, s.tgid, s.user_stack, s.kernel_stack))
+        .collect();
     Profiles {
+        timeline_stacks,
         frames: r.frames,
         oncpu,
         offcpu,

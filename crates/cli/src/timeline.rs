@@ -1,0 +1,189 @@
+//! The timeline (`record --timeline`): the kernel side's event stream, into per-thread state
+//! slices and time-stamped rows. Pure, so it is tested from fixtures.
+
+use std::collections::{BTreeMap, HashMap};
+
+use switchyard_loader::{PREEMPT_FLAG, TimelineEvent, event_kind as kind};
+use switchyard_model::{ThreadState, Timeline, TimelineThread, raw::RawSample};
+
+/// A thread's state as the events so far tell it.
+#[derive(Clone, Copy, PartialEq)]
+enum Now {
+    /// No event yet.
+    Unseen,
+    Running,
+    Off(ThreadState, u32),
+}
+
+/// The timeline of `events` (any order) in the window `[start, end]` (CLOCK_MONOTONIC ns),
+/// and the distinct stacks its samples refer to, to symbolise into `Timeline::stacks` in the
+/// order given.
+pub fn build(
+    events: &[TimelineEvent],
+    start: u64,
+    end: u64,
+    comms: &HashMap<u32, String>,
+    lost: u64,
+    syscall_ns: u64,
+) -> (Timeline, Vec<RawSample>) {
+    let mut events: Vec<&TimelineEvent> = events
+        .iter()
+        .filter(|e| e.ts >= start && e.ts <= end)
+        .collect();
+    events.sort_by_key(|e| e.ts);
+    let rel = |ts: u64| ts - start;
+    let mut tl = Timeline {
+        syscall_ns,
+        lost,
+        ..Default::default()
+    };
+    let mut threads: BTreeMap<(u32, u32), (TimelineThread, Now, u64)> = BTreeMap::new();
+    let mut tgids: HashMap<u32, u32> = HashMap::new();
+    let mut stacks: HashMap<(u32, i32, i32), u32> = HashMap::new();
+    let mut keys: Vec<RawSample> = Vec::new();
+    let mut stack = |tgid: u32, user: u32, kernel: u32| -> u32 {
+        let key = (tgid, user as i32, kernel as i32);
+        *stacks.entry(key).or_insert_with(|| {
+            keys.push(RawSample {
+                tgid,
+                user_stack: key.1,
+                kernel_stack: key.2,
+                ..Default::default()
+            });
+            keys.len() as u32 - 1
+        })
+    };
+    for e in &events {
+        match e.kind {
+            kind::SWITCH_OUT | kind::SWITCH_IN => {
+                tgids.insert(e.tid, e.c);
+                let (t, now, since) = threads.entry((e.c, e.tid)).or_insert_with(|| {
+                    (
+                        TimelineThread {
+                            tgid: e.c,
+                            tid: e.tid,
+                            comm: comms.get(&e.tid).cloned().unwrap_or_default(),
+                            ..Default::default()
+                        },
+                        Now::Unseen,
+                        start,
+                    )
+                });
+                // What the thread did since the last event: an interval the events left
+                // unsaid (a switch the kernel did not report) keeps the last state known.
+                let (state, syscall) = match (*now, e.kind) {
+                    (Now::Running, _) => (ThreadState::Running, 0),
+                    (Now::Off(s, nr), _) => (s, nr),
+                    (Now::Unseen, kind::SWITCH_OUT) => (ThreadState::Running, 0),
+                    (Now::Unseen, _) => (ThreadState::Unknown, 0),
+                };
+                // Off CPU since before its first event (or created since): nothing to draw.
+                if state != ThreadState::Unknown && (e.ts > *since || state == ThreadState::Running)
+                {
+                    t.slices
+                        .push((rel(*since), e.ts - *since, state as u8, syscall));
+                }
+                *since = e.ts;
+                *now = if e.kind == kind::SWITCH_OUT {
+                    t.switches += 1;
+                    Now::Off(ThreadState::from_switch(e.a, PREEMPT_FLAG), e.b)
+                } else {
+                    Now::Running
+                };
+            }
+            kind::WAKEUP => tl.wakeups.push((rel(e.ts), e.tid, e.a, e.b)),
+            kind::SYSCALL => tl
+                .syscalls
+                .push((rel(e.ts), e.value, e.tid, e.a, e.b as i32 as i64)),
+            kind::FUTEX => tl.futex.push((rel(e.ts), e.value, e.tid)),
+            kind::ONCPU => tl.samples.push((rel(e.ts), e.tid, stack(e.c, e.a, e.b))),
+            kind::OFFCPU => {
+                let tgid = tgids.get(&e.tid).copied().unwrap_or(0);
+                let state = ThreadState::from_switch(e.c, PREEMPT_FLAG);
+                tl.offcpu.push((
+                    rel(e.ts),
+                    e.tid,
+                    stack(tgid, e.a, e.b),
+                    e.value,
+                    state as u8,
+                ));
+            }
+            _ => {}
+        }
+    }
+    for (_, (mut t, now, since)) in threads {
+        let (state, syscall) = match now {
+            Now::Running => (ThreadState::Running, 0),
+            Now::Off(s, nr) => (s, nr),
+            Now::Unseen => continue,
+        };
+        if end > since {
+            t.slices
+                .push((rel(since), end - since, state as u8, syscall));
+        }
+        tl.threads.push(t);
+    }
+    (tl, keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ts: u64, k: u32, tid: u32, a: u32, b: u32) -> TimelineEvent {
+        TimelineEvent {
+            ts,
+            kind: k,
+            tid,
+            a,
+            b,
+            c: 7,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn switches_become_gap_free_slices_with_their_wait() {
+        // Thread 8 runs from before the start, blocks in read (nr 0) at 110, runs at 150,
+        // is preempted at 170 and runs again at 180, until the end at 200.
+        let events = [
+            ev(110, kind::SWITCH_OUT, 8, 1, 1),
+            ev(150, kind::SWITCH_IN, 8, 0, 0),
+            ev(170, kind::SWITCH_OUT, 8, 0x100, 0),
+            ev(180, kind::SWITCH_IN, 8, 0, 0),
+            ev(90, kind::SWITCH_IN, 9, 0, 0), // before the start: left out
+        ];
+        let comms = HashMap::from([(8, "ping".to_string())]);
+        let (tl, _) = build(&events, 100, 200, &comms, 0, 0);
+        assert_eq!(tl.threads.len(), 1);
+        let t = &tl.threads[0];
+        assert_eq!((t.tid, t.comm.as_str(), t.switches), (8, "ping", 2));
+        let running = ThreadState::Running as u8;
+        assert_eq!(
+            t.slices,
+            vec![
+                (0, 10, running, 0),
+                (10, 40, ThreadState::Sleeping as u8, 1),
+                (50, 20, running, 0),
+                (70, 10, ThreadState::Runnable as u8, 0),
+                (80, 20, running, 0),
+            ]
+        );
+        let covered: u64 = t.slices.iter().map(|s| s.1).sum();
+        assert_eq!(covered, 100);
+    }
+
+    #[test]
+    fn samples_share_one_stack_row_per_distinct_stack() {
+        let events = [
+            ev(120, kind::ONCPU, 8, 3, 5),
+            ev(130, kind::ONCPU, 8, 3, 5),
+            ev(140, kind::ONCPU, 8, 4, 5),
+        ];
+        let (tl, keys) = build(&events, 100, 200, &HashMap::new(), 2, 0);
+        assert_eq!(tl.samples, vec![(20, 8, 0), (30, 8, 0), (40, 8, 1)]);
+        assert_eq!(keys.len(), 2);
+        assert_eq!((keys[1].tgid, keys[1].user_stack), (7, 4));
+        assert_eq!(tl.lost, 2);
+    }
+}
