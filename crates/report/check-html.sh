@@ -3,7 +3,9 @@
 #   - no console error, no uncaught exception and no failed load (the report must work offline),
 #     while loading and while using it: each sortable table is sorted, each flame graph is
 #     zoomed, unzoomed, searched and hovered;
-#   - each flame graph's script ran (its frames are drawn and answer clicks).
+#   - each flame graph's script ran (its frames are drawn and answer clicks);
+#   - a timeline's tracks are drawn, hovering names a slice, and dragging a range re-filters
+#     its flame graphs.
 # It writes a screenshot of the page as loaded (1400x2400; FULL_PAGE=1: the whole page;
 # SECTION=ID: only the element with that id, e.g. SECTION=flame-offcpu).
 # Exit 0 when clean, 1 otherwise.
@@ -223,7 +225,29 @@ try:
     if (!/Matched/.test(d.getElementById("matched").textContent)) problems.push(f.id + ": search matched nothing");
     if (w.searching) w.search_prompt();  // while searching, this resets the search (no prompt)
   }
-  return {problems, graphs: graphs.length,
+  // The timeline: tracks drawn, and a range dragged across them re-filters its flame graphs.
+  let timeline = null;
+  const canvas = document.getElementById("timeline-canvas");
+  if (canvas) {
+    const drawn = +canvas.dataset.drawn;
+    if (!(drawn > 0)) problems.push("timeline: no slices drawn");
+    const on = document.getElementById("timeline-flame-oncpu");
+    const before = +on.dataset.samples;
+    const r = canvas.getBoundingClientRect();
+    const at = f => ({clientX: r.left + 190 + (r.width - 190) * f, clientY: r.top + 30, bubbles: true});
+    canvas.dispatchEvent(new MouseEvent("mousemove", at(0.5)));
+    if (!/at /.test(document.getElementById("timeline-info").textContent)) problems.push("timeline: hover shows nothing");
+    canvas.dispatchEvent(new MouseEvent("mousedown", at(0.25)));
+    canvas.dispatchEvent(new MouseEvent("mousemove", at(0.5)));
+    canvas.dispatchEvent(new MouseEvent("mouseup", at(0.5)));
+    const after = +on.dataset.samples;
+    if (!(after < before)) problems.push(`timeline: selecting a quarter of the run kept ${after} of ${before} on-CPU samples`);
+    if (!/ – /.test(on.querySelector("h3").textContent)) problems.push("timeline: the flame graph does not name the selected range");
+    document.getElementById("timeline-reset").click();
+    if (+on.dataset.samples !== before) problems.push("timeline: 'Whole run' did not restore every sample");
+    timeline = {tracks: window.switchyardTimeline.tracks, drawn, before, after};
+  }
+  return {problems, graphs: graphs.length, timeline,
           empty: document.querySelectorAll("p.empty").length,
           sortable: document.querySelectorAll("table.sortable").length};
 })()
@@ -238,6 +262,10 @@ try:
         problems += value["problems"]
         print(f"flame graphs: {value['graphs']} drawn, {value['empty']} empty; "
               f"sortable tables: {value['sortable']}")
+        if value["timeline"]:
+            t = value["timeline"]
+            print(f"timeline: {t['tracks']} tracks, {t['drawn']} slices drawn; a quarter of the "
+                  f"run selected holds {t['after']} of {t['before']} on-CPU samples")
     # Collect what arrived meanwhile.
     page.call("Runtime.evaluate", {"expression": "1"})
 finally:

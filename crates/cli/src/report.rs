@@ -57,6 +57,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("encoding the {} pprof profile", kind.name()))?;
         written.push(write(&dir, &format!("{}.pb.gz", kind.name()), &profile)?);
     }
+    // The timeline, for Perfetto and chrome://tracing.
+    if let Some(trace) = switchyard_report::chrome_trace(&run) {
+        written.push(write(&dir, "trace.json", trace.as_bytes())?);
+    }
 
     // Errors here are a closed stdout: main turns a broken pipe into exit 0.
     let mut out = io::stdout().lock();

@@ -58,6 +58,14 @@ pub fn html(run: &Run) -> Result<String, Error> {
         ("latency", "Histograms"),
         ("locks", "Lock waits"),
         ("gc", gc_title.unwrap_or_default()),
+        (
+            "timeline",
+            if run.timeline.is_some() {
+                "Thread states"
+            } else {
+                ""
+            },
+        ),
         ("flame-oncpu", "On-CPU"),
         ("flame-offcpu", "Off-CPU"),
         ("flame-wakeup", "Wakeups"),
@@ -74,6 +82,9 @@ pub fn html(run: &Run) -> Result<String, Error> {
     locks(&mut out, run);
     if let Some(title) = gc_title {
         gc_section(&mut out, run, title, timeline.as_deref());
+    }
+    if let Some(section) = crate::tracks::section(run) {
+        out.push_str(&section);
     }
     for (kind, svg, by_role) in &graphs {
         flame_section(&mut out, run, *kind, svg.as_deref(), by_role.as_deref());

@@ -11,6 +11,8 @@ mod folded;
 mod html;
 mod pprof;
 mod timeline;
+mod trace;
+mod tracks;
 pub mod units;
 
 use switchyard_model::{Profile, Profiles, Run};
@@ -20,6 +22,7 @@ pub use flame::{flamegraph, flamegraph_threads};
 pub use folded::{Threads, folded, folded_threads, role, sanitize_frame};
 pub use html::{document, embed_flamegraph, folded_view, html, merges_threads};
 pub use pprof::{pprof, pprof_profile};
+pub use trace::chrome_trace;
 
 /// One of the four stack profiles of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -19,7 +19,7 @@ use std::{
 use pprof::protos::{Message, Profile};
 use switchyard_golden::Golden;
 use switchyard_model::Run;
-use switchyard_report::{ProfileKind, folded, html, pprof};
+use switchyard_report::{ProfileKind, chrome_trace, folded, html, pprof};
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
@@ -261,6 +261,13 @@ fn golden_outputs() {
             check(
                 &format!("{name}.{}.pprof.txt", kind.name()),
                 &pprof_dump(&run, kind),
+            );
+        }
+        if let Some(trace) = chrome_trace(&run) {
+            let v: serde_json::Value = serde_json::from_str(&trace).expect("the trace is JSON");
+            check(
+                &format!("{name}.trace.json"),
+                &serde_json::to_string_pretty(&v).unwrap(),
             );
         }
     }
