@@ -132,9 +132,9 @@ struct RecordArgs {
     /// Perfetto or chrome://tracing.
     #[arg(long)]
     timeline: bool,
-    /// The timeline's ring buffer, MiB (a power of two); events that do not fit before they
-    /// are read are lost and counted.
-    #[arg(long, default_value_t = 64, value_name = "MIB", value_parser = parse_ring_mib)]
+    /// The timeline's ring buffer (a power of two, 4K to 1G); events that do not fit before
+    /// they are read (every 10 ms) are lost and counted.
+    #[arg(long, default_value = "64M", value_name = "SIZE", value_parser = parse_ring_size)]
     timeline_buffer: u32,
     /// Syscalls at least this long go on the timeline.
     #[arg(long, default_value = "100us", value_name = "DURATION", value_parser = parse_period)]
@@ -176,17 +176,26 @@ fn parse_stack_map_size(s: &str) -> Result<u32, String> {
     Ok(n)
 }
 
-/// A ring buffer size in MiB: a power of two from 1 to 1024.
-fn parse_ring_mib(s: &str) -> Result<u32, String> {
-    let n: u32 = s
+/// A ring buffer size in bytes, from `4K`, `64M` or `1G` (binary units): a power of two from
+/// 4 KiB (a page) to 1 GiB.
+fn parse_ring_size(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 10),
+        Some((i, 'M' | 'm')) => (&t[..i], 20),
+        Some((i, 'G' | 'g')) => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    let n: u64 = digits
         .parse()
-        .map_err(|_| format!("`{s}` is not a number of MiB"))?;
-    if !(1..=1024).contains(&n) || !n.is_power_of_two() {
+        .map_err(|_| format!("`{s}` is not a size (e.g. 4K, 64M, 1G)"))?;
+    let bytes = n << shift;
+    if !(4096..=1 << 30).contains(&bytes) || !bytes.is_power_of_two() {
         return Err(format!(
-            "{n} MiB: the ring buffer must be a power of two from 1 to 1024 MiB"
+            "`{s}`: the ring buffer must be a power of two from 4K to 1G"
         ));
     }
-    Ok(n)
+    Ok(bytes as u32)
 }
 
 /// The project's one duration grammar (a number and a unit), refusing zero.

@@ -134,7 +134,7 @@ impl Plan {
             go_gc,
             syscalls: args.syscalls,
             timeline: args.timeline.then_some(TimelineConfig {
-                buffer_bytes: args.timeline_buffer << 20,
+                buffer_bytes: args.timeline_buffer,
                 syscall_ns: args.timeline_syscalls.as_nanos() as u64,
             }),
             ready,

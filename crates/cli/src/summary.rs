@@ -217,6 +217,20 @@ pub fn render(run: &Run, top: usize) -> String {
     if let Some(kb) = run.max_rss_kb {
         let _ = writeln!(out, "peak RSS: {}", kib_as_mib(kb));
     }
+    if let Some(t) = &run.timeline {
+        let _ = writeln!(
+            out,
+            "timeline: {} events of {} threads, {} lost (ring buffer full){}",
+            thousands(t.events()),
+            t.threads.len(),
+            thousands(t.lost),
+            if t.lost > 0 {
+                "; raise --timeline-buffer"
+            } else {
+                ""
+            }
+        );
+    }
     if let Some(g) = &run.gc {
         let _ = writeln!(
             out,

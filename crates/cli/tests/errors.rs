@@ -378,6 +378,19 @@ fn a_stack_map_too_small_to_hold_stacks_is_refused() {
 }
 
 #[test]
+fn a_timeline_ring_that_is_not_a_power_of_two_is_refused() {
+    for size in ["3K", "1K", "2G", "lots"] {
+        let out = Command::new(switchyard())
+            .args(["record", "--timeline", "--timeline-buffer", size, "--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
+        let err = text(&out).1;
+        assert!(err.contains("4K") && err.contains("1G"), "{err}");
+    }
+}
+
+#[test]
 fn damaged_and_foreign_run_files_are_named_as_such() {
     let dir = tempdir("damaged-run");
     let random = dir.join("random.json");

@@ -190,3 +190,46 @@ fn check_page(html: &Path) {
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains("timeline: "), "{stdout}");
 }
+
+#[test]
+fn a_full_ring_loses_events_and_counts_every_one() {
+    if !privileged("a_full_ring_loses_events_and_counts_every_one") {
+        return;
+    }
+    // Every syscall on the timeline, into the smallest ring: millions of getppid a second
+    // outrun a 4 KiB ring (about 100 events) drained every 10 ms.
+    let dir = tempdir("timeline-loss");
+    let demo = demo_command(&["getppid-loop", "--count", "3000000"]);
+    let demo: Vec<&std::ffi::OsStr> = demo.iter().map(|s| s.as_os_str()).collect();
+    let flags = [
+        "--timeline",
+        "--timeline-buffer",
+        "4K",
+        "--timeline-syscalls",
+        "0",
+        "--no-stacks",
+    ];
+    let (run, summary) = record_spawned(&dir, &flags, &demo);
+    let tl = &run["timeline"];
+    let lost = tl["lost"].as_u64().unwrap();
+    let getppid = syscall_count(&run, "getppid");
+    let on_timeline = tl["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s[3] == 110)
+        .count() as u64;
+    assert_eq!(getppid, 3_000_000, "the aggregate counts every call");
+    assert!(
+        lost > 0,
+        "the ring never filled: {on_timeline} getppid on the timeline"
+    );
+    assert!(
+        on_timeline < getppid && on_timeline + lost >= getppid,
+        "getppid: {on_timeline} on the timeline + {lost} lost must account for {getppid}"
+    );
+    assert!(
+        summary.contains("lost (ring buffer full); raise --timeline-buffer"),
+        "{summary}"
+    );
+}
