@@ -154,6 +154,7 @@ pub fn assemble(r: Recording) -> Run {
         workload: r.workload,
         gc,
         max_rss_kb: r.max_rss_kb,
+        heap: None,
         timeline,
     }
 }

@@ -10,6 +10,7 @@ mod compare;
 mod doctor;
 mod fail;
 mod gate;
+mod heap;
 mod plan;
 mod procfs;
 mod progress;
@@ -139,6 +140,13 @@ struct RecordArgs {
     /// Syscalls at least this long go on the timeline.
     #[arg(long, default_value = "100us", value_name = "DURATION", value_parser = parse_period)]
     timeline_syscalls: Duration,
+    /// The heap profile a dhat-instrumented target writes as it exits (dhat-heap.json in its
+    /// working directory by default): read once the recording ends and attached to the run:
+    /// allocations and bytes, per operation with a driver's result, the peak heap, and the
+    /// allocation sites as a flame graph. A file that is not rewritten during the recording
+    /// is an error (exit 2; the run is saved without it).
+    #[arg(long, value_name = "FILE")]
+    heap_profile: Option<PathBuf>,
     /// A workload driver's result file (switchyard-driver-result JSON) to attach to the run:
     /// operations for per-operation figures, and the latency the driver measured. Read when
     /// the recording ends (waiting up to 5 s for the driver to write it).

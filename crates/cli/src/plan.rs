@@ -32,6 +32,8 @@ pub struct Plan {
     pub perf_counters: bool,
     pub duration: Option<Duration>,
     pub workload_result: Option<PathBuf>,
+    /// `--heap-profile`.
+    pub heap: Option<crate::heap::HeapPlan>,
     pub output: PathBuf,
     pub top: usize,
 }
@@ -142,6 +144,10 @@ impl Plan {
             perf_counters: args.perf_counters,
             duration: args.duration,
             workload_result: args.workload_result,
+            heap: args
+                .heap_profile
+                .map(crate::heap::HeapPlan::new)
+                .transpose()?,
             output: args.output,
             top: args.top,
         })

@@ -163,7 +163,9 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             .map_err(|e| eprintln!("warning: {e:#}; the run has no per-operation figures"))
             .ok()
     });
-    let run = assemble(Recording {
+    // A dhat target writes its heap profile as it exits, about when the recording ends.
+    let heap = plan.heap.as_ref().map(|h| h.read(Duration::from_secs(5)));
+    let mut run = assemble(Recording {
         meta: Meta {
             tool_version: env!("CARGO_PKG_VERSION").into(),
             command,
@@ -194,12 +196,20 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         max_rss_kb: exit.and_then(|e| e.max_rss_kb).or(live_rss),
         timeline: plan.timeline.map(|t| (timeline_events, t.syscall_ns)),
     });
-    finish(run, &plan)
+    let heap_error = match heap {
+        Some(Ok((h, sites))) => {
+            crate::heap::attach(&mut run, h, sites);
+            None
+        }
+        Some(Err(e)) => Some(e),
+        None => None,
+    };
+    finish(run, &plan, heap_error)
 }
 
 /// The exit policy: the run file and the summary are written however the recording ended;
 /// an end the user did not ask for is an error (exit 2) that says what the file holds.
-fn finish(run: Run, plan: &Plan) -> Result<ExitCode> {
+fn finish(run: Run, plan: &Plan, heap_error: Option<anyhow::Error>) -> Result<ExitCode> {
     let output = &plan.output;
     // The path was checked before the recording; should writing still fail (a full disk), the
     // run goes to a fallback file rather than being lost.
@@ -227,6 +237,14 @@ fn finish(run: Run, plan: &Plan) -> Result<ExitCode> {
     // On stderr, as perf stat and strace -c write theirs: stdout is the target's.
     eprint!("{}", summary::render(&run, plan.top));
     eprintln!("run file: {}", output.display());
+    // The run is saved; what could not be attached to it is still an error.
+    if let Some(e) = heap_error {
+        let hint = crate::fail::hint_for(&e).unwrap_or_default();
+        return Err(hinted(
+            format!("{e:#}; {} holds the run without it", output.display()),
+            hint,
+        ));
+    }
     let secs = run.meta.duration_ns() as f64 / 1e9;
     match run.meta.end {
         EndReason::Interrupted { signal }

@@ -42,7 +42,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let mut written = Vec::new();
     let html = switchyard_report::html(&run).context("rendering the HTML report")?;
     written.push(write(&dir, "index.html", html.as_bytes())?);
-    for kind in ProfileKind::ALL {
+    for kind in ProfileKind::ALL.into_iter().filter(|k| k.present(&run)) {
         let folded = switchyard_report::folded(&run, kind)
             .with_context(|| format!("folding the {} stacks", kind.name()))?;
         written.push(write(
@@ -52,7 +52,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         )?);
     }
     // Every profile as pprof too: a wakeup's waker stack is a label-free tail of its sample.
-    for kind in ProfileKind::ALL {
+    for kind in ProfileKind::ALL.into_iter().filter(|k| k.present(&run)) {
         let profile = switchyard_report::pprof(&run, kind)
             .with_context(|| format!("encoding the {} pprof profile", kind.name()))?;
         written.push(write(&dir, &format!("{}.pb.gz", kind.name()), &profile)?);

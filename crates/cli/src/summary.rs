@@ -217,6 +217,24 @@ pub fn render(run: &Run, top: usize) -> String {
     if let Some(kb) = run.max_rss_kb {
         let _ = writeln!(out, "peak RSS: {}", kib_as_mib(kb));
     }
+    if let Some(h) = &run.heap {
+        let per_op = match run.operations.filter(|&o| o > 0) {
+            Some(ops) => format!(
+                " ({:.2}/op, {:.0} B/op)",
+                h.allocations as f64 / ops as f64,
+                h.bytes as f64 / ops as f64
+            ),
+            None => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "heap (dhat): {} allocations, {}{per_op}; peak {} in {} blocks",
+            thousands(h.allocations),
+            switchyard_model::units::bytes(h.bytes),
+            switchyard_model::units::bytes(h.peak_bytes),
+            thousands(h.peak_blocks)
+        );
+    }
     if let Some(t) = &run.timeline {
         let _ = writeln!(
             out,

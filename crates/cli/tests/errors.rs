@@ -381,7 +381,14 @@ fn a_stack_map_too_small_to_hold_stacks_is_refused() {
 fn a_timeline_ring_that_is_not_a_power_of_two_is_refused() {
     for size in ["3K", "1K", "2G", "lots"] {
         let out = Command::new(switchyard())
-            .args(["record", "--timeline", "--timeline-buffer", size, "--", "true"])
+            .args([
+                "record",
+                "--timeline",
+                "--timeline-buffer",
+                size,
+                "--",
+                "true",
+            ])
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));

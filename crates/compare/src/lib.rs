@@ -132,6 +132,8 @@ fn rank(name: &str) -> (u8, String) {
         "futex.waits.per_op",
         "futex.wait_time.per_op",
         "span.acquire.time.per_op",
+        "heap.allocs.per_op",
+        "heap.bytes.per_op",
         "switches.total.per_s",
         "switches.voluntary.per_s",
         "switches.involuntary.per_s",
@@ -154,6 +156,10 @@ fn rank(name: &str) -> (u8, String) {
         "gc.pause_max",
         "gc.mark_assists",
         "memory.max_rss",
+        "heap.peak",
+        "heap.allocs",
+        "heap.allocs.per_s",
+        "heap.bytes",
     ];
     match order.iter().position(|o| *o == name) {
         Some(i) => (0, format!("{i:03}")),
@@ -246,6 +252,8 @@ fn short_name(name: &str) -> String {
         "futex.waits.per_op" => "futex waits/op".into(),
         "futex.wait_time.per_op" => "futex wait time/op".into(),
         "memory.max_rss" => "peak RSS".into(),
+        "heap.allocs.per_op" => "allocations/op".into(),
+        "heap.bytes.per_op" => "heap bytes/op".into(),
         n => match n.strip_prefix("latency.") {
             Some(p) => format!("{} latency", p.replace('_', ".")),
             None => n.replace(".per_op", "/op").replace(['.', '_'], " "),
@@ -266,6 +274,8 @@ pub fn headline(c: &Comparison) -> String {
                 | "futex.waits.per_op"
                 | "futex.wait_time.per_op"
                 | "memory.max_rss"
+                | "heap.allocs.per_op"
+                | "heap.bytes.per_op"
         ) || n.starts_with("latency.")
             || (n.starts_with("span.") && n.ends_with(".time.per_op"))
             || (n.starts_with("gc.") && n.ends_with(".per_op"))

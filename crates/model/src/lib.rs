@@ -5,6 +5,7 @@
 
 pub mod driver;
 pub mod duration;
+pub mod heap;
 mod hist;
 pub mod metrics;
 pub mod raw;
@@ -16,6 +17,7 @@ use std::{fs, io, path::Path};
 
 use serde::{Deserialize, Serialize};
 
+pub use heap::Heap;
 pub use hist::Log2Hist;
 pub use stacks::{
     Binary, Frame, FrameKind, Profile, Profiles, Stack, StackQuality, StackStats, UnwindTables,
@@ -73,6 +75,9 @@ pub struct Run {
     /// for a live one, read as the recording ends).
     #[serde(default)]
     pub max_rss_kb: Option<u64>,
+    /// What a dhat-instrumented target allocated (`record --heap-profile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heap: Option<Heap>,
     /// Timestamped events (`record --timeline`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<Timeline>,
@@ -566,6 +571,7 @@ pub(crate) mod tests {
             workload: None,
             gc: None,
             max_rss_kb: None,
+            heap: None,
             timeline: None,
         }
     }

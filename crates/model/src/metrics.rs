@@ -23,6 +23,8 @@ pub struct Metric {
     pub better: Better,
 }
 
+const MIB: f64 = 1024.0 * 1024.0;
+
 fn put(
     m: &mut BTreeMap<String, Metric>,
     name: impl Into<String>,
@@ -228,6 +230,27 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
     if let Some(kb) = run.max_rss_kb {
         put(&mut m, "memory.max_rss", kb as f64 / 1024.0, MiB, Lower);
     }
+    if let Some(h) = &run.heap {
+        rates(
+            &mut m,
+            "heap.allocs",
+            h.allocations as f64,
+            secs,
+            ops,
+            Lower,
+        );
+        put(&mut m, "heap.bytes", h.bytes as f64 / MIB, MiB, Lower);
+        if let Some(ops) = ops.filter(|o| *o > 0.0) {
+            put(
+                &mut m,
+                "heap.bytes.per_op",
+                h.bytes as f64 / ops,
+                BytesPerOp,
+                Lower,
+            );
+        }
+        put(&mut m, "heap.peak", h.peak_bytes as f64 / MIB, MiB, Lower);
+    }
     if let Some(g) = &run.gc {
         rates(&mut m, "gc.cycles", g.cycles as f64, secs, ops, Lower);
         put(&mut m, "gc.pauses", g.pauses as f64, Count, Lower);
@@ -357,6 +380,10 @@ pub const NAMES: &[&str] = &[
     "gc.pause_total",
     "gc.pause_max",
     "gc.mark_assists[.per_s|.per_op]",
+    "heap.allocs[.per_s|.per_op]",
+    "heap.bytes",
+    "heap.bytes.per_op",
+    "heap.peak",
 ];
 
 /// The unit a budget's number is in, for a [`NAMES`] entry: "µs", "count, /s, /op" for a
@@ -374,7 +401,8 @@ pub fn unit_label(pattern: &str) -> String {
         "duration" => Unit::Seconds,
         "throughput" => Unit::PerSecond,
         "offcpu.share" | "cpu.utilisation" => Unit::Percent,
-        "memory.max_rss" => Unit::MiB,
+        "memory.max_rss" | "heap.bytes" | "heap.peak" => Unit::MiB,
+        "heap.bytes.per_op" => Unit::BytesPerOp,
         "perf.<counter>" => return "count (task-clock: ms)".into(),
         p if p.starts_with("latency.") || p.ends_with(".avg_us") => Unit::Micros,
         p if p.ends_with("time.per_op") || p == "cpu.per_op" => Unit::MicrosPerOp,

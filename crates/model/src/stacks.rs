@@ -23,6 +23,10 @@ pub struct Profiles {
     /// Futex wait time by user stack at the wait; label: the futex word's address; value: ns.
     #[serde(default)]
     pub futex: Profile,
+    /// Heap allocations by allocation site (`record --heap-profile`, from dhat); value:
+    /// allocations.
+    #[serde(default, skip_serializing_if = "Profile::is_empty")]
+    pub heap: Profile,
     /// Recording settings and what was lost.
     pub stats: StackStats,
     /// The binaries of the user frames, with their mappings and build IDs.
@@ -42,6 +46,10 @@ pub struct Profile {
 }
 
 impl Profile {
+    pub fn is_empty(&self) -> bool {
+        self.stacks.is_empty()
+    }
+
     pub fn total(&self) -> u64 {
         self.stacks.iter().map(|s| s.value).sum()
     }

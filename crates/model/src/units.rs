@@ -24,6 +24,8 @@ pub enum Unit {
     /// A percentage, 0–100 (not a share).
     Percent,
     MiB,
+    /// Bytes per operation.
+    BytesPerOp,
 }
 
 /// A unit name that is not one of [`Unit::ALL`]'s suffixes.
@@ -32,7 +34,7 @@ pub enum Unit {
 pub struct UnknownUnit(pub String);
 
 impl Unit {
-    pub const ALL: [Unit; 9] = [
+    pub const ALL: [Unit; 10] = [
         Unit::Count,
         Unit::PerSecond,
         Unit::PerOp,
@@ -42,6 +44,7 @@ impl Unit {
         Unit::Seconds,
         Unit::Percent,
         Unit::MiB,
+        Unit::BytesPerOp,
     ];
 
     /// The unit as tables and serialized figures spell it: "count", "1/s", "µs/op", "%".
@@ -56,6 +59,7 @@ impl Unit {
             Unit::Seconds => "s",
             Unit::Percent => "%",
             Unit::MiB => "MiB",
+            Unit::BytesPerOp => "B/op",
         }
     }
 

@@ -55,6 +55,11 @@ pub fn flamegraph_threads(
             Palette::Basic(BasicPalette::Orange),
             BackgroundColor::Grey,
         ),
+        ProfileKind::Heap => (
+            "Heap allocations by site (dhat)",
+            Palette::Basic(BasicPalette::Green),
+            BackgroundColor::Grey,
+        ),
         ProfileKind::Syscalls => (
             "Syscall flame graph",
             Palette::Basic(BasicPalette::Purple),

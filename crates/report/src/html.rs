@@ -29,7 +29,7 @@ const SCRIPT: &str = include_str!("sort.js");
 /// The report of a run as one HTML document.
 pub fn html(run: &Run) -> Result<String, Error> {
     let mut graphs = Vec::new();
-    for kind in ProfileKind::ALL {
+    for kind in ProfileKind::ALL.into_iter().filter(|k| k.present(run)) {
         // Threads merged by role, when that merges any.
         let by_role = if merges_threads(run, kind) {
             crate::flame::flamegraph_threads(run, kind, crate::Threads::ByRole)?
@@ -71,6 +71,7 @@ pub fn html(run: &Run) -> Result<String, Error> {
         ("flame-wakeup", "Wakeups"),
         ("flame-syscalls", "Syscall stacks"),
         ("flame-futex", "Futex waits"),
+        ("flame-heap", if run.heap.is_some() { "Heap" } else { "" }),
         ("warnings", "Drops and warnings"),
     ];
     let nav: Vec<(&str, &str)> = nav.into_iter().filter(|(_, t)| !t.is_empty()).collect();
@@ -642,6 +643,18 @@ fn flame_note(run: &Run, kind: ProfileKind) -> String {
             ns(total),
             offcpu_sampling_note(stats)
         ),
+        ProfileKind::Heap => match &run.heap {
+            Some(h) => format!(
+                "{} ({}) allocated by the target over its life, by allocation site, from the \
+                 heap profile <code>{}</code> its dhat allocator wrote; peak heap {} in {}.",
+                counted(h.allocations, "allocation"),
+                switchyard_model::units::bytes(h.bytes),
+                Esc(&h.source),
+                switchyard_model::units::bytes(h.peak_bytes),
+                counted(h.peak_blocks, "block"),
+            ),
+            None => String::new(),
+        },
         ProfileKind::Futex => format!(
             "{} waiting on futexes, by the user stack at the wait; the frame above the thread \
              name is the futex word's address.",

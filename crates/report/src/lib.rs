@@ -37,16 +37,24 @@ pub enum ProfileKind {
     Syscalls,
     /// Futex wait time by user stack at the wait; value: ns.
     Futex,
+    /// Heap allocations by allocation site (dhat); value: allocations.
+    Heap,
 }
 
 impl ProfileKind {
-    pub const ALL: [ProfileKind; 5] = [
+    pub const ALL: [ProfileKind; 6] = [
         ProfileKind::OnCpu,
         ProfileKind::OffCpu,
         ProfileKind::Wakeup,
         ProfileKind::Syscalls,
         ProfileKind::Futex,
+        ProfileKind::Heap,
     ];
+
+    /// Whether a run can have this profile: the heap only with a heap profile attached.
+    pub fn present(self, run: &Run) -> bool {
+        self != ProfileKind::Heap || run.heap.is_some()
+    }
 
     /// Short name, used for file names and HTML ids: "oncpu", "offcpu", "wakeup", "syscalls".
     pub fn name(self) -> &'static str {
@@ -56,6 +64,7 @@ impl ProfileKind {
             ProfileKind::Wakeup => "wakeup",
             ProfileKind::Syscalls => "syscalls",
             ProfileKind::Futex => "futex",
+            ProfileKind::Heap => "heap",
         }
     }
 
@@ -67,6 +76,7 @@ impl ProfileKind {
             ProfileKind::Wakeup => "Wakeup",
             ProfileKind::Syscalls => "Syscall stacks",
             ProfileKind::Futex => "Futex wait",
+            ProfileKind::Heap => "Heap allocations",
         }
     }
 
@@ -78,6 +88,7 @@ impl ProfileKind {
             ProfileKind::Wakeup => &profiles.wakeup,
             ProfileKind::Syscalls => &profiles.syscalls,
             ProfileKind::Futex => &profiles.futex,
+            ProfileKind::Heap => &profiles.heap,
         }
     }
 
@@ -91,6 +102,7 @@ impl ProfileKind {
             ProfileKind::OnCpu => "samples",
             ProfileKind::OffCpu | ProfileKind::Wakeup | ProfileKind::Futex => "ns",
             ProfileKind::Syscalls => "calls",
+            ProfileKind::Heap => "allocations",
         }
     }
 }

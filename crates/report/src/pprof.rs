@@ -64,6 +64,10 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
             let t = b.value_type("futex_wait", "nanoseconds");
             (vec![t.clone()], Some(t), 1)
         }
+        ProfileKind::Heap => {
+            let t = b.value_type("alloc_objects", "count");
+            (vec![t.clone()], Some(t), 1)
+        }
         ProfileKind::Syscalls => {
             let t = b.value_type("calls", "count");
             let every = profiles.stats.syscall_sample_every.max(1);
@@ -226,6 +230,7 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
         ProfileKind::Wakeup => b.string("state"),
         ProfileKind::Syscalls => b.string("syscall"),
         ProfileKind::Futex => b.string("futex"),
+        ProfileKind::Heap => b.string("site"),
     };
     let waker = b.string("waker");
     let mut samples = Vec::new();

@@ -467,6 +467,7 @@ pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profil
         .collect();
     Profiles {
         timeline_stacks,
+        heap: Profile::default(),
         frames: r.frames,
         oncpu,
         offcpu,
