@@ -218,7 +218,9 @@ pub fn render(run: &Run, top: usize) -> String {
         let _ = writeln!(out, "peak RSS: {}", kib_as_mib(kb));
     }
     if let Some(h) = &run.heap {
+        let spawned = run.meta.mode == switchyard_model::TargetMode::Spawn;
         let per_op = match run.operations.filter(|&o| o > 0) {
+            _ if !spawned => " (over the target's life, from before the recording)".to_string(),
             Some(ops) => format!(
                 " ({:.2}/op, {:.0} B/op)",
                 h.allocations as f64 / ops as f64,

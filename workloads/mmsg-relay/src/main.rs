@@ -53,7 +53,17 @@ struct Args {
     drop_every: Option<NonZeroU64>,
 }
 
+#[cfg(feature = "dhat")]
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
 fn main() -> ExitCode {
+    // Built with `--features dhat`: a heap profile of the whole run, written as it exits to
+    // $DHAT_HEAP_FILE (default: dhat-heap.json in the working directory).
+    #[cfg(feature = "dhat")]
+    let _heap_profile = dhat::Profiler::builder()
+        .file_name(std::env::var_os("DHAT_HEAP_FILE").unwrap_or_else(|| "dhat-heap.json".into()))
+        .build();
     match run(Args::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -26,6 +26,11 @@ struct Cli {
     /// a regression: a spin lock labelled as abs must fail the abs budgets).
     #[arg(long, global = true, env = "AS_BUILD", value_name = "BUILD")]
     as_build: Option<String>,
+    /// Serve the Rust builds from their `dhat` feature's binaries (built under target/dhat)
+    /// and attach each server's heap profile to its run: allocations and bytes per operation,
+    /// peak heap, allocation sites. Allocation-heavy servers run slower under it.
+    #[arg(long, global = true, env = "HEAP", value_parser = clap::builder::FalseyValueParser::new())]
+    heap: bool,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -125,10 +130,11 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<u8, Failure> {
-    let tools = cli
+    let mut tools = cli
         .bin_dir
         .map(Tools::new)
         .unwrap_or_else(Tools::beside_current_exe);
+    tools.heap = cli.heap;
     let as_build = cli.as_build.as_deref().filter(|b| !b.is_empty());
     let needs_signals = !matches!(
         cli.command,

@@ -98,7 +98,7 @@ pub fn measure(
             &scratch.path().to_string_lossy(),
         )
     };
-    let server = runner::start_filled(plan, tools, out, &values)?;
+    let server = runner::start_filled(plan, tools, out, &values, None)?;
     let addr = server.addr().to_string();
     let recorder = match &config.switchyard {
         None => None,

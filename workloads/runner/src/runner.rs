@@ -36,11 +36,58 @@ const SERVER_EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone)]
 pub struct Tools {
     pub bin: PathBuf,
+    /// Serve Rust builds from their `dhat` feature's binaries and attach their heap profiles
+    /// (`--heap`).
+    pub heap: bool,
 }
 
 impl Tools {
     pub fn new(bin: impl Into<PathBuf>) -> Tools {
-        Tools { bin: bin.into() }
+        Tools {
+            bin: bin.into(),
+            heap: false,
+        }
+    }
+
+    /// With `--heap`, a Rust build's server comes from its `dhat` feature's build, made here
+    /// (once; cargo keeps it up to date) under `target/dhat`, beside the normal binaries it must
+    /// not replace. `None`: not asked for, or not a Rust build.
+    fn dhat_server(&self, plan: &Plan) -> Result<Option<Tools>, Failure> {
+        let Some(package) = plan.build.package.filter(|_| self.heap) else {
+            return Ok(None);
+        };
+        // target/release → the workspace.
+        let workspace = self
+            .bin
+            .parent()
+            .and_then(Path::parent)
+            .ok_or_else(|| Failure::new("cannot find the workspace above the binaries"))?;
+        let target = workspace.join("target/dhat");
+        eprintln!("    building {package} with its dhat feature (heap profile)");
+        let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args([
+                "build",
+                "--release",
+                "--quiet",
+                "--features",
+                "dhat",
+                "-p",
+                package,
+            ])
+            .arg("--target-dir")
+            .arg(&target)
+            .current_dir(workspace)
+            .status()
+            .map_err(|e| Failure::io("running cargo build", e))?;
+        if !status.success() {
+            return Err(Failure::new(format!(
+                "building {package} with --features dhat failed ({status})"
+            )));
+        }
+        Ok(Some(Tools {
+            bin: target.join("release"),
+            heap: true,
+        }))
     }
 
     /// The directory this program runs from: `just build` puts every binary there.
@@ -49,7 +96,7 @@ impl Tools {
             .ok()
             .and_then(|p| p.parent().map(Path::to_path_buf))
             .unwrap_or_else(|| PathBuf::from("target/release"));
-        Tools { bin }
+        Tools { bin, heap: false }
     }
 
     pub fn switchyard(&self) -> PathBuf {
@@ -112,13 +159,22 @@ pub fn run(
         .arg(&result)
         .arg("-o")
         .arg(out.join("run.json"));
+    // The server's heap profile, written as it exits, attached to the run.
+    let dhat = tools.dhat_server(plan)?;
+    let heap_file = out.join("dhat-heap.json");
+    if dhat.is_some() {
+        let _ = fs::remove_file(&heap_file);
+        record.arg("--heap-profile").arg(&heap_file);
+        record.env("DHAT_HEAP_FILE", &heap_file);
+    }
+    let server_tools = dhat.as_ref().unwrap_or(tools);
 
     let status = match w.attach {
         Attach::Spawn => {
             let server_words = fill_words(plan.build.server, &values(""));
             record
                 .arg("--")
-                .arg(tools.bin.join(&server_words[0]))
+                .arg(server_tools.bin.join(&server_words[0]))
                 .args(&server_words[1..]);
             record.stderr(create(&out.join("record.err"))?);
             let recorder = ServerProcess::spawn(record, READY_TIMEOUT)
@@ -139,7 +195,13 @@ pub fn run(
             status?
         }
         Attach::AfterPrefill => {
-            let server = start_filled(plan, tools, out, &values)?;
+            let server = start_filled(
+                plan,
+                server_tools,
+                out,
+                &values,
+                dhat.as_ref().map(|_| heap_file.as_path()),
+            )?;
             let addr = server.addr().to_string();
             let recorder = match attach(record, &server, plan, out) {
                 Ok(recorder) => recorder,
@@ -157,11 +219,20 @@ pub fn run(
                 stop_server(server, &out.join("server.out"));
                 return Err(failure);
             }
-            // A live process is recorded until Ctrl-C; then the server is stopped.
+            // A live process is recorded until Ctrl-C; then the server is stopped. A heap
+            // profile is written as the server exits, while switchyard waits for it.
             let _ = recorder.interrupt();
+            let server = if server_tools.heap {
+                stop_server(server, &out.join("server.out"));
+                None
+            } else {
+                Some(server)
+            };
             let status = finish(recorder, &out.join("record.out"), RECORD_EXIT_TIMEOUT);
             drop(forwarding);
-            stop_server(server, &out.join("server.out"));
+            if let Some(server) = server {
+                stop_server(server, &out.join("server.out"));
+            }
             status?
         }
     };
@@ -185,9 +256,13 @@ pub(crate) fn start_filled(
     tools: &Tools,
     out: &Path,
     values: &Values<'_>,
+    heap_file: Option<&Path>,
 ) -> Result<ServerProcess, Failure> {
     let w = plan.workload;
     let mut server = tools.command(&fill_words(plan.build.server, &values("")));
+    if let Some(file) = heap_file {
+        server.env("DHAT_HEAP_FILE", file);
+    }
     server.stderr(create(&out.join("server.err"))?);
     let server = ServerProcess::spawn(server, READY_TIMEOUT)
         .map_err(|e| not_ready(plan, &e, &out.join("server.err")))?;

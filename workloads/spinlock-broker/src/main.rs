@@ -70,9 +70,12 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // Built with `--features dhat`: a heap profile of the whole run, written as it exits to
+    // $DHAT_HEAP_FILE (default: dhat-heap.json in the working directory).
     #[cfg(feature = "dhat")]
-    let _heap_profile = dhat::Profiler::new_heap();
-
+    let _heap_profile = dhat::Profiler::builder()
+        .file_name(std::env::var_os("DHAT_HEAP_FILE").unwrap_or_else(|| "dhat-heap.json".into()))
+        .build();
     let args = Args::parse();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
