@@ -10,8 +10,8 @@ use crate::{folded::frame_name, units::ns};
 
 const SCRIPT: &str = include_str!("tracks.js");
 
-/// Slices per page at most: beyond it, slices narrower than 1/20,000 of the run are merged
-/// into the slice before them (a pixel of a wide screen is 1/2,000 of it).
+/// Slices per page at most: beyond it, slices narrower than 1/20,000 of the run are drawn one
+/// per such step, in the state that took most of it (a pixel of a wide screen is 1/2,000).
 const MAX_SLICES: usize = 400_000;
 /// Timestamped samples and off-CPU intervals per page at most (the earliest are kept).
 const MAX_SAMPLES: usize = 400_000;
@@ -51,8 +51,9 @@ pub fn section(run: &Run) -> Option<String> {
     if merged > 0 {
         let _ = writeln!(
             out,
-            "<p class=\"note\">{merged} slices shorter than {} were merged into the slice before \
-             them to keep this page small; <code>trace.json</code> has them all.</p>",
+            "<p class=\"note\">To keep this page small, {merged} slices shorter than {} are \
+             drawn one per step of that length, in the state that held the thread for most of \
+             it; <code>trace.json</code> has every slice.</p>",
             ns(end / 20_000)
         );
     }
@@ -79,6 +80,34 @@ pub fn section(run: &Run) -> Option<String> {
     Some(out)
 }
 
+/// Slices inside one resolution step of a thread's track.
+struct Bucket {
+    start: u64,
+    /// The start of its first slice and the end of its last.
+    first: u64,
+    end: u64,
+    /// Time and last syscall by state.
+    time: [u64; 6],
+    syscall: [u32; 6],
+    slices: usize,
+}
+
+impl Bucket {
+    /// Draws the step as one slice in its main state; returns how many slices it merged.
+    fn flush(self, flat: &mut Vec<u64>) -> usize {
+        let state = (0..6)
+            .max_by_key(|&s| (self.time[s], usize::MAX - s))
+            .unwrap_or(0);
+        flat.extend([
+            self.first,
+            self.end - self.first,
+            state as u64,
+            u64::from(self.syscall[state]),
+        ]);
+        self.slices - 1
+    }
+}
+
 const STATES: [ThreadState; 6] = [
     ThreadState::Running,
     ThreadState::Runnable,
@@ -101,18 +130,43 @@ fn data(run: &Run, tl: &Timeline, end: u64) -> (String, usize) {
         .map(|t| {
             comm.insert(t.tid, t.comm.clone());
             let mut flat: Vec<u64> = Vec::with_capacity(t.slices.len() * 4);
+            // Slices narrower than the resolution are drawn one per resolution step, in the
+            // state that took most of the step.
+            let mut bucket: Option<Bucket> = None;
             for &(start, dur, state, syscall) in &t.slices {
-                let n = flat.len();
-                if dur < resolution && n >= 4 && flat[n - 4] + flat[n - 3] == start {
-                    flat[n - 3] += dur;
-                    merged += 1;
-                    continue;
-                }
                 if syscall > 0 {
                     sys.entry(syscall)
                         .or_insert_with(|| syscall_name(syscall - 1));
                 }
-                flat.extend([start, dur, state as u64, syscall as u64]);
+                if dur >= resolution {
+                    if let Some(b) = bucket.take() {
+                        merged += b.flush(&mut flat);
+                    }
+                    flat.extend([start, dur, state as u64, syscall as u64]);
+                    continue;
+                }
+                let step = start - start % resolution;
+                if bucket.as_ref().is_some_and(|b| b.start != step)
+                    && let Some(b) = bucket.take()
+                {
+                    merged += b.flush(&mut flat);
+                }
+                let b = bucket.get_or_insert(Bucket {
+                    start: step,
+                    first: start,
+                    end: start,
+                    time: [0; 6],
+                    syscall: [0; 6],
+                    slices: 0,
+                });
+                let s = (state as usize).min(5);
+                b.time[s] += dur;
+                b.syscall[s] = syscall;
+                b.end = start + dur;
+                b.slices += 1;
+            }
+            if let Some(b) = bucket.take() {
+                merged += b.flush(&mut flat);
             }
             json!({"name": format!("{} {}", t.comm, t.tid), "tid": t.tid, "s": flat})
         })
