@@ -370,6 +370,20 @@ fn per_operation(out: &mut String, run: &Run, ops: u64) {
         let off: u64 = run.threads.iter().map(|t| t.offcpu_ns()).sum();
         kv(out, "Off-CPU time", &ns_f(per(off)));
     }
+    // dhat counts a target's whole life: per operation only when it was spawned for the run.
+    if let Some(h) = &run.heap
+        && run.meta.mode == TargetMode::Spawn
+    {
+        kv(
+            out,
+            "Heap allocations (dhat)",
+            &format!(
+                "{} ({} B)",
+                significant(per(h.allocations)),
+                significant(per(h.bytes))
+            ),
+        );
+    }
     out.push_str("</table>\n");
 }
 
