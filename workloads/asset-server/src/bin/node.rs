@@ -1,0 +1,38 @@
+//! `asset-server-node ARGS…`: the Node.js build (node-gzip). Writes the server's source
+//! (`node/server.js`, compiled in) beside the system's temporary files and replaces itself
+//! with `node --perf-basic-prof --interpreted-frames-native-stack server.js ARGS…`, so the
+//! process a profiler follows is Node itself, with a perf map of its JIT code.
+
+use std::{os::unix::process::CommandExt as _, process::ExitCode};
+
+const SOURCE: &str = include_str!("../../node/server.js");
+
+fn main() -> ExitCode {
+    let dir = std::env::temp_dir().join(format!("asset-server-node-{}", env!("CARGO_PKG_VERSION")));
+    let script = dir.join("server.js");
+    let fresh = std::fs::read_to_string(&script).is_ok_and(|s| s == SOURCE);
+    if !fresh {
+        // Written under a temporary name and renamed: runs started at once never see half.
+        let tmp = dir.join(format!("server.js.{}", std::process::id()));
+        if let Err(e) = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(&tmp, SOURCE))
+            .and_then(|()| std::fs::rename(&tmp, &script))
+        {
+            eprintln!(
+                "asset-server-node: error: writing {}: {e}",
+                script.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
+    let err = std::process::Command::new("node")
+        .arg("--perf-basic-prof")
+        .arg("--interpreted-frames-native-stack")
+        .arg(&script)
+        .args(std::env::args_os().skip(1))
+        .exec();
+    eprintln!(
+        "asset-server-node: error: cannot run node: {err}\nhint: install Node.js (`just setup` does: apt-get install nodejs)"
+    );
+    ExitCode::from(2)
+}
