@@ -344,15 +344,18 @@ fn no_thread_outlives_the_window_under_a_switch_storm() {
             run["drops"]
         );
     }
-    // The caller and the two players run from the start to the end.
+    // The caller runs from the start to the end; the players for the storm's 2 s (the window
+    // also holds the program's start, longer on a loaded host).
     let long: Vec<f64> = threads
         .iter()
         .map(lifetime_ns)
         .filter(|&l| l > window * 0.5)
         .collect();
     assert!(long.len() >= 3, "{long:?} in a {window} ns window");
+    let caller = long.iter().copied().fold(0.0, f64::max);
+    assert!(caller >= window * 0.99, "the caller: {caller} ns in a {window} ns window");
     for l in long {
-        assert!(l >= window * 0.95, "{l} ns in a {window} ns window");
+        assert!(l >= 2e9 * 0.95, "{l} ns for a 2 s storm, in a {window} ns window");
     }
 }
 
