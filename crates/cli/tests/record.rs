@@ -353,9 +353,15 @@ fn no_thread_outlives_the_window_under_a_switch_storm() {
         .collect();
     assert!(long.len() >= 3, "{long:?} in a {window} ns window");
     let caller = long.iter().copied().fold(0.0, f64::max);
-    assert!(caller >= window * 0.99, "the caller: {caller} ns in a {window} ns window");
+    assert!(
+        caller >= window * 0.99,
+        "the caller: {caller} ns in a {window} ns window"
+    );
     for l in long {
-        assert!(l >= 2e9 * 0.95, "{l} ns for a 2 s storm, in a {window} ns window");
+        assert!(
+            l >= 2e9 * 0.95,
+            "{l} ns for a 2 s storm, in a {window} ns window"
+        );
     }
 }
 

@@ -46,7 +46,7 @@ struct Args {
     #[arg(long)]
     level: Option<i32>,
     /// The models (a directory written by asset-models).
-    #[arg(long)]
+    #[arg(long, default_value_os_t = asset_server::models::default_dir())]
     models: PathBuf,
     /// Port on 127.0.0.1; 0 lets the kernel choose (printed as `ready <port>`).
     #[arg(long, default_value_t = 0)]

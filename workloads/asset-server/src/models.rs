@@ -37,6 +37,21 @@ struct Manifest {
     models: Vec<ModelFile>,
 }
 
+/// Where the models go when no directory is given: `target/asset-models` of the build the
+/// program runs from (any profile or target directory under `target/`), else beside it.
+pub fn default_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let target = exe
+        .ancestors()
+        .find(|d| d.file_name().is_some_and(|n| n == "target"));
+    match target {
+        Some(t) => t.join("asset-models"),
+        None => exe
+            .parent()
+            .map_or_else(|| PathBuf::from("asset-models"), |d| d.join("asset-models")),
+    }
+}
+
 /// The models of `sizes_mib` in `dir`, generated unless a manifest says they are there
 /// already (and each file still has its size).
 pub fn ensure(dir: &Path, sizes_mib: &[u32]) -> anyhow::Result<Vec<ModelFile>> {

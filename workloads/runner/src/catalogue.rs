@@ -78,6 +78,9 @@ pub struct Workload {
     pub attach: Attach,
     /// Program and arguments run before switchyard attaches ([`Attach::AfterPrefill`]).
     pub prefill: Option<&'static [&'static str]>,
+    /// Program and arguments run before the server starts, unrecorded (e.g. generating the
+    /// files it serves).
+    pub setup: Option<&'static [&'static str]>,
     pub driver: &'static [&'static str],
 }
 
@@ -144,6 +147,7 @@ pub const WORKLOADS: &[Workload] = &[
         load: "{producers} producers, {size}-byte messages",
         attach: Attach::Spawn,
         prefill: None,
+        setup: None,
         driver: &[
             "spinlock-broker-driver",
             "--addr",
@@ -184,6 +188,7 @@ pub const WORKLOADS: &[Workload] = &[
         load: "{rooms} rooms of {speakers} speakers",
         attach: Attach::Spawn,
         prefill: None,
+        setup: None,
         driver: &[
             "mmsg-relay-driver",
             "--addr",
@@ -261,6 +266,7 @@ pub const WORKLOADS: &[Workload] = &[
             "--capacity",
             "{capacity}",
         ]),
+        setup: None,
         driver: &[
             "read-state-cache-driver",
             "--addr",
@@ -285,7 +291,94 @@ pub const WORKLOADS: &[Workload] = &[
             "{result}",
         ],
     },
+    Workload {
+        name: "asset-server",
+        about: "a 3D-model asset server: parse, relicense, compress, encrypt and stream 5-40 MiB GLBs; Node.js + gzip, Rust + gzip, Rust + zstd",
+        builds: &[
+            asset_build(
+                "node-gzip",
+                &["asset-server-node", "--exit-after-idle", "300"],
+                None,
+            ),
+            asset_build(
+                "rust-gzip",
+                &[
+                    "asset-server",
+                    "--codec",
+                    "gzip",
+                    "--exit-after-idle",
+                    "300",
+                ],
+                Some("asset-server"),
+            ),
+            asset_build(
+                "rust-zstd",
+                &[
+                    "asset-server",
+                    "--codec",
+                    "zstd",
+                    "--exit-after-idle",
+                    "300",
+                ],
+                Some("asset-server"),
+            ),
+        ],
+        default_build: "rust-zstd",
+        knobs: &[
+            Knob {
+                name: "rate",
+                kind: KnobKind::Count,
+                default: KnobDefault::Fixed("2"),
+                env: None,
+                about: "requests per second (open loop), the six models in turn",
+            },
+            Knob {
+                name: "connections",
+                kind: KnobKind::Count,
+                default: KnobDefault::Fixed("4"),
+                env: None,
+                about: "keep-alive connections",
+            },
+        ],
+        load: "{rate} requests/s of 5-40 MiB models over {connections} connections",
+        attach: Attach::Spawn,
+        prefill: None,
+        // The models, generated once into target/asset-models (about 10 s), never while
+        // recording.
+        setup: Some(&["asset-models"]),
+        driver: &[
+            "asset-server-driver",
+            "--addr",
+            "{addr}",
+            "--rate",
+            "{rate}",
+            "--connections",
+            "{connections}",
+            "--duration",
+            "{seconds}s",
+            "--build",
+            "{label}",
+            "--out",
+            "{result}",
+        ],
+    },
 ];
+
+/// An asset-server build served by `program` (`asset-server` or `asset-server-node`).
+const fn asset_build(
+    name: &'static str,
+    server: &'static [&'static str],
+    package: Option<&'static str>,
+) -> Build {
+    Build {
+        name,
+        server,
+        package,
+        spans: &[],
+        record_flags: &[],
+        load_note: "",
+    }
+}
 
 /// A broker build; `spans` times the lock's acquire function (entry to return).
 const fn broker_build(name: &'static str, spans: &'static [Span]) -> Build {

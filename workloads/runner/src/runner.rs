@@ -149,6 +149,20 @@ pub fn run(
         )
     };
 
+    if let Some(setup) = w.setup {
+        let words = fill_words(setup, &values(""));
+        let log = out.join("setup.out");
+        let status = run_logged(tools.command(&words), &log)?;
+        if !status.success() {
+            return Err(Failure::new(format!(
+                "setting up the {} failed ({status}); see {}",
+                w.name,
+                log.display()
+            ))
+            .hint(format!("it ran: {}", shown(&words)))
+            .tail(&log, 3));
+        }
+    }
     let mut record = tools.command(&["switchyard".into(), "record".into()]);
     record.args(plan.build.record_flags);
     for span in plan.build.spans {

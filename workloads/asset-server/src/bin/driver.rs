@@ -47,7 +47,7 @@ struct Args {
     #[arg(long)]
     addr: SocketAddr,
     /// The models the server serves (the same directory).
-    #[arg(long)]
+    #[arg(long, default_value_os_t = asset_server::models::default_dir())]
     models: PathBuf,
     /// Requests per second, across the connections.
     #[arg(long)]

@@ -12,7 +12,7 @@ use clap::Parser;
 #[command(name = "asset-models", version)]
 struct Args {
     /// Where the models and their manifest go.
-    #[arg(long)]
+    #[arg(long, default_value_os_t = asset_server::models::default_dir())]
     out: PathBuf,
     /// Model sizes, MiB.
     #[arg(long, value_delimiter = ',', default_values_t = models::DEFAULT_SIZES_MIB)]

@@ -25,12 +25,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let err = std::process::Command::new("node")
-        .arg("--perf-basic-prof")
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut node = std::process::Command::new("node");
+    node.arg("--perf-basic-prof")
         .arg("--interpreted-frames-native-stack")
         .arg(&script)
-        .args(std::env::args_os().skip(1))
-        .exec();
+        .args(&args);
+    if !args.iter().any(|a| a == "--models") {
+        node.arg("--models")
+            .arg(asset_server::models::default_dir());
+    }
+    let err = node.exec();
     eprintln!(
         "asset-server-node: error: cannot run node: {err}\nhint: install Node.js (`just setup` does: apt-get install nodejs)"
     );
