@@ -21,6 +21,17 @@ if [ ! -d "$sysroot/lib/rustlib/src/rust/library" ]; then
   rustup component add rust-src --toolchain nightly >/dev/null
 fi
 
+# The asset server's node-gzip build runs on Node.js (Debian's package when it is missing).
+if ! command -v node >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ]; then
+    say "warning: Node.js is missing (the asset server's node-gzip build needs it); hint: sudo apt-get install nodejs"
+  else
+    say "installing Node.js (apt-get install nodejs)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq nodejs >/dev/null 2>&1 || { apt-get update -qq >/dev/null; apt-get install -y -qq nodejs >/dev/null; }
+  fi
+fi
+
 llvm_major=$(rustc +nightly -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
 cargo_bin=${CARGO_HOME:-$HOME/.cargo}/bin
 stamp=${CARGO_HOME:-$HOME/.cargo}/switchyard-bpf-linker.stamp

@@ -213,7 +213,7 @@ fn prepare(state: &State, model: &[u8], licence: &str) -> anyhow::Result<(Bytes,
     let mut sealed = state.sealer.seal(&packed);
     let n = state.served.fetch_add(1, Ordering::Relaxed) + 1;
     if let Some(every) = state.corrupt_every
-        && n % every == 0
+        && n.is_multiple_of(every)
     {
         let at = sealed.len() / 2;
         sealed[at] ^= 0x01;

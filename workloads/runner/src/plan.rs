@@ -262,7 +262,7 @@ mod tests {
         assert_eq!(e.to_string(), "unknown workload 'spinlock'");
         assert_eq!(
             e.hint(),
-            "one of: spinlock-broker, mmsg-relay, read-state-cache"
+            "one of: spinlock-broker, mmsg-relay, read-state-cache, asset-server"
         );
     }
 

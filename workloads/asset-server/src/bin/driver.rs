@@ -106,7 +106,7 @@ fn run(args: Args) -> anyhow::Result<u64> {
     if !args.addr.ip().is_loopback() {
         bail!("{} is not a loopback address", args.addr);
     }
-    if !(args.rate > 0.0) {
+    if args.rate.is_nan() || args.rate <= 0.0 {
         bail!("--rate must be above 0");
     }
     // The expected bytes of every (model, licence): what both builds must serve.
