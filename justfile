@@ -78,3 +78,8 @@ bench-report seconds="60": build
 # Open a report in headless Chromium: fail on console errors, save a screenshot
 check-html html="reports/latest/index.html" png="reports/screenshot.png":
     bash crates/report/check-html.sh {{html}} {{png}}
+
+# The asset server story: node-gzip, rust-gzip and rust-zstd, REPEATS runs each, the comparison
+# pages and the table; `HEAP=1 just compare-assets` adds the Rust builds' allocations (dhat)
+compare-assets: build
+    {{runner}} compare-assets

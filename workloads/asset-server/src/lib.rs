@@ -22,8 +22,8 @@ pub const LICENCE_PLACEHOLDER: &str = "unlicensed-000000000000000000000000000000
 
 /// gzip's level in every gzip build: zlib's default, what Node's `zlib.gzip` uses.
 pub const GZIP_LEVEL: u32 = 6;
-/// zstd's level: the lowest whose ratio on the generated models is at least gzip -6's (see
-/// the README of reports/asset-server for the measured ratios at each level).
+/// zstd's level: its own default, at a ratio comparable to gzip 6's on the generated models
+/// (see reports/asset-server/README.md for every level's).
 pub const ZSTD_LEVEL: i32 = 3;
 
 /// How a response body is compressed before it is encrypted.

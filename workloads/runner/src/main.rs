@@ -105,6 +105,19 @@ enum Cmd {
         #[arg(long, env = "RUN_SECONDS", default_value_t = 3)]
         seconds: u64,
     },
+    /// `just compare-assets`: the asset server story (node-gzip, rust-gzip, rust-zstd), then
+    /// its table; with HEAP=1 the Rust builds' allocations too.
+    CompareAssets {
+        #[arg(long, env = "REPEATS", default_value_t = 3)]
+        repeats: u32,
+        #[arg(long, env = "RUN_SECONDS", default_value_t = 12)]
+        seconds: u64,
+    },
+    /// The asset server story's table of medians from its runs.
+    AssetTable {
+        #[arg(default_value = "reports/asset-server")]
+        root: PathBuf,
+    },
     /// The broker story's table of medians from its runs.
     BrokerTable {
         #[arg(default_value = "reports/spinlock-broker")]
@@ -138,7 +151,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
     let as_build = cli.as_build.as_deref().filter(|b| !b.is_empty());
     let needs_signals = !matches!(
         cli.command,
-        Cmd::List | Cmd::BrokerTable { .. } | Cmd::RelayTable { .. }
+        Cmd::List | Cmd::BrokerTable { .. } | Cmd::RelayTable { .. } | Cmd::AssetTable { .. }
     );
     let interrupts = if needs_signals {
         Interrupts::install().map_err(|e| Failure::io("installing the SIGINT handler", e))?
@@ -198,6 +211,13 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Cmd::CompareRelay { repeats, seconds } => {
             recipes::story(&story::relay(), repeats, seconds, &cx)
+        }
+        Cmd::CompareAssets { repeats, seconds } => {
+            recipes::story(&story::assets(), repeats, seconds, &cx)
+        }
+        Cmd::AssetTable { root } => {
+            let groups = story::load(&root, story::assets().builds)?;
+            out(&story::asset_table(&groups))
         }
         Cmd::BrokerTable { root } => {
             let groups = story::load(&root, story::broker(1).builds)?;

@@ -278,6 +278,7 @@ pub fn story(story: &Story, repeats: u32, seconds: u64, cx: &Context<'_>) -> Res
     let groups = story::load(root, story.builds)?;
     let table = match story.workload {
         "spinlock-broker" => story::broker_table(&groups),
+        "asset-server" => story::asset_table(&groups),
         _ => story::relay_table(&groups),
     };
     print!("{table}");

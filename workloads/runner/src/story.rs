@@ -85,6 +85,26 @@ pub fn relay() -> Story {
     }
 }
 
+/// node-gzip, rust-gzip and rust-zstd at one request a second, the six models in turn:
+/// the runtime's part (node-gzip → rust-gzip) and the codec's (rust-gzip → rust-zstd).
+pub fn assets() -> Story {
+    Story {
+        workload: "asset-server",
+        root: "reports/asset-server",
+        configs: vec![Config {
+            dir: "1rps".into(),
+            knobs: vec!["rate=1".into()],
+            title: "1 request/s, six models of 5-40 MiB in turn".into(),
+        }],
+        builds: &["node-gzip", "rust-gzip", "rust-zstd"],
+        comparisons: &[
+            ("node-gzip", "rust-zstd"),
+            ("node-gzip", "rust-gzip"),
+            ("rust-gzip", "rust-zstd"),
+        ],
+    }
+}
+
 /// The runs of one build in one configuration, with their figures.
 pub struct Group {
     /// The configuration's directory name.
@@ -258,6 +278,140 @@ pub fn relay_table(groups: &[Group]) -> String {
     out
 }
 
+/// On-CPU samples whose stack has a frame of each part of the asset server's work, by the
+/// frame names that mark it (inclusive: a sample is in every part it has a frame of).
+const ASSET_PARTS: [(&str, &[&str]); 4] = [
+    ("compression", &["deflate", "ZSTD_", "zstd::", "compress_block", "longest_match", "crc32"]),
+    ("encryption", &["aes", "Aes", "gcm", "ghash", "polyval", "Cipher", "EVP_"]),
+    ("JSON", &["serde_json", "JsonParser", "JSON", "json_parse", "v8::internal::JsonParser"]),
+    ("JS", &["_[j]"]),
+];
+
+/// The share (%) of a run's on-CPU samples with a frame of each of [`ASSET_PARTS`].
+fn asset_shares(run: &Run) -> [f64; 4] {
+    let frames = &run.profiles.frames;
+    let mut parts = [0u64; 4];
+    let mut total = 0u64;
+    for s in &run.profiles.oncpu.stacks {
+        total += s.value;
+        for (i, (_, marks)) in ASSET_PARTS.iter().enumerate() {
+            let hit = s.frames.iter().any(|&f| {
+                frames.get(f as usize).is_some_and(|fr| {
+                    let name = if fr.kind == switchyard_model::FrameKind::Jit {
+                        format!("{}_[j]", fr.name)
+                    } else {
+                        fr.name.clone()
+                    };
+                    marks.iter().any(|m| name.contains(m))
+                })
+            });
+            if hit {
+                parts[i] += s.value;
+            }
+        }
+    }
+    parts.map(|p| if total == 0 { 0.0 } else { 100.0 * p as f64 / total as f64 })
+}
+
+/// The asset server's table: per build, medians of CPU per request and per MiB served, the
+/// on-CPU share of each part of the work, syscalls and bytes per write, switches, latency,
+/// bytes per response, peak RSS and (dhat builds) allocations; then the story's
+/// decomposition into runtime and codec.
+pub fn asset_table(groups: &[Group]) -> String {
+    let head = [
+        "build",
+        "runs",
+        "CPU ms/req",
+        "CPU ms/MiB",
+        "compression %",
+        "encryption %",
+        "JSON %",
+        "JS %",
+        "syscalls/req",
+        "KiB/write",
+        "switches/req",
+        "mean ms",
+        "P99 ms",
+        "max ms",
+        "MiB/response",
+        "peak RSS MiB",
+        "allocs/req",
+        "alloc MiB/req",
+    ];
+    let mut out = header(&head);
+    let param = |g: &Group, name: &str| {
+        g.median(|run, _| {
+            run.workload
+                .as_ref()
+                .and_then(|w| w.parameters.get(name))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+    };
+    let mut cpu = BTreeMap::new();
+    for g in groups {
+        let served = param(g, "model_bytes_per_response") / 1048576.0;
+        let wire = param(g, "wire_bytes_per_response");
+        let cpu_ms = g.figure("cpu.per_op") / 1000.0;
+        cpu.insert(g.build, (cpu_ms, served));
+        let share = |i: usize| g.median(|run, _| Some(asset_shares(run)[i]));
+        let writes = g.median(|run, figures| {
+            let ops = metrics::lookup(run, figures, "operations")?.value;
+            let n: f64 = ["write", "writev", "sendto", "sendmsg"]
+                .iter()
+                .filter_map(|s| metrics::lookup(run, figures, &format!("syscalls.{s}")))
+                .map(|m| m.value)
+                .sum();
+            (ops > 0.0).then(|| n / ops)
+        });
+        let heap = |name: &str| {
+            let v = g.median(|run, figures| metrics::lookup(run, figures, name).map(|m| m.value));
+            if g.runs.iter().any(|(r, _)| r.heap.is_some()) {
+                format!("{v:.2}")
+            } else {
+                "–".into()
+            }
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {:.0} | {:.0} | {:.0} | {:.2} | {:.0} | {} | {} |",
+            g.build,
+            g.runs.len(),
+            cpu_ms,
+            if served > 0.0 { cpu_ms / served } else { 0.0 },
+            share(0),
+            share(1),
+            share(2),
+            share(3),
+            g.figure("syscalls.total.per_op"),
+            if writes > 0.0 { wire / writes / 1024.0 } else { 0.0 },
+            g.figure("switches.total.per_op"),
+            param(g, "mean_latency_ns") / 1e6,
+            g.figure("latency.p99") / 1e3,
+            g.figure("latency.max") / 1e3,
+            wire / 1048576.0,
+            g.figure("memory.max_rss"),
+            heap("heap.allocs.per_op"),
+            if g.runs.iter().any(|(r, _)| r.heap.is_some()) {
+                format!("{:.2}", g.figure("heap.bytes.per_op") / 1048576.0)
+            } else {
+                "–".into()
+            },
+        );
+    }
+    if let (Some(node), Some(gzip), Some(zstd)) =
+        (cpu.get("node-gzip"), cpu.get("rust-gzip"), cpu.get("rust-zstd"))
+    {
+        let _ = writeln!(
+            out,
+            "\nCPU per request: node-gzip → rust-zstd {:.1}× less; the runtime (node-gzip → rust-gzip) {:.2}×, the codec (rust-gzip → rust-zstd) {:.2}×.",
+            node.0 / zstd.0,
+            node.0 / gzip.0,
+            gzip.0 / zstd.0
+        );
+    }
+    out
+}
+
 /// `| a | b |` and `|---|---|`.
 pub(crate) fn header(head: &[&str]) -> String {
     format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()))
@@ -294,7 +448,7 @@ mod tests {
 
     #[test]
     fn stories_name_known_builds_and_knobs() {
-        for story in [broker(2), relay()] {
+        for story in [broker(2), relay(), assets()] {
             let w = crate::catalogue::workload(story.workload).expect("in the catalogue");
             for b in story.builds {
                 assert!(w.build(b).is_some(), "{} has no build {b}", w.name);

@@ -17,7 +17,7 @@
 //! with the SHA-256 of the model with that licence (computed here before the load). A
 //! response that is cut, changed, or not 200 is an error: counted in the result file, and the
 //! driver exits 1 with the first one described. The result's parameters carry the bytes on
-//! the wire per response and the mean latency.
+//! the wire and the model bytes served per response, and the mean latency.
 
 use std::{
     collections::BTreeMap,
@@ -137,6 +137,7 @@ fn run(args: Args) -> anyhow::Result<u64> {
     let start = Instant::now();
     let recorder = Arc::new(Mutex::new(Recorder::new(start, DEFAULT_WINDOW)));
     let wire_bytes = Arc::new(AtomicU64::new(0));
+    let model_bytes = Arc::new(AtomicU64::new(0));
     let (check_tx, check_rx) = mpsc::channel::<Received>();
     let check_rx = Arc::new(Mutex::new(check_rx));
     let errors = Arc::new(AtomicU64::new(0));
@@ -215,6 +216,7 @@ fn run(args: Args) -> anyhow::Result<u64> {
             Ok(())
         });
         let (recorder, wire, check) = (recorder.clone(), wire_bytes.clone(), check_tx.clone());
+        let served = model_bytes.clone();
         let receiver = thread::spawn(move || -> anyhow::Result<()> {
             for sent in rx {
                 let (status, headers, body) = read_response(&mut reader)
@@ -226,6 +228,8 @@ fn run(args: Args) -> anyhow::Result<u64> {
                     .record(done.saturating_duration_since(sent.due), done);
                 wire.fetch_add(body.len() as u64, Ordering::Relaxed);
                 let header = |name: &str| headers.get(name).map(String::as_str);
+                let size = header("x-asset-size").and_then(|s| s.parse().ok()).unwrap_or(0);
+                served.fetch_add(size as u64, Ordering::Relaxed);
                 let _ = check.send(Received {
                     k: sent.k,
                     model: sent.model,
@@ -264,6 +268,10 @@ fn run(args: Args) -> anyhow::Result<u64> {
     params.insert(
         "wire_bytes_per_response".into(),
         (wire_bytes.load(Ordering::Relaxed) / done.max(1)).into(),
+    );
+    params.insert(
+        "model_bytes_per_response".into(),
+        (model_bytes.load(Ordering::Relaxed) / done.max(1)).into(),
     );
     params.insert("mean_latency_ns".into(), (latency.mean() as u64).into());
     let result = DriverResult::new(WORKLOAD, &args.build, params, &recorder, errors, elapsed)?;
