@@ -81,13 +81,7 @@ fn main() -> ExitCode {
     let _heap_profile = dhat::Profiler::builder()
         .file_name(std::env::var_os("DHAT_HEAP_FILE").unwrap_or_else(|| "dhat-heap.json".into()))
         .build();
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("asset-server: error: {e:#}");
-            ExitCode::from(2)
-        }
-    }
+    switchyard_harness::exit_code("asset-server", run(Args::parse()))
 }
 
 fn run(args: Args) -> anyhow::Result<()> {

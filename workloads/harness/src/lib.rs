@@ -38,3 +38,18 @@ pub use result::{DriverResult, FORMAT, Measured, ResultError, SCHEMA_VERSION, mo
 pub use shutdown::Shutdown;
 pub use start::{StartGate, connect_tcp};
 pub use window::{DEFAULT_WINDOW, Window, WindowSeries};
+
+/// A server's exit: 0, or its error on one line (`NAME: error: …`, the whole cause chain)
+/// and exit code 2.
+pub fn exit_code<E: std::fmt::Display>(
+    name: &str,
+    result: Result<(), E>,
+) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

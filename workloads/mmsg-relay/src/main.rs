@@ -64,13 +64,7 @@ fn main() -> ExitCode {
     let _heap_profile = dhat::Profiler::builder()
         .file_name(std::env::var_os("DHAT_HEAP_FILE").unwrap_or_else(|| "dhat-heap.json".into()))
         .build();
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("mmsg-relay: error: {e:#}");
-            ExitCode::from(2)
-        }
-    }
+    switchyard_harness::exit_code("mmsg-relay", run(Args::parse()))
 }
 
 /// Turns the flags into one validated configuration: the options of the other mode are

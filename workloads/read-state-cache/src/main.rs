@@ -56,13 +56,7 @@ fn main() -> ExitCode {
     let _heap_profile = dhat::Profiler::builder()
         .file_name(std::env::var_os("DHAT_HEAP_FILE").unwrap_or_else(|| "dhat-heap.json".into()))
         .build();
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("read-state-cache: error: {e:#}");
-            ExitCode::from(2)
-        }
-    }
+    switchyard_harness::exit_code("read-state-cache", run(Args::parse()))
 }
 
 fn run(args: Args) -> anyhow::Result<()> {

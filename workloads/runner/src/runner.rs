@@ -151,17 +151,12 @@ pub fn run(
 
     if let Some(setup) = w.setup {
         let words = fill_words(setup, &values(""));
-        let log = out.join("setup.out");
-        let status = run_logged(tools.command(&words), &log)?;
-        if !status.success() {
-            return Err(Failure::new(format!(
-                "setting up the {} failed ({status}); see {}",
-                w.name,
-                log.display()
-            ))
-            .hint(format!("it ran: {}", shown(&words)))
-            .tail(&log, 3));
-        }
+        run_step(
+            tools,
+            &words,
+            &out.join("setup.out"),
+            &format!("setting up the {}", w.name),
+        )?;
     }
     let mut record = tools.command(&["switchyard".into(), "record".into()]);
     record.args(plan.build.record_flags);
@@ -283,19 +278,26 @@ pub(crate) fn start_filled(
     if let Some(prefill) = w.prefill {
         let words = fill_words(prefill, &values(&server.addr().to_string()));
         let log = out.join("prefill.out");
-        let status = run_logged(tools.command(&words), &log)?;
-        if !status.success() {
+        if let Err(failure) = run_step(tools, &words, &log, &format!("filling the {}", w.name)) {
             stop_server(server, &out.join("server.out"));
-            return Err(Failure::new(format!(
-                "filling the {} failed ({status}); see {}",
-                w.name,
-                log.display()
-            ))
-            .hint(format!("it ran: {}", shown(&words)))
-            .tail(&log, 3));
+            return Err(failure);
         }
     }
     Ok(server)
+}
+
+/// Runs a step of a run (`words`, its output in `log`); its failure says `what` failed, the
+/// command and the log's last lines.
+fn run_step(tools: &Tools, words: &[String], log: &Path, what: &str) -> Result<(), Failure> {
+    let status = run_logged(tools.command(words), log)?;
+    if status.success() {
+        return Ok(());
+    }
+    Err(
+        Failure::new(format!("{what} failed ({status}); see {}", log.display()))
+            .hint(format!("it ran: {}", shown(words)))
+            .tail(log, 3),
+    )
 }
 
 /// Attaches `record` (a `switchyard record` command with its flags) to the running `server`

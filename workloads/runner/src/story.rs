@@ -281,9 +281,31 @@ pub fn relay_table(groups: &[Group]) -> String {
 /// On-CPU samples whose stack has a frame of each part of the asset server's work, by the
 /// frame names that mark it (inclusive: a sample is in every part it has a frame of).
 const ASSET_PARTS: [(&str, &[&str]); 4] = [
-    ("compression", &["deflate", "ZSTD_", "zstd::", "compress_block", "longest_match", "crc32"]),
-    ("encryption", &["aes", "Aes", "gcm", "ghash", "polyval", "Cipher", "EVP_"]),
-    ("JSON", &["serde_json", "JsonParser", "JSON", "json_parse", "v8::internal::JsonParser"]),
+    (
+        "compression",
+        &[
+            "deflate",
+            "ZSTD_",
+            "zstd::",
+            "compress_block",
+            "longest_match",
+            "crc32",
+        ],
+    ),
+    (
+        "encryption",
+        &["aes", "Aes", "gcm", "ghash", "polyval", "Cipher", "EVP_"],
+    ),
+    (
+        "JSON",
+        &[
+            "serde_json",
+            "JsonParser",
+            "JSON",
+            "json_parse",
+            "v8::internal::JsonParser",
+        ],
+    ),
     ("JS", &["_[j]"]),
 ];
 
@@ -310,7 +332,13 @@ fn asset_shares(run: &Run) -> [f64; 4] {
             }
         }
     }
-    parts.map(|p| if total == 0 { 0.0 } else { 100.0 * p as f64 / total as f64 })
+    parts.map(|p| {
+        if total == 0 {
+            0.0
+        } else {
+            100.0 * p as f64 / total as f64
+        }
+    })
 }
 
 /// The asset server's table: per build, medians of CPU per request and per MiB served, the
@@ -383,7 +411,11 @@ pub fn asset_table(groups: &[Group]) -> String {
             share(2),
             share(3),
             g.figure("syscalls.total.per_op"),
-            if writes > 0.0 { wire / writes / 1024.0 } else { 0.0 },
+            if writes > 0.0 {
+                wire / writes / 1024.0
+            } else {
+                0.0
+            },
             g.figure("switches.total.per_op"),
             param(g, "mean_latency_ns") / 1e6,
             g.figure("latency.p99") / 1e3,
@@ -398,9 +430,11 @@ pub fn asset_table(groups: &[Group]) -> String {
             },
         );
     }
-    if let (Some(node), Some(gzip), Some(zstd)) =
-        (cpu.get("node-gzip"), cpu.get("rust-gzip"), cpu.get("rust-zstd"))
-    {
+    if let (Some(node), Some(gzip), Some(zstd)) = (
+        cpu.get("node-gzip"),
+        cpu.get("rust-gzip"),
+        cpu.get("rust-zstd"),
+    ) {
         let _ = writeln!(
             out,
             "\nCPU per request: node-gzip → rust-zstd {:.1}× less; the runtime (node-gzip → rust-gzip) {:.2}×, the codec (rust-gzip → rust-zstd) {:.2}×.",

@@ -77,13 +77,7 @@ fn main() -> ExitCode {
         .file_name(std::env::var_os("DHAT_HEAP_FILE").unwrap_or_else(|| "dhat-heap.json".into()))
         .build();
     let args = Args::parse();
-    match run(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("spinlock-broker: error: {e:#}");
-            ExitCode::from(2)
-        }
-    }
+    switchyard_harness::exit_code("spinlock-broker", run(args))
 }
 
 fn run(args: Args) -> anyhow::Result<()> {

@@ -228,7 +228,9 @@ fn run(args: Args) -> anyhow::Result<u64> {
                     .record(done.saturating_duration_since(sent.due), done);
                 wire.fetch_add(body.len() as u64, Ordering::Relaxed);
                 let header = |name: &str| headers.get(name).map(String::as_str);
-                let size = header("x-asset-size").and_then(|s| s.parse().ok()).unwrap_or(0);
+                let size = header("x-asset-size")
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
                 served.fetch_add(size as u64, Ordering::Relaxed);
                 let _ = check.send(Received {
                     k: sent.k,
