@@ -238,17 +238,19 @@ pub fn render(run: &Run, top: usize) -> String {
         );
     }
     if let Some(t) = &run.timeline {
+        let lost = if t.lost == 0 {
+            "none lost".to_string()
+        } else {
+            format!(
+                "{} lost (ring buffer full); raise --timeline-buffer",
+                thousands(t.lost)
+            )
+        };
         let _ = writeln!(
             out,
-            "timeline: {} events of {} threads, {} lost (ring buffer full){}",
+            "timeline: {} events of {} threads, {lost}",
             thousands(t.events()),
             t.threads.len(),
-            thousands(t.lost),
-            if t.lost > 0 {
-                "; raise --timeline-buffer"
-            } else {
-                ""
-            }
         );
     }
     if let Some(g) = &run.gc {
