@@ -308,7 +308,7 @@ fn unknown_workload_and_build() {
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         stderr(&o),
-        "error: unknown workload 'kafka'\nhint: one of: spinlock-broker, mmsg-relay, read-state-cache\n"
+        "error: unknown workload 'kafka'\nhint: one of: spinlock-broker, mmsg-relay, read-state-cache, asset-server\n"
     );
     let o = f.run("spinlock-broker", "ticket", &[]);
     assert_eq!(o.status.code(), Some(2));
