@@ -177,6 +177,19 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
     for (name, metric) in ma.iter().chain(&mb).flatten() {
         names.entry(name).or_insert(metric);
     }
+    // A driver that offers a fixed rate (open loop, `rate` > 0 in its parameters) sets the
+    // throughput itself: a difference there is its drain time, not the build's capacity.
+    let open_loop = |runs: &[Run]| {
+        !runs.is_empty()
+            && runs.iter().all(|r| {
+                r.workload
+                    .as_ref()
+                    .and_then(|w| w.parameters.get("rate"))
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .is_some_and(|rate| rate > 0.0)
+            })
+    };
+    let offered = open_loop(a) && open_loop(b);
     let mut rows: Vec<Row> = names
         .into_iter()
         .map(|(name, metric)| {
@@ -191,7 +204,7 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
             let (sa, sb) = (pick(a, &ma), pick(b, &mb));
             let total = per_op_twin(name)
                 .is_some_and(|twin| ma.iter().chain(&mb).any(|m| m.contains_key(&twin)));
-            let better = if total {
+            let better = if total || (offered && name.as_str() == "throughput") {
                 Better::Neither
             } else {
                 metric.better

@@ -117,6 +117,37 @@ fn totals_get_no_verdict_when_a_per_operation_figure_exists() {
     );
 }
 
+/// A driver offering a fixed rate (open loop) sets the throughput: a difference there is the
+/// drain time, so it gets no verdict and stays out of the headline; the costs still do.
+#[test]
+fn an_offered_rate_gets_no_throughput_verdict() {
+    let (mut a, mut b) = runs();
+    for (run, per_s) in a.iter_mut().chain(b.iter_mut()).zip([100.0, 110.0]) {
+        let w = run.workload.get_or_insert_with(Default::default);
+        w.operations = run.operations.unwrap_or(0);
+        w.throughput_per_s = per_s;
+        w.parameters.insert("rate".into(), "1".into());
+    }
+    let c = switchyard_compare::compare("before", &a, "after", &b);
+    let r = c.rows.iter().find(|r| r.name == "throughput").unwrap();
+    assert!(r.delta_pct.unwrap() > 1.0, "{r:?}");
+    assert_eq!(r.verdict, switchyard_compare::Verdict::Neutral, "{r:?}");
+    assert!(
+        switchyard_compare::headline(&c).starts_with("after: \u{2212}9% CPU/op"),
+        "{}",
+        switchyard_compare::headline(&c)
+    );
+    // Closed loop on one side: throughput is a result again.
+    b[0].workload
+        .as_mut()
+        .unwrap()
+        .parameters
+        .insert("rate".into(), "0".into());
+    let c = switchyard_compare::compare("before", &a, "after", &b);
+    let r = c.rows.iter().find(|r| r.name == "throughput").unwrap();
+    assert_eq!(r.verdict, switchyard_compare::Verdict::Better, "{r:?}");
+}
+
 /// A change under 1% is noise even with one run per side (4,499 against 4,500 requests/s).
 #[test]
 fn a_change_under_one_percent_is_noise() {

@@ -553,6 +553,13 @@ fn run(args: Args) -> anyhow::Result<()> {
             serde_json::json!(args.speakers),
         ),
         ("speakers".to_owned(), serde_json::json!(speakers.len())),
+        // Packets offered per second: the driver paces every speaker (open loop).
+        (
+            "rate".to_owned(),
+            serde_json::json!(
+                speakers.len() as f64 * 1e6 / args.interval.as_micros().max(1) as f64
+            ),
+        ),
         ("size".to_owned(), serde_json::json!(args.size)),
         (
             "interval_us".to_owned(),
