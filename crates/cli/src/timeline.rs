@@ -71,6 +71,12 @@ pub fn build(
                 });
                 // What the thread did since the last event: an interval the events left
                 // unsaid (a switch the kernel did not report) keeps the last state known.
+                // A switch-in while running: the switch-out before it was not reported (the
+                // kernel does not report every switch). The kernel side takes the thread to
+                // have left at once and counts no switch; the running slice goes on.
+                if *now == Now::Running && e.kind == kind::SWITCH_IN {
+                    continue;
+                }
                 let (state, syscall) = match (*now, e.kind) {
                     (Now::Running, _) => (ThreadState::Running, 0),
                     (Now::Off(s, nr), _) => (s, nr),
@@ -82,6 +88,12 @@ pub fn build(
                 {
                     t.slices
                         .push((rel(*since), e.ts - *since, state as u8, syscall));
+                }
+                // A switch-out while off CPU: its switch-in was not reported. The thread ran
+                // in between, when is not known: its running slice is drawn at the switch-out,
+                // with no length, so every switch still ends a running slice.
+                if e.kind == kind::SWITCH_OUT && matches!(*now, Now::Off(..)) {
+                    t.slices.push((rel(e.ts), 0, ThreadState::Running as u8, 0));
                 }
                 *since = e.ts;
                 *now = if e.kind == kind::SWITCH_OUT {
@@ -171,6 +183,43 @@ mod tests {
         );
         let covered: u64 = t.slices.iter().map(|s| s.1).sum();
         assert_eq!(covered, 100);
+    }
+
+    #[test]
+    fn unreported_switches_keep_one_running_slice_per_switch() {
+        // Out at 110, out again at 150 (the switch-in between was not reported), in at 160,
+        // in again at 170 (the switch-out between was not reported), out at 180.
+        let events = [
+            ev(110, kind::SWITCH_OUT, 8, 1, 0),
+            ev(150, kind::SWITCH_OUT, 8, 1, 0),
+            ev(160, kind::SWITCH_IN, 8, 0, 0),
+            ev(170, kind::SWITCH_IN, 8, 0, 0),
+            ev(180, kind::SWITCH_OUT, 8, 0x100, 0),
+        ];
+        let (tl, _) = build(&events, 100, 200, &HashMap::new(), 0, 0);
+        let t = &tl.threads[0];
+        assert_eq!(t.switches, 3);
+        let (run, sleep, runnable) = (
+            ThreadState::Running as u8,
+            ThreadState::Sleeping as u8,
+            ThreadState::Runnable as u8,
+        );
+        assert_eq!(
+            t.slices,
+            vec![
+                (0, 10, run, 0),
+                (10, 40, sleep, 0),
+                (50, 0, run, 0),
+                (50, 10, sleep, 0),
+                (60, 20, run, 0),
+                (80, 20, runnable, 0),
+            ]
+        );
+        let running = t.slices.iter().filter(|s| s.2 == run).count();
+        assert_eq!(
+            running as u64, t.switches,
+            "every switch ends a running slice"
+        );
     }
 
     #[test]
