@@ -42,6 +42,9 @@ fn node_functions_are_named_from_the_perf_map_read_while_the_target_lives() {
     let node = [
         "node".as_ref(),
         "--perf-basic-prof".as_ref(),
+        // --perf-basic-prof also turns on V8's code-event log, one isolate-*.log per run in
+        // the working directory; the perf map is all a profiler reads.
+        "--logfile=/dev/null".as_ref(),
         "--interpreted-frames-native-stack".as_ref(),
         script.as_os_str(),
     ];

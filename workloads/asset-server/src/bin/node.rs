@@ -1,7 +1,8 @@
 //! `asset-server-node ARGS…`: the Node.js build (node-gzip). Writes the server's source
 //! (`node/server.js`, compiled in) beside the system's temporary files and replaces itself
-//! with `node --perf-basic-prof --interpreted-frames-native-stack server.js ARGS…`, so the
-//! process a profiler follows is Node itself, with a perf map of its JIT code.
+//! with `node --perf-basic-prof --interpreted-frames-native-stack server.js ARGS…` (V8's
+//! code-event log sent to /dev/null), so the process a profiler follows is Node itself, with a
+//! perf map of its JIT code.
 
 use std::{os::unix::process::CommandExt as _, process::ExitCode};
 
@@ -27,7 +28,10 @@ fn main() -> ExitCode {
     }
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let mut node = std::process::Command::new("node");
+    // --perf-basic-prof also turns on V8's code-event log (an isolate-*.log in the working
+    // directory per run): only the perf map is wanted.
     node.arg("--perf-basic-prof")
+        .arg("--logfile=/dev/null")
         .arg("--interpreted-frames-native-stack")
         .arg(&script)
         .args(&args);
