@@ -32,8 +32,8 @@ pub enum Source {
     },
 }
 
-/// Everything a recording produced.
-pub struct Recording {
+/// Everything a recording (or one window of it) produced.
+pub struct Recording<'a> {
     /// The run's metadata; `children` and `collector` are filled in from the source.
     pub meta: Meta,
     pub source: Source,
@@ -41,8 +41,9 @@ pub struct Recording {
     pub counters: Option<Vec<Counter>>,
     /// The stacks asked for (`None`: --no-stacks).
     pub stacks: Option<StackConfig>,
-    /// The targets' memory maps, for symbolising.
-    pub maps: Maps,
+    /// The targets' memory maps, for symbolising (kept across a continuous recording's
+    /// windows).
+    pub maps: &'a Maps,
     /// A Go target's binary and the GC events drained during the run.
     pub go_gc: Option<(PathBuf, Vec<GcEvent>)>,
     pub workload: Option<Workload>,
@@ -109,7 +110,7 @@ pub fn assemble(r: Recording) -> Run {
                 for sample in &mut raw.syscalls {
                     sample.value *= s.syscall_every.max(1);
                 }
-                profiles = switchyard_symbolize::symbolize(&raw, &r.maps, &comms);
+                profiles = switchyard_symbolize::symbolize(&raw, r.maps, &comms);
                 if let Some(t) = &mut timeline {
                     t.stacks = std::mem::take(&mut profiles.timeline_stacks);
                 }
@@ -338,16 +339,20 @@ mod tests {
             end: EndReason::Duration,
             collector: Collector::Ebpf,
             unreported_switches: 0,
+            window: None,
+            labels: Default::default(),
         }
     }
 
-    fn recording(source: Source) -> Recording {
+    static NO_MAPS: std::sync::LazyLock<Maps> = std::sync::LazyLock::new(Maps::default);
+
+    fn recording(source: Source) -> Recording<'static> {
         Recording {
             meta: meta(),
             source,
             counters: Some(Vec::new()),
             stacks: None,
-            maps: Maps::default(),
+            maps: &NO_MAPS,
             go_gc: None,
             workload: None,
             max_rss_kb: Some(1024),

@@ -145,6 +145,37 @@ impl Collection {
         }
     }
 
+    /// Cuts a window of a continuous recording (`--every`): what the probes counted since the
+    /// last cut, the GC events up to the cut, and the cut (CLOCK_MONOTONIC ns). The probes
+    /// stay attached.
+    pub fn cut(&mut self, pid: u32) -> Result<(Source, Vec<GcEvent>, u64)> {
+        match self {
+            Collection::Ebpf {
+                probes, gc_events, ..
+            } => {
+                let (collected, at) = probes.cut(pid).context("reading the probes' maps")?;
+                // Events up to the cut are in the ring by now (CPUs add them out of order);
+                // later ones wait for the next window.
+                probes.drain_gc_events(gc_events);
+                let (window, later) = gc_events.drain(..).partition(|e| e.mono_ns <= at);
+                *gc_events = later;
+                Ok((Source::Ebpf(Box::new(collected)), window, at))
+            }
+            Collection::Degraded { .. } => Err(hinted(
+                "a degraded recording cannot be cut into windows",
+                "record with eBPF (as root) to use --every",
+            )),
+        }
+    }
+
+    /// What eviction removed from the kernel's maps over a continuous recording.
+    pub fn evicted(&self) -> Option<switchyard_loader::Evicted> {
+        match self {
+            Collection::Ebpf { probes, .. } => Some(probes.evicted()),
+            Collection::Degraded { .. } => None,
+        }
+    }
+
     /// Detaches and reads what was collected.
     pub fn finish(self, pid: u32) -> Result<(Source, Vec<GcEvent>, Vec<TimelineEvent>)> {
         Ok(match self {

@@ -42,13 +42,10 @@ fn load(path: &std::path::Path) -> Result<Run> {
 /// The runs grouped by workload build (in order of first appearance), each group labelled by
 /// its first run and its size.
 fn repeats(runs: &[(String, Run)]) -> Vec<(String, Vec<&Run>)> {
-    /// (workload, build), when the run has a workload result.
+    /// (workload, build), when the run names them.
     type Build = Option<(String, String)>;
-    let key = |r: &Run| -> Build {
-        r.workload
-            .as_ref()
-            .map(|w| (w.name.clone(), w.build.clone()))
-    };
+    let key =
+        |r: &Run| -> Build { Some((r.workload_name()?.to_string(), r.build_name()?.to_string())) };
     let mut groups: Vec<(Build, String, Vec<&Run>)> = Vec::new();
     for (label, run) in runs {
         match groups.iter_mut().find(|g| g.0.is_some() && g.0 == key(run)) {
@@ -96,8 +93,7 @@ pub fn run(args: GateArgs) -> Result<ExitCode> {
             "see `switchyard gate --list` for figure names; a budget sets max, min or regression",
         )
     })?;
-    let runs: Vec<(String, Run)> = args
-        .runs
+    let runs: Vec<(String, Run)> = crate::windows::expand(&args.runs)?
         .iter()
         .map(|p| Ok((p.display().to_string(), load(p)?)))
         .collect::<Result<_>>()?;

@@ -19,6 +19,7 @@ mod report;
 mod spawn;
 mod summary;
 mod timeline;
+mod windows;
 
 use std::{io, path::PathBuf, process::ExitCode, time::Duration};
 
@@ -41,7 +42,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Record a live process (--pid) or a command (after --) and write run.json.
-    Record(RecordArgs),
+    Record(Box<RecordArgs>),
     /// Show what this host can and cannot do, why, and the fix.
     Doctor,
     /// Write the HTML report, folded stacks and pprof profiles of a run file.
@@ -60,9 +61,44 @@ struct RecordArgs {
     /// Stop after this long (e.g. 10s, 500ms, 2m); default: until the target exits or Ctrl-C.
     #[arg(short, long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Where to write the run file.
-    #[arg(short, long, default_value = "run.json")]
-    output: PathBuf,
+    /// Where to write the run file (default: run.json); with --every, the folder of the
+    /// windows' run files (default: windows).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Cut the recording into windows this long (e.g. 10s, 1m), each a complete run with its
+    /// own start and end (counts, histograms, stacks, GC events), written as run-<n>.json in
+    /// the -o folder and/or exported. Nothing is lost or counted twice between windows, and
+    /// memory stays bounded however long it runs.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    every: Option<Duration>,
+    /// Write no run files, only export them (needs --otlp or --pyroscope).
+    #[arg(long)]
+    export_only: bool,
+    /// Send the run (each window, with --every) to an OpenTelemetry Collector as OTLP
+    /// profiles: http://HOST:4318 for OTLP/HTTP, http://HOST:4317 or grpc://HOST:4317 for
+    /// gRPC. Sending never blocks the recording: a bounded queue, retries with backoff, and
+    /// every window not delivered is counted in the summary.
+    #[arg(long, value_name = "URL")]
+    otlp: Option<String>,
+    /// The OTLP transport (default: grpc for port 4317 or a grpc:// URL, else http).
+    #[arg(long, value_enum, value_name = "PROTOCOL")]
+    otlp_protocol: Option<OtlpProtocolArg>,
+    /// Push the run (each window) to Pyroscope as pprof: the server's URL
+    /// (POST /ingest?name=SERVICE{build=…,workload=…}&format=pprof).
+    #[arg(long, value_name = "URL")]
+    pyroscope: Option<String>,
+    /// Windows waiting to be sent to each sink, at most; one more is dropped and counted.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    export_queue: usize,
+    /// service.name of what is exported (default: the target's program name).
+    #[arg(long, value_name = "NAME")]
+    service: Option<String>,
+    /// The build this run records, carried in the run file and exported as an attribute.
+    #[arg(long, value_name = "NAME")]
+    build: Option<String>,
+    /// The workload this run records, carried and exported likewise.
+    #[arg(long, value_name = "NAME")]
+    workload: Option<String>,
     /// Do not follow child processes the target forks after attach.
     #[arg(long)]
     no_follow_children: bool,
@@ -166,6 +202,12 @@ struct RecordArgs {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum OtlpProtocolArg {
+    Http,
+    Grpc,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum UnwindArg {
     Cfi,
     Fp,
@@ -241,7 +283,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Record(args) => record::run(args),
+        Command::Record(args) => record::run(*args),
         Command::Doctor => doctor::run(),
         Command::Report(args) => report::run(args),
         Command::Compare(args) => compare::run(args),

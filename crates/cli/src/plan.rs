@@ -34,8 +34,15 @@ pub struct Plan {
     pub workload_result: Option<PathBuf>,
     /// `--heap-profile`.
     pub heap: Option<crate::heap::HeapPlan>,
-    pub output: PathBuf,
+    /// The run file; with --every, the windows' folder. `None`: export only.
+    pub output: Option<PathBuf>,
     pub top: usize,
+    /// `--every`: the windows' length.
+    pub every: Option<Duration>,
+    /// Where runs are exported, if anywhere.
+    pub export: Option<switchyard_export::Config>,
+    /// `service`, `build` and `workload`, as given.
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 pub enum PlannedTarget {
@@ -60,7 +67,59 @@ impl PlannedTarget {
 
 impl Plan {
     pub fn new(args: RecordArgs) -> Result<Plan> {
-        check_output(&args.output)?;
+        let export = export_config(&args)?;
+        let output = match (args.export_only, args.every, args.output) {
+            (true, _, Some(path)) => {
+                return Err(hinted(
+                    format!(
+                        "--export-only writes no run file, but -o {} names one",
+                        path.display()
+                    ),
+                    "drop -o, or drop --export-only to keep the run files too",
+                ));
+            }
+            (true, _, None) => None,
+            (false, Some(_), path) => {
+                Some(check_windows_dir(path.unwrap_or_else(|| "windows".into()))?)
+            }
+            (false, None, path) => {
+                let path = path.unwrap_or_else(|| "run.json".into());
+                check_output(&path)?;
+                Some(path)
+            }
+        };
+        if args.every.is_some() {
+            // What a window cannot hold yet.
+            for (given, flag, why) in [
+                (
+                    args.timeline,
+                    "--timeline",
+                    "its events are one stream for the whole run",
+                ),
+                (
+                    args.heap_profile.is_some(),
+                    "--heap-profile",
+                    "dhat writes one profile as the target exits",
+                ),
+                (
+                    args.workload_result.is_some(),
+                    "--workload-result",
+                    "a driver writes one result for the whole run",
+                ),
+                (
+                    args.degraded,
+                    "--degraded",
+                    "windows are cut from the kernel side's maps",
+                ),
+            ] {
+                if given {
+                    return Err(hinted(
+                        format!("--every cannot be combined with {flag}: {why}"),
+                        format!("record without --every to use {flag}, or drop {flag}"),
+                    ));
+                }
+            }
+        }
         let ready = args.ready_fd.map(take_ready_fd).transpose()?;
         let cfi = args.unwind == UnwindArg::Cfi;
         let target = match (args.pid, args.command.is_empty()) {
@@ -148,8 +207,18 @@ impl Plan {
                 .heap_profile
                 .map(crate::heap::HeapPlan::new)
                 .transpose()?,
-            output: args.output,
+            output,
             top: args.top,
+            every: args.every,
+            export,
+            labels: [
+                ("service", args.service),
+                ("build", args.build),
+                ("workload", args.workload),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_string(), v?)))
+            .collect(),
         })
     }
 }
@@ -207,6 +276,85 @@ fn check_output(path: &Path) -> Result<()> {
     }
     nix::unistd::access(parent, nix::unistd::AccessFlags::W_OK)
         .map_err(|e| refuse(format!("{} is not writable ({e})", parent.display())))
+}
+
+/// The folder of a continuous recording's windows: made if it does not exist, and refused
+/// when it already holds windows (an earlier recording's would mix with this one's).
+fn check_windows_dir(dir: PathBuf) -> Result<PathBuf> {
+    let refuse = |why: String| {
+        hinted(
+            format!("cannot write windows to {}: {why}", dir.display()),
+            "give -o a new or empty folder for the run-<n>.json files",
+        )
+    };
+    if dir.exists() && !dir.is_dir() {
+        return Err(refuse("it is a file, not a folder".into()));
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| refuse(e.to_string()))?;
+    nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK)
+        .map_err(|e| refuse(format!("it is not writable ({e})")))?;
+    if !crate::windows::run_files(&dir)
+        .map_err(|e| refuse(e.to_string()))?
+        .is_empty()
+    {
+        return Err(refuse("it already holds run-<n>.json windows".into()));
+    }
+    Ok(dir)
+}
+
+/// The sinks, checked before anything is recorded: URLs that parse, a queue that holds one.
+fn export_config(args: &RecordArgs) -> Result<Option<switchyard_export::Config>> {
+    if args.otlp.is_none() && args.pyroscope.is_none() {
+        if args.export_only {
+            return Err(hinted(
+                "--export-only leaves the run nowhere: no --otlp or --pyroscope",
+                "add --otlp http://HOST:4318 or --pyroscope URL, or drop --export-only",
+            ));
+        }
+        if args.otlp_protocol.is_some() {
+            return Err(hinted("--otlp-protocol without --otlp", "add --otlp URL"));
+        }
+        return Ok(None);
+    }
+    if args.export_queue == 0 {
+        return Err(hinted(
+            "--export-queue 0 holds no window",
+            "give a queue of at least 1 (default 64)",
+        ));
+    }
+    let otlp = args
+        .otlp
+        .as_deref()
+        .map(|url| {
+            let protocol = args.otlp_protocol.map(|p| match p {
+                crate::OtlpProtocolArg::Http => switchyard_export::Protocol::Http,
+                crate::OtlpProtocolArg::Grpc => switchyard_export::Protocol::Grpc,
+            });
+            switchyard_export::Otlp::parse(url, protocol).map_err(|e| {
+                hinted(
+                    format!("--otlp {url}: {e}"),
+                    "give the Collector's OTLP endpoint, e.g. http://127.0.0.1:4318 (HTTP) or http://127.0.0.1:4317 (gRPC)",
+                )
+            })
+        })
+        .transpose()?;
+    let pyroscope = args
+        .pyroscope
+        .as_deref()
+        .map(|url| {
+            switchyard_export::Pyroscope::parse(url).map_err(|e| {
+                hinted(
+                    format!("--pyroscope {url}: {e}"),
+                    "give the Pyroscope server's URL, e.g. http://127.0.0.1:4040",
+                )
+            })
+        })
+        .transpose()?;
+    Ok(Some(switchyard_export::Config {
+        otlp,
+        pyroscope,
+        queue: args.export_queue,
+    }))
 }
 
 fn check_pid(pid: u32) -> Result<u32> {

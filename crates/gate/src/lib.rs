@@ -73,13 +73,11 @@ pub struct Budget {
 
 impl Budget {
     fn applies(&self, run: &Run) -> bool {
-        let w = run.workload.as_ref();
         let matches = |want: &Option<String>, have: Option<&str>| match want {
             None => true,
             Some(want) => have == Some(want.as_str()),
         };
-        matches(&self.workload, w.map(|w| w.name.as_str()))
-            && matches(&self.build, w.map(|w| w.build.as_str()))
+        matches(&self.workload, run.workload_name()) && matches(&self.build, run.build_name())
     }
 
     /// "spinlock-broker/abs switches.total.per_op".

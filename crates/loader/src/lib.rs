@@ -5,6 +5,7 @@ mod btf;
 mod kinds;
 pub mod tracefs;
 mod unwind;
+mod window;
 
 use std::collections::BTreeMap;
 
@@ -33,6 +34,8 @@ use switchyard_model::{
     errno_name, syscall_name,
 };
 pub use unwind::UnwindStats;
+pub use window::Evicted;
+use window::{Cumulative, Seen, ThreadTimes, Windows};
 
 /// Bytes of one row of the kernel's unwind table.
 pub const UNWIND_ROW_BYTES: u64 = std::mem::size_of::<switchyard_common::UnwindRow>() as u64;
@@ -256,6 +259,12 @@ pub struct Probes {
     tables: Option<unwind::Tables>,
     /// When the recording stopped ([`Probes::stop`]), CLOCK_MONOTONIC ns.
     stopped: Option<u64>,
+    /// Entries of each stack map (`--stack-map-size`).
+    stack_map_size: u32,
+    /// A continuous recording's values at the last cut ([`Probes::cut`]).
+    windows: Option<Windows>,
+    /// What eviction removed so far.
+    evicted: Evicted,
 }
 
 /// What the kernel side collected.
@@ -450,6 +459,9 @@ impl Probes {
             timeline,
             tables,
             stopped: None,
+            stack_map_size: map_size,
+            windows: None,
+            evicted: Evicted::default(),
         })
     }
 
@@ -598,51 +610,152 @@ impl Probes {
                 };
             }
         }
-        let mut collected = self.collect(target)?;
+        self.read(target, self.stopped)
+    }
+
+    /// Cuts a window of a continuous recording (`record --every`): what the maps added since
+    /// the last cut (or the start), with the intervals in progress counted up to now. The
+    /// programs stay attached and keep counting. Returns the window and its end
+    /// (CLOCK_MONOTONIC ns). Once a recording is cut, [`Probes::finish`] reads its last
+    /// window.
+    pub fn cut(&mut self, target: u32) -> Result<(Collected, u64), Error> {
+        self.windows.get_or_insert_with(Windows::default);
+        let at = switchyard_model::driver::monotonic_ns();
+        let collected = self.read(target, Some(at))?;
+        self.evict();
+        Ok((collected, at))
+    }
+
+    /// What eviction removed from the kernel's maps so far (continuous recordings).
+    pub fn evicted(&self) -> Evicted {
+        self.evicted
+    }
+
+    /// Every map, read; the intervals in progress are closed at `end`.
+    fn read(&mut self, target: u32, end: Option<u64>) -> Result<Collected, Error> {
+        let mut collected = self.collect(target, end)?;
         collected.raw = self.collect_stacks()?;
         collected.unwind = self.tables.as_ref().map(|t| t.stats().clone());
         collected.locks = self.collect_locks(&mut collected.raw)?;
-        if let Some(symbols) = &self.gc_symbols {
-            let name = maps::GC_COUNTS;
-            let map = self.ebpf.map(name).ok_or(Error::MissingMap(name))?;
-            let arr: PerCpuArray<&MapData, u64> =
-                PerCpuArray::try_from(map).map_err(map_err(name))?;
-            let mut counts = BTreeMap::new();
-            for kind in GcKind::ALL {
-                let per_cpu = arr.get(&kind.index(), 0).map_err(map_err(name))?;
-                counts.insert(kind, per_cpu.iter().sum());
-            }
-            collected.gc = Some(GcCollected {
-                symbols: symbols.clone(),
-                counts,
-            });
+        collected.gc = self.collect_gc()?;
+        if self.windows.is_some() {
+            // A window symbolises the stacks it holds, not every stack the maps keep.
+            collected.raw.keep_referenced();
         }
         Ok(collected)
     }
 
-    fn wait_summary(&self, name: &'static str, index: u32) -> Result<WaitSummary, Error> {
+    fn collect_gc(&mut self) -> Result<Option<GcCollected>, Error> {
+        let Some(symbols) = &self.gc_symbols else {
+            return Ok(None);
+        };
+        let name = maps::GC_COUNTS;
+        let map = self.ebpf.map(name).ok_or(Error::MissingMap(name))?;
+        let arr: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(map_err(name))?;
+        let mut counts = BTreeMap::new();
+        for kind in GcKind::ALL {
+            let per_cpu = arr.get(&kind.index(), 0).map_err(map_err(name))?;
+            let now: u64 = per_cpu.iter().sum();
+            let seen = self.windows.as_mut().map(|w| &mut w.gc);
+            counts.insert(kind, added(seen, kind.index(), now));
+        }
+        Ok(Some(GcCollected {
+            symbols: symbols.clone(),
+            counts,
+        }))
+    }
+
+    /// Bounds a continuous recording's maps: stack-keyed entries idle for a whole window go
+    /// once their map is half full, then the stacks no kept entry refers to once a stack map
+    /// is, and exited threads' entries once their last window was read. An entry made anew
+    /// counts from zero. A program that looked an entry up just before it went loses that
+    /// one addition: a window boundary's worth of one idle key, counted nowhere else.
+    fn evict(&mut self) {
+        let Some(w) = self.windows.as_mut() else {
+            return;
+        };
+        let half = (switchyard_common::MAX_STACK_KEYS / 2) as usize;
+        let ebpf = &mut self.ebpf;
+        let mut idle = 0;
+        idle += evict_idle(ebpf, maps::ONCPU, &mut w.oncpu, half);
+        idle += evict_idle(ebpf, maps::OFFCPU, &mut w.offcpu, half);
+        idle += evict_idle(ebpf, maps::WAKEUPS, &mut w.wakeups, half);
+        idle += evict_idle(ebpf, maps::SYSCALL_STACKS, &mut w.syscall_stacks, half);
+        idle += evict_idle(ebpf, maps::FUTEXES, &mut w.futexes, half);
+        // Maps of small fixed keys (syscall numbers, drop kinds, errnos) never need it.
+        w.clear_idle();
+        self.evicted.idle_keys += idle;
+        let (user, kernel) = w.referenced_stacks();
+        let half_stacks = (self.stack_map_size / 2) as usize;
+        for (name, kept) in [(maps::USER_STACKS, &user), (maps::KERNEL_STACKS, &kernel)] {
+            let Some(map) = ebpf.map_mut(name) else {
+                continue;
+            };
+            let Ok(mut stacks) = HashMap::<&mut MapData, i32, UserStack>::try_from(map) else {
+                continue;
+            };
+            let ids: Vec<i32> = stacks.keys().filter_map(Result::ok).collect();
+            if ids.len() <= half_stacks {
+                continue;
+            }
+            for id in ids.into_iter().filter(|id| !kept.contains(id)) {
+                if stacks.remove(&id).is_ok() {
+                    self.evicted.stacks += 1;
+                }
+            }
+        }
+        if let Some(map) = ebpf.map_mut(maps::THREADS)
+            && let Ok(mut threads) = HashMap::<&mut MapData, u32, ThreadStats>::try_from(map)
+        {
+            for tid in std::mem::take(&mut w.exited) {
+                if threads.remove(&tid).is_ok() {
+                    w.threads.forget(&tid);
+                    self.evicted.threads += 1;
+                }
+            }
+        }
+    }
+
+    fn wait_summary(&mut self, name: &'static str, index: u32) -> Result<WaitSummary, Error> {
         let err = map_err(name);
         let map = self.ebpf.map(name).ok_or(Error::MissingMap(name))?;
         let arr: PerCpuArray<&MapData, WaitStats> = PerCpuArray::try_from(map).map_err(err)?;
         let values = arr.get(&index, 0).map_err(err)?;
-        let mut out = WaitSummary::default();
-        let mut hist = [0u64; HIST_BUCKETS];
+        let mut sum = WaitStats {
+            count: 0,
+            total_ns: 0,
+            max_ns: 0,
+            timeouts: 0,
+            eagain: 0,
+            hist: [0; HIST_BUCKETS],
+        };
         for v in values.iter() {
-            out.count += v.count;
-            out.total_ns += v.total_ns;
-            out.max_ns = out.max_ns.max(v.max_ns);
-            out.timeouts += v.timeouts;
-            out.eagain += v.eagain;
-            for (a, b) in hist.iter_mut().zip(v.hist.iter()) {
+            sum.count += v.count;
+            sum.total_ns += v.total_ns;
+            sum.max_ns = sum.max_ns.max(v.max_ns);
+            sum.timeouts += v.timeouts;
+            sum.eagain += v.eagain;
+            for (a, b) in sum.hist.iter_mut().zip(v.hist.iter()) {
                 *a += b;
             }
         }
-        out.hist = Log2Hist::from_buckets(&hist);
-        Ok(out)
+        let v = added(
+            self.windows.as_mut().map(|w| &mut w.waits),
+            (name, index),
+            sum,
+        );
+        Ok(WaitSummary {
+            count: v.count,
+            total_ns: v.total_ns,
+            max_ns: v.max_ns,
+            timeouts: v.timeouts,
+            eagain: v.eagain,
+            hist: Log2Hist::from_buckets(&v.hist),
+        })
     }
 
     /// Futex waits, kernel lock contention and spans; futex stacks go into `raw.futex`.
-    fn collect_locks(&self, raw: &mut Raw) -> Result<Locks, Error> {
+    fn collect_locks(&mut self, raw: &mut Raw) -> Result<Locks, Error> {
         let mut locks = Locks {
             futex: self.wait_summary(maps::FUTEX_WAITS, 0)?,
             contention: if self.contention {
@@ -662,6 +775,10 @@ impl Probes {
         let mut by_addr: BTreeMap<(u32, u64), (u64, u64)> = BTreeMap::new();
         for item in futexes.iter() {
             let (k, v) = item.map_err(err)?;
+            let v = added(self.windows.as_mut().map(|w| &mut w.futexes), k, v);
+            if v.is_zero() {
+                continue;
+            }
             let e = by_addr.entry((k.tgid, k.uaddr)).or_default();
             e.0 += v.count;
             e.1 += v.total_ns;
@@ -687,18 +804,18 @@ impl Probes {
         locks
             .futex_top
             .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(b.count.cmp(&a.count)));
-        for (i, span) in self.spans.iter().enumerate() {
+        for (i, span) in self.spans.clone().into_iter().enumerate() {
             locks.spans.push(SpanRow {
-                label: span.label.clone(),
-                symbol: span.symbol.clone(),
-                binary: span.binary.display().to_string(),
                 stats: self.wait_summary(maps::SPANS, i as u32)?,
+                label: span.label,
+                symbol: span.symbol,
+                binary: span.binary.display().to_string(),
             });
         }
         Ok(locks)
     }
 
-    fn collect_stacks(&self) -> Result<Raw, Error> {
+    fn collect_stacks(&mut self) -> Result<Raw, Error> {
         let map = |name: &'static str| self.ebpf.map(name).ok_or(Error::MissingMap(name));
         let mut raw = Raw::default();
 
@@ -706,6 +823,10 @@ impl Probes {
             HashMap::try_from(map(maps::ONCPU)?).map_err(map_err(maps::ONCPU))?;
         for item in oncpu.iter() {
             let (k, v) = item.map_err(map_err(maps::ONCPU))?;
+            let v = added(self.windows.as_mut().map(|w| &mut w.oncpu), k, v);
+            if v == 0 {
+                continue;
+            }
             raw.oncpu.push(RawSample {
                 tgid: k.tgid,
                 tid: k.tid,
@@ -719,6 +840,10 @@ impl Probes {
             HashMap::try_from(map(maps::OFFCPU)?).map_err(map_err(maps::OFFCPU))?;
         for item in offcpu.iter() {
             let (k, v) = item.map_err(map_err(maps::OFFCPU))?;
+            let v = added(self.windows.as_mut().map(|w| &mut w.offcpu), k, v);
+            if v == 0 {
+                continue;
+            }
             raw.offcpu.push(RawSample {
                 tgid: k.tgid,
                 tid: k.tid,
@@ -733,6 +858,10 @@ impl Probes {
             HashMap::try_from(map(maps::WAKEUPS)?).map_err(map_err(maps::WAKEUPS))?;
         for item in wakeups.iter() {
             let (k, v) = item.map_err(map_err(maps::WAKEUPS))?;
+            let v = added(self.windows.as_mut().map(|w| &mut w.wakeups), k, v);
+            if v == 0 {
+                continue;
+            }
             raw.wakeup.push(RawSample {
                 tgid: k.tgid,
                 tid: k.tid,
@@ -753,6 +882,10 @@ impl Probes {
             HashMap::try_from(map(maps::SYSCALL_STACKS)?).map_err(map_err(maps::SYSCALL_STACKS))?;
         for item in sys.iter() {
             let (k, v) = item.map_err(map_err(maps::SYSCALL_STACKS))?;
+            let v = added(self.windows.as_mut().map(|w| &mut w.syscall_stacks), k, v);
+            if v == 0 {
+                continue;
+            }
             raw.syscalls.push(RawSample {
                 tgid: k.tgid,
                 tid: k.tid,
@@ -784,7 +917,7 @@ impl Probes {
         Ok(raw)
     }
 
-    fn collect(&self, target: u32) -> Result<Collected, Error> {
+    fn collect(&mut self, target: u32, end: Option<u64>) -> Result<Collected, Error> {
         let map = |name: &'static str| self.ebpf.map(name).ok_or(Error::MissingMap(name));
 
         // Errnos first, so each syscall row can carry its own.
@@ -793,7 +926,14 @@ impl Probes {
         let mut errnos: BTreeMap<u32, Vec<ErrnoCount>> = BTreeMap::new();
         for item in errnos_map.iter() {
             let (key, values) = item.map_err(map_err(maps::ERRNOS))?;
-            let count: u64 = values.iter().sum();
+            let count = added(
+                self.windows.as_mut().map(|w| &mut w.errnos),
+                key,
+                values.iter().sum(),
+            );
+            if count == 0 {
+                continue;
+            }
             errnos.entry(key.nr).or_default().push(ErrnoCount {
                 errno: key.errno,
                 name: errno_name(key.errno),
@@ -822,10 +962,11 @@ impl Probes {
                     *a += b;
                 }
             }
+            let nr = nr as u32;
+            let sum = added(self.windows.as_mut().map(|w| &mut w.syscalls), nr, sum);
             if sum.count == 0 {
                 continue;
             }
-            let nr = nr as u32;
             let mut errs = errnos.remove(&nr).unwrap_or_default();
             errs.sort_by(|a, b| b.count.cmp(&a.count).then(a.errno.cmp(&b.errno)));
             syscalls.push(SyscallRow {
@@ -853,7 +994,7 @@ impl Probes {
             // The interval in progress at the stop: on CPU since its last switch-in, or off
             // since its last switch-out.
             let (mut oncpu, mut blocked, mut runqueue) = (t.oncpu_ns, t.blocked_ns, t.runqueue_ns);
-            if let Some(end) = self.stopped {
+            if let Some(end) = end {
                 if t.last_in > t.last_out {
                     oncpu += end.saturating_sub(t.last_in);
                 } else if t.last_out_involuntary != 0 {
@@ -862,6 +1003,26 @@ impl Probes {
                     blocked += end.saturating_sub(t.last_out);
                 }
             }
+            let times = ThreadTimes {
+                voluntary: t.voluntary,
+                involuntary: t.involuntary,
+                oncpu_ns: oncpu,
+                blocked_ns: blocked,
+                runqueue_ns: runqueue,
+                offcpu_hist: t.offcpu_hist,
+            };
+            let times = match self.windows.as_mut() {
+                Some(w) => {
+                    if exited(&t) {
+                        w.exited.push(tid);
+                    }
+                    w.threads.take(tid, times)
+                }
+                None => times,
+            };
+            if times.is_zero() {
+                continue;
+            }
             threads.push(ThreadRow {
                 tid,
                 tgid: t.tgid,
@@ -869,12 +1030,12 @@ impl Probes {
                 comm: std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", t.tgid))
                     .map(|c| c.trim_end().to_string())
                     .unwrap_or_else(|_| comm_string(t.comm)),
-                voluntary: t.voluntary,
-                involuntary: t.involuntary,
-                oncpu_ns: oncpu,
-                blocked_ns: blocked,
-                runqueue_ns: runqueue,
-                offcpu: Log2Hist::from_buckets(&t.offcpu_hist),
+                voluntary: times.voluntary,
+                involuntary: times.involuntary,
+                oncpu_ns: times.oncpu_ns,
+                blocked_ns: times.blocked_ns,
+                runqueue_ns: times.runqueue_ns,
+                offcpu: Log2Hist::from_buckets(&times.offcpu_hist),
             });
         }
         threads.sort_by_key(|t| (t.tgid, t.tid));
@@ -884,7 +1045,11 @@ impl Probes {
         let mut drop_rows = Vec::new();
         let mut drop_counts = BTreeMap::new();
         for (i, item) in drops_map.iter().enumerate() {
-            let count: u64 = item.map_err(map_err(maps::DROPS))?.iter().sum();
+            let count = added(
+                self.windows.as_mut().map(|w| &mut w.drops),
+                i as u32,
+                item.map_err(map_err(maps::DROPS))?.iter().sum(),
+            );
             if count > 0 {
                 let kind = DropKind::from_index(i as u32);
                 if let Some(kind) = kind {
@@ -906,12 +1071,17 @@ impl Probes {
 
         let sampling: PerCpuArray<&MapData, u64> =
             PerCpuArray::try_from(map(maps::SAMPLING)?).map_err(map_err(maps::SAMPLING))?;
-        let per = |i: u32| -> Result<u64, Error> {
-            Ok(sampling
+        let mut per = |i: u32| -> Result<u64, Error> {
+            let now = sampling
                 .get(&i, 0)
                 .map_err(map_err(maps::SAMPLING))?
                 .iter()
-                .sum())
+                .sum();
+            Ok(added(
+                self.windows.as_mut().map(|w| &mut w.sampling),
+                i,
+                now,
+            ))
         };
         let offcpu_sampling = (
             per(switchyard_common::sampling::INTERVALS)?,
@@ -940,6 +1110,47 @@ impl Probes {
             offcpu_sampling,
         })
     }
+}
+
+/// What `key` added since the last cut of a continuous recording (`seen`), or all of `now`
+/// in a recording that is read once.
+fn added<K: std::hash::Hash + Eq + Copy, V: Cumulative>(
+    seen: Option<&mut Seen<K, V>>,
+    key: K,
+    now: V,
+) -> V {
+    match seen {
+        Some(s) => s.take(key, now),
+        None => now,
+    }
+}
+
+/// Removes the keys of map `name` that were idle in the window just read, once the map holds
+/// more than `half` entries; returns how many went.
+fn evict_idle<K: aya::Pod + std::hash::Hash + Eq, V: aya::Pod + Cumulative>(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+    seen: &mut Seen<K, V>,
+    half: usize,
+) -> u64 {
+    let idle = seen.take_idle();
+    if seen.len() <= half {
+        return 0;
+    }
+    let Some(map) = ebpf.map_mut(name) else {
+        return 0;
+    };
+    let Ok(mut entries) = HashMap::<&mut MapData, K, V>::try_from(map) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for key in idle {
+        if entries.remove(&key).is_ok() {
+            seen.forget(&key);
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// A load failure with a verifier log becomes `Verifier`, so its log is shown once, apart.

@@ -13,7 +13,7 @@ mod stacks;
 mod timeline;
 pub mod units;
 
-use std::{fs, io, path::Path};
+use std::{collections::BTreeMap, fs, io, path::Path};
 
 use serde::{Deserialize, Serialize};
 
@@ -260,6 +260,24 @@ pub struct Meta {
     /// add up to its life. Nothing was lost.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unreported_switches: u64,
+    /// This run is one window of a continuous recording (`record --every`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<Window>,
+    /// Names the run carries and exports as attributes: `service`, `build`, `workload`
+    /// (`record --service/--build/--workload`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Where a window stands in its continuous recording.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Window {
+    /// 1 for the first window.
+    pub index: u64,
+    /// The length asked for (`--every`), ns; the last window ends with the recording.
+    pub every_ns: u64,
+    /// When the recording's first window started, Unix time ns.
+    pub recording_start_wall_ns: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -298,6 +316,8 @@ pub enum EndReason {
     Duration,
     /// Ctrl-C (SIGINT) or SIGTERM.
     Interrupted { signal: i32 },
+    /// A window of a continuous recording was cut (`--every`); the recording went on.
+    Window,
 }
 
 impl EndReason {
@@ -311,6 +331,7 @@ impl EndReason {
             EndReason::TargetExited { .. } => "target exited".into(),
             EndReason::Duration => "--duration elapsed".into(),
             EndReason::Interrupted { signal } => format!("interrupted (signal {signal})"),
+            EndReason::Window => "window cut (--every)".into(),
         }
     }
 }
@@ -455,6 +476,24 @@ impl Run {
         fs::rename(&tmp, path)
     }
 
+    /// The workload this run records: as `record --workload` named it, else as its driver did.
+    pub fn workload_name(&self) -> Option<&str> {
+        self.meta
+            .labels
+            .get("workload")
+            .map(String::as_str)
+            .or(self.workload.as_ref().map(|w| w.name.as_str()))
+    }
+
+    /// The build this run records: `record --build`, else its driver's.
+    pub fn build_name(&self) -> Option<&str> {
+        self.meta
+            .labels
+            .get("build")
+            .map(String::as_str)
+            .or(self.workload.as_ref().map(|w| w.build.as_str()))
+    }
+
     pub fn syscall_total(&self) -> u64 {
         self.syscalls.iter().map(|s| s.count).sum()
     }
@@ -536,6 +575,8 @@ pub(crate) mod tests {
                 },
                 collector: Collector::Ebpf,
                 unreported_switches: 0,
+                window: None,
+                labels: BTreeMap::new(),
             },
             missing: vec![],
             counters: vec![Counter {

@@ -48,6 +48,34 @@ pub struct Raw {
     pub stats: StackStats,
 }
 
+impl Raw {
+    /// Drops the stacks no sample refers to (a window of a continuous recording holds only
+    /// its own).
+    pub fn keep_referenced(&mut self) {
+        let mut user = HashSet::new();
+        let mut kernel = HashSet::new();
+        for s in self
+            .oncpu
+            .iter()
+            .chain(&self.offcpu)
+            .chain(&self.wakeup)
+            .chain(&self.syscalls)
+            .chain(&self.futex)
+            .chain(&self.timeline)
+        {
+            user.insert(s.user_stack);
+            kernel.insert(s.kernel_stack);
+            if let Some(w) = &s.waker {
+                user.insert(w.user_stack);
+                kernel.insert(w.kernel_stack);
+            }
+        }
+        self.user_stacks.retain(|id, _| user.contains(id));
+        self.complete_user_stacks.retain(|id| user.contains(id));
+        self.stacks.retain(|id, _| kernel.contains(id));
+    }
+}
+
 /// One line of `/proc/<pid>/maps`.
 pub struct MapsLine<'a> {
     pub start: u64,

@@ -1,0 +1,234 @@
+//! A continuous recording's windows (`record --every`): when to cut the next, what becomes of
+//! each (a `run-<n>.json` in a folder, an export), and a folder of them read back as runs for
+//! `compare`, `gate` and `report`.
+
+use std::{
+    io,
+    path::{Path, PathBuf},
+    time::{Duration, Instant, SystemTime},
+};
+
+use anyhow::Result;
+use switchyard_export::Exporter;
+use switchyard_model::{Counter, Run, Window};
+
+use crate::fail::hinted;
+
+/// The `run-<n>.json` files of a folder, in window order.
+pub fn run_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let n = path.file_name().and_then(|n| n.to_str()).and_then(|n| {
+            n.strip_prefix("run-")?
+                .strip_suffix(".json")?
+                .parse::<u64>()
+                .ok()
+        });
+        if let Some(n) = n {
+            found.push((n, path));
+        }
+    }
+    found.sort();
+    Ok(found.into_iter().map(|(_, p)| p).collect())
+}
+
+/// Run files as given, with each folder replaced by its windows, in order.
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for path in paths {
+        if !path.is_dir() {
+            out.push(path.clone());
+            continue;
+        }
+        let files = run_files(path).map_err(|e| {
+            hinted(
+                format!("cannot read the folder {}: {e}", path.display()),
+                "check the path and its permissions",
+            )
+        })?;
+        if files.is_empty() {
+            return Err(hinted(
+                format!("{} holds no run-<n>.json windows", path.display()),
+                "give a run file, or the folder `switchyard record --every … -o FOLDER` wrote",
+            ));
+        }
+        out.extend(files);
+    }
+    Ok(out)
+}
+
+/// A window cut and still to be made into a run (assembled and symbolised).
+type Job = Box<dyn FnOnce() -> Run + Send>;
+
+/// What became of the windows, once all were delivered.
+pub struct Delivered {
+    pub written: u64,
+    /// Windows that could not be written (a full disk): never a reason to stop recording.
+    pub unsaved: Vec<String>,
+    pub exporter: Option<Exporter>,
+}
+
+/// The cutting of a continuous recording. Windows are cut on time in the recording's loop;
+/// a worker thread makes each into a run, writes and exports it, in order, so symbolising
+/// one window never delays the cut of the next.
+pub struct Windows {
+    every: Duration,
+    /// When the next window is cut.
+    due: Instant,
+    /// The window being recorded (1 for the first).
+    index: u64,
+    /// Where it started: CLOCK_MONOTONIC ns and wall clock.
+    pub start_mono: u64,
+    pub start_wall: SystemTime,
+    /// When the first window started, Unix ns.
+    pub first_wall_ns: u64,
+    /// The perf counters' totals at the last cut.
+    counters: Option<Vec<Counter>>,
+    tx: std::sync::mpsc::SyncSender<Job>,
+    worker: std::thread::JoinHandle<Delivered>,
+}
+
+impl Windows {
+    pub fn new(
+        every: Duration,
+        dir: Option<PathBuf>,
+        exporter: Option<Exporter>,
+        start_mono: u64,
+        start_wall: SystemTime,
+    ) -> Result<Self> {
+        // Two windows may wait; a third cut waits for the worker (it cannot keep up, and
+        // memory stays bounded).
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(2);
+        let worker = std::thread::Builder::new()
+            .name("switchyard-windows".into())
+            .spawn(move || deliver(rx, dir, exporter))?;
+        Ok(Windows {
+            every,
+            due: Instant::now() + every,
+            index: 1,
+            start_mono,
+            start_wall,
+            first_wall_ns: crate::record::unix_ns(start_wall),
+            counters: None,
+            tx,
+            worker,
+        })
+    }
+
+    /// Whether the window in progress is due to be cut.
+    pub fn due(&self) -> bool {
+        Instant::now() >= self.due
+    }
+
+    /// The perf counters' figures of the window ending now, from their running totals.
+    pub fn counters(&mut self, totals: Option<Vec<Counter>>) -> Option<Vec<Counter>> {
+        let totals = totals?;
+        let window = totals
+            .iter()
+            .map(|c| {
+                let prev = self
+                    .counters
+                    .as_ref()
+                    .and_then(|p| p.iter().find(|p| p.name == c.name))
+                    .and_then(|p| p.value);
+                Counter {
+                    value: c.value.map(|v| v.saturating_sub(prev.unwrap_or(0))),
+                    ..c.clone()
+                }
+            })
+            .collect();
+        self.counters = Some(totals);
+        Some(window)
+    }
+
+    /// Hands the window ending at `end_mono` / `end_wall` to the worker, which makes it with
+    /// `make`; the next window starts there.
+    pub fn cut(
+        &mut self,
+        make: impl FnOnce() -> Run + Send + 'static,
+        end_mono: u64,
+        end_wall: SystemTime,
+    ) {
+        let window = Window {
+            index: self.index,
+            every_ns: self.every.as_nanos() as u64,
+            recording_start_wall_ns: self.first_wall_ns,
+        };
+        // A worker that has gone (it panicked) loses the window; the summary counts them.
+        let _ = self.tx.send(Box::new(move || {
+            let mut run = make();
+            run.meta.window = Some(window);
+            run
+        }));
+        self.index += 1;
+        self.start_mono = end_mono;
+        self.start_wall = end_wall;
+        self.due += self.every;
+        // A cut that ran late does not make the next window short.
+        let now = Instant::now();
+        if self.due < now {
+            self.due = now + self.every;
+        }
+    }
+
+    /// Delivers the last window and waits for the worker; returns the count of windows and
+    /// what became of them.
+    pub fn finish(mut self, last: Run) -> (u64, Delivered) {
+        let (end_mono, end_wall) = (last.meta.end_mono_ns, self.start_wall);
+        self.cut(move || last, end_mono, end_wall);
+        let Windows {
+            index, tx, worker, ..
+        } = self;
+        drop(tx);
+        let delivered = worker.join().unwrap_or_else(|_| Delivered {
+            written: 0,
+            unsaved: vec!["the window writer failed".into()],
+            exporter: None,
+        });
+        (index - 1, delivered)
+    }
+}
+
+/// The worker: each window made into a run, written, exported and told in one line.
+fn deliver(
+    rx: std::sync::mpsc::Receiver<Job>,
+    dir: Option<PathBuf>,
+    exporter: Option<Exporter>,
+) -> Delivered {
+    let mut done = Delivered {
+        written: 0,
+        unsaved: Vec::new(),
+        exporter,
+    };
+    for job in rx {
+        let run = job();
+        let index = run.meta.window.map_or(0, |w| w.index);
+        let mut line = format!(
+            "window {index}: {:.1} s, {} switches, {} syscalls, {} on-CPU samples",
+            run.meta.duration_ns() as f64 / 1e9,
+            run.voluntary() + run.involuntary(),
+            run.syscall_total(),
+            run.profiles.oncpu.total(),
+        );
+        if let Some(dir) = &dir {
+            let path = dir.join(format!("run-{index}.json"));
+            match run.save(&path) {
+                Ok(()) => {
+                    done.written += 1;
+                    line += &format!(" → {}", path.display());
+                }
+                Err(e) => {
+                    line += &format!(" (not written: {e})");
+                    done.unsaved.push(format!("{}: {e}", path.display()));
+                }
+            }
+        }
+        if let Some(x) = &done.exporter {
+            x.send(run);
+            line += &format!("; {}", x.stats().brief());
+        }
+        eprintln!("{line}");
+    }
+    done
+}

@@ -1,0 +1,440 @@
+//! A run as an OTLP profiles request (opentelemetry-proto's generated types, profiles
+//! v1development): one resource (the host, the service, the kernel, the process), one scope
+//! (switchyard), and two profiles that share one dictionary: on-CPU samples
+//! (`samples`/`count`, a period of `cpu`/`nanoseconds`) and off-CPU time
+//! (`off_cpu`/`nanoseconds`). Each sample carries its thread id and name and the process id;
+//! off-CPU samples also carry what the thread waited in. The run's build, workload and window
+//! are profile attributes.
+
+use std::collections::HashMap;
+
+use opentelemetry_proto::tonic::{
+    collector::profiles::v1development::{
+        ExportProfilesServiceRequest, profiles_service_client::ProfilesServiceClient,
+    },
+    common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value},
+    profiles::v1development::{
+        Function, KeyValueAndUnit, Line, Location, Mapping, Profile, ProfilesDictionary,
+        ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,
+    },
+    resource::v1::Resource,
+};
+use switchyard_model::{FrameKind, Run};
+
+/// Where OTLP/HTTP takes profiles, below the endpoint.
+pub const HTTP_PATH: &str = "/v1development/profiles";
+
+/// The OTLP transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// OTLP/HTTP, protobuf bodies (port 4318 by convention).
+    Http,
+    /// OTLP/gRPC (port 4317 by convention).
+    Grpc,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Grpc => "grpc",
+        }
+    }
+}
+
+/// The gRPC client, kept connected between windows.
+pub type GrpcClient = ProfilesServiceClient<tonic::transport::Channel>;
+
+/// The service a run is exported as: `--service`, else the program's name.
+pub fn service_name(run: &Run) -> String {
+    if let Some(s) = run.meta.labels.get("service") {
+        return s.clone();
+    }
+    run.meta
+        .command
+        .first()
+        .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "switchyard".into())
+}
+
+/// The run's build and workload: as given to `record`, else as its driver named them.
+pub fn build_and_workload(run: &Run) -> (Option<String>, Option<String>) {
+    (
+        run.build_name().map(str::to_string),
+        run.workload_name().map(str::to_string),
+    )
+}
+
+/// The dictionary being built: every table starts with its zero value, as the format wants.
+struct Dictionary {
+    d: ProfilesDictionary,
+    strings: HashMap<String, i32>,
+    functions: HashMap<(i32, i32), i32>,
+    mappings: HashMap<String, i32>,
+    /// By the run's frame index.
+    locations: HashMap<u32, i32>,
+    stacks: HashMap<Vec<i32>, i32>,
+    attributes: HashMap<(String, String), i32>,
+}
+
+impl Dictionary {
+    fn new() -> Dictionary {
+        Dictionary {
+            d: ProfilesDictionary {
+                mapping_table: vec![Mapping::default()],
+                location_table: vec![Location::default()],
+                function_table: vec![Function::default()],
+                link_table: vec![Default::default()],
+                string_table: vec![String::new()],
+                attribute_table: vec![KeyValueAndUnit::default()],
+                stack_table: vec![Stack::default()],
+            },
+            strings: HashMap::from([(String::new(), 0)]),
+            functions: HashMap::new(),
+            mappings: HashMap::new(),
+            locations: HashMap::new(),
+            stacks: HashMap::new(),
+            attributes: HashMap::new(),
+        }
+    }
+
+    fn string(&mut self, s: &str) -> i32 {
+        if let Some(&i) = self.strings.get(s) {
+            return i;
+        }
+        let i = self.d.string_table.len() as i32;
+        self.d.string_table.push(s.to_string());
+        self.strings.insert(s.to_string(), i);
+        i
+    }
+
+    fn value_type(&mut self, kind: &str, unit: &str) -> ValueType {
+        ValueType {
+            type_strindex: self.string(kind),
+            unit_strindex: self.string(unit),
+        }
+    }
+
+    fn attribute(&mut self, key: &str, value: Value) -> i32 {
+        let id = (key.to_string(), value.id());
+        if let Some(&i) = self.attributes.get(&id) {
+            return i;
+        }
+        let i = self.d.attribute_table.len() as i32;
+        let key_strindex = self.string(key);
+        self.d.attribute_table.push(KeyValueAndUnit {
+            key_strindex,
+            value: Some(value.any()),
+            unit_strindex: 0,
+        });
+        self.attributes.insert(id, i);
+        i
+    }
+
+    /// The mapping of a module: its binary's address range, path and build ID.
+    fn mapping(&mut self, run: &Run, module: &str, kind: FrameKind) -> i32 {
+        if let Some(&i) = self.mappings.get(module) {
+            return i;
+        }
+        let binary = run.profiles.binaries.iter().find(|b| b.module == module);
+        let filename = match (kind, binary) {
+            (FrameKind::Kernel, _) => "[kernel.kallsyms]".to_string(),
+            (_, Some(b)) => b.path.clone(),
+            (_, None) => module.to_string(),
+        };
+        let mut m = Mapping {
+            filename_strindex: self.string(&filename),
+            ..Default::default()
+        };
+        if let Some(b) = binary {
+            m.memory_start = b.start;
+            m.memory_limit = b.limit;
+            m.file_offset = b.offset;
+            if !b.build_id.is_empty() {
+                m.attribute_indices = vec![self.attribute(
+                    "process.executable.build_id.gnu",
+                    Value::Str(b.build_id.clone()),
+                )];
+            }
+        }
+        let i = self.d.mapping_table.len() as i32;
+        self.d.mapping_table.push(m);
+        self.mappings.insert(module.to_string(), i);
+        i
+    }
+
+    /// One location per frame of the run's frame table: its address, its mapping, its
+    /// function and line.
+    fn location(&mut self, run: &Run, frame: u32) -> i32 {
+        if let Some(&i) = self.locations.get(&frame) {
+            return i;
+        }
+        let f = &run.profiles.frames[frame as usize];
+        let name = self.string(&f.name);
+        let file = f.file.as_deref().map_or(0, |p| self.string(p));
+        let function_index = match self.functions.get(&(name, file)) {
+            Some(&i) => i,
+            None => {
+                let i = self.d.function_table.len() as i32;
+                self.d.function_table.push(Function {
+                    name_strindex: name,
+                    system_name_strindex: name,
+                    filename_strindex: file,
+                    start_line: 0,
+                });
+                self.functions.insert((name, file), i);
+                i
+            }
+        };
+        let frame_type = match f.kind {
+            FrameKind::Kernel => "kernel",
+            _ => "native",
+        };
+        let location = Location {
+            mapping_index: self.mapping(run, &f.module, f.kind),
+            address: f.addr,
+            lines: vec![Line {
+                function_index,
+                line: f.line.map_or(0, i64::from),
+                column: 0,
+            }],
+            attribute_indices: vec![
+                self.attribute("profile.frame.type", Value::Str(frame_type.into())),
+            ],
+        };
+        let i = self.d.location_table.len() as i32;
+        self.d.location_table.push(location);
+        self.locations.insert(frame, i);
+        i
+    }
+
+    /// A stack of the run (frame indices, root first), leaf first as the format wants.
+    fn stack(&mut self, run: &Run, frames: &[u32]) -> i32 {
+        let locations: Vec<i32> = frames
+            .iter()
+            .rev()
+            .map(|&f| self.location(run, f))
+            .collect();
+        if let Some(&i) = self.stacks.get(&locations) {
+            return i;
+        }
+        let i = self.d.stack_table.len() as i32;
+        self.d.stack_table.push(Stack {
+            location_indices: locations.clone(),
+        });
+        self.stacks.insert(locations, i);
+        i
+    }
+}
+
+/// An attribute's value.
+enum Value {
+    Str(String),
+    Int(i64),
+}
+
+impl Value {
+    fn id(&self) -> String {
+        match self {
+            Value::Str(s) => format!("s:{s}"),
+            Value::Int(i) => format!("i:{i}"),
+        }
+    }
+
+    fn any(self) -> AnyValue {
+        AnyValue {
+            value: Some(match self {
+                Value::Str(s) => any_value::Value::StringValue(s),
+                Value::Int(i) => any_value::Value::IntValue(i),
+            }),
+        }
+    }
+}
+
+fn key_value(key: &str, value: Value) -> KeyValue {
+    KeyValue {
+        key: key.to_string(),
+        value: Some(value.any()),
+        ..Default::default()
+    }
+}
+
+/// A stable, non-zero 16-byte id for one profile of one run (its process, start and kind).
+fn profile_id(run: &Run, kind: &str) -> Vec<u8> {
+    // FNV-1a, twice with different seeds: no cryptography wanted, only stable and distinct.
+    let fnv = |seed: u64| {
+        let mut h = 0xcbf2_9ce4_8422_2325u64 ^ seed;
+        for b in format!(
+            "{}:{}:{}:{kind}",
+            run.meta.host, run.meta.pid, run.meta.start_wall_ns
+        )
+        .bytes()
+        {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+        h | 1
+    };
+    [fnv(0).to_be_bytes(), fnv(0x9e37_79b9).to_be_bytes()].concat()
+}
+
+/// The OTLP request of one run.
+pub fn encode(run: &Run) -> ExportProfilesServiceRequest {
+    let mut d = Dictionary::new();
+    let meta = &run.meta;
+    let (build, workload) = build_and_workload(run);
+    let mut profile_attributes = Vec::new();
+    if let Some(b) = build {
+        profile_attributes.push(d.attribute("switchyard.build", Value::Str(b)));
+    }
+    if let Some(w) = workload {
+        profile_attributes.push(d.attribute("switchyard.workload", Value::Str(w)));
+    }
+    if let Some(w) = &meta.window {
+        profile_attributes.push(d.attribute("switchyard.window", Value::Int(w.index as i64)));
+    }
+    let hz = run.profiles.stats.oncpu_hz;
+    let kinds = [
+        (
+            "oncpu",
+            &run.profiles.oncpu,
+            d.value_type("samples", "count"),
+            d.value_type("cpu", "nanoseconds"),
+            1_000_000_000u64.checked_div(hz).unwrap_or(0) as i64,
+        ),
+        (
+            "offcpu",
+            &run.profiles.offcpu,
+            d.value_type("off_cpu", "nanoseconds"),
+            d.value_type("off_cpu", "nanoseconds"),
+            1,
+        ),
+    ];
+    let mut profiles = Vec::new();
+    for (kind, profile, sample_type, period_type, period) in kinds {
+        let samples = profile
+            .stacks
+            .iter()
+            .filter(|s| s.value > 0)
+            .map(|s| {
+                let mut attribute_indices = vec![
+                    d.attribute("thread.id", Value::Int(i64::from(s.tid))),
+                    d.attribute("thread.name", Value::Str(s.comm.clone())),
+                    d.attribute("process.pid", Value::Int(i64::from(s.tgid))),
+                ];
+                if !s.label.is_empty() {
+                    attribute_indices.push(
+                        d.attribute("switchyard.off_cpu.reason", Value::Str(s.label.clone())),
+                    );
+                }
+                Sample {
+                    stack_index: d.stack(run, &s.frames),
+                    attribute_indices,
+                    link_index: 0,
+                    values: vec![i64::try_from(s.value).unwrap_or(i64::MAX)],
+                    timestamps_unix_nano: Vec::new(),
+                }
+            })
+            .collect();
+        profiles.push(Profile {
+            sample_type: Some(sample_type),
+            samples,
+            time_unix_nano: meta.start_wall_ns,
+            duration_nano: meta.end_wall_ns.saturating_sub(meta.start_wall_ns),
+            period_type: Some(period_type),
+            period,
+            profile_id: profile_id(run, kind),
+            attribute_indices: profile_attributes.clone(),
+            ..Default::default()
+        });
+    }
+    let resource = Resource {
+        attributes: vec![
+            key_value("service.name", Value::Str(service_name(run))),
+            key_value("host.name", Value::Str(meta.host.clone())),
+            key_value("os.type", Value::Str("linux".into())),
+            key_value("os.version", Value::Str(meta.kernel.clone())),
+            key_value("process.pid", Value::Int(i64::from(meta.pid))),
+            key_value("process.command_line", Value::Str(meta.command.join(" "))),
+        ],
+        ..Default::default()
+    };
+    ExportProfilesServiceRequest {
+        resource_profiles: vec![ResourceProfiles {
+            resource: Some(resource),
+            scope_profiles: vec![ScopeProfiles {
+                scope: Some(InstrumentationScope {
+                    name: "switchyard".into(),
+                    version: meta.tool_version.clone(),
+                    ..Default::default()
+                }),
+                profiles,
+                schema_url: String::new(),
+            }],
+            schema_url: String::new(),
+        }],
+        dictionary: Some(d.d),
+    }
+}
+
+/// Sends an encoded request over gRPC, connecting first when there is no client. The error
+/// says whether another try may succeed.
+pub async fn send_grpc(
+    base: &str,
+    client: &mut Option<GrpcClient>,
+    bytes: &[u8],
+    timeout: std::time::Duration,
+) -> Result<(), (bool, String)> {
+    use prost::Message as _;
+    let request =
+        ExportProfilesServiceRequest::decode(bytes).map_err(|e| (false, e.to_string()))?;
+    if client.is_none() {
+        let endpoint = tonic::transport::Endpoint::from_shared(base.to_string())
+            .map_err(|e| (false, e.to_string()))?
+            .connect_timeout(timeout)
+            .timeout(timeout);
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| (true, innermost(&e)))?;
+        *client = Some(ProfilesServiceClient::new(channel));
+    }
+    let Some(c) = client.as_mut() else {
+        return Err((true, "not connected".into()));
+    };
+    let response = c.export(request).await.map_err(|status| {
+        use tonic::Code::*;
+        // OTLP's rule for gRPC: these codes are worth retrying.
+        let retry = matches!(
+            status.code(),
+            Cancelled
+                | DeadlineExceeded
+                | Aborted
+                | OutOfRange
+                | Unavailable
+                | DataLoss
+                | ResourceExhausted
+                | Unknown
+        );
+        (retry, format!("{:?}: {}", status.code(), status.message()))
+    })?;
+    match response.into_inner().partial_success {
+        Some(p) if p.rejected_profiles > 0 => Err((
+            false,
+            format!(
+                "{} profiles rejected: {}",
+                p.rejected_profiles, p.error_message
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn innermost(e: &dyn std::error::Error) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
