@@ -1,0 +1,596 @@
+//! Windows exported. To a real OpenTelemetry Collector (built from Go modules by
+//! scripts/otelcol.sh: the OTLP receiver and the file exporter): what it received, read back
+//! from its file, must match the run files sample for sample; a Collector killed mid-stream
+//! and restarted costs retries or counted losses, never a silent drop, and never the
+//! recording. To Pyroscope's push API (a stand-in endpoint here, Pyroscope's server cannot be
+//! had): each push's query names the service and labels, and its body is a profile that
+//! `go tool pprof` reads. Needs root (eBPF) and Go (the Collector's first build, pprof).
+
+mod common;
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashSet},
+    io::Read as _,
+    net::{TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use common::*;
+use serde_json::Value;
+
+/// The Collector's binary, built (or found in the cache) by the project's recipe; `None`, with
+/// the reason printed, where it cannot be built (under CI=true that is a failure).
+fn collector_binary(test: &str) -> Option<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/otelcol.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .output()
+        .expect("running bash");
+    if out.status.success() {
+        return Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    }
+    let reason = format!(
+        "skipping {test}: the Collector could not be built: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+        panic!("{reason}; CI=true turns a skip into a failure");
+    }
+    eprintln!("{reason}");
+    None
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A Collector on 127.0.0.1, writing what it receives to `out`; killed when dropped.
+struct Collector {
+    child: Reaped,
+}
+
+impl Collector {
+    fn start(bin: &Path, http: u16, grpc: u16, out: &Path, log: &Path) -> Collector {
+        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../export/otelcol/config.yaml");
+        let log = std::fs::File::create(log).unwrap();
+        let child = Command::new(bin)
+            .arg("--config")
+            .arg(config)
+            .arg("--feature-gates=+service.profilesSupport")
+            .env("OTELCOL_HTTP_ENDPOINT", format!("127.0.0.1:{http}"))
+            .env("OTELCOL_GRPC_ENDPOINT", format!("127.0.0.1:{grpc}"))
+            .env("OTELCOL_OUT", out)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting the Collector");
+        let c = Collector {
+            child: Reaped(child),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while [http, grpc]
+            .iter()
+            .any(|p| TcpStream::connect(("127.0.0.1", *p)).is_err())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the Collector did not listen within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        c
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.0.kill();
+        let _ = self.child.0.wait();
+    }
+}
+
+/// One profile as the Collector wrote it, its references resolved.
+#[derive(Debug, Default)]
+struct Received {
+    resource: BTreeMap<String, String>,
+    /// Profile attributes (build, workload, window).
+    attributes: BTreeMap<String, String>,
+    /// sample type → total of the samples' values.
+    totals: BTreeMap<String, u64>,
+    /// sample type → every function name in its stacks.
+    functions: BTreeMap<String, HashSet<String>>,
+    /// Every sample attribute key → values seen.
+    sample_attributes: BTreeMap<String, BTreeSet<String>>,
+}
+
+fn num(v: &Value) -> u64 {
+    match v {
+        Value::String(s) => s.parse().unwrap_or(0),
+        v => v.as_u64().unwrap_or(0),
+    }
+}
+
+/// The requests a Collector wrote (one OTLP/JSON document a line), one entry per window.
+fn received(out: &Path) -> Vec<Received> {
+    let text = std::fs::read_to_string(out).unwrap_or_default();
+    let mut found = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let req: Value = serde_json::from_str(line).expect("a JSON line from the file exporter");
+        let dict = &req["dictionary"];
+        let strings: Vec<&str> = dict["stringTable"]
+            .as_array()
+            .map(|a| a.iter().map(|s| s.as_str().unwrap_or("")).collect())
+            .unwrap_or_default();
+        let s = |i: &Value| strings[num(i) as usize].to_string();
+        let value = |v: &Value| -> String {
+            if let Some(x) = v.get("stringValue") {
+                x.as_str().unwrap_or("").to_string()
+            } else if let Some(i) = v.get("stringValueStrindex") {
+                s(i)
+            } else if let Some(i) = v.get("intValue") {
+                num(i).to_string()
+            } else {
+                String::new()
+            }
+        };
+        let kv = |a: &Value| -> (String, String) {
+            let key = match a.get("key") {
+                Some(k) => k.as_str().unwrap_or("").to_string(),
+                None => s(&a["keyStrindex"]),
+            };
+            (key, value(&a["value"]))
+        };
+        let table = |name: &str| dict[name].as_array().cloned().unwrap_or_default();
+        let (attrs, stacks, locations, functions) = (
+            table("attributeTable"),
+            table("stackTable"),
+            table("locationTable"),
+            table("functionTable"),
+        );
+        for rp in req["resourceProfiles"].as_array().unwrap() {
+            let resource: BTreeMap<String, String> = rp["resource"]["attributes"]
+                .as_array()
+                .map(|a| a.iter().map(kv).collect())
+                .unwrap_or_default();
+            for sp in rp["scopeProfiles"].as_array().unwrap() {
+                let mut r = Received {
+                    resource: resource.clone(),
+                    ..Default::default()
+                };
+                for p in sp["profiles"].as_array().unwrap() {
+                    let kind = s(&p["sampleType"]["typeStrindex"]);
+                    for i in p["attributeIndices"].as_array().into_iter().flatten() {
+                        let (k, v) = kv(&attrs[num(i) as usize]);
+                        r.attributes.insert(k, v);
+                    }
+                    let mut total = 0;
+                    let mut names = HashSet::new();
+                    for sample in p["samples"].as_array().into_iter().flatten() {
+                        total += sample["values"].as_array().map_or(0, |v| num(&v[0]));
+                        for i in sample["attributeIndices"].as_array().into_iter().flatten() {
+                            let (k, v) = kv(&attrs[num(i) as usize]);
+                            r.sample_attributes.entry(k).or_default().insert(v);
+                        }
+                        let stack = &stacks[num(&sample["stackIndex"]) as usize];
+                        for l in stack["locationIndices"].as_array().into_iter().flatten() {
+                            let loc = &locations[num(l) as usize];
+                            for line in loc["lines"].as_array().into_iter().flatten() {
+                                let f = &functions[num(&line["functionIndex"]) as usize];
+                                names.insert(s(&f["nameStrindex"]));
+                            }
+                        }
+                    }
+                    r.totals.insert(kind.clone(), total);
+                    r.functions.insert(kind, names);
+                }
+                found.push(r);
+            }
+        }
+    }
+    found
+}
+
+/// Waits until the Collector's file holds `n` windows (it flushes every 100 ms).
+fn received_at_least(out: &Path, n: usize) -> Vec<Received> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = received(out);
+        if r.len() >= n || Instant::now() > deadline {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn window_runs(dir: &Path) -> Vec<Value> {
+    (1..)
+        .map(|i| dir.join(format!("run-{i}.json")))
+        .take_while(|p| p.exists())
+        .map(|p| load_run(&p))
+        .collect()
+}
+
+fn profile_total(run: &Value, profile: &str) -> u64 {
+    run["profiles"][profile]["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["value"].as_u64().unwrap())
+        .sum()
+}
+
+/// `otlp …: D of O delivered …, R retries[, L dropped …]` from the summary: (D, O, R, lost).
+fn export_line(stderr: &str) -> (u64, u64, u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("export: otlp"))
+        .unwrap_or_else(|| panic!("no export line:\n{stderr}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = |w: &str| -> u64 {
+        let i = words
+            .iter()
+            .position(|x| x.trim_end_matches(',') == w)
+            .unwrap_or_else(|| panic!("`{w}` not in `{line}`"));
+        words[i - 1].parse().unwrap()
+    };
+    let of = words.iter().position(|w| *w == "of").expect("`of`");
+    let delivered: u64 = words[of - 1].parse().unwrap();
+    let offered: u64 = words[of + 1].parse().unwrap();
+    let lost = ["dropped", "refused", "unsent", "not"]
+        .iter()
+        .filter_map(|w| {
+            words
+                .iter()
+                .position(|x| x == w)
+                .map(|i| words[i - 1].parse::<u64>().unwrap_or(0))
+        })
+        .sum();
+    (delivered, offered, at("retries"), lost)
+}
+
+#[test]
+fn windows_reach_a_real_collector_sample_for_sample() {
+    if !privileged("windows_reach_a_real_collector_sample_for_sample") {
+        return;
+    }
+    let Some(bin) = collector_binary("windows_reach_a_real_collector_sample_for_sample") else {
+        return;
+    };
+    let dir = tempdir("otlp-http");
+    let (http, grpc) = (free_port(), free_port());
+    let out = dir.join("received.jsonl");
+    let _collector = Collector::start(&bin, http, grpc, &out, &dir.join("otelcol.log"));
+    let windows = dir.join("w");
+    let record = Command::new(switchyard())
+        .args(["record", "--every", "1s", "--otlp"])
+        .arg(format!("http://127.0.0.1:{http}"))
+        .args([
+            "--service",
+            "demo-svc",
+            "--build",
+            "b1",
+            "--workload",
+            "stacks",
+            "-o",
+        ])
+        .arg(&windows)
+        .arg("--")
+        .arg(demo())
+        .args(["stacks", "--seconds", "2"])
+        .output()
+        .unwrap();
+    let stderr = text(&record).1;
+    assert!(record.status.success(), "{stderr}");
+    let runs = window_runs(&windows);
+    assert!(runs.len() >= 2, "{} windows:\n{stderr}", runs.len());
+    let (delivered, offered, _, lost) = export_line(&stderr);
+    assert_eq!(
+        (delivered, offered, lost),
+        (runs.len() as u64, runs.len() as u64, 0),
+        "{stderr}"
+    );
+
+    // The Collector accepts a request without samples and writes nothing of it: the last
+    // window, cut as the target exits, may have none.
+    let with_samples = |r: &Value| profile_total(r, "oncpu") + profile_total(r, "offcpu") > 0;
+    let expected = runs.iter().filter(|r| with_samples(r)).count();
+    assert!(expected >= 2, "{expected} windows with samples:\n{stderr}");
+    let got = received_at_least(&out, expected);
+    assert_eq!(
+        got.len(),
+        expected,
+        "the Collector wrote {} windows",
+        got.len()
+    );
+    let hostname = runs[0]["meta"]["host"].as_str().unwrap().to_string();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    for (i, run) in runs.iter().enumerate().filter(|(_, r)| with_samples(r)) {
+        let index = (i + 1).to_string();
+        let r = got
+            .iter()
+            .find(|r| r.attributes.get("switchyard.window") == Some(&index))
+            .unwrap_or_else(|| panic!("window {index} did not arrive: {got:#?}"));
+        // Totals per window and sample type, exactly as the run file has them.
+        assert_eq!(
+            r.totals["samples"],
+            profile_total(run, "oncpu"),
+            "window {index} on-CPU"
+        );
+        assert_eq!(
+            r.totals["off_cpu"],
+            profile_total(run, "offcpu"),
+            "window {index} off-CPU"
+        );
+        // The attributes: resource, profile and sample.
+        assert_eq!(r.resource["service.name"], "demo-svc");
+        assert_eq!(r.resource["host.name"], hostname);
+        assert_eq!(r.resource["os.version"], kernel.trim());
+        assert_eq!(r.resource["process.pid"], run["meta"]["pid"].to_string());
+        assert_eq!(r.attributes["switchyard.build"], "b1");
+        assert_eq!(r.attributes["switchyard.workload"], "stacks");
+        if r.totals["samples"] > 0 {
+            let tids: BTreeSet<String> = run["threads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["tid"].to_string())
+                .collect();
+            for tid in &r.sample_attributes["thread.id"] {
+                assert!(
+                    tids.contains(tid),
+                    "window {index}: thread {tid} is not the run's"
+                );
+            }
+            assert!(r.sample_attributes["process.pid"].contains(&run["meta"]["pid"].to_string()));
+        }
+    }
+    // The first window is a full second of the hot thread: its function leads on-CPU, and the
+    // thread and the blocking function are named.
+    let first = got
+        .iter()
+        .find(|r| r.attributes.get("switchyard.window").map(String::as_str) == Some("1"))
+        .unwrap();
+    assert!(first.totals["samples"] >= 50, "{:?}", first.totals);
+    assert!(
+        first.functions["samples"]
+            .iter()
+            .any(|f| f.ends_with("hot_spin")),
+        "no hot_spin on-CPU: {:?}",
+        first.functions["samples"]
+    );
+    assert!(first.sample_attributes["thread.name"].contains("hot"));
+    assert!(
+        first.functions["off_cpu"]
+            .iter()
+            .any(|f| f.ends_with("block_on_pipe")),
+        "no block_on_pipe off-CPU"
+    );
+}
+
+#[test]
+fn a_collector_killed_mid_stream_costs_retries_not_windows() {
+    if !privileged("a_collector_killed_mid_stream_costs_retries_not_windows") {
+        return;
+    }
+    let Some(bin) = collector_binary("a_collector_killed_mid_stream_costs_retries_not_windows")
+    else {
+        return;
+    };
+    let dir = tempdir("otlp-restart");
+    let (http, grpc) = (free_port(), free_port());
+    let (out1, out2) = (dir.join("before.jsonl"), dir.join("after.jsonl"));
+    let collector = Collector::start(&bin, http, grpc, &out1, &dir.join("otelcol-1.log"));
+    let windows = dir.join("w");
+    let mut record = Reaped(
+        Command::new(switchyard())
+            .args(["record", "--every", "500ms", "--otlp"])
+            .arg(format!("grpc://127.0.0.1:{grpc}"))
+            .arg("-o")
+            .arg(&windows)
+            .arg("--")
+            .arg(demo())
+            .args(["stacks", "--seconds", "6"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // A few windows arrive; then the Collector dies for two seconds and comes back.
+    std::thread::sleep(Duration::from_millis(1800));
+    collector.kill();
+    std::thread::sleep(Duration::from_secs(2));
+    let _collector = Collector::start(&bin, http, grpc, &out2, &dir.join("otelcol-2.log"));
+    let status = record.0.wait().unwrap();
+    let mut stderr = String::new();
+    record
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    // The recording went on and ended as asked, every window written.
+    assert!(status.success(), "{stderr}");
+    let runs = window_runs(&windows);
+    assert!(runs.len() >= 10, "{} windows:\n{stderr}", runs.len());
+    let (delivered, offered, retries, lost) = export_line(&stderr);
+    assert_eq!(offered, runs.len() as u64, "{stderr}");
+    assert!(
+        retries > 0,
+        "no retry while the Collector was down:\n{stderr}"
+    );
+    assert_eq!(
+        delivered + lost,
+        offered,
+        "a window neither delivered nor counted lost:\n{stderr}"
+    );
+
+    // What the two Collectors received: every window delivered is there (a window whose
+    // answer was lost with the Collector may arrive twice: delivery is at least once).
+    let mut arrived = BTreeSet::new();
+    for out in [&out1, &out2] {
+        for r in received_at_least(out, 1) {
+            arrived.insert(r.attributes["switchyard.window"].parse::<u64>().unwrap());
+        }
+    }
+    assert!(
+        arrived.len() as u64 >= delivered,
+        "{delivered} delivered but {} arrived: {arrived:?}\n{stderr}",
+        arrived.len()
+    );
+    // A window without samples is accepted and not written by the Collector.
+    let empty = runs
+        .iter()
+        .filter(|r| profile_total(r, "oncpu") + profile_total(r, "offcpu") == 0)
+        .count() as u64;
+    assert!(
+        arrived.len() as u64 + lost + empty >= offered,
+        "windows neither received nor counted lost: {arrived:?}\n{stderr}"
+    );
+}
+
+/// One request a stand-in Pyroscope received: its request line and body.
+struct Push {
+    target: String,
+    body: Vec<u8>,
+}
+
+/// A stand-in for Pyroscope's ingest endpoint on 127.0.0.1: answers 200 to every request and
+/// keeps it, until `expected` have come or 30 s pass.
+fn pyroscope_standin(listener: TcpListener, expected: usize) -> std::thread::JoinHandle<Vec<Push>> {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    listener.set_nonblocking(false).unwrap();
+    std::thread::spawn(move || {
+        let mut pushes = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while pushes.len() < expected && Instant::now() < deadline {
+            let Ok((stream, _)) = listener.accept() else {
+                break;
+            };
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let mut reader = BufReader::new(stream);
+            loop {
+                let mut request = String::new();
+                if reader.read_line(&mut request).unwrap_or(0) == 0 {
+                    break;
+                }
+                let mut length = 0usize;
+                loop {
+                    let mut header = String::new();
+                    reader.read_line(&mut header).unwrap();
+                    let h = header.trim();
+                    if h.is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = h.split_once(':')
+                        && k.eq_ignore_ascii_case("content-length")
+                    {
+                        length = v.trim().parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                reader
+                    .get_mut()
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                    .unwrap();
+                let target = request.split_whitespace().nth(1).unwrap_or("").to_string();
+                pushes.push(Push { target, body });
+                if pushes.len() >= expected {
+                    break;
+                }
+            }
+        }
+        pushes
+    })
+}
+
+fn go() -> Option<PathBuf> {
+    ["go", "/usr/local/go/bin/go"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|g| {
+            Command::new(g)
+                .arg("version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+#[test]
+fn pyroscope_pushes_are_profiles_go_tool_pprof_reads() {
+    if !privileged("pyroscope_pushes_are_profiles_go_tool_pprof_reads") {
+        return;
+    }
+    let Some(go) = go() else {
+        let reason =
+            "skipping pyroscope_pushes_are_profiles_go_tool_pprof_reads: no go (for go tool pprof)";
+        if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+            panic!("{reason}; CI=true turns a skip into a failure");
+        }
+        eprintln!("{reason}");
+        return;
+    };
+    let dir = tempdir("pyroscope");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // One window of two profiles (on-CPU and off-CPU), --every absent: the whole run at its end.
+    let server = pyroscope_standin(listener, 2);
+    let record = Command::new(switchyard())
+        .args(["record", "--pyroscope"])
+        .arg(format!("http://127.0.0.1:{port}"))
+        .args(["--service", "demo-svc", "--build", "b1", "-o"])
+        .arg(dir.join("run.json"))
+        .arg("--")
+        .arg(demo())
+        .args(["stacks", "--seconds", "1"])
+        .output()
+        .unwrap();
+    let stderr = text(&record).1;
+    assert!(record.status.success(), "{stderr}");
+    assert!(stderr.contains("1 of 1 delivered"), "{stderr}");
+    let pushes = server.join().unwrap();
+    assert_eq!(pushes.len(), 2, "{stderr}");
+    let run = load_run(&dir.join("run.json"));
+    let host = run["meta"]["host"].as_str().unwrap();
+    let (start, end) = (
+        run["meta"]["start_wall_ns"].as_u64().unwrap() / 1_000_000_000,
+        run["meta"]["end_wall_ns"]
+            .as_u64()
+            .unwrap()
+            .div_ceil(1_000_000_000),
+    );
+    let mut tops = Vec::new();
+    for (i, push) in pushes.iter().enumerate() {
+        let name = format!("demo-svc%7Bbuild%3Db1%2Chost%3D{host}%7D");
+        assert_eq!(
+            push.target,
+            format!("/ingest?name={name}&from={start}&until={end}&format=pprof"),
+        );
+        let file = dir.join(format!("push-{i}.pb.gz"));
+        std::fs::write(&file, &push.body).unwrap();
+        let top = Command::new(&go)
+            .args(["tool", "pprof", "-top", "-nodecount=200"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(top.status.success(), "go tool pprof: {}", text(&top).1);
+        tops.push(text(&top).0);
+    }
+    // The on-CPU push leads with the hot function; the off-CPU push has the blocking one.
+    assert!(
+        tops.iter()
+            .any(|t| t.contains("Type: cpu") && t.contains("hot_spin")),
+        "{tops:?}"
+    );
+    assert!(
+        tops.iter()
+            .any(|t| t.contains("Type: off_cpu") && t.contains("block_on_pipe")),
+        "{tops:?}"
+    );
+}
