@@ -83,3 +83,19 @@ check-html html="reports/latest/index.html" png="reports/screenshot.png":
 # pages and the table; `HEAP=1 just compare-assets` adds the Rust builds' allocations (dhat)
 compare-assets: build
     {{runner}} compare-assets
+
+# The OpenTelemetry Collector the export tests run (OTLP receiver, file exporter), built from
+# Go modules once and cached; prints its path
+otelcol:
+    @bash scripts/otelcol.sh
+
+# A continuous recording of the broker (abs) under load, exported over OTLP to a Collector:
+# switchyard's CPU and RSS every 10 s over SECONDS, bytes per window, windows lost;
+# `just soak-export 600 10s 300 30` also kills the Collector for 30 s at the fifth minute
+soak-export seconds="600" every="10s" outage_at="0" outage="30": build
+    bash scripts/soak-export.sh {{seconds}} {{every}} {{outage_at}} {{outage}}
+
+# A fleet on one host: three relays standing in for hosts, each recorded with --every into one
+# Collector; prints what the fleet's operator sees there
+fleet seconds="30" every="5s": build
+    bash scripts/fleet.sh {{seconds}} {{every}}

@@ -93,6 +93,10 @@ struct RecordArgs {
     /// service.name of what is exported (default: the target's program name).
     #[arg(long, value_name = "NAME")]
     service: Option<String>,
+    /// Which of the service's processes or hosts this is: service.instance.id of what is
+    /// exported (a fleet's windows told apart).
+    #[arg(long, value_name = "NAME")]
+    instance: Option<String>,
     /// The build this run records, carried in the run file and exported as an attribute.
     #[arg(long, value_name = "NAME")]
     build: Option<String>,

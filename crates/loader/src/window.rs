@@ -208,6 +208,10 @@ pub(crate) struct Windows {
     pub futexes: Seen<FutexKey, FutexStats>,
     /// Threads whose exit was read in the window just cut: their entries go at the next evict.
     pub exited: Vec<u32>,
+    /// The frames of the stacks read so far, by id (user stacks with their completeness):
+    /// each is read from the kernel once, and forgotten when evicted there.
+    pub user_frames: HashMap<i32, (Vec<u64>, bool)>,
+    pub kernel_frames: HashMap<i32, Vec<u64>>,
 }
 
 impl Windows {

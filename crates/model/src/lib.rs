@@ -263,8 +263,8 @@ pub struct Meta {
     /// This run is one window of a continuous recording (`record --every`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<Window>,
-    /// Names the run carries and exports as attributes: `service`, `build`, `workload`
-    /// (`record --service/--build/--workload`).
+    /// Names the run carries and exports as attributes: `service`, `instance`, `build`,
+    /// `workload` (`record --service/--instance/--build/--workload`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
 }

@@ -49,9 +49,8 @@ pub struct Raw {
 }
 
 impl Raw {
-    /// Drops the stacks no sample refers to (a window of a continuous recording holds only
-    /// its own).
-    pub fn keep_referenced(&mut self) {
+    /// The stack ids the samples refer to: (user ids, kernel ids).
+    pub fn referenced(&self) -> (HashSet<i32>, HashSet<i32>) {
         let mut user = HashSet::new();
         let mut kernel = HashSet::new();
         for s in self
@@ -70,9 +69,7 @@ impl Raw {
                 kernel.insert(w.kernel_stack);
             }
         }
-        self.user_stacks.retain(|id, _| user.contains(id));
-        self.complete_user_stacks.retain(|id| user.contains(id));
-        self.stacks.retain(|id, _| kernel.contains(id));
+        (user, kernel)
     }
 }
 
