@@ -50,6 +50,9 @@ pub struct Recording<'a> {
     pub max_rss_kb: Option<u64>,
     /// The timeline's events (`--timeline`) and its syscall threshold.
     pub timeline: Option<(Vec<TimelineEvent>, u64)>,
+    /// A symbolizer that outlives this recording (a continuous recording's windows share
+    /// one); `None` makes one for this run.
+    pub symbolizer: Option<&'a switchyard_symbolize::Symbolizer>,
 }
 
 /// The run file of a recording.
@@ -110,7 +113,10 @@ pub fn assemble(r: Recording) -> Run {
                 for sample in &mut raw.syscalls {
                     sample.value *= s.syscall_every.max(1);
                 }
-                profiles = switchyard_symbolize::symbolize(&raw, r.maps, &comms);
+                profiles = match r.symbolizer {
+                    Some(sym) => switchyard_symbolize::symbolize_with(sym, &raw, r.maps, &comms),
+                    None => switchyard_symbolize::symbolize(&raw, r.maps, &comms),
+                };
                 if let Some(t) = &mut timeline {
                     t.stacks = std::mem::take(&mut profiles.timeline_stacks);
                 }
@@ -357,6 +363,7 @@ mod tests {
             workload: None,
             max_rss_kb: Some(1024),
             timeline: None,
+            symbolizer: None,
         }
     }
 

@@ -164,7 +164,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             let (stacks, go_gc) = (plan.stacks.clone(), plan.go_gc.clone());
             let (window_maps, max_rss_kb) = (maps.clone(), procfs::max_rss_kb(pid));
             w.cut(
-                move || {
+                move |symbolizer| {
                     assemble(Recording {
                         meta: window_meta,
                         source,
@@ -175,6 +175,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
                         workload: None,
                         max_rss_kb,
                         timeline: None,
+                        symbolizer: Some(symbolizer),
                     })
                 },
                 at,
@@ -254,6 +255,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         workload,
         max_rss_kb: exit.and_then(|e| e.max_rss_kb).or(live_rss),
         timeline: plan.timeline.map(|t| (timeline_events, t.syscall_ns)),
+        symbolizer: None,
     });
     let heap_error = match heap {
         Some(Ok((h, sites))) => {

@@ -11,6 +11,7 @@ use std::{
 use anyhow::Result;
 use switchyard_export::Exporter;
 use switchyard_model::{Counter, Run, Window};
+use switchyard_symbolize::Symbolizer;
 
 use crate::fail::hinted;
 
@@ -58,8 +59,9 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// A window cut and still to be made into a run (assembled and symbolised).
-type Job = Box<dyn FnOnce() -> Run + Send>;
+/// A window cut and still to be made into a run (assembled and symbolised with the worker's
+/// symbolizer, which keeps what it parsed from one window to the next).
+type Job = Box<dyn FnOnce(&Symbolizer) -> Run + Send>;
 
 /// What became of the windows, once all were delivered.
 pub struct Delivered {
@@ -146,7 +148,7 @@ impl Windows {
     /// `make`; the next window starts there.
     pub fn cut(
         &mut self,
-        make: impl FnOnce() -> Run + Send + 'static,
+        make: impl FnOnce(&Symbolizer) -> Run + Send + 'static,
         end_mono: u64,
         end_wall: SystemTime,
     ) {
@@ -156,8 +158,8 @@ impl Windows {
             recording_start_wall_ns: self.first_wall_ns,
         };
         // A worker that has gone (it panicked) loses the window; the summary counts them.
-        let _ = self.tx.send(Box::new(move || {
-            let mut run = make();
+        let _ = self.tx.send(Box::new(move |symbolizer: &Symbolizer| {
+            let mut run = make(symbolizer);
             run.meta.window = Some(window);
             run
         }));
@@ -176,7 +178,7 @@ impl Windows {
     /// what became of them.
     pub fn finish(mut self, last: Run) -> (u64, Delivered) {
         let (end_mono, end_wall) = (last.meta.end_mono_ns, self.start_wall);
-        self.cut(move || last, end_mono, end_wall);
+        self.cut(move |_| last, end_mono, end_wall);
         let Windows {
             index, tx, worker, ..
         } = self;
@@ -201,8 +203,9 @@ fn deliver(
         unsaved: Vec::new(),
         exporter,
     };
+    let symbolizer = switchyard_symbolize::symbolizer();
     for job in rx {
-        let run = job();
+        let run = job(&symbolizer);
         let index = run.meta.window.map_or(0, |w| w.index);
         let mut line = format!(
             "window {index}: {:.1} s, {} switches, {} syscalls, {} on-CPU samples",

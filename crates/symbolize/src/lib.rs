@@ -15,7 +15,7 @@ use std::{
 };
 
 use blazesym::symbolize::{
-    Input, Symbolized, Symbolizer,
+    Input, Symbolized,
     source::{Elf, Kernel, Source},
 };
 pub use maps::{Mapping, Maps, parse as parse_maps};
@@ -23,6 +23,8 @@ pub use switchyard_model::raw::{Raw, RawSample, RawWaker};
 use switchyard_model::{
     Binary, Frame, FrameKind, Profile, Profiles, Stack, StackQuality, is_thread_start,
 };
+
+pub use blazesym::symbolize::Symbolizer;
 
 /// The module of a JIT-compiled BPF program's frames.
 pub const BPF_MODULE: &str = "[bpf]";
@@ -359,15 +361,30 @@ fn code(info: Option<&blazesym::symbolize::CodeInfo<'_>>) -> (Option<String>, Op
     }
 }
 
-/// Symbolises every stack of `raw`. `comms` names threads by tid (from the thread table).
-pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profiles {
-    let symbolizer = Symbolizer::builder()
+/// A symbolizer as [`symbolize_with`] wants it: code info, inlined functions, demangled names.
+/// It keeps every file it parsed; a continuous recording's windows share one.
+pub fn symbolizer() -> Symbolizer {
+    Symbolizer::builder()
         .enable_code_info(true)
         .enable_inlined_fns(true)
         .enable_demangling(true)
-        .build();
+        .build()
+}
+
+/// Symbolises every stack of `raw`. `comms` names threads by tid (from the thread table).
+pub fn symbolize(raw: &Raw, maps: &Maps, comms: &HashMap<u32, String>) -> Profiles {
+    symbolize_with(&symbolizer(), raw, maps, comms)
+}
+
+/// [`symbolize`] with a symbolizer that outlives the call (its parsed files are reused).
+pub fn symbolize_with(
+    symbolizer: &Symbolizer,
+    raw: &Raw,
+    maps: &Maps,
+    comms: &HashMap<u32, String>,
+) -> Profiles {
     let mut r = Resolver::new(maps, raw.stats.unwind == "cfi");
-    r.prefetch(&symbolizer, raw);
+    r.prefetch(symbolizer, raw);
     let mut quality = Vec::new();
     let mut build = |samples: &[RawSample], name: &str, unit: &str| -> Profile {
         // How much of the profile's user stacks reach the thread's start: the kernel side's
