@@ -19,24 +19,11 @@ rm -rf "$out"
 mkdir -p "$out"
 
 say() { printf 'fleet: %s\n' "$*" >&2; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-otelcol=$(bash scripts/otelcol.sh)
-http=$(free_port)
-grpc=$(free_port)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-
-OTELCOL_HTTP_ENDPOINT=127.0.0.1:$http OTELCOL_GRPC_ENDPOINT=127.0.0.1:$grpc \
-  OTELCOL_OUT=$out/received.jsonl \
-  "$otelcol" --config crates/export/otelcol/config.yaml --feature-gates=+service.profilesSupport \
-  >/dev/null 2>"$out/otelcol.log" &
-pids+=("$!")
-for _ in $(seq 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$grpc") 2>/dev/null && break
-  sleep 0.1
-done
+source scripts/otelcol-lib.sh
+start_collector "$out/received.jsonl"
 
 recorders=()
 for host in relay-a:threads relay-b:threads relay-c:mmsg; do
@@ -48,13 +35,7 @@ for host in relay-a:threads relay-b:threads relay-c:mmsg; do
     >"$out/$name.out" 2>"$out/$name.err" &
   recorders+=("$!")
   pids+=("$!")
-  port=
-  for _ in $(seq 300); do
-    port=$(sed -n 's/^ready \([0-9]*\)$/\1/p' "$out/$name.out" | head -n1)
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
-  [ -n "$port" ] || { say "$name did not start; see $out/$name.err"; exit 2; }
+  port=$(ready_port "$out/$name.out") || { say "$name did not start; see $out/$name.err"; exit 2; }
   "$bin/mmsg-relay-driver" --addr "127.0.0.1:$port" --rooms 10 --speakers 9 \
     --duration "${seconds}s" --build "$build" --out "$out/$name.result.json" \
     >"$out/$name.driver" 2>&1 &

@@ -21,28 +21,10 @@ rm -rf "$out"
 mkdir -p "$out"
 
 say() { printf 'soak: %s\n' "$*" >&2; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-otelcol=$(bash scripts/otelcol.sh)
-http=$(free_port)
-grpc=$(free_port)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-
-start_collector() {
-  OTELCOL_HTTP_ENDPOINT=127.0.0.1:$http OTELCOL_GRPC_ENDPOINT=127.0.0.1:$grpc OTELCOL_OUT=$1 \
-    "$otelcol" --config crates/export/otelcol/config.yaml --feature-gates=+service.profilesSupport \
-    >/dev/null 2>>"$out/otelcol.log" &
-  collector=$!
-  pids+=("$collector")
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$http") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  say "the Collector did not start; see $out/otelcol.log"
-  exit 2
-}
+source scripts/otelcol-lib.sh
 start_collector "$out/received-1.jsonl"
 
 # The broker, spawned under switchyard: its `ready <port>` line comes through on stdout.
@@ -54,13 +36,7 @@ scratch=$(mktemp -d)
   >"$out/broker.out" 2>"$out/record.err" &
 recorder=$!
 pids+=("$recorder")
-port=
-for _ in $(seq 300); do
-  port=$(sed -n 's/^ready \([0-9]*\)$/\1/p' "$out/broker.out" | head -n1)
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "$port" ] || { say "the broker did not start; see $out/record.err"; exit 2; }
+port=$(ready_port "$out/broker.out") || { say "the broker did not start; see $out/record.err"; exit 2; }
 "$bin/spinlock-broker-driver" --addr "127.0.0.1:$port" --producers "$(nproc)" \
   --duration "${seconds}s" --build abs --out "$out/result.json" >"$out/driver.out" 2>&1 &
 driver=$!

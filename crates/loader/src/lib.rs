@@ -662,29 +662,38 @@ impl Probes {
         }))
     }
 
-    /// Bounds a continuous recording's maps: stack-keyed entries idle for a whole window go
-    /// once their map is half full, then the stacks no kept entry refers to once a stack map
-    /// is, and exited threads' entries once their last window was read. An entry made anew
+    /// Bounds a continuous recording's maps: stack-keyed entries idle for a whole window go at
+    /// every cut (so a cut reads what is active, not all that ever was), the stacks no kept
+    /// entry refers to once a stack map is half full, and exited threads' entries once their
+    /// last window was read. An entry made anew
     /// counts from zero. A program that looked an entry up just before it went loses that
     /// one addition: a window boundary's worth of one idle key, counted nowhere else.
     fn evict(&mut self) {
         let Some(w) = self.windows.as_mut() else {
             return;
         };
-        let half = (switchyard_common::MAX_STACK_KEYS / 2) as usize;
         let ebpf = &mut self.ebpf;
         let mut idle = 0;
-        idle += evict_idle(ebpf, maps::ONCPU, &mut w.oncpu, half);
-        idle += evict_idle(ebpf, maps::OFFCPU, &mut w.offcpu, half);
-        idle += evict_idle(ebpf, maps::WAKEUPS, &mut w.wakeups, half);
-        idle += evict_idle(ebpf, maps::SYSCALL_STACKS, &mut w.syscall_stacks, half);
-        idle += evict_idle(ebpf, maps::FUTEXES, &mut w.futexes, half);
+        idle += evict_idle(ebpf, maps::ONCPU, &mut w.oncpu);
+        idle += evict_idle(ebpf, maps::OFFCPU, &mut w.offcpu);
+        idle += evict_idle(ebpf, maps::WAKEUPS, &mut w.wakeups);
+        idle += evict_idle(ebpf, maps::SYSCALL_STACKS, &mut w.syscall_stacks);
+        idle += evict_idle(ebpf, maps::FUTEXES, &mut w.futexes);
         // Maps of small fixed keys (syscall numbers, drop kinds, errnos) never need it.
         w.clear_idle();
         self.evicted.idle_keys += idle;
         let (user, kernel) = w.referenced_stacks();
         let half_stacks = (self.stack_map_size / 2) as usize;
-        for (name, kept) in [(maps::USER_STACKS, &user), (maps::KERNEL_STACKS, &kernel)] {
+        // Every stack a sample refers to is read into the caches at its window's cut, so
+        // their sizes tell how full the maps are without walking them.
+        let cached = [w.user_frames.len(), w.kernel_frames.len()];
+        for ((name, kept), cached) in [(maps::USER_STACKS, &user), (maps::KERNEL_STACKS, &kernel)]
+            .into_iter()
+            .zip(cached)
+        {
+            if cached <= half_stacks {
+                continue;
+            }
             let Some(map) = ebpf.map_mut(name) else {
                 continue;
             };
@@ -1169,16 +1178,15 @@ fn added<K: std::hash::Hash + Eq + Copy, V: Cumulative>(
     }
 }
 
-/// Removes the keys of map `name` that were idle in the window just read, once the map holds
-/// more than `half` entries; returns how many went.
+/// Removes the keys of map `name` that were idle in the window just read; returns how many
+/// went.
 fn evict_idle<K: aya::Pod + std::hash::Hash + Eq, V: aya::Pod + Cumulative>(
     ebpf: &mut Ebpf,
     name: &'static str,
     seen: &mut Seen<K, V>,
-    half: usize,
 ) -> u64 {
     let idle = seen.take_idle();
-    if seen.len() <= half {
+    if idle.is_empty() {
         return 0;
     }
     let Some(map) = ebpf.map_mut(name) else {

@@ -5,7 +5,7 @@
 //! an increment lands in the window whose cut first reads it, never in two and never in none,
 //! and nothing is deleted from under a program that is adding to it. What is kept grows only
 //! with the maps' own (fixed) sizes; keys that stayed idle for a whole window are evicted from
-//! the kernel once a map is half full, and forgotten here with them (see `Probes::evict`).
+//! the kernel at each cut, and forgotten here with them (see `Probes::evict`).
 
 use std::{collections::HashMap, hash::Hash};
 
@@ -170,11 +170,6 @@ impl<K: Hash + Eq + Copy, V: Cumulative> Seen<K, V> {
         added
     }
 
-    /// Keys held (one per kernel entry seen at the last cut).
-    pub fn len(&self) -> usize {
-        self.last.len()
-    }
-
     pub fn keys(&self) -> impl Iterator<Item = &K> {
         self.last.keys()
     }
@@ -260,7 +255,7 @@ impl Windows {
 /// Tallies of what eviction removed from the kernel's maps over the recording.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Evicted {
-    /// Stack-keyed entries idle for a whole window, removed from maps over half full.
+    /// Stack-keyed entries idle for a whole window, removed at the cut.
     pub idle_keys: u64,
     /// Stacks no kept entry referred to, removed from stack maps over half full.
     pub stacks: u64,
@@ -286,7 +281,7 @@ mod tests {
         assert_eq!(seen.take(1, 3), 3);
         seen.forget(&2);
         assert_eq!(seen.take(2, 4), 4);
-        assert_eq!(seen.len(), 2);
+        assert_eq!(seen.keys().count(), 2);
     }
 
     #[test]

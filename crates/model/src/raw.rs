@@ -49,19 +49,22 @@ pub struct Raw {
 }
 
 impl Raw {
-    /// The stack ids the samples refer to: (user ids, kernel ids).
-    pub fn referenced(&self) -> (HashSet<i32>, HashSet<i32>) {
-        let mut user = HashSet::new();
-        let mut kernel = HashSet::new();
-        for s in self
-            .oncpu
+    /// Every sample of every profile, and the timeline's stacks.
+    pub fn samples(&self) -> impl Iterator<Item = &RawSample> {
+        self.oncpu
             .iter()
             .chain(&self.offcpu)
             .chain(&self.wakeup)
             .chain(&self.syscalls)
             .chain(&self.futex)
             .chain(&self.timeline)
-        {
+    }
+
+    /// The stack ids the samples refer to: (user ids, kernel ids).
+    pub fn referenced(&self) -> (HashSet<i32>, HashSet<i32>) {
+        let mut user = HashSet::new();
+        let mut kernel = HashSet::new();
+        for s in self.samples() {
             user.insert(s.user_stack);
             kernel.insert(s.kernel_stack);
             if let Some(w) = &s.waker {

@@ -84,14 +84,7 @@ impl<'a> Resolver<'a> {
         let mut user: BTreeMap<PathBuf, Vec<(u32, u64, u64)>> = BTreeMap::new();
         let mut unmapped: Vec<(u32, u64)> = Vec::new();
         let mut kernel: Vec<u64> = Vec::new();
-        let all = raw
-            .oncpu
-            .iter()
-            .chain(&raw.offcpu)
-            .chain(&raw.wakeup)
-            .chain(&raw.syscalls)
-            .chain(&raw.futex)
-            .chain(&raw.timeline);
+        let all = raw.samples();
         let mut seen_user = std::collections::HashSet::new();
         let mut seen_kernel = std::collections::HashSet::new();
         for s in all {
