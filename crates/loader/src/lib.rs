@@ -665,9 +665,9 @@ impl Probes {
     /// Bounds a continuous recording's maps: stack-keyed entries idle for a whole window go at
     /// every cut (so a cut reads what is active, not all that ever was), the stacks no kept
     /// entry refers to once a stack map is half full, and exited threads' entries once their
-    /// last window was read. An entry made anew
-    /// counts from zero. A program that looked an entry up just before it went loses that
-    /// one addition: a window boundary's worth of one idle key, counted nowhere else.
+    /// last window was read. An entry made anew counts from zero. A program that looked an
+    /// entry up just before it went loses that one addition: a window boundary's worth of one
+    /// idle key, counted nowhere else.
     fn evict(&mut self) {
         let Some(w) = self.windows.as_mut() else {
             return;
@@ -922,8 +922,7 @@ impl Probes {
                 if !w.kernel_frames.contains_key(&id)
                     && let Ok(s) = kernel.get(&id, 0)
                 {
-                    let len = (s.len as usize).min(s.frames.len());
-                    w.kernel_frames.insert(id, s.frames[..len].to_vec());
+                    w.kernel_frames.insert(id, stack_frames(&s).0);
                 }
                 if let Some(f) = w.kernel_frames.get(&id) {
                     raw.stacks.insert(id, f.clone());
@@ -935,11 +934,7 @@ impl Probes {
                 if !w.user_frames.contains_key(&id)
                     && let Ok(s) = user.get(&id, 0)
                 {
-                    let complete = s.len & switchyard_common::unwind::COMPLETE != 0;
-                    let len = ((s.len & !switchyard_common::unwind::COMPLETE) as usize)
-                        .min(s.frames.len());
-                    w.user_frames
-                        .insert(id, (s.frames[..len].to_vec(), complete));
+                    w.user_frames.insert(id, stack_frames(&s));
                 }
                 if let Some((f, complete)) = w.user_frames.get(&id) {
                     raw.user_stacks.insert(id, f.clone());
@@ -954,16 +949,15 @@ impl Probes {
             HashMap::try_from(map(maps::KERNEL_STACKS)?).map_err(map_err(maps::KERNEL_STACKS))?;
         for item in kernel.iter() {
             let (id, s) = item.map_err(map_err(maps::KERNEL_STACKS))?;
-            let len = (s.len as usize).min(s.frames.len());
-            raw.stacks.insert(id, s.frames[..len].to_vec());
+            raw.stacks.insert(id, stack_frames(&s).0);
         }
         let user: HashMap<&MapData, i32, UserStack> =
             HashMap::try_from(map(maps::USER_STACKS)?).map_err(map_err(maps::USER_STACKS))?;
         for item in user.iter() {
             let (id, s) = item.map_err(map_err(maps::USER_STACKS))?;
-            let len = ((s.len & !switchyard_common::unwind::COMPLETE) as usize).min(s.frames.len());
-            raw.user_stacks.insert(id, s.frames[..len].to_vec());
-            if s.len & switchyard_common::unwind::COMPLETE != 0 {
+            let (frames, complete) = stack_frames(&s);
+            raw.user_stacks.insert(id, frames);
+            if complete {
                 raw.complete_user_stacks.insert(id);
             }
         }
@@ -1163,6 +1157,14 @@ impl Probes {
             offcpu_sampling,
         })
     }
+}
+
+/// A stack entry's frames, and whether the walk reached the outermost frame (user stacks
+/// carry `unwind::COMPLETE` in their length; kernel stacks never have it set).
+fn stack_frames(s: &UserStack) -> (Vec<u64>, bool) {
+    let complete = s.len & switchyard_common::unwind::COMPLETE != 0;
+    let len = ((s.len & !switchyard_common::unwind::COMPLETE) as usize).min(s.frames.len());
+    (s.frames[..len].to_vec(), complete)
 }
 
 /// What `key` added since the last cut of a continuous recording (`seen`), or all of `now`
