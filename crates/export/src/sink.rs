@@ -161,7 +161,18 @@ fn work(target: Target, rx: Receiver<Arc<Run>>, stats: Shared, abandon: Arc<Atom
                 if abandon.load(Ordering::Relaxed) {
                     return;
                 }
-                match rt.block_on(deliver(&target, &http, &mut grpc, body)) {
+                // The attempt races the end of the flush: a sink that accepted the
+                // connection and hangs must not keep the recording from exiting.
+                let attempt = rt.block_on(async {
+                    tokio::select! {
+                        r = deliver(&target, &http, &mut grpc, body) => Some(r),
+                        () = abandoned(&abandon) => None,
+                    }
+                });
+                let Some(attempt) = attempt else {
+                    return;
+                };
+                match attempt {
                     Ok(()) => break,
                     Err(Failure::Refused(e)) => {
                         let mut s = lock(&stats);
@@ -196,6 +207,13 @@ fn work(target: Target, rx: Receiver<Arc<Run>>, stats: Shared, abandon: Arc<Atom
             s.delivered += 1;
             s.bytes += bodies.iter().map(|b| b.bytes.len() as u64).sum::<u64>();
         }
+    }
+}
+
+/// Resolves once the recording has ended and the flush has run out of time.
+async fn abandoned(abandon: &AtomicBool) {
+    while !abandon.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
