@@ -11,7 +11,7 @@ use aya_ebpf::{
 };
 use switchyard_common::{GcEvent, drops, gc};
 
-use crate::shared::{drop_event, is_target};
+use crate::shared::{drop_event, is_target, recording};
 
 #[map(name = "GC_EVENTS")]
 static GC_EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
@@ -22,7 +22,7 @@ static GC_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(gc::KINDS, 0)
 #[uprobe]
 pub fn go_gc(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !is_target((pid_tgid >> 32) as u32) {
+    if !is_target((pid_tgid >> 32) as u32) || !recording() {
         return 0;
     }
     // SAFETY: the cookie the loader attached with: the event kind.

@@ -12,7 +12,7 @@ use aya_ebpf::{
 use switchyard_common::{FutexKey, FutexStats, MAX_SPANS, WaitStats, drops, tp};
 
 use crate::{
-    shared::{drop_event, inflight_mask, is_target},
+    shared::{drop_event, inflight_mask, is_target, recording},
     stacks::KEYS,
 };
 
@@ -109,6 +109,9 @@ pub fn contention_end(ctx: TracePointContext) -> u32 {
     }
     // SAFETY: as above.
     unsafe { *slot = 0 };
+    if !recording() {
+        return 0;
+    }
     let took = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
     if let Some(s) = LOCK_CONTENTION.get_ptr_mut(0) {
         record(s, took);
@@ -160,6 +163,9 @@ pub fn span_exit(ctx: RetProbeContext) -> u32 {
     }
     // SAFETY: as above.
     unsafe { *slot = 0 };
+    if !recording() {
+        return 0;
+    }
     let took = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
     if let Some(s) = SPANS.get_ptr_mut(span) {
         record(s, took);

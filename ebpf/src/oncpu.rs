@@ -10,7 +10,7 @@ use aya_ebpf::{
 use switchyard_common::{OnCpuKey, timeline as tl, unwind};
 
 use crate::{
-    shared::is_target,
+    shared::{is_target, recording},
     stacks::{KEYS, add, stack_ids},
     timeline,
 };
@@ -29,7 +29,7 @@ fn try_oncpu(ctx: &PerfEventContext) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     // The idle task (pid 0) is never a target.
-    if pid_tgid as u32 == 0 || !is_target(tgid) {
+    if pid_tgid as u32 == 0 || !is_target(tgid) || !recording() {
         return;
     }
     let (user_stack, kernel_stack) = stack_ids(ctx, unwind::SLOT_PERF_EVENT, false);

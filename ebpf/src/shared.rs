@@ -29,6 +29,15 @@ pub fn start_ns() -> u64 {
     START.get(0).copied().unwrap_or(0)
 }
 
+/// Between the start and the stop: counts are only taken then. Attaching before the start and
+/// detaching after the stop take a second or more (every detach waits for an RCU grace
+/// period); what a live target does meanwhile is outside the run's window.
+#[inline(always)]
+pub fn recording() -> bool {
+    let start = start_ns();
+    start != 0 && start != u64::MAX
+}
+
 #[map(name = "DROPS")]
 static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(drops::COUNT, 0);
 

@@ -18,7 +18,7 @@ use switchyard_common::{
 use crate::{
     locks::futex_done,
     sched::{discard_pending, flush_pending, walk_then_finish, walked},
-    shared::{drop_event, inflight_mask, is_target},
+    shared::{drop_event, inflight_mask, is_target, recording},
     stacks::{KEYS, add, stacks_on, user_stack},
     timeline,
 };
@@ -170,9 +170,12 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
     if nr == NR_URETPROBE || nr == NR_UPROBE || !recorded(nr) {
         return;
     }
-    sample_stack(ctx, pid_tgid, nr);
+    let counting = recording();
+    if counting {
+        sample_stack(ctx, pid_tgid, nr);
+    }
     if nr == NR_EXIT || nr == NR_EXIT_GROUP {
-        if let Some(s) = stats(nr) {
+        if counting && let Some(s) = stats(nr) {
             // SAFETY: a per-CPU slot.
             unsafe { (*s).count += 1 };
         }
@@ -264,6 +267,10 @@ fn exit_counts(e: &mut InFlight, pid_tgid: u64, ret: i64) {
     let nr = e.nr;
     let entered = e.ts;
     e.ts = 0;
+    // Counted at its exit: a syscall belongs to the window it returns in.
+    if !recording() {
+        return;
+    }
     if e.futex_wait != 0 {
         futex_done((pid_tgid >> 32) as u32, e.uaddr, e.user_stack, took, ret);
     }

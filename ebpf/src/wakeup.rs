@@ -20,7 +20,7 @@ use switchyard_common::{timeline as tl, tp, unwind};
 
 use crate::{
     sched::{THREADS, draw, sample_probability},
-    shared::current_comm,
+    shared::{current_comm, recording},
     stacks::{stack_ids, stacks_on},
     timeline,
 };
@@ -34,7 +34,7 @@ pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
 #[inline(always)]
 fn try_sched_wakeup(ctx: &TracePointContext) {
     let timeline = timeline::on();
-    if !stacks_on() && !timeline {
+    if (!stacks_on() && !timeline) || !recording() {
         return;
     }
     let base = ctx.as_ptr() as *const u8;

@@ -156,7 +156,10 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             last_maps = Instant::now();
         }
         collection.tick(pid, &mut maps, maps_due);
-        if let Some(w) = windows.as_mut().filter(|w| w.due()) {
+        // A window due as the duration runs out is the last one, read at the end: cutting it
+        // here would leave a last window of a few milliseconds.
+        let over = plan.duration.is_some_and(|d| started.elapsed() >= d);
+        if let Some(w) = windows.as_mut().filter(|w| !over && w.due()) {
             let (source, gc_events, at) = collection.cut(pid)?;
             let end_wall = SystemTime::now();
             let counter_rows = w.counters(counters.as_mut().map(Counters::read));
@@ -196,7 +199,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
                 signal: e.signal,
             };
         }
-        if plan.duration.is_some_and(|d| started.elapsed() >= d) {
+        if over {
             break EndReason::Duration;
         }
         progress.tick(started.elapsed(), counters.as_mut());

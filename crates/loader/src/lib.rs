@@ -551,7 +551,8 @@ impl Probes {
         Ok(start)
     }
 
-    /// Stops the recording's clock: the kernel side times nothing from here on, and the
+    /// Stops the recording's clock: the kernel side counts and times nothing from here on
+    /// (detaching takes a second or more, while a live target goes on), and the
     /// intervals in progress (threads on or off CPU now) are closed at this moment when the
     /// maps are read. Returns the end, CLOCK_MONOTONIC ns.
     pub fn stop(&mut self) -> Result<u64, Error> {
@@ -583,7 +584,7 @@ impl Probes {
         targets.keys().filter_map(Result::ok).collect()
     }
 
-    /// Detaches every program (so the counts stop) and reads the maps.
+    /// Detaches every program and reads the maps (counting stopped at [`Probes::stop`]).
     pub fn finish(mut self, target: u32) -> Result<Collected, Error> {
         for name in [
             programs::GO_GC,
