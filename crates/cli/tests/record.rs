@@ -320,6 +320,106 @@ fn times_add_up_to_the_window_for_a_thread_blocked_at_the_start() {
     let _ = shell.wait();
 }
 
+/// A live target's syscalls count when they return inside the run's window, and only then:
+/// attaching before the start and detaching after the stop take a second or more, while the
+/// target goes on calling. The target stamps every return with CLOCK_MONOTONIC, the clock of
+/// the window's bounds; once with --every, where every window must hold its own stamps.
+#[test]
+fn a_live_targets_syscalls_count_inside_the_window_only() {
+    if !privileged("a_live_targets_syscalls_count_inside_the_window_only") {
+        return;
+    }
+    let dir = tempdir("window-stamps");
+    for every in [None, Some("400ms")] {
+        let stamps = dir.join("stamps.bin");
+        let _ = std::fs::remove_file(&stamps);
+        // A call every 20 µs for 6 s, well past the recording's end (and its detaching).
+        let mut target = Reaped(
+            Command::new(demo())
+                .args([
+                    "getppid-loop",
+                    "--count",
+                    "300000",
+                    "--gap-us",
+                    "20",
+                    "--stamps",
+                ])
+                .arg(&stamps)
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let pid = target.id();
+        let out_path = dir.join(if every.is_some() { "w" } else { "run.json" });
+        let mut args = vec!["record", "--pid"];
+        let pid_arg = pid.to_string();
+        args.extend([pid_arg.as_str(), "-d", "1200ms", "--no-stacks"]);
+        if let Some(e) = every {
+            args.extend(["--every", e]);
+        }
+        let out = Command::new(switchyard())
+            .args(&args)
+            .arg("-o")
+            .arg(&out_path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out).1);
+        assert!(target.0.wait().unwrap().success());
+        let bytes = std::fs::read(&stamps).unwrap();
+        let stamps: Vec<u64> = bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let runs: Vec<serde_json::Value> = match every {
+            None => vec![load_run(&out_path)],
+            Some(_) => (1..)
+                .map(|i| out_path.join(format!("run-{i}.json")))
+                .take_while(|p| p.exists())
+                .map(|p| load_run(&p))
+                .collect(),
+        };
+        assert!(!runs.is_empty());
+        let inside = |start: u64, end: u64| {
+            stamps.iter().filter(|t| (start..end).contains(*t)).count() as i64
+        };
+        let bounds = |run: &serde_json::Value| {
+            (
+                run["meta"]["start_mono_ns"].as_u64().unwrap(),
+                run["meta"]["end_mono_ns"].as_u64().unwrap(),
+            )
+        };
+        let (start, _) = bounds(&runs[0]);
+        let (_, end) = bounds(runs.last().unwrap());
+        assert!(
+            stamps.last().copied().unwrap_or(0) > end + 1_000_000_000,
+            "the target stopped too soon"
+        );
+        // The recording: a call returning as the clock is read at the start or the stop can
+        // fall on the other side of it, one call a bound. Counting until the programs are
+        // detached would add about 50,000.
+        let counted: i64 = runs
+            .iter()
+            .map(|r| syscall_count(r, "getppid") as i64)
+            .sum();
+        let expected = inside(start, end);
+        assert!(
+            (counted - expected).abs() <= 2,
+            "{every:?}: {counted} getppid counted, {expected} returned inside {start}..{end}"
+        );
+        // Each window: a cut takes its time, then reads the maps over about a millisecond;
+        // a call returning meanwhile is the window's (and not the next one's).
+        for run in &runs {
+            let (start, end) = bounds(run);
+            let (counted, expected) = (syscall_count(run, "getppid") as i64, inside(start, end));
+            assert!(
+                (counted - expected).abs() <= 150,
+                "{every:?}: {counted} getppid counted, {expected} returned inside {start}..{end}"
+            );
+        }
+    }
+}
+
 /// No thread lives longer than the window, on a target that creates threads by the hundred
 /// and switches 100k times a second: a switch the kernel does not report (this machine kind
 /// reports a switch to its agent's threads but not the switch back) is timed from the CPU's

@@ -8,7 +8,8 @@
 //!                                               (T threads calling getppid and P ping-pong
 //!                                                pairs, for S seconds: a syscall and switch
 //!                                                storm; prints the counts)
-//! switchyard-demo getppid-loop --count N        (prints ns per call)
+//! switchyard-demo getppid-loop --count N [--stamps FILE --gap-us G]  (prints ns per call;
+//!                                               each return's CLOCK_MONOTONIC to FILE)
 //! switchyard-demo pingpong --rounds K           (prints ns per round trip)
 //! switchyard-demo spin --iters N --depth D      (burns N iterations D calls deep; prints the
 //!                                                elapsed ns, for the per-sample cost)
@@ -59,9 +60,27 @@ impl Args {
             None => default,
         }
     }
+    fn value(&self, flag: &str) -> Option<&str> {
+        let i = self.0.iter().position(|a| a == flag)?;
+        Some(self.0.get(i + 1).map(String::as_str).unwrap_or_else(|| {
+            eprintln!("error: {flag} needs a value");
+            process::exit(2)
+        }))
+    }
     fn flag(&self, flag: &str) -> bool {
         self.0.iter().any(|a| a == flag)
     }
+}
+
+/// CLOCK_MONOTONIC, the clock of a run's `start_mono_ns` and `end_mono_ns` (vDSO: no syscall).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn getppid() {
@@ -289,9 +308,25 @@ fn storm(args: &Args) {
 
 fn getppid_loop(args: &Args) {
     let n = args.num("--count", 5_000_000);
+    // `--stamps FILE --gap-us G`: a call every G µs, each return's CLOCK_MONOTONIC written to
+    // FILE (u64 little-endian), so a recording's count can be checked against its window.
+    let stamps = args.value("--stamps");
+    let gap = args.num("--gap-us", 0) * 1000;
+    let mut log = Vec::with_capacity(if stamps.is_some() { n as usize } else { 0 });
     let start = Instant::now();
     for _ in 0..n {
         getppid();
+        if stamps.is_some() {
+            let now = monotonic_ns();
+            log.push(now);
+            while monotonic_ns() < now + gap {
+                std::hint::spin_loop();
+            }
+        }
+    }
+    if let Some(path) = stamps {
+        let bytes: Vec<u8> = log.iter().flat_map(|t| t.to_le_bytes()).collect();
+        std::fs::write(path, bytes).expect("writing --stamps");
     }
     let ns = start.elapsed().as_nanos() as f64 / n as f64;
     println!("{{\"calls\":{n},\"ns_per_call\":{ns:.1}}}");
