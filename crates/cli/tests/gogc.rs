@@ -42,13 +42,15 @@ fn go_gc_cycles_match_gctrace_exactly() {
     let Some(target) = go_target(&dir) else {
         return;
     };
-    for flags in [&["--go-gc"][..], &[]] {
+    // Whole, and cut into windows: every cycle lands in exactly one window.
+    for flags in [&["--go-gc"][..], &[], &["--every", "40ms"]] {
         gc_cycles_match_gctrace(&dir, &target, flags);
     }
 }
 
 fn gc_cycles_match_gctrace(dir: &std::path::Path, target: &std::path::Path, flags: &[&str]) {
-    let run_path = dir.join("run.json");
+    let windowed = flags.contains(&"--every");
+    let run_path = dir.join(if windowed { "windows" } else { "run.json" });
     let out = Command::new(switchyard())
         .arg("record")
         .args(flags)
@@ -75,8 +77,25 @@ fn gc_cycles_match_gctrace(dir: &std::path::Path, target: &std::path::Path, flag
         .lines()
         .find_map(|l| serde_json::from_str(l).ok())
         .expect("the Go target's JSON line");
-    let run = load_run(&run_path);
-    let gc = &run["gc"];
+    let runs: Vec<serde_json::Value> = if windowed {
+        (1..)
+            .map(|i| run_path.join(format!("run-{i}.json")))
+            .take_while(|p| p.exists())
+            .map(|p| load_run(&p))
+            .collect()
+    } else {
+        vec![load_run(&run_path)]
+    };
+    if windowed {
+        assert!(runs.len() >= 2, "{} windows:\n{stderr}", runs.len());
+    }
+    // The windows' figures, summed (a whole run is one window).
+    let mut gc = runs[0]["gc"].clone();
+    for key in ["cycles", "pauses", "events_lost"] {
+        let sum: u64 = runs.iter().map(|r| r["gc"][key].as_u64().unwrap()).sum();
+        gc[key] = sum.into();
+    }
+    let gc = &gc;
     assert!(
         traced >= 7,
         "{flags:?}: only {traced} gctrace lines:\n{stderr}"
