@@ -205,14 +205,6 @@ fn received_at_least(out: &Path, n: usize) -> Vec<Received> {
     }
 }
 
-fn window_runs(dir: &Path) -> Vec<Value> {
-    (1..)
-        .map(|i| dir.join(format!("run-{i}.json")))
-        .take_while(|p| p.exists())
-        .map(|p| load_run(&p))
-        .collect()
-}
-
 fn profile_total(run: &Value, profile: &str) -> u64 {
     run["profiles"][profile]["stacks"]
         .as_array()
@@ -284,7 +276,7 @@ fn windows_reach_a_real_collector_sample_for_sample() {
         .unwrap();
     let stderr = text(&record).1;
     assert!(record.status.success(), "{stderr}");
-    let runs = window_runs(&windows);
+    let runs = load_windows(&windows);
     assert!(runs.len() >= 2, "{} windows:\n{stderr}", runs.len());
     let (delivered, offered, _, lost) = export_line(&stderr);
     assert_eq!(
@@ -439,7 +431,7 @@ fn a_collector_killed_mid_stream_costs_retries_not_windows() {
     let stderr = reader.join().unwrap();
     // The recording went on and ended as asked, every window written.
     assert!(status.success(), "{stderr}");
-    let runs = window_runs(&windows);
+    let runs = load_windows(&windows);
     assert!(runs.len() >= 4, "{} windows:\n{stderr}", runs.len());
     let (delivered, offered, retries, lost) = export_line(&stderr);
     assert_eq!(offered, runs.len() as u64, "{stderr}");

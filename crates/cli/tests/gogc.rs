@@ -78,11 +78,7 @@ fn gc_cycles_match_gctrace(dir: &std::path::Path, target: &std::path::Path, flag
         .find_map(|l| serde_json::from_str(l).ok())
         .expect("the Go target's JSON line");
     let runs: Vec<serde_json::Value> = if windowed {
-        (1..)
-            .map(|i| run_path.join(format!("run-{i}.json")))
-            .take_while(|p| p.exists())
-            .map(|p| load_run(&p))
-            .collect()
+        load_windows(&run_path)
     } else {
         vec![load_run(&run_path)]
     };

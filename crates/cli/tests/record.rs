@@ -373,11 +373,7 @@ fn a_live_targets_syscalls_count_inside_the_window_only() {
             .collect();
         let runs: Vec<serde_json::Value> = match every {
             None => vec![load_run(&out_path)],
-            Some(_) => (1..)
-                .map(|i| out_path.join(format!("run-{i}.json")))
-                .take_while(|p| p.exists())
-                .map(|p| load_run(&p))
-                .collect(),
+            Some(_) => load_windows(&out_path),
         };
         assert!(!runs.is_empty());
         let inside = |start: u64, end: u64| {

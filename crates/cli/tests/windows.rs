@@ -4,27 +4,9 @@
 
 mod common;
 
-use std::{path::Path, process::Command};
+use std::process::Command;
 
 use common::*;
-
-/// The folder's windows, in order.
-fn windows(dir: &Path) -> Vec<serde_json::Value> {
-    let mut found: Vec<(u64, serde_json::Value)> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().into_string().ok()?;
-            let n = name
-                .strip_prefix("run-")?
-                .strip_suffix(".json")?
-                .parse()
-                .ok()?;
-            Some((n, load_run(&dir.join(name))))
-        })
-        .collect();
-    found.sort_by_key(|(n, _)| *n);
-    found.into_iter().map(|(_, r)| r).collect()
-}
 
 #[test]
 fn windows_add_up_exactly_to_what_the_target_did() {
@@ -53,7 +35,7 @@ fn windows_add_up_exactly_to_what_the_target_did() {
         .expect("running switchyard");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "record failed:\n{stderr}");
-    let runs = windows(&out_dir);
+    let runs = load_windows(&out_dir);
     assert!(runs.len() >= 3, "{} windows:\n{stderr}", runs.len());
     assert!(
         stderr.contains(&format!("{} windows over", runs.len())),

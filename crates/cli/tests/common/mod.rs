@@ -120,6 +120,24 @@ pub fn load_run(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
 }
 
+/// The windows a continuous recording (`record --every`) wrote to `dir`, in order.
+pub fn load_windows(dir: &Path) -> Vec<serde_json::Value> {
+    let mut found: Vec<(u64, serde_json::Value)> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            let n = name
+                .strip_prefix("run-")?
+                .strip_suffix(".json")?
+                .parse()
+                .ok()?;
+            Some((n, load_run(&dir.join(name))))
+        })
+        .collect();
+    found.sort_by_key(|(n, _)| *n);
+    found.into_iter().map(|(_, r)| r).collect()
+}
+
 /// The count of one syscall in a run file (0 when absent).
 pub fn syscall_count(run: &serde_json::Value, name: &str) -> u64 {
     run["syscalls"]
