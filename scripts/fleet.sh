@@ -19,9 +19,6 @@ rm -rf "$out"
 mkdir -p "$out"
 
 say() { printf 'fleet: %s\n' "$*" >&2; }
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
 source scripts/otelcol-lib.sh
 start_collector "$out/received.jsonl"
 

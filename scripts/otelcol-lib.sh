@@ -1,6 +1,11 @@
 # Sourced by the export soak and the fleet simulation: a test Collector on 127.0.0.1 and the
 # servers they record. Needs $out (where logs go) set by the caller.
 
+# Every process started is added to $pids, and killed on exit.
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 otelcol=$(bash scripts/otelcol.sh)
