@@ -352,7 +352,22 @@ fn finish_windows(
     if let Some(x) = delivered.exporter {
         report_export(x);
     }
-    exit_policy(&meta, plan, secs, &held)
+    let policy = exit_policy(&meta, plan, secs, &held);
+    // Windows that went to the fallback folder: the recording's data is whole, but not where
+    // it was asked to be.
+    match (&delivered.fallback, &plan.output) {
+        (Some(f), Some(dir)) => Err(hinted(
+            format!(
+                "{} of {count} windows could not be written to {} ({}); they were saved to {}",
+                f.count,
+                dir.display(),
+                f.why,
+                f.dir.display()
+            ),
+            "free space or restore the folder, then move the saved windows where they belong",
+        )),
+        _ => policy,
+    }
 }
 
 /// Waits a little for the senders to deliver what is queued, then says what each sink got

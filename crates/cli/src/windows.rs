@@ -66,9 +66,21 @@ type Job = Box<dyn FnOnce(&Symbolizer) -> Run + Send>;
 /// What became of the windows, once all were delivered.
 pub struct Delivered {
     pub written: u64,
-    /// Windows that could not be written (a full disk): never a reason to stop recording.
+    /// Windows that could not be written where asked (a full disk, a removed folder) and were
+    /// saved to the fallback folder instead: never a reason to stop recording.
+    pub fallback: Option<Fallback>,
+    /// Windows that could be written nowhere.
     pub unsaved: Vec<String>,
     pub exporter: Option<Exporter>,
+}
+
+/// Where windows go that cannot be written to the folder asked for: a folder of their own
+/// under the temporary directory, named after the target and the recording's start.
+pub struct Fallback {
+    pub dir: PathBuf,
+    pub count: u64,
+    /// Why the first could not be written where asked.
+    pub why: String,
 }
 
 /// The cutting of a continuous recording. Windows are cut on time in the recording's loop;
@@ -185,6 +197,7 @@ impl Windows {
         drop(tx);
         let delivered = worker.join().unwrap_or_else(|_| Delivered {
             written: 0,
+            fallback: None,
             unsaved: vec!["the window writer failed".into()],
             exporter: None,
         });
@@ -200,6 +213,7 @@ fn deliver(
 ) -> Delivered {
     let mut done = Delivered {
         written: 0,
+        fallback: None,
         unsaved: Vec::new(),
         exporter,
     };
@@ -221,10 +235,15 @@ fn deliver(
                     done.written += 1;
                     line += &format!(" → {}", path.display());
                 }
-                Err(e) => {
-                    line += &format!(" (not written: {e})");
-                    done.unsaved.push(format!("{}: {e}", path.display()));
-                }
+                Err(e) => match save_fallback(&run, index, &mut done.fallback, &e) {
+                    Ok(saved) => {
+                        line += &format!(" (not written: {e}) → {}", saved.display());
+                    }
+                    Err(e2) => {
+                        line += &format!(" (not written: {e}; nor to {e2})");
+                        done.unsaved.push(format!("{}: {e}", path.display()));
+                    }
+                },
             }
         }
         if let Some(x) = &done.exporter {
@@ -234,4 +253,31 @@ fn deliver(
         eprintln!("{line}");
     }
     done
+}
+
+/// Saves a window that could not be written where asked in the fallback folder; returns its
+/// path, or what stood in the way.
+fn save_fallback(
+    run: &Run,
+    index: u64,
+    fallback: &mut Option<Fallback>,
+    why: &io::Error,
+) -> Result<PathBuf, String> {
+    let f = fallback.get_or_insert_with(|| Fallback {
+        dir: std::env::temp_dir().join(format!(
+            "switchyard-{}-{}-windows",
+            run.meta.pid,
+            run.meta
+                .window
+                .map_or(run.meta.start_wall_ns, |w| w.recording_start_wall_ns)
+        )),
+        count: 0,
+        why: why.to_string(),
+    });
+    let path = f.dir.join(format!("run-{index}.json"));
+    std::fs::create_dir_all(&f.dir)
+        .and_then(|()| run.save(&path))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    f.count += 1;
+    Ok(path)
 }

@@ -207,3 +207,66 @@ fn what_a_window_cannot_hold_is_refused_before_the_recording() {
         .unwrap();
     assert_user_error(&gate, "holds no run-<n>.json windows");
 }
+
+/// A folder removed under a continuous recording: the windows cut after go to a fallback
+/// folder, the recording goes on to its end, and the exit (2) says where they are.
+#[test]
+fn windows_that_cannot_be_written_go_to_a_fallback_folder() {
+    if !privileged("windows_that_cannot_be_written_go_to_a_fallback_folder") {
+        return;
+    }
+    let dir = tempdir("windows-fallback");
+    let out_dir = dir.join("w");
+    // 20 sleeps of 100 ms: about 2 s, windows of 200 ms.
+    let record = Command::new(switchyard())
+        .args(["record", "--every", "200ms", "-o"])
+        .arg(&out_dir)
+        .arg("--")
+        .arg(demo())
+        .args(["known", "--sleeps", "20", "--sleep-us", "100000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !out_dir.join("run-1.json").exists() {
+        assert!(std::time::Instant::now() < deadline, "no first window");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::fs::remove_dir_all(&out_dir).unwrap();
+    let out = record.wait_with_output().unwrap();
+    let stderr = text(&out).1;
+    assert_user_error(&out, "could not be written to");
+    let saved = stderr
+        .lines()
+        .find_map(|l| l.split("they were saved to ").nth(1))
+        .unwrap_or_else(|| panic!("no fallback folder named:\n{stderr}"));
+    let fallback = std::path::PathBuf::from(saved);
+    let runs = load_windows(&fallback);
+    let _ = std::fs::remove_dir_all(&fallback);
+    // Every window from the removal on, up to the last, is there.
+    let count: u64 = stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("switchyard: ")?
+                .split(" windows over")
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no window count:\n{stderr}"));
+    assert!(count >= 5, "{count} windows:\n{stderr}");
+    let indices: Vec<u64> = runs
+        .iter()
+        .map(|r| r["meta"]["window"]["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(indices.last(), Some(&count), "{indices:?}:\n{stderr}");
+    let first = indices[0];
+    assert!(first >= 2, "{indices:?}");
+    assert_eq!(indices, (first..=count).collect::<Vec<_>>(), "{stderr}");
+    assert_eq!(
+        runs.last().unwrap()["meta"]["end"]["kind"],
+        "target_exited",
+        "{stderr}"
+    );
+}
