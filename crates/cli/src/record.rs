@@ -326,17 +326,18 @@ fn finish_windows(
     let meta = run.meta.clone();
     let secs = meta.end_wall_ns.saturating_sub(windows.first_wall_ns) as f64 / 1e9;
     let (count, delivered) = windows.finish(run);
+    let windows = if count == 1 { "window" } else { "windows" };
     let held = match &plan.output {
         Some(dir) => {
             eprintln!(
-                "switchyard: {count} windows over {secs:.1} s; {} written to {}",
+                "switchyard: {count} {windows} over {secs:.1} s; {} written to {}",
                 delivered.written,
                 dir.display()
             );
-            format!("{} ({} windows)", dir.display(), delivered.written)
+            format!("{} ({} written)", dir.display(), delivered.written)
         }
         None => {
-            eprintln!("switchyard: {count} windows over {secs:.1} s");
+            eprintln!("switchyard: {count} {windows} over {secs:.1} s");
             "the exported windows".to_string()
         }
     };
