@@ -161,15 +161,11 @@ fn work(target: Target, rx: Receiver<Arc<Run>>, stats: Shared, abandon: Arc<Atom
                 if abandon.load(Ordering::Relaxed) {
                     return;
                 }
-                // The attempt races the end of the flush: a sink that accepted the
-                // connection and hangs must not keep the recording from exiting.
-                let attempt = rt.block_on(async {
-                    tokio::select! {
-                        r = deliver(&target, &http, &mut grpc, body) => Some(r),
-                        () = abandoned(&abandon) => None,
-                    }
-                });
-                let Some(attempt) = attempt else {
+                // A sink that accepted the connection and hangs must not keep the
+                // recording from exiting.
+                let Some(attempt) =
+                    until_abandoned(&rt, &abandon, deliver(&target, &http, &mut grpc, body))
+                else {
                     return;
                 };
                 match attempt {
@@ -189,13 +185,12 @@ fn work(target: Target, rx: Receiver<Arc<Run>>, stats: Shared, abandon: Arc<Atom
                         }
                         // A broken connection is not reused.
                         grpc = None;
-                        // Sleep in short steps, so that the end of the flush is heard.
-                        let wake = Instant::now() + backoff;
-                        while Instant::now() < wake {
-                            if abandon.load(Ordering::Relaxed) {
-                                return;
-                            }
-                            std::thread::sleep(Duration::from_millis(20));
+                        let slept = until_abandoned(&rt, &abandon, async {
+                            // Made inside the runtime, whose timer it needs.
+                            tokio::time::sleep(backoff).await;
+                        });
+                        if slept.is_none() {
+                            return;
                         }
                         backoff = (backoff * 2).min(BACKOFF_MAX);
                     }
@@ -210,11 +205,23 @@ fn work(target: Target, rx: Receiver<Arc<Run>>, stats: Shared, abandon: Arc<Atom
     }
 }
 
-/// Resolves once the recording has ended and the flush has run out of time.
-async fn abandoned(abandon: &AtomicBool) {
-    while !abandon.load(Ordering::Relaxed) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// Runs `work` (an attempt, a backoff) until it completes, or `None` once the recording has
+/// ended and the flush has run out of time, whichever comes first.
+fn until_abandoned<T>(
+    rt: &tokio::runtime::Runtime,
+    abandon: &AtomicBool,
+    work: impl Future<Output = T>,
+) -> Option<T> {
+    rt.block_on(async {
+        tokio::select! {
+            r = work => Some(r),
+            () = async {
+                while !abandon.load(Ordering::Relaxed) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            } => None,
+        }
+    })
 }
 
 /// One request to make: a body and where it goes.
