@@ -72,17 +72,6 @@ impl Args {
     }
 }
 
-/// CLOCK_MONOTONIC, the clock of a run's `start_mono_ns` and `end_mono_ns` (vDSO: no syscall).
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn getppid() {
     // SAFETY: getppid takes no arguments and cannot fail.
     unsafe { libc::syscall(libc::SYS_getppid) };
@@ -317,9 +306,10 @@ fn getppid_loop(args: &Args) {
     for _ in 0..n {
         getppid();
         if stamps.is_some() {
-            let now = monotonic_ns();
+            // The clock of a run's bounds (vDSO: no syscall).
+            let now = switchyard_harness::monotonic_ns();
             log.push(now);
-            while monotonic_ns() < now + gap {
+            while switchyard_harness::monotonic_ns() < now + gap {
                 std::hint::spin_loop();
             }
         }
