@@ -35,8 +35,8 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use switchyard_common::{
-    HIST_BUCKETS, MAX_THREADS, OffCpuKey, ThreadStats, WakeupKey, drops, log2_bucket, sampling,
-    timeline as tl, tp, unwind,
+    CpuHolderKey, CpuHolderStats, HIST_BUCKETS, MAX_THREADS, OffCpuKey, ThreadStats, WakeupKey,
+    drops, log2_bucket, sampling, timeline as tl, tp, unwind,
 };
 
 use crate::{
@@ -58,6 +58,11 @@ static OFFCPU: HashMap<OffCpuKey, u64> = HashMap::with_max_entries(KEYS, 0);
 
 #[map(name = "WAKEUPS")]
 static WAKEUPS: HashMap<WakeupKey, u64> = HashMap::with_max_entries(KEYS, 0);
+
+/// Who held the CPU while a target thread waited for one, by waiter, holder and CPU.
+#[map(name = "CPU_HOLDERS")]
+static CPU_HOLDERS: HashMap<CpuHolderKey, CpuHolderStats> =
+    HashMap::with_max_entries(MAX_THREADS, 0);
 
 /// The user-stack walk of a switch-out, in programs of their own, reached by tail calls only
 /// when a walk is due: 0, `sched_switch_walk`; 1, `sched_switch_finish`. Each is verified
@@ -128,6 +133,8 @@ static OFFCPU_PERIOD_NS: u64 = 0;
 static TASK_PID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static TASK_TGID_OFFSET: u32 = 0;
+#[unsafe(no_mangle)]
+static TASK_PRIO_OFFSET: u32 = 0;
 
 /// `task_struct::__state` bits (include/linux/sched.h).
 const TASK_DEAD: u32 = 0x80;
@@ -172,7 +179,8 @@ fn try_sched_switch(ctx: &BtfTracePointContext) {
         )
     };
     if next_pid != 0 && is_target(next_tgid) {
-        switch_in(next, next_tgid, next_pid, now, start);
+        let prev: *mut c_void = ctx.arg(1);
+        switch_in(next, prev, next_tgid, next_pid, now, start);
     }
     // Last: it may end in a tail call.
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -191,9 +199,10 @@ fn try_sched_switch(ctx: &BtfTracePointContext) {
     }
 }
 
-/// Thread `tid` of `tgid` runs again: the interval it was off CPU for.
+/// Thread `tid` of `tgid` runs again, taking the CPU from `prev`: the interval it was off CPU
+/// for.
 #[inline(always)]
-fn switch_in(next: *mut c_void, tgid: u32, tid: u32, now: u64, start: u64) {
+fn switch_in(next: *mut c_void, prev: *mut c_void, tgid: u32, tid: u32, now: u64, start: u64) {
     let Some(t) = THREADS.get_ptr_mut(tid) else {
         return;
     };
@@ -219,27 +228,96 @@ fn switch_in(next: *mut c_void, tgid: u32, tid: u32, now: u64, start: u64) {
     let out = if out != 0 && out < start { start } else { out };
     if out != 0 && now > out {
         let off = now - out;
-        off_cpu(t, off);
+        let (blocked, waiting) = split(t, out, now);
+        off_cpu(t, off, blocked, waiting);
+        if waiting != 0 {
+            held_by(prev, tgid, tid, waiting);
+        }
         // SAFETY: a read-only global the loader rewrites before load.
         let min = unsafe { core::ptr::read_volatile(&MIN_BLOCK_NS) };
         if stacks_on() && off >= min && !missed_out {
-            offcpu_stacks(t, next, tgid, tid, off, now);
+            offcpu_stacks(t, next, tgid, tid, off, blocked, now);
         }
     }
     t.waker_set = 0;
+    t.wakeup_at = 0;
     t.last_in = now;
     if timeline::on() {
         timeline::emit(tl::SWITCH_IN, now, 0, tid, 0, 0, tgid);
     }
 }
 
-/// Counts an interval of `off` ns off CPU that ends now, by the state it began in.
+/// An off-CPU interval from `out` to `now`, split at its first wakeup: (blocked, waiting
+/// for a CPU). A preempted thread waits for a CPU from its switch-out; a blocked one whose
+/// wakeup was not seen (before the start, or lost) counts as blocked throughout.
 #[inline(always)]
-fn off_cpu(t: &mut ThreadStats, off: u64) {
+fn split(t: &ThreadStats, out: u64, now: u64) -> (u64, u64) {
+    let off = now - out;
     if t.last_out_involuntary != 0 {
-        t.runqueue_ns += off;
+        return (0, off);
+    }
+    let woke = t.wakeup_at;
+    if woke >= out && woke <= now {
+        (woke - out, now - woke)
     } else {
-        t.blocked_ns += off;
+        (off, 0)
+    }
+}
+
+/// The task `prev`, on this CPU until now, held it while thread `tid` waited `ns` for it.
+#[inline(always)]
+fn held_by(prev: *mut c_void, tgid: u32, tid: u32, ns: u64) {
+    let holder = bpf_get_current_pid_tgid();
+    // SAFETY: `prev` is the tracepoint's own task pointer; the offset is the loader's, from
+    // the kernel's BTF.
+    let prio = unsafe {
+        *((prev as *const u8).add(core::ptr::read_volatile(&TASK_PRIO_OFFSET) as usize)
+            as *const u32)
+    };
+    let key = CpuHolderKey {
+        tgid,
+        tid,
+        holder_tgid: (holder >> 32) as u32,
+        holder_tid: holder as u32,
+        // SAFETY: a helper with no arguments.
+        cpu: unsafe { bpf_get_smp_processor_id() },
+        _pad: 0,
+    };
+    if let Some(v) = CPU_HOLDERS.get_ptr_mut(&key) {
+        // SAFETY: a live map value; only this waiter's switch-in writes its keys, and its
+        // switches are serialised.
+        unsafe {
+            (*v).count += 1;
+            (*v).ns += ns;
+        }
+        return;
+    }
+    let v = CpuHolderStats {
+        count: 1,
+        ns,
+        comm: current_comm(),
+        prio,
+        _pad: 0,
+    };
+    if CPU_HOLDERS.insert(&key, &v, 0).is_err() {
+        drop_event(drops::STACK_KEYS_FULL);
+    }
+}
+
+/// Counts an interval of `off` ns off CPU that ends now: `blocked` ns blocked, then
+/// `waiting` ns waiting for a CPU.
+#[inline(always)]
+fn off_cpu(t: &mut ThreadStats, off: u64, blocked: u64, waiting: u64) {
+    t.blocked_ns += blocked;
+    t.runqueue_ns += waiting;
+    if t.last_out_involuntary == 0 {
+        t.woken_wait_ns += waiting;
+    }
+    if waiting != 0 {
+        let b = log2_bucket(waiting);
+        if b < HIST_BUCKETS {
+            t.delay_hist[b] += 1;
+        }
     }
     let b = log2_bucket(off);
     if b < HIST_BUCKETS {
@@ -313,7 +391,15 @@ fn count(index: u32) {
 /// switch-out or, inside a syscall, now, from its length; for the wakeup profile, with the
 /// one chosen at its wakeup. The two choices are independent, each profile stays unbiased.
 #[inline(always)]
-fn offcpu_stacks(t: &mut ThreadStats, next: *mut c_void, tgid: u32, tid: u32, off: u64, now: u64) {
+fn offcpu_stacks(
+    t: &mut ThreadStats,
+    next: *mut c_void,
+    tgid: u32,
+    tid: u32,
+    off: u64,
+    blocked: u64,
+    now: u64,
+) {
     count(sampling::INTERVALS);
     let p = if t.in_syscall != 0 {
         draw(sample_probability(off))
@@ -329,37 +415,50 @@ fn offcpu_stacks(t: &mut ThreadStats, next: *mut c_void, tgid: u32, tid: u32, of
     // exactly the chosen intervals, and a chosen interval stands for 1/p of them: under
     // sampling they are left out. (An interval walked for certain stands for itself alone,
     // and keeps the length the thread's counters have.)
-    let mut own = 0;
-    // A switch-out that walked the user stack marked the interval's start before the walk.
+    // The interval's two parts: blocked, then waiting for a CPU (all of it, preempted).
+    let waiting = off - blocked;
+    // A switch-out that walked the user stack marked the interval's start before the walk:
+    // the blocked part, or a preempted thread's wait.
+    let mut own_out = 0;
     if t.in_syscall == 0 && t.walked_at > t.last_out && now > t.walked_at {
-        own += t.walked_at - t.last_out;
+        own_out = t.walked_at - t.last_out;
     }
-    // The waker's walk held this CPU, where the sleeper runs now.
+    // The waker's walk held this CPU, where the sleeper runs now: the wait for a CPU.
+    let mut own_wake = 0;
     if wake_p != 0
         && t.wake_cpu == unsafe { bpf_get_smp_processor_id() }
         && t.woken_at >= t.last_out
         && now > t.woken_at
     {
-        own += core::cmp::min(t.wake_walk_ns, now - t.woken_at);
+        own_wake = core::cmp::min(t.wake_walk_ns, now - t.woken_at);
     }
-    let weight = |p: u32| {
+    let (own_blocked, own_waiting) = if blocked != 0 {
+        (own_out, own_wake)
+    } else {
+        (0, own_out + own_wake)
+    };
+    let weight = |p: u32, part: u64, own: u64| {
         if p == 0 {
             0
         } else if p as u64 >= sampling::ONE {
-            off
+            part
         } else {
-            off.saturating_sub(own) * sampling::ONE / p as u64
+            part.saturating_sub(own) * sampling::ONE / p as u64
         }
     };
-    let (offcpu_ns, wake_ns) = (weight(p), weight(wake_p));
+    let offcpu_ns = weight(p, blocked, own_blocked);
+    let delay_ns = weight(p, waiting, own_waiting);
+    // The wakeup profile weights the blocked part only: the waker ended that.
+    let wake_ns = weight(wake_p, blocked, own_blocked);
     let kernel = blocked_kernel_stack(next);
     if t.in_syscall == 0 {
-        record(t, tid, t.user_stack, kernel, offcpu_ns, wake_ns);
+        record(t, tid, t.user_stack, kernel, offcpu_ns, delay_ns, wake_ns);
         return;
     }
     // The user stack is taken where the thread runs again (`flush_pending`).
     t.pending = 1;
     t.pending_ns = offcpu_ns;
+    t.pending_delay_ns = delay_ns;
     t.pending_wake_ns = wake_ns;
     t.kernel_stack = kernel;
     let pid_tgid = (tgid as u64) << 32 | tid as u64;
@@ -374,32 +473,34 @@ fn offcpu_stacks(t: &mut ThreadStats, next: *mut c_void, tgid: u32, tid: u32, of
     }
 }
 
-/// Adds one walked interval: by its stacks and state (weight `offcpu_ns`), and by sleeper
-/// and waker stacks together (weight `wake_ns`); a weight of 0 is an interval not chosen for
-/// that profile.
+/// Adds one walked interval: by its stacks and state (weight `offcpu_ns` for the part
+/// blocked, or a preempted thread's wait; `delay_ns` for the wait for a CPU after a wakeup,
+/// under the state with `WOKEN_FLAG`), and by sleeper and waker stacks together (weight
+/// `wake_ns`); a weight of 0 is an interval not chosen for that profile.
 #[inline(always)]
-fn record(t: &ThreadStats, tid: u32, user: i32, kernel: i32, offcpu_ns: u64, wake_ns: u64) {
-    if offcpu_ns != 0 {
-        let key = OffCpuKey {
-            tgid: t.tgid,
+fn record(
+    t: &ThreadStats,
+    tid: u32,
+    user: i32,
+    kernel: i32,
+    offcpu_ns: u64,
+    delay_ns: u64,
+    wake_ns: u64,
+) {
+    // A preempted thread's whole wait is under its own state (R); a blocked one's is split.
+    let preempted = t.state == tp::PREEMPT_FLAG as u32 || t.state == 0;
+    if preempted {
+        offcpu(t, tid, user, kernel, t.state, offcpu_ns + delay_ns);
+    } else {
+        offcpu(t, tid, user, kernel, t.state, offcpu_ns);
+        offcpu(
+            t,
             tid,
-            user_stack: user,
-            kernel_stack: kernel,
-            state: t.state,
-            _pad: 0,
-        };
-        add(&OFFCPU, &key, offcpu_ns);
-        if timeline::on() {
-            timeline::emit(
-                tl::OFFCPU,
-                unsafe { bpf_ktime_get_ns() },
-                offcpu_ns,
-                tid,
-                user as u32,
-                kernel as u32,
-                t.state,
-            );
-        }
+            user,
+            kernel,
+            t.state | tp::WOKEN_FLAG as u32,
+            delay_ns,
+        );
     }
     if wake_ns != 0 {
         let key = WakeupKey {
@@ -414,6 +515,34 @@ fn record(t: &ThreadStats, tid: u32, user: i32, kernel: i32, offcpu_ns: u64, wak
             waker_comm: t.waker_comm,
         };
         add(&WAKEUPS, &key, wake_ns);
+    }
+}
+
+/// `ns` of off-CPU time by stacks and state.
+#[inline(always)]
+fn offcpu(t: &ThreadStats, tid: u32, user: i32, kernel: i32, state: u32, ns: u64) {
+    if ns == 0 {
+        return;
+    }
+    let key = OffCpuKey {
+        tgid: t.tgid,
+        tid,
+        user_stack: user,
+        kernel_stack: kernel,
+        state,
+        _pad: 0,
+    };
+    add(&OFFCPU, &key, ns);
+    if timeline::on() {
+        timeline::emit(
+            tl::OFFCPU,
+            unsafe { bpf_ktime_get_ns() },
+            ns,
+            tid,
+            user as u32,
+            kernel as u32,
+            state,
+        );
     }
 }
 
@@ -441,6 +570,7 @@ fn flush(t: &mut ThreadStats, tid: u32, user: i32) {
         user,
         t.kernel_stack,
         t.pending_ns,
+        t.pending_delay_ns,
         t.pending_wake_ns,
     );
 }
@@ -521,7 +651,8 @@ fn switch_out(
         };
         let back = if back > now { now } else { back };
         if back > from {
-            off_cpu(t, back - from);
+            let (blocked, waiting) = split(t, from, back);
+            off_cpu(t, back - from, blocked, waiting);
         }
         t.last_in = back;
     }
@@ -642,6 +773,7 @@ fn begin(t: &mut ThreadStats, i: &Interval, user: i32) {
     t.wake_decided = 0;
     // A wakeup before the switch-out woke a thread that had not gone off CPU yet.
     t.waker_set = 0;
+    t.wakeup_at = 0;
     t.user_stack = if i.sample_p != 0 { user } else { -1 };
     // Read only for an interval outside a syscall that was chosen, the one walked here.
     // SAFETY: a helper with no arguments.

@@ -1,6 +1,7 @@
-//! Who woke whom: at `sched_wakeup` of a target thread, the waker's stacks and name are kept
-//! in the sleeper's entry; `sched_switch` joins them with the sleeper's off-CPU stack and
-//! time when the sleeper runs again.
+//! Who woke whom, and when: at `sched_wakeup` of a target thread, the time is kept in the
+//! sleeper's entry (its wait is blocked up to here, waiting for a CPU after), and the waker's
+//! stacks and name; `sched_switch` joins them with the sleeper's off-CPU stack and time when
+//! the sleeper runs again.
 //!
 //! The tracepoint runs in the waker's context (current = waker), while the sleeper is off CPU,
 //! so the sleeper's own switch path is not writing its entry at the same time.
@@ -33,10 +34,12 @@ pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
 
 #[inline(always)]
 fn try_sched_wakeup(ctx: &TracePointContext) {
-    let timeline = timeline::on();
-    if (!stacks_on() && !timeline) || !recording() {
+    // Every wakeup is timed, stacks or not: it splits the interval it ends into blocked
+    // time and time waiting for a CPU.
+    if !recording() {
         return;
     }
+    let timeline = timeline::on();
     let base = ctx.as_ptr() as *const u8;
     // SAFETY: a constant offset inside the record; the loader checked it against tracefs.
     let pid = unsafe { *(base.add(tp::WAKEUP_PID) as *const i32) } as u32;
@@ -50,11 +53,19 @@ fn try_sched_wakeup(ctx: &TracePointContext) {
         return;
     }
     t.wake_decided = 1;
+    // SAFETY: a helper with no arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    // Only a thread off CPU is waiting to be woken: one still running (woken before it
+    // switched out) switches out runnable, and waits for a CPU from there.
+    // (Both 0: off CPU since before the start.)
+    if t.last_out >= t.last_in {
+        t.wakeup_at = now;
+    }
     if timeline {
         let waker = bpf_get_current_pid_tgid();
         timeline::emit(
             tl::WAKEUP,
-            unsafe { bpf_ktime_get_ns() },
+            now,
             0,
             pid,
             waker as u32,

@@ -53,6 +53,8 @@ pub struct Recording<'a> {
     /// A symbolizer that outlives this recording (a continuous recording's windows share
     /// one); `None` makes one for this run.
     pub symbolizer: Option<&'a switchyard_symbolize::Symbolizer>,
+    /// The target's CPU controller over the recording.
+    pub cgroup: Option<switchyard_model::CgroupCpu>,
 }
 
 /// The run file of a recording.
@@ -69,6 +71,7 @@ pub fn assemble(r: Recording) -> Run {
     let mut locks = Locks::default();
     let mut gc = None;
     let mut timeline = None;
+    let mut cpu_holders = Vec::new();
     let (syscalls, threads, run_drops) = match r.source {
         Source::Ebpf(c) => {
             let c = *c;
@@ -78,6 +81,7 @@ pub fn assemble(r: Recording) -> Run {
             meta.unreported_switches =
                 dropped(DropKind::SwitchInMissed) + dropped(DropKind::SwitchOutMissed);
             locks = c.locks;
+            cpu_holders = c.cpu_holders;
             if let (Some(g), Some((binary, events))) = (c.gc, &r.go_gc) {
                 let lost = dropped(DropKind::GcEventsFull);
                 gc = Some(go_gc_summary(&g, binary, events, meta.start_mono_ns, lost));
@@ -163,6 +167,8 @@ pub fn assemble(r: Recording) -> Run {
         max_rss_kb: r.max_rss_kb,
         heap: None,
         timeline,
+        cpu_holders,
+        cgroup: r.cgroup,
     }
 }
 
@@ -229,7 +235,9 @@ fn degraded_threads(
                 oncpu_ns: l.oncpu_ns.saturating_sub(f.oncpu_ns),
                 blocked_ns: 0,
                 runqueue_ns: l.runqueue_ns.saturating_sub(f.runqueue_ns),
+                woken_wait_ns: 0,
                 offcpu: Log2Hist::default(),
+                sched_delay: Log2Hist::default(),
             }
         })
         .collect();
@@ -251,7 +259,9 @@ fn degraded_threads(
                 oncpu_ns: 0,
                 blocked_ns: 0,
                 runqueue_ns: 0,
+                woken_wait_ns: 0,
                 offcpu: Log2Hist::default(),
+                sched_delay: Log2Hist::default(),
             });
         }
     }
@@ -364,6 +374,7 @@ mod tests {
             max_rss_kb: Some(1024),
             timeline: None,
             symbolizer: None,
+            cgroup: None,
         }
     }
 

@@ -143,6 +143,8 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     // A spawned command writes to this terminal too, and a redrawn line would erase what it
     // wrote last: the line is only drawn for a target whose output goes elsewhere; windows
     // say their own line as they are cut.
+    // The target's CPU quota and throttling, read again at every window and at the end.
+    let mut cgroup_start = crate::cgroup::read(pid);
     let mut progress = Progress::start(plan.duration, child.is_some() || windows.is_some());
     let mut last_maps = Instant::now();
     let end = loop {
@@ -166,6 +168,8 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             let window_meta = meta(w.start_wall, end_wall, w.start_mono, at, EndReason::Window);
             let (stacks, go_gc) = (plan.stacks.clone(), plan.go_gc.clone());
             let (window_maps, max_rss_kb) = (maps.clone(), procfs::max_rss_kb(pid));
+            let cgroup = cgroup_start.as_ref().map(crate::cgroup::Reading::since_start);
+            cgroup_start = crate::cgroup::read(pid).or(cgroup_start);
             w.cut(
                 move |symbolizer| {
                     assemble(Recording {
@@ -178,6 +182,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
                         workload: None,
                         max_rss_kb,
                         timeline: None,
+                        cgroup,
                         symbolizer: Some(symbolizer),
                     })
                 },
@@ -214,6 +219,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         None => counter_rows,
     };
     let end_mono = collection.stop()?;
+    let cgroup = cgroup_start.as_ref().map(crate::cgroup::Reading::since_start);
     // A live target's peak RSS while it still exists; a spawned one's comes from wait4.
     let live_rss = procfs::max_rss_kb(pid);
     let end_wall = SystemTime::now();
@@ -258,6 +264,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         workload,
         max_rss_kb: exit.and_then(|e| e.max_rss_kb).or(live_rss),
         timeline: plan.timeline.map(|t| (timeline_events, t.syscall_ns)),
+        cgroup,
         symbolizer: None,
     });
     let heap_error = match heap {

@@ -27,6 +27,8 @@ pub mod maps {
     pub const OFFCPU: &str = "OFFCPU";
     /// `HashMap<WakeupKey, u64>`: off-CPU ns by sleeper stack and waker stack.
     pub const WAKEUPS: &str = "WAKEUPS";
+    /// `CpuHolderKey -> CpuHolderStats`: who held the CPU while a target thread waited.
+    pub const CPU_HOLDERS: &str = "CPU_HOLDERS";
     /// `HashMap<SyscallStackKey, u64>`: sampled syscall entries by user stack.
     pub const SYSCALL_STACKS: &str = "SYSCALL_STACKS";
     /// `PerCpuArray<ThreadStats>` of one zeroed entry: the template for new threads (a
@@ -105,6 +107,8 @@ pub mod globals {
     /// BTF).
     pub const TASK_PID_OFFSET: &str = "TASK_PID_OFFSET";
     pub const TASK_TGID_OFFSET: &str = "TASK_TGID_OFFSET";
+    /// `u32`: byte offset of `static_prio` in `struct task_struct`.
+    pub const TASK_PRIO_OFFSET: &str = "TASK_PRIO_OFFSET";
     /// `u8`: 1 when only the syscalls marked in `SYSCALL_FILTER` are recorded.
     pub const SYSCALL_FILTER_ON: &str = "SYSCALL_FILTER_ON";
     /// `u8`: 1 to stream timeline events (`--timeline`).
@@ -622,10 +626,46 @@ pub struct ThreadStats {
     /// what a choice made before an interval's end expects its length to be.
     pub predicted_ns: u64,
     pub predicted_sys_ns: u64,
+    /// When the first wakeup of the interval in progress came (0: none yet): the interval is
+    /// blocked up to it and waits for a CPU after it.
+    pub wakeup_at: u64,
+    /// The part of `runqueue_ns` that followed a wakeup (scheduler delay).
+    pub woken_wait_ns: u64,
+    /// The waiting-for-a-CPU part of the interval whose stacks wait for a user stack.
+    pub pending_delay_ns: u64,
+    /// Each wait for a CPU (wakeup or preemption to switch-in), log2 ns.
+    pub delay_hist: [u64; HIST_BUCKETS],
 }
 const _: () = assert!(
-    core::mem::size_of::<ThreadStats>() == 8 + 7 * 8 + 16 + 8 * HIST_BUCKETS + 32 + 16 + 24 + 56
+    core::mem::size_of::<ThreadStats>()
+        == 8 + 7 * 8 + 16 + 8 * HIST_BUCKETS + 32 + 16 + 24 + 56 + 24 + 8 * HIST_BUCKETS
 );
+
+/// Who held a CPU while a target thread waited for it: the task the waiter took the CPU from.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CpuHolderKey {
+    pub tgid: u32,
+    pub tid: u32,
+    pub holder_tgid: u32,
+    pub holder_tid: u32,
+    pub cpu: u32,
+    pub _pad: u32,
+}
+const _: () = assert!(core::mem::size_of::<CpuHolderKey>() == 24);
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CpuHolderStats {
+    pub count: u64,
+    pub ns: u64,
+    /// The holder's name, NUL-padded, as two little-endian words.
+    pub comm: [u64; 2],
+    /// The holder's `static_prio` (nice + 120).
+    pub prio: u32,
+    pub _pad: u32,
+}
+const _: () = assert!(core::mem::size_of::<CpuHolderStats>() == 40);
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -706,6 +746,9 @@ pub mod tp {
     /// `prev_state` bit the `sched_switch` trace event sets when the switch was a preemption
     /// (`TASK_REPORT_MAX`, printed as "R+"); the switch program reports states the same way.
     pub const PREEMPT_FLAG: i64 = 0x100;
+    /// A state the switch program adds to an off-CPU stack's state for the part of a wait
+    /// after its wakeup: runnable, waiting for a CPU (scheduler delay).
+    pub const WOKEN_FLAG: i64 = 0x200;
     /// `prev_state` bits of a task that is exiting (EXIT_DEAD, EXIT_ZOMBIE).
     pub const STATE_DEAD: i64 = 0x10;
     pub const STATE_ZOMBIE: i64 = 0x20;
@@ -723,6 +766,8 @@ mod pod {
     unsafe impl aya::Pod for super::OnCpuKey {}
     unsafe impl aya::Pod for super::OffCpuKey {}
     unsafe impl aya::Pod for super::WakeupKey {}
+    unsafe impl aya::Pod for super::CpuHolderKey {}
+    unsafe impl aya::Pod for super::CpuHolderStats {}
     unsafe impl aya::Pod for super::SyscallStackKey {}
     unsafe impl aya::Pod for super::FutexKey {}
     unsafe impl aya::Pod for super::FutexStats {}

@@ -21,6 +21,7 @@ fn vmlinux() -> Result<Btf, Error> {
 pub struct TaskOffsets {
     pub pid: u32,
     pub tgid: u32,
+    pub static_prio: u32,
 }
 
 impl TaskOffsets {
@@ -29,6 +30,7 @@ impl TaskOffsets {
         Ok(TaskOffsets {
             pid: member_offset(&btf, "task_struct", "pid")?,
             tgid: member_offset(&btf, "task_struct", "tgid")?,
+            static_prio: member_offset(&btf, "task_struct", "static_prio")?,
         })
     }
 }

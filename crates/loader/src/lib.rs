@@ -24,13 +24,13 @@ pub use switchyard_common::{TimelineEvent, timeline as event_kind};
 /// The bit `sched_switch` states carry for a preempted task.
 pub const PREEMPT_FLAG: u32 = switchyard_common::tp::PREEMPT_FLAG as u32;
 use switchyard_common::{
-    ErrnoKey, FutexKey, FutexStats, GcEvent as RawGcEvent, HIST_BUCKETS, MAX_SPANS, OffCpuKey,
+    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, GcEvent as RawGcEvent, HIST_BUCKETS, MAX_SPANS, OffCpuKey,
     OnCpuKey, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey, gc,
     globals, maps, programs, tp,
 };
 use switchyard_model::raw::{Raw, RawSample, RawWaker};
 use switchyard_model::{
-    DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow, WaitSummary,
+    CpuHolder, DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow, WaitSummary,
     errno_name, syscall_name,
 };
 pub use unwind::UnwindStats;
@@ -272,6 +272,8 @@ pub struct Probes {
 pub struct Collected {
     pub syscalls: Vec<SyscallRow>,
     pub threads: Vec<ThreadRow>,
+    /// Who held the CPU while a target thread waited for one.
+    pub cpu_holders: Vec<CpuHolder>,
     pub drops: Vec<DropRow>,
     /// The same drops by kind, for figures that count them.
     pub drop_counts: BTreeMap<DropKind, u64>,
@@ -335,6 +337,7 @@ impl Probes {
             .override_global(globals::OFFCPU_PERIOD_NS, &period, true)
             .override_global(globals::TASK_PID_OFFSET, &task.pid, true)
             .override_global(globals::TASK_TGID_OFFSET, &task.tgid, true)
+            .override_global(globals::TASK_PRIO_OFFSET, &task.static_prio, true)
             .override_global(globals::SYSCALL_FILTER_ON, &filter_on, true)
             .override_global(globals::TIMELINE_ON, &timeline_on, true)
             .override_global(globals::TIMELINE_SYSCALL_NS, &timeline_syscall_ns, true)
@@ -680,6 +683,7 @@ impl Probes {
         idle += evict_idle(ebpf, maps::WAKEUPS, &mut w.wakeups);
         idle += evict_idle(ebpf, maps::SYSCALL_STACKS, &mut w.syscall_stacks);
         idle += evict_idle(ebpf, maps::FUTEXES, &mut w.futexes);
+        idle += evict_idle(ebpf, maps::CPU_HOLDERS, &mut w.cpu_holders);
         // Maps of small fixed keys (syscall numbers, drop kinds, errnos) never need it.
         w.clear_idle();
         self.evicted.idle_keys += idle;
@@ -1042,13 +1046,19 @@ impl Probes {
             // The interval in progress at the stop: on CPU since its last switch-in, or off
             // since its last switch-out.
             let (mut oncpu, mut blocked, mut runqueue) = (t.oncpu_ns, t.blocked_ns, t.runqueue_ns);
+            let mut woken_wait = t.woken_wait_ns;
             if let Some(end) = end {
                 if t.last_in > t.last_out {
                     oncpu += end.saturating_sub(t.last_in);
                 } else if t.last_out_involuntary != 0 {
                     runqueue += end.saturating_sub(t.last_out);
                 } else if !exited(&t) {
-                    blocked += end.saturating_sub(t.last_out);
+                    // Woken and not yet run: blocked up to the wakeup, waiting since.
+                    let woke = t.wakeup_at.clamp(t.last_out, end.max(t.last_out));
+                    let woke = if t.wakeup_at == 0 { end } else { woke };
+                    blocked += woke.saturating_sub(t.last_out);
+                    runqueue += end.saturating_sub(woke);
+                    woken_wait += end.saturating_sub(woke);
                 }
             }
             let times = ThreadTimes {
@@ -1057,7 +1067,9 @@ impl Probes {
                 oncpu_ns: oncpu,
                 blocked_ns: blocked,
                 runqueue_ns: runqueue,
+                woken_wait_ns: woken_wait,
                 offcpu_hist: t.offcpu_hist,
+                delay_hist: t.delay_hist,
             };
             let times = match self.windows.as_mut() {
                 Some(w) => {
@@ -1083,10 +1095,38 @@ impl Probes {
                 oncpu_ns: times.oncpu_ns,
                 blocked_ns: times.blocked_ns,
                 runqueue_ns: times.runqueue_ns,
+                woken_wait_ns: times.woken_wait_ns,
                 offcpu: Log2Hist::from_buckets(&times.offcpu_hist),
+                sched_delay: Log2Hist::from_buckets(&times.delay_hist),
             });
         }
         threads.sort_by_key(|t| (t.tgid, t.tid));
+
+        let holders_map: HashMap<&MapData, CpuHolderKey, CpuHolderStats> =
+            HashMap::try_from(map(maps::CPU_HOLDERS)?).map_err(map_err(maps::CPU_HOLDERS))?;
+        let mut cpu_holders = Vec::new();
+        for item in holders_map.iter() {
+            let (k, v) = item.map_err(map_err(maps::CPU_HOLDERS))?;
+            let v = added(self.windows.as_mut().map(|w| &mut w.cpu_holders), k, v);
+            if v.count == 0 {
+                continue;
+            }
+            cpu_holders.push(CpuHolder {
+                tgid: k.tgid,
+                tid: k.tid,
+                cpu: k.cpu,
+                holder_tgid: k.holder_tgid,
+                holder_tid: k.holder_tid,
+                holder_comm: comm_string(v.comm),
+                holder_nice: v.prio as i32 - 120,
+                count: v.count,
+                ns: v.ns,
+            });
+        }
+        cpu_holders.sort_by(|a, b| {
+            b.ns.cmp(&a.ns)
+                .then((a.tid, a.holder_tid, a.cpu).cmp(&(b.tid, b.holder_tid, b.cpu)))
+        });
 
         let drops_map: PerCpuArray<&MapData, u64> =
             PerCpuArray::try_from(map(maps::DROPS)?).map_err(map_err(maps::DROPS))?;
@@ -1148,6 +1188,7 @@ impl Probes {
         Ok(Collected {
             syscalls,
             threads,
+            cpu_holders,
             drops: drop_rows,
             drop_counts,
             children,
@@ -1415,8 +1456,12 @@ fn attach_raw(ebpf: &mut Ebpf, name: &'static str, event: &str) -> Result<(), Er
     Ok(())
 }
 
-/// The label of an off-CPU state as the kernel reports `prev_state`.
+/// The label of an off-CPU state as the kernel reports `prev_state`; "W" for the wait for a
+/// CPU after a wakeup (runnable, woken: scheduler delay).
 pub fn state_label(state: u32, preempt_flag: u32) -> String {
+    if state & tp::WOKEN_FLAG as u32 != 0 {
+        return "W".into();
+    }
     if state == 0 || state & preempt_flag != 0 {
         return "R".into();
     }

@@ -81,6 +81,49 @@ pub struct Run {
     /// Timestamped events (`record --timeline`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<Timeline>,
+    /// Who held the CPU while a target thread waited for one: by waiter, holder and CPU,
+    /// sorted by time, descending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_holders: Vec<CpuHolder>,
+    /// The target's cgroup CPU quota and its throttling during the recording (cgroup v2
+    /// `cpu.max` and `cpu.stat`), where the target has a cgroup with a controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<CgroupCpu>,
+}
+
+/// A task that ran on a CPU while a target thread waited for it: the task the waiter took
+/// the CPU from when it finally ran (`prev` of that switch).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CpuHolder {
+    /// The waiting thread.
+    pub tgid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    /// The task that held the CPU: its thread id, process id and name (0 and "swapper" for
+    /// the idle task).
+    pub holder_tgid: u32,
+    pub holder_tid: u32,
+    pub holder_comm: String,
+    /// Its nice value (static priority − 120; realtime tasks show their priority too).
+    pub holder_nice: i32,
+    /// Waits this task ended by giving up the CPU, and their total time, ns.
+    pub count: u64,
+    pub ns: u64,
+}
+
+/// The target's cgroup CPU controller over the recording.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CgroupCpu {
+    /// The cgroup's path under /sys/fs/cgroup.
+    pub path: String,
+    /// `cpu.max`: the quota and period, µs (`None`: no quota, "max").
+    pub quota_us: Option<u64>,
+    pub period_us: u64,
+    /// `cpu.stat` differences between start and end: periods with a quota, periods throttled,
+    /// and time throttled.
+    pub periods: u64,
+    pub throttled_periods: u64,
+    pub throttled_ns: u64,
 }
 
 /// Garbage collection of a Go target, from entry-only uprobes on its runtime.
@@ -379,11 +422,19 @@ pub struct ThreadRow {
     pub voluntary: u64,
     pub involuntary: u64,
     pub oncpu_ns: u64,
-    /// Off-CPU after a voluntary switch (sleeping, waiting).
+    /// Off CPU after a voluntary switch, up to the wakeup that ended the wait (sleeping,
+    /// waiting on something).
     pub blocked_ns: u64,
-    /// Off-CPU after an involuntary switch (runnable, waiting for a CPU).
+    /// Runnable but off CPU, waiting for a CPU: from a preemption to the next switch-in, and
+    /// from a wakeup to the switch-in that follows it (scheduler delay).
     pub runqueue_ns: u64,
+    /// The part of `runqueue_ns` that followed a wakeup (the rest followed a preemption).
+    #[serde(default)]
+    pub woken_wait_ns: u64,
     pub offcpu: Log2Hist,
+    /// Each wait for a CPU, wakeup or preemption to switch-in (`runqlat -P`'s histogram).
+    #[serde(default)]
+    pub sched_delay: Log2Hist,
 }
 
 impl ThreadRow {
@@ -603,7 +654,9 @@ pub(crate) mod tests {
                 oncpu_ns: 500_000_000,
                 blocked_ns: 1_500_000_000,
                 runqueue_ns: 0,
+                woken_wait_ns: 0,
                 offcpu: Log2Hist::default(),
+                sched_delay: Log2Hist::default(),
             }],
             drops: vec![],
             profiles: Profiles::default(),
@@ -614,6 +667,8 @@ pub(crate) mod tests {
             max_rss_kb: None,
             heap: None,
             timeline: None,
+            cpu_holders: vec![],
+            cgroup: None,
         }
     }
 

@@ -69,6 +69,9 @@ pub struct Stack {
     /// For wakeups: the waker's frames, root first, and its thread name.
     pub waker_frames: Vec<u32>,
     pub waker_comm: String,
+    /// For wakeups: the waker's thread id (0: an interrupt, or a run from before it was kept).
+    #[serde(default, skip_serializing_if = "is_zero32")]
+    pub waker_tid: u32,
     pub value: u64,
 }
 
@@ -91,6 +94,10 @@ pub struct Frame {
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero32(n: &u32) -> bool {
     *n == 0
 }
 

@@ -401,7 +401,8 @@ pub fn symbolize_with(
                 {
                     q.complete += s.value;
                 }
-                let (waker_frames, waker_comm) = match &s.waker {
+                let waker_tid = s.waker.as_ref().map_or(0, |w| w.tid);
+                let (waker_frames, waker_comm, waker_tid) = match &s.waker {
                     Some(w) => {
                         let kernel = r.stack(raw, w.tgid, -1, w.kernel_stack);
                         if kernel
@@ -413,15 +414,16 @@ pub fn symbolize_with(
                                 .into_iter()
                                 .filter(|&f| r.frames[f as usize].kind != FrameKind::Unknown)
                                 .collect();
-                            (kernel, "[interrupt]".to_string())
+                            (kernel, "[interrupt]".to_string(), 0)
                         } else {
                             (
                                 r.stack(raw, w.tgid, w.user_stack, w.kernel_stack),
                                 w.comm.clone(),
+                                waker_tid,
                             )
                         }
                     }
-                    None => (Vec::new(), String::new()),
+                    None => (Vec::new(), String::new(), 0),
                 };
                 Stack {
                     tgid: s.tgid,
@@ -434,6 +436,7 @@ pub fn symbolize_with(
                     frames,
                     waker_frames,
                     waker_comm,
+                    waker_tid,
                     value: s.value,
                 }
             })
@@ -501,8 +504,8 @@ fn build_id(path: &Path) -> Option<String> {
 /// Stacks that symbolise alike (e.g. two ids differing only in an unknown frame) merge; then
 /// sorted by value, descending, then by thread and frames, for deterministic output.
 fn merge_and_sort(stacks: &mut Vec<Stack>) {
-    /// (tgid, tid, comm, label, frames, waker frames, waker comm)
-    type Key = (u32, u32, String, String, Vec<u32>, Vec<u32>, String);
+    /// (tgid, tid, comm, label, frames, waker frames, waker comm, waker tid)
+    type Key = (u32, u32, String, String, Vec<u32>, Vec<u32>, String, u32);
     let mut merged: BTreeMap<Key, u64> = BTreeMap::new();
     for s in stacks.drain(..) {
         *merged
@@ -514,11 +517,12 @@ fn merge_and_sort(stacks: &mut Vec<Stack>) {
                 s.frames,
                 s.waker_frames,
                 s.waker_comm,
+                s.waker_tid,
             ))
             .or_default() += s.value;
     }
     stacks.extend(merged.into_iter().map(
-        |((tgid, tid, comm, label, frames, waker_frames, waker_comm), value)| Stack {
+        |((tgid, tid, comm, label, frames, waker_frames, waker_comm, waker_tid), value)| Stack {
             tgid,
             tid,
             comm,
@@ -526,6 +530,7 @@ fn merge_and_sort(stacks: &mut Vec<Stack>) {
             frames,
             waker_frames,
             waker_comm,
+            waker_tid,
             value,
         },
     ));
