@@ -18,7 +18,10 @@ use switchyard_report::{
     folded_view, merges_threads,
 };
 
-use crate::{Area, Comparison, NOISE_PCT, Row, headline, shown, spread_text, verdict_word};
+use crate::{
+    Area, Comparison, MIN_RUNS, NOISE_PCT, Row, Verdict, headline, no_verdicts, shown, spread_text,
+    verdict_text, verdict_word,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -197,17 +200,22 @@ fn cell(s: &Option<crate::Spread>, unit: switchyard_model::units::Unit) -> Strin
 
 fn row(out: &mut String, r: &Row) {
     let pct = r.delta_pct.map_or_else(|| "-".into(), percent_change);
+    // The row's class is its verdict: better, worse, noise, same; withheld, or none.
+    let class = match r.verdict {
+        Verdict::Withheld => "withheld",
+        v => verdict_word(v),
+    };
     let _ = writeln!(
         out,
-        "<tr class=\"{v}\"><td><code>{}</code></td><td class=\"num\" data-v=\"{}\">{}</td>\
-         <td class=\"num\" data-v=\"{}\">{}</td><td class=\"num\" data-v=\"{}\">{pct}</td><td>{v}</td></tr>",
+        "<tr class=\"{class}\"><td><code>{}</code></td><td class=\"num\" data-v=\"{}\">{}</td>\
+         <td class=\"num\" data-v=\"{}\">{}</td><td class=\"num\" data-v=\"{}\">{pct}</td><td>{}</td></tr>",
         esc(&r.name),
         r.a.as_ref().map_or(0.0, |s| s.median),
         cell(&r.a, r.unit),
         r.b.as_ref().map_or(0.0, |s| s.median),
         cell(&r.b, r.unit),
         r.delta_pct.unwrap_or(0.0),
-        v = verdict_word(r.verdict),
+        esc(&verdict_text(r)),
     );
 }
 
@@ -230,15 +238,29 @@ pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, E
         main,
         "<section id=\"summary\">\n<h2>Summary</h2>\n<p class=\"headline\"><b>{}</b></p>\n\
          <p>A = <b>{}</b> ({}), B = <b>{}</b> ({}). Figures are medians; with repeats, \
-         [min–max] follows. A delta inside both ranges, or under {NOISE_PCT}%, is marked \
-         <i>noise</i>, not a win or a loss. Totals and rates per second of figures also \
-         known per operation get no verdict: the builds did different amounts of work.</p>",
+         [min–max] follows. A verdict needs {MIN_RUNS} runs a side, and says how many it \
+         rests on (<i>n=3</i>, or <i>n=3+4</i> when the sides differ); with fewer, a figure \
+         keeps its delta and shows <i>~</i>, no verdict. A delta inside both ranges, or under \
+         {NOISE_PCT}%, is marked <i>noise</i>, not a win or a loss. Totals and rates per \
+         second of figures also known per operation get no verdict: the builds did different \
+         amounts of work.</p>",
         esc(&headline(c)),
         esc(&c.a_label),
         counted(c.a_runs as u64, "run"),
         esc(&c.b_label),
         counted(c.b_runs as u64, "run"),
     );
+    // The sentence's own words need no escaping; its commands do.
+    if let Some(why) = no_verdicts(c, |s| format!("<code>{}</code>", esc(s))) {
+        let mut chars = why.chars();
+        let first = chars.next().map(|f| f.to_uppercase().to_string());
+        let _ = writeln!(
+            main,
+            "<p class=\"note verdicts\">{}{}.</p>",
+            first.unwrap_or_default(),
+            chars.as_str()
+        );
+    }
     for (label, runs) in [(&c.a_label, a), (&c.b_label, b)] {
         if let Some(r) = runs.first() {
             let _ = writeln!(

@@ -2,8 +2,10 @@
 //! or noise.
 //!
 //! Each side may hold several runs (repeats). A side's figure is then the median, shown with
-//! its min–max; a delta whose sides' ranges overlap is noise, not a win or a loss. A change
-//! under [`NOISE_PCT`] is noise too, with or without repeats.
+//! its min–max. A verdict needs [`MIN_RUNS`] runs a side: with fewer, a figure keeps its delta
+//! but gets none (`~`, and why), since one run says nothing of the run-to-run spread. With
+//! enough, a delta whose sides' ranges overlap is noise, not a win or a loss, and so is a
+//! change under [`NOISE_PCT`]; each verdict says how many runs it rests on (`n=3`).
 //!
 //! Two builds rarely do the same amount of work in a recording, so a total (or a rate per
 //! second) says as much about the load as about the build: when the figure also exists per
@@ -28,9 +30,11 @@ pub use switchyard_model::metrics::{Spread, spread};
 pub enum Verdict {
     Better,
     Worse,
-    /// The two sides' min–max ranges overlap.
+    /// The two sides' min–max ranges overlap, or the change is under [`NOISE_PCT`].
     Noise,
     Same,
+    /// Fewer than [`MIN_RUNS`] runs on a side had the figure: the delta stands, unjudged.
+    Withheld,
     /// Informational figure, or present on one side only.
     Neutral,
 }
@@ -86,6 +90,9 @@ impl Area {
 /// variation on a shared 2-core host is larger.
 pub const NOISE_PCT: f64 = 1.0;
 
+/// Runs a side needs for a verdict: fewer give no spread worth judging a change by.
+pub const MIN_RUNS: usize = 3;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     pub name: String,
@@ -108,6 +115,9 @@ pub struct Comparison {
     pub a_runs: usize,
     pub b_runs: usize,
     pub rows: Vec<Row>,
+    /// What records [`MIN_RUNS`] runs of each build: `just compare WORKLOAD A B 3`, with the
+    /// runs' workload and builds when they name them.
+    pub rerun: String,
 }
 
 /// Figures shown by default: the headline ones, then syscalls by name.
@@ -230,7 +240,33 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
         a_runs: a.len(),
         b_runs: b.len(),
         rows,
+        rerun: rerun(a, b),
     }
+}
+
+/// `just compare WORKLOAD A B 3` with the workload and the builds the runs name (one each,
+/// the same workload on both sides, two builds), else with those placeholders: a run recorded
+/// as another build (`--as-build`) names that one, so one name twice is no command.
+fn rerun(a: &[Run], b: &[Run]) -> String {
+    // The one word all `runs` give for `field` of their workload.
+    fn one(runs: &[Run], field: fn(&switchyard_model::Workload) -> &str) -> Option<&str> {
+        let mut names = runs.iter().map(|r| r.workload.as_ref().map(field));
+        let first = names.next().flatten()?;
+        let word = !first.is_empty() && !first.contains(char::is_whitespace);
+        (word && names.all(|n| n == Some(first))).then_some(first)
+    }
+    let args = match (
+        one(a, |w| &w.name),
+        one(b, |w| &w.name),
+        one(a, |w| &w.build),
+        one(b, |w| &w.build),
+    ) {
+        (Some(wa), Some(wb), Some(ba), Some(bb)) if wa == wb && ba != bb => {
+            format!("{wa} {ba} {bb}")
+        }
+        _ => "WORKLOAD A B".to_string(),
+    };
+    format!("just compare {args} {MIN_RUNS}")
 }
 
 /// The per-operation figure that says what total (or per-second rate) `name` says, per unit
@@ -293,14 +329,19 @@ pub fn headline(c: &Comparison) -> String {
             || (n.starts_with("span.") && n.ends_with(".time.per_op"))
             || (n.starts_with("gc.") && n.ends_with(".per_op"))
     };
+    // With too few runs for any verdict, the changes of NOISE_PCT or more are listed, said to
+    // be unjudged.
+    let unjudged = (c.a_runs < MIN_RUNS || c.b_runs < MIN_RUNS)
+        && c.rows.iter().any(|r| r.verdict == Verdict::Withheld);
+    let listed = |r: &Row| match r.verdict {
+        Verdict::Better | Verdict::Worse => true,
+        Verdict::Withheld => unjudged && r.delta_pct.is_some_and(|p| p.abs() >= NOISE_PCT),
+        _ => false,
+    };
     let mut changed: Vec<&Row> = c
         .rows
         .iter()
-        .filter(|r| {
-            matches!(r.verdict, Verdict::Better | Verdict::Worse)
-                && headline_figure(&r.name)
-                && r.delta_pct.is_some()
-        })
+        .filter(|r| listed(r) && headline_figure(&r.name) && r.delta_pct.is_some())
         .collect();
     // Throughput, CPU per operation, the work's other costs per operation, then latency; the
     // largest change first within each.
@@ -324,11 +365,67 @@ pub fn headline(c: &Comparison) -> String {
             format!("{sign}{:.0}% {}", pct.abs(), short_name(&r.name))
         })
         .collect();
-    if parts.is_empty() {
-        format!("{}: no change beyond the noise", c.b_label)
-    } else {
-        format!("{}: {}", c.b_label, parts.join(", "))
+    let unjudged = unjudged.then(|| {
+        format!(
+            " (no verdicts: {})",
+            runs_a_side(c.a_runs as u64, c.b_runs as u64)
+        )
+    });
+    match (parts.is_empty(), unjudged) {
+        (true, None) => format!("{}: no change beyond the noise", c.b_label),
+        (true, Some(why)) => format!("{}: no change of {NOISE_PCT}% or more{why}", c.b_label),
+        (false, why) => format!(
+            "{}: {}{}",
+            c.b_label,
+            parts.join(", "),
+            why.unwrap_or_default()
+        ),
     }
+}
+
+/// "1 run a side", or "A 1 run, B 2" when the sides differ.
+fn runs_a_side(a: u64, b: u64) -> String {
+    if a == b {
+        format!("{} a side", counted(a, "run"))
+    } else {
+        format!("A {}, B {b}", counted(a, "run"))
+    }
+}
+
+/// Runs behind a figure as benchstat writes them: "n=3", or "n=3+4" when the sides differ.
+fn runs_behind(a: usize, b: usize) -> String {
+    if a == b {
+        format!("n={a}")
+    } else {
+        format!("n={a}+{b}")
+    }
+}
+
+/// Why the comparison lacks verdicts, and how to get them; `None` when nothing was withheld.
+/// `code` marks up a command: "no verdicts: 1 run a side; run `just compare … 3` or pass 3 runs
+/// a side (`--a` … `--b` …) for verdicts".
+pub fn no_verdicts(c: &Comparison, code: impl Fn(&str) -> String) -> Option<String> {
+    let withheld = c
+        .rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Withheld)
+        .count();
+    if withheld == 0 {
+        return None;
+    }
+    if c.a_runs < MIN_RUNS || c.b_runs < MIN_RUNS {
+        return Some(format!(
+            "no verdicts: {}; run {} or pass {MIN_RUNS} runs a side ({} … {} …) for verdicts",
+            runs_a_side(c.a_runs as u64, c.b_runs as u64),
+            code(&c.rerun),
+            code("--a"),
+            code("--b"),
+        ));
+    }
+    Some(format!(
+        "{} without a verdict: fewer than {MIN_RUNS} runs on a side had them",
+        counted(withheld as u64, "figure")
+    ))
 }
 
 fn judge(
@@ -344,12 +441,16 @@ fn judge(
     if better == Better::Neither {
         return (Some(delta), pct, Verdict::Neutral);
     }
+    // Too few runs to know the spread: not even "same" or "noise" can be said.
+    if a.n < MIN_RUNS || b.n < MIN_RUNS {
+        return (Some(delta), pct, Verdict::Withheld);
+    }
     if delta == 0.0 {
         return (Some(delta), pct, Verdict::Same);
     }
-    // With repeats on both sides, overlapping ranges mean the delta is inside the spread;
-    // and a change under NOISE_PCT is inside any run-to-run spread here.
-    let overlap = a.n > 1 && b.n > 1 && a.min <= b.max && b.min <= a.max;
+    // Overlapping ranges mean the delta is inside the spread; and a change under NOISE_PCT is
+    // inside any run-to-run spread here.
+    let overlap = a.min <= b.max && b.min <= a.max;
     if overlap || pct.is_some_and(|p| p.abs() < NOISE_PCT) {
         return (Some(delta), pct, Verdict::Noise);
     }
@@ -403,18 +504,105 @@ pub fn verdict_word(v: Verdict) -> &'static str {
         Verdict::Worse => "worse",
         Verdict::Noise => "noise",
         Verdict::Same => "same",
+        Verdict::Withheld => "~",
         Verdict::Neutral => "",
     }
 }
 
-/// Width of the terminal table's figure column; longer names are cut with "…".
+/// A row's verdict as tables show it: the word and the runs behind it ("better (n=3)"); for a
+/// withheld one, `~` and why ("~ (1 run a side; a verdict needs 3)"); for a figure with no
+/// verdict, the runs alone when a verdict could have had them.
+pub fn verdict_text(r: &Row) -> String {
+    let n = |s: &Option<Spread>| s.as_ref().map_or(0, |s| s.n);
+    let (a, b) = (n(&r.a), n(&r.b));
+    match r.verdict {
+        Verdict::Withheld if a == b => format!(
+            "~ ({}; a verdict needs {MIN_RUNS})",
+            runs_a_side(a as u64, b as u64)
+        ),
+        Verdict::Withheld => format!(
+            "~ ({}; a verdict needs {MIN_RUNS} a side)",
+            runs_a_side(a as u64, b as u64)
+        ),
+        Verdict::Neutral if a >= MIN_RUNS && b >= MIN_RUNS => format!("({})", runs_behind(a, b)),
+        Verdict::Neutral => String::new(),
+        v => format!("{} ({})", verdict_word(v), runs_behind(a, b)),
+    }
+}
+
+/// Widest the terminal table's figure column gets; longer names are cut ([`cut_name`]).
 const NAME_WIDTH: usize = 30;
+
+/// Narrowest the figure column is cut to so that a row fits [`WIDTH`].
+const MIN_NAME_WIDTH: usize = 20;
+
+/// Columns the terminal table keeps within, when its figures allow.
+const WIDTH: usize = 100;
+
+/// `name` in at most `width` columns: cut in the middle, keeping its last part, so that
+/// `syscalls.getppid.per_op` and `syscalls.getppid.per_s` stay apart (`syscalls.getp….per_op`).
+fn cut_name(name: &str, width: usize) -> String {
+    let chars = name.chars().count();
+    if chars <= width {
+        return name.to_string();
+    }
+    let last = name.rfind('.').map_or("", |i| &name[i..]);
+    let last = if last.chars().count() * 2 <= width {
+        last
+    } else {
+        ""
+    };
+    let head: String = name
+        .chars()
+        .take(width.saturating_sub(1 + last.chars().count()))
+        .collect();
+    format!("{head}…{last}")
+}
+
+/// `text` in lines of at most [`WIDTH`] columns: one line when it fits, else a line per
+/// clause (after "; "), each broken at spaces outside `code spans` if it is still too long.
+fn wrapped(out: &mut String, text: &str) {
+    if text.chars().count() > WIDTH
+        && let Some((first, rest)) = text.split_once("; ")
+    {
+        wrapped(out, &format!("{first};"));
+        wrapped(out, rest);
+        return;
+    }
+    let mut words = Vec::new();
+    let (mut word, mut code) = (String::new(), false);
+    for ch in text.chars() {
+        match ch {
+            ' ' if !code => words.push(std::mem::take(&mut word)),
+            '`' => {
+                code = !code;
+                word.push(ch);
+            }
+            _ => word.push(ch),
+        }
+    }
+    words.push(word);
+    let mut line = String::new();
+    for w in words {
+        if !line.is_empty() && line.chars().count() + 1 + w.chars().count() > WIDTH {
+            let _ = writeln!(out, "{line}");
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&w);
+    }
+    let _ = writeln!(out, "{line}");
+}
 
 /// The terminal table, at most 100 columns: the headline, then the figures by area, the ones
 /// that compare the builds' work first. Totals and rates of figures also known per operation
 /// get no verdict and are listed only with `all`, which also includes every syscall;
 /// otherwise syscalls and perf counters whose both sides are below 1% of the total syscalls
-/// are left out.
+/// are left out. Columns are as wide as their widest cell; a figure's name is cut (down to
+/// 20 columns) when a row would not fit otherwise. Wide ranges, or the reason for no verdict
+/// with sides of different sizes, can still go beyond 100 columns.
 pub fn render_text(c: &Comparison, all: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", headline(c));
@@ -430,24 +618,47 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
         out,
         "medians, [min–max] with repeats; a change under {NOISE_PCT}% or inside the spread is noise"
     );
-    let line = |out: &mut String, name: &str, a: &str, b: &str, pct: &str, v: &str| {
-        let name = if name.chars().count() > NAME_WIDTH {
-            let cut: String = name.chars().take(NAME_WIDTH - 1).collect();
-            format!("{cut}…")
-        } else {
-            name.to_string()
-        };
-        let row = format!("  {name:<NAME_WIDTH$} {a:>22} {b:>22} {pct:>8}  {v}");
+    if let Some(why) = no_verdicts(c, |s| format!("`{s}`")) {
+        wrapped(&mut out, &why);
+    }
+    let rows: Vec<&Row> = c.rows.iter().filter(|r| all || shown(r, c)).collect();
+    let hidden = rows.iter().filter(|r| r.total && !all).count();
+    let rows: Vec<&Row> = rows.into_iter().filter(|r| all || !r.total).collect();
+    let cells: Vec<[String; 5]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.name.clone(),
+                side(&r.a, r.unit),
+                side(&r.b, r.unit),
+                r.delta_pct.map_or_else(|| "-".into(), percent_change),
+                verdict_text(r),
+            ]
+        })
+        .collect();
+    let header = ["figure", "A", "B", "delta", ""].map(String::from);
+    let mut widths = [0; 5];
+    for row in cells.iter().chain([&header]) {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    widths[0] = widths[0].min(NAME_WIDTH);
+    // Two columns before the figure, one between the figures, two before the verdict.
+    let row_width = |w: &[usize; 5]| 2 + w[0] + 1 + w[1] + 1 + w[2] + 1 + w[3] + 2 + w[4];
+    let over = row_width(&widths).saturating_sub(WIDTH);
+    widths[0] = widths[0]
+        .saturating_sub(over)
+        .max(MIN_NAME_WIDTH.min(widths[0]));
+    let [name_w, a_w, b_w, pct_w, _] = widths;
+    let line = |out: &mut String, cells: &[String; 5]| {
+        let [name, a, b, pct, v] = cells;
+        let name = cut_name(name, name_w);
+        let row = format!("  {name:<name_w$} {a:>a_w$} {b:>b_w$} {pct:>pct_w$}  {v}");
         let _ = writeln!(out, "{}", row.trim_end());
     };
-    let rows: Vec<&Row> = c.rows.iter().filter(|r| all || shown(r, c)).collect();
-    let mut hidden = 0;
     let mut area = None;
-    for r in &rows {
-        if r.total && !all {
-            hidden += 1;
-            continue;
-        }
+    for (r, cells) in rows.iter().zip(&cells) {
         if area != Some((r.area, r.total)) {
             area = Some((r.area, r.total));
             let title = if r.total {
@@ -456,16 +667,9 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
                 r.area.title().to_string()
             };
             let _ = writeln!(out, "\n{title}");
-            line(&mut out, "figure", "A", "B", "delta", "");
+            line(&mut out, &header);
         }
-        line(
-            &mut out,
-            &r.name,
-            &side(&r.a, r.unit),
-            &side(&r.b, r.unit),
-            &r.delta_pct.map_or_else(|| "-".into(), percent_change),
-            verdict_word(r.verdict),
-        );
+        line(&mut out, cells);
     }
     if hidden > 0 {
         let _ = writeln!(
@@ -545,12 +749,80 @@ mod tests {
             judge(a.as_ref(), b.as_ref(), Better::Higher).2,
             Verdict::Better
         );
-        // One run per side: no spread to judge noise by.
+        // One run per side: no spread to judge by, so no verdict, not even "same"; the delta
+        // stands.
         let (a1, b1) = (spread(&[10.0]), spread(&[10.5]));
         assert_eq!(
-            judge(a1.as_ref(), b1.as_ref(), Better::Lower).2,
-            Verdict::Worse
+            judge(a1.as_ref(), b1.as_ref(), Better::Lower),
+            (Some(0.5), Some(5.0), Verdict::Withheld)
+        );
+        assert_eq!(
+            judge(a1.as_ref(), a1.as_ref(), Better::Lower).2,
+            Verdict::Withheld
+        );
+        // Two runs against three: still too few on one side.
+        let a2 = spread(&[10.0, 10.1]);
+        assert_eq!(
+            judge(a2.as_ref(), b.as_ref(), Better::Lower).2,
+            Verdict::Withheld
         );
         assert_eq!(judge(a1.as_ref(), None, Better::Lower).2, Verdict::Neutral);
+        assert_eq!(
+            judge(a1.as_ref(), b1.as_ref(), Better::Neither).2,
+            Verdict::Neutral
+        );
+    }
+
+    #[test]
+    fn names_are_cut_in_the_middle() {
+        assert_eq!(
+            cut_name("syscalls.getppid.per_op", 30),
+            "syscalls.getppid.per_op"
+        );
+        assert_eq!(
+            cut_name("syscalls.getppid.per_op", 20),
+            "syscalls.get….per_op"
+        );
+        assert_eq!(
+            cut_name("syscalls.getppid.per_s", 20),
+            "syscalls.getp….per_s"
+        );
+        assert_eq!(cut_name("syscalls.getppid.per_s", 20).chars().count(), 20);
+        assert_eq!(
+            cut_name("a.very_long_last_part_of_a_name", 20),
+            "a.very_long_last_pa…"
+        );
+    }
+
+    #[test]
+    fn verdicts_say_their_runs_or_why_there_is_none() {
+        let row = |a: &[f64], b: &[f64], verdict| Row {
+            name: "throughput".into(),
+            area: Area::Work,
+            total: false,
+            unit: Unit::Count,
+            a: spread(a),
+            b: spread(b),
+            delta: None,
+            delta_pct: None,
+            verdict,
+        };
+        let text = |a: &[f64], b: &[f64], v| verdict_text(&row(a, b, v));
+        assert_eq!(
+            text(&[1.0], &[2.0], Verdict::Withheld),
+            "~ (1 run a side; a verdict needs 3)"
+        );
+        assert_eq!(
+            text(&[1.0, 1.0], &[2.0, 2.0], Verdict::Withheld),
+            "~ (2 runs a side; a verdict needs 3)"
+        );
+        assert_eq!(
+            text(&[1.0], &[2.0, 2.0], Verdict::Withheld),
+            "~ (A 1 run, B 2; a verdict needs 3 a side)"
+        );
+        assert_eq!(text(&[1.0; 3], &[2.0; 3], Verdict::Better), "better (n=3)");
+        assert_eq!(text(&[1.0; 3], &[2.0; 4], Verdict::Worse), "worse (n=3+4)");
+        assert_eq!(text(&[1.0; 3], &[1.0; 3], Verdict::Neutral), "(n=3)");
+        assert_eq!(text(&[1.0], &[1.0], Verdict::Neutral), "");
     }
 }

@@ -1,8 +1,10 @@
 //! Golden tests of the comparison: the terminal table, the differential folded stacks and the
-//! page's structure, from two handwritten runs. `SWITCHYARD_BLESS=1` rewrites the expectations.
+//! page's structure, from two handwritten runs (and three of each, for verdicts).
+//! `SWITCHYARD_BLESS=1` rewrites the expectations.
 
 use std::path::PathBuf;
 
+use switchyard_compare::Verdict;
 use switchyard_golden::Golden;
 use switchyard_model::Run;
 
@@ -27,6 +29,39 @@ fn runs() -> (Vec<Run>, Vec<Run>) {
     (vec![a], vec![b])
 }
 
+/// Three runs of each side, their operations 1% apart, so that throughput and the figures per
+/// operation spread a little (the medians are the single runs' figures).
+fn three_runs() -> (Vec<Run>, Vec<Run>) {
+    let (a, b) = runs();
+    let three = |run: &Run| -> Vec<Run> {
+        [0.99, 1.0, 1.01]
+            .iter()
+            .map(|f| {
+                let mut r = run.clone();
+                r.operations = r.operations.map(|o| (o as f64 * f).round() as u64);
+                r
+            })
+            .collect()
+    };
+    (three(&a[0]), three(&b[0]))
+}
+
+/// The page's structure: headings, sections, the summary's headline and note, table rows,
+/// without the graphs' bodies.
+fn page_structure(page: &str) -> String {
+    page.lines()
+        .filter(|l| {
+            l.starts_with("<h")
+                || l.starts_with("<section")
+                || l.starts_with("<tr")
+                || l.starts_with("<p class=\"empty")
+                || l.starts_with("<p class=\"headline")
+                || l.starts_with("<p class=\"note verdicts")
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 #[test]
 fn table_diff_and_page_structure() {
     let (a, b) = runs();
@@ -36,20 +71,155 @@ fn table_diff_and_page_structure() {
     for (kind, text) in switchyard_compare::diff_folded(&a, &b).unwrap() {
         golden(&format!("{kind}.diff.folded"), &text);
     }
-    // The page's structure: headings, sections and table rows, without the graphs' bodies.
     let page = switchyard_compare::html(&c, &a, &b, false).unwrap();
-    let structure: String = page
-        .lines()
-        .filter(|l| {
-            l.starts_with("<h")
-                || l.starts_with("<section")
-                || l.starts_with("<tr")
-                || l.starts_with("<p class=\"empty")
-        })
-        .map(|l| format!("{l}\n"))
-        .collect();
-    golden("page-structure.txt", &structure);
+    golden("page-structure.txt", &page_structure(&page));
     assert!(page.contains("<iframe id=\"diff-oncpu-graph\""));
+}
+
+/// Three runs a side: verdicts, each with the runs behind it.
+#[test]
+fn table_and_page_structure_with_three_runs_a_side() {
+    let (a, b) = three_runs();
+    let c = switchyard_compare::compare("before", &a, "after", &b);
+    golden(
+        "table-3-runs.txt",
+        &switchyard_compare::render_text(&c, false),
+    );
+    let page = switchyard_compare::html(&c, &a, &b, false).unwrap();
+    golden("page-structure-3-runs.txt", &page_structure(&page));
+}
+
+/// One run a side says nothing of the run-to-run spread: every figure keeps its delta, ranked
+/// as before, but gets no verdict, and the table and the page say why and what would give one.
+#[test]
+fn one_run_a_side_gets_no_verdict() {
+    let (a, b) = runs();
+    let c = switchyard_compare::compare("before", &a, "after", &b);
+    let get = |n: &str| c.rows.iter().find(|r| r.name == n).unwrap();
+    let r = get("throughput");
+    assert_eq!(r.verdict, Verdict::Withheld, "{r:?}");
+    assert!((r.delta_pct.unwrap() - 10.0).abs() < 1e-9, "{r:?}");
+    assert_eq!(
+        switchyard_compare::verdict_text(r),
+        "~ (1 run a side; a verdict needs 3)"
+    );
+    // Nothing is better, worse, noise or even the same.
+    for r in &c.rows {
+        assert!(
+            matches!(r.verdict, Verdict::Withheld | Verdict::Neutral),
+            "{r:?}"
+        );
+    }
+    // Totals still get no verdict at all: more runs would not give them one.
+    assert_eq!(get("switches.total").verdict, Verdict::Neutral);
+    assert_eq!(switchyard_compare::verdict_text(get("switches.total")), "");
+    // The headline still lists the changes, largest first within each group, as unjudged.
+    assert_eq!(
+        switchyard_compare::headline(&c),
+        "after: +10% throughput, \u{2212}9% CPU/op, \u{2212}72% switches/op, \
+         \u{2212}55% syscalls/op (no verdicts: 1 run a side)"
+    );
+    let why = "no verdicts: 1 run a side; run `just compare WORKLOAD A B 3` or pass 3 runs a \
+               side (`--a` … `--b` …) for verdicts";
+    assert_eq!(
+        switchyard_compare::no_verdicts(&c, |s| format!("`{s}`")).as_deref(),
+        Some(why)
+    );
+    let text = switchyard_compare::render_text(&c, true);
+    assert!(
+        text.contains("~ (1 run a side; a verdict needs 3)"),
+        "{text}"
+    );
+    assert!(text.contains("`just compare WORKLOAD A B 3`"), "{text}");
+    for row in text.lines().filter(|l| l.starts_with("  ")) {
+        for word in ["better", "worse", "noise", "same"] {
+            assert!(!row.contains(word), "{word} in {row}");
+        }
+    }
+    // The page: no row counted better or worse, and the summary says why.
+    let page = switchyard_compare::html(&c, &a, &b, true).unwrap();
+    assert!(
+        page.contains("<td>~ (1 run a side; a verdict needs 3)</td>"),
+        "no withheld verdict on the page"
+    );
+    for class in ["better", "worse", "noise", "same"] {
+        assert!(!page.contains(&format!("<tr class=\"{class}\"")), "{class}");
+    }
+    assert!(page.contains(
+        "<p class=\"note verdicts\">No verdicts: 1 run a side; run \
+         <code>just compare WORKLOAD A B 3</code> or pass 3 runs a side \
+         (<code>--a</code> … <code>--b</code> …) for verdicts.</p>"
+    ));
+}
+
+/// Sides of different sizes say both; runs naming their workload and builds name the command
+/// that repeats them.
+#[test]
+fn uneven_sides_say_both_counts_and_the_command_names_the_builds() {
+    let (mut a, mut b) = runs();
+    for (run, build) in a.iter_mut().chain(b.iter_mut()).zip(["base", "fast"]) {
+        let w = run.workload.get_or_insert_with(Default::default);
+        w.name = "demo".into();
+        w.build = build.into();
+    }
+    let b = vec![b[0].clone(), b[0].clone()];
+    let c = switchyard_compare::compare("before", &a, "after", &b);
+    let r = c.rows.iter().find(|r| r.name == "cpu.per_op").unwrap();
+    assert_eq!(r.verdict, Verdict::Withheld, "{r:?}");
+    assert_eq!(
+        switchyard_compare::verdict_text(r),
+        "~ (A 1 run, B 2; a verdict needs 3 a side)"
+    );
+    assert_eq!(
+        switchyard_compare::no_verdicts(&c, |s| format!("`{s}`")).as_deref(),
+        Some(
+            "no verdicts: A 1 run, B 2; run `just compare demo base fast 3` or pass 3 runs a \
+             side (`--a` … `--b` …) for verdicts"
+        )
+    );
+    assert!(
+        switchyard_compare::headline(&c).ends_with(" (no verdicts: A 1 run, B 2)"),
+        "{}",
+        switchyard_compare::headline(&c)
+    );
+    // One build named on both sides (a run recorded as another build): no command to give.
+    for run in &mut a {
+        run.workload.as_mut().unwrap().build = "fast".into();
+    }
+    let c = switchyard_compare::compare("before", &a, "after", &b);
+    assert_eq!(c.rerun, "just compare WORKLOAD A B 3");
+}
+
+/// Three runs a side: the verdicts are back, each saying the runs behind it, and nothing is
+/// withheld.
+#[test]
+fn three_runs_a_side_get_verdicts() {
+    let (a, b) = three_runs();
+    let c = switchyard_compare::compare("before", &a, "after", &b);
+    let r = c.rows.iter().find(|r| r.name == "throughput").unwrap();
+    assert_eq!(r.verdict, Verdict::Better, "{r:?}");
+    assert_eq!(switchyard_compare::verdict_text(r), "better (n=3)");
+    let r = c.rows.iter().find(|r| r.name == "offcpu.share").unwrap();
+    assert_eq!(r.verdict, Verdict::Worse, "{r:?}");
+    assert!(c.rows.iter().all(|r| r.verdict != Verdict::Withheld));
+    assert_eq!(switchyard_compare::no_verdicts(&c, str::to_string), None);
+    assert_eq!(
+        switchyard_compare::headline(&c),
+        "after: +10% throughput, \u{2212}9% CPU/op, \u{2212}72% switches/op, \u{2212}55% syscalls/op"
+    );
+    let text = switchyard_compare::render_text(&c, false);
+    assert!(text.contains("better (n=3)"), "{text}");
+    assert!(!text.contains("~ ("), "{text}");
+    let page = switchyard_compare::html(&c, &a, &b, false).unwrap();
+    assert!(page.contains("<tr class=\"better\""));
+    assert!(page.contains("<td>better (n=3)</td>"));
+    assert!(!page.contains("note verdicts"));
+    // Three against four: benchstat's n=3+4.
+    let mut b4 = b.clone();
+    b4.push(b[1].clone());
+    let c = switchyard_compare::compare("before", &a, "after", &b4);
+    let r = c.rows.iter().find(|r| r.name == "throughput").unwrap();
+    assert_eq!(switchyard_compare::verdict_text(r), "better (n=3+4)");
 }
 
 #[test]
@@ -65,25 +235,31 @@ fn repeats_inside_the_spread_are_noise() {
     };
     let c = switchyard_compare::compare(
         "a",
-        &[scaled(1.0), scaled(1.03)],
+        &[scaled(1.0), scaled(1.015), scaled(1.03)],
         "b",
-        &[scaled(1.02), scaled(1.05)],
+        &[scaled(1.02), scaled(1.035), scaled(1.05)],
     );
     let row = c.rows.iter().find(|r| r.name == "offcpu.blocked").unwrap();
     assert!(row.delta_pct.unwrap() > 1.0, "{row:?}");
-    assert_eq!(row.verdict, switchyard_compare::Verdict::Noise, "{row:?}");
-    assert_eq!(row.a.as_ref().unwrap().n, 2);
+    assert_eq!(row.verdict, Verdict::Noise, "{row:?}");
+    assert_eq!(row.a.as_ref().unwrap().n, 3);
     // Apart, the same change is one.
-    let c = switchyard_compare::compare("a", &[scaled(1.0)], "b", &[scaled(1.05)]);
+    let c = switchyard_compare::compare(
+        "a",
+        &[scaled(1.0), scaled(1.005), scaled(1.01)],
+        "b",
+        &[scaled(1.05), scaled(1.055), scaled(1.06)],
+    );
     let row = c.rows.iter().find(|r| r.name == "offcpu.blocked").unwrap();
-    assert_eq!(row.verdict, switchyard_compare::Verdict::Worse, "{row:?}");
+    assert_eq!(row.verdict, Verdict::Worse, "{row:?}");
+    assert_eq!(switchyard_compare::verdict_text(row), "worse (n=3)");
 }
 
 /// A total or a rate per second gets no verdict when the figure exists per operation: the
 /// builds did different amounts of work. The per-operation figure carries the verdict.
 #[test]
 fn totals_get_no_verdict_when_a_per_operation_figure_exists() {
-    let (a, b) = runs();
+    let (a, b) = three_runs();
     let c = switchyard_compare::compare("before", &a, "after", &b);
     let get = |n: &str| c.rows.iter().find(|r| r.name == n).unwrap();
     for total in [
@@ -97,7 +273,8 @@ fn totals_get_no_verdict_when_a_per_operation_figure_exists() {
     ] {
         let r = get(total);
         assert!(r.total, "{r:?}");
-        assert_eq!(r.verdict, switchyard_compare::Verdict::Neutral, "{r:?}");
+        assert_eq!(r.verdict, Verdict::Neutral, "{r:?}");
+        assert_eq!(switchyard_compare::verdict_text(r), "(n=3)");
     }
     for per_op in [
         "switches.total.per_op",
@@ -106,11 +283,11 @@ fn totals_get_no_verdict_when_a_per_operation_figure_exists() {
     ] {
         let r = get(per_op);
         assert!(!r.total, "{r:?}");
-        assert_eq!(r.verdict, switchyard_compare::Verdict::Better, "{r:?}");
+        assert_eq!(r.verdict, Verdict::Better, "{r:?}");
     }
     // task-clock is a time.
     assert_eq!(get("perf.task-clock").unit.suffix(), "ms");
-    assert!(get("throughput").verdict == switchyard_compare::Verdict::Better);
+    assert!(get("throughput").verdict == Verdict::Better);
     assert_eq!(
         switchyard_compare::headline(&c),
         "after: +10% throughput, \u{2212}9% CPU/op, \u{2212}72% switches/op, \u{2212}55% syscalls/op"
@@ -118,59 +295,83 @@ fn totals_get_no_verdict_when_a_per_operation_figure_exists() {
 }
 
 /// A driver offering a fixed rate (open loop) sets the throughput: a difference there is the
-/// drain time, so it gets no verdict and stays out of the headline; the costs still do.
+/// drain time, so it gets no verdict and stays out of the headline; the costs still do. Closed
+/// loop, throughput gets a verdict as any figure does: with 3 runs a side.
 #[test]
 fn an_offered_rate_gets_no_throughput_verdict() {
-    let (mut a, mut b) = runs();
-    for (run, per_s) in a.iter_mut().chain(b.iter_mut()).zip([100.0, 110.0]) {
-        let w = run.workload.get_or_insert_with(Default::default);
-        w.operations = run.operations.unwrap_or(0);
-        w.throughput_per_s = per_s;
-        w.parameters.insert("rate".into(), "1".into());
-    }
+    let (mut a, mut b) = three_runs();
+    let load = |runs: &mut [Run], per_s: f64| {
+        for run in runs {
+            let w = run.workload.get_or_insert_with(Default::default);
+            w.operations = run.operations.unwrap_or(0);
+            w.throughput_per_s = per_s;
+            w.parameters.insert("rate".into(), "1".into());
+        }
+    };
+    load(&mut a, 100.0);
+    load(&mut b, 110.0);
     let c = switchyard_compare::compare("before", &a, "after", &b);
     let r = c.rows.iter().find(|r| r.name == "throughput").unwrap();
     assert!(r.delta_pct.unwrap() > 1.0, "{r:?}");
-    assert_eq!(r.verdict, switchyard_compare::Verdict::Neutral, "{r:?}");
+    assert_eq!(r.verdict, Verdict::Neutral, "{r:?}");
     assert!(
         switchyard_compare::headline(&c).starts_with("after: \u{2212}9% CPU/op"),
         "{}",
         switchyard_compare::headline(&c)
     );
-    // Closed loop on one side: throughput is a result again.
-    b[0].workload
-        .as_mut()
-        .unwrap()
-        .parameters
-        .insert("rate".into(), "0".into());
+    // One run a side: still no throughput verdict to withhold, and none of the costs'.
+    let c = switchyard_compare::compare("before", &a[..1], "after", &b[..1]);
+    let get = |n: &str| c.rows.iter().find(|r| r.name == n).unwrap();
+    assert_eq!(get("throughput").verdict, Verdict::Neutral);
+    assert_eq!(get("cpu.per_op").verdict, Verdict::Withheld);
+    // Closed loop on one side: throughput is a result again, judged with 3 runs a side and
+    // withheld with fewer.
+    for run in &mut b {
+        let w = run.workload.as_mut().unwrap();
+        w.parameters.insert("rate".into(), "0".into());
+    }
     let c = switchyard_compare::compare("before", &a, "after", &b);
     let r = c.rows.iter().find(|r| r.name == "throughput").unwrap();
-    assert_eq!(r.verdict, switchyard_compare::Verdict::Better, "{r:?}");
+    assert_eq!(r.verdict, Verdict::Better, "{r:?}");
+    let c = switchyard_compare::compare("before", &a[..1], "after", &b[..1]);
+    let r = c.rows.iter().find(|r| r.name == "throughput").unwrap();
+    assert_eq!(r.verdict, Verdict::Withheld, "{r:?}");
+    assert_eq!(
+        switchyard_compare::verdict_text(r),
+        "~ (1 run a side; a verdict needs 3)"
+    );
 }
 
-/// A change under 1% is noise even with one run per side (4,499 against 4,500 requests/s).
+/// A change under 1% is noise even when the ranges are apart (999 against 1,000 operations,
+/// three identical runs a side).
 #[test]
 fn a_change_under_one_percent_is_noise() {
     let (a, _) = runs();
     let mut b = a[0].clone();
     b.operations = b.operations.map(|o| o - 1);
-    let c = switchyard_compare::compare("a", &a, "b", &[b]);
+    let (a, b) = (vec![a[0].clone(); 3], vec![b; 3]);
+    let c = switchyard_compare::compare("a", &a, "b", &b);
     let r = c.rows.iter().find(|r| r.name == "throughput").unwrap();
     assert!(r.delta_pct.unwrap() < 0.0, "{r:?}");
-    assert_eq!(r.verdict, switchyard_compare::Verdict::Noise, "{r:?}");
+    assert_eq!(r.verdict, Verdict::Noise, "{r:?}");
     assert_eq!(
         switchyard_compare::headline(&c),
         "b: no change beyond the noise"
     );
 }
 
-/// The terminal table fits 100 columns, and whole counts print without decimals.
+/// The terminal table fits 100 columns, with verdicts withheld (1 run a side) or given (3 a
+/// side, their ranges narrow), and whole counts print without decimals.
 #[test]
 fn the_terminal_table_fits_100_columns() {
     let (a, b) = runs();
-    let c = switchyard_compare::compare("before", &a, "after", &b);
-    for all in [false, true] {
-        let text = switchyard_compare::render_text(&c, all);
+    let (a3, b3) = three_runs();
+    let comparisons = [
+        switchyard_compare::compare("before", &a, "after", &b),
+        switchyard_compare::compare("before", &a3, "after", &b3),
+    ];
+    for (c, all) in comparisons.iter().flat_map(|c| [(c, false), (c, true)]) {
+        let text = switchyard_compare::render_text(c, all);
         for line in text.lines() {
             assert!(
                 line.chars().count() <= 100,
