@@ -5,9 +5,11 @@
 //! (0 ok, 1 a budget failed, 2 usage or environment error).
 
 mod assemble;
+mod cgroup;
 mod collect;
 mod compare;
 mod doctor;
+mod explain;
 mod fail;
 mod gate;
 mod heap;
@@ -51,6 +53,8 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Check runs against budgets: exit 1 when one fails (markdown and JUnit for CI).
     Gate(gate::GateArgs),
+    /// Why a run waited, and who made it wait: ranked findings (--json for scripts).
+    Explain(explain::ExplainArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -292,6 +296,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Gate(args) => gate::run(args),
+        Command::Explain(args) => explain::run(args),
     };
     match result {
         Ok(code) => code,

@@ -43,6 +43,9 @@ pub fn render(run: &Run, top: usize) -> String {
     if !m.children.is_empty() {
         let _ = writeln!(out, "followed child processes: {:?}", m.children);
     }
+    if m.collector == Collector::Ebpf {
+        out.push_str(&switchyard_findings::explain(run).render(5));
+    }
     if m.collector == Collector::Degraded {
         let _ = writeln!(out, "degraded mode: no eBPF; figures missing:");
         for x in &run.missing {
@@ -104,10 +107,11 @@ pub fn render(run: &Run, top: usize) -> String {
         (Collector::Ebpf, Some(share)) => {
             let _ = writeln!(
                 out,
-                "off-CPU: {} of thread time (blocked {}, waiting for a CPU {}, on CPU {})",
+                "off-CPU: {} of thread time (blocked {}, waiting for a CPU {} of which {} after a wakeup, on CPU {})",
                 percent(share),
                 ns(blocked),
                 ns(runq),
+                ns(run.threads.iter().map(|t| t.woken_wait_ns).sum()),
                 ns(on)
             );
             if m.unreported_switches > 0 {

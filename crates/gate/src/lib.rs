@@ -240,7 +240,11 @@ pub fn check_repeats(
                 .as_ref()
                 .and_then(|m| m.get(&b.metric))
                 .map(|m| m.value);
-            let status = judge(b, fig, base_value, baseline.is_some());
+            let status = match judge(b, fig, base_value, baseline.is_some()) {
+                // A figure that failed says what is behind it, from the findings.
+                Status::Fail(why) if fig.is_some() => Status::Fail(with_causes(why, first, b)),
+                s => s,
+            };
             out.push(Check {
                 run: label.clone(),
                 budget: b.clone(),
@@ -252,6 +256,27 @@ pub fn check_repeats(
         }
     }
     out
+}
+
+/// `why`, and the top findings behind the budget's figure: "…; of which 70% [lock] …".
+fn with_causes(why: String, run: &Run, b: &Budget) -> String {
+    let ex = switchyard_findings::explain(run);
+    let behind = switchyard_findings::behind(&b.metric, &ex, 2);
+    if behind.is_empty() {
+        return why;
+    }
+    let causes: Vec<String> = behind
+        .iter()
+        .map(|(share, f)| {
+            format!(
+                "{} [{}] {}",
+                switchyard_model::units::percent(*share),
+                f.kind.name(),
+                f.summary
+            )
+        })
+        .collect();
+    format!("{why}; behind it: {}", causes.join("; "))
 }
 
 fn judge(b: &Budget, fig: Option<&Metric>, base: Option<f64>, has_baseline: bool) -> Status {

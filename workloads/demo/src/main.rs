@@ -22,6 +22,12 @@
 //!                                               (threads blocking in known functions for
 //!                                                known times, short and long; prints the
 //!                                                count and blocked ns of each function)
+//! switchyard-demo waits [--seconds S] [--dir DIR] [--wait-stdin]
+//!                                               (a wait of every kind, each of a known amount:
+//!                                                a pthread and a Rust mutex held across
+//!                                                sleeps, a nice -15 hog starving a worker on
+//!                                                CPU 0, fsync in DIR, an idle epoll loop;
+//!                                                prints each thread's tid and measured waits)
 //! ```
 //!
 //! Syscalls are issued directly (`syscall(2)`) so their counts are exactly what was asked:
@@ -834,6 +840,404 @@ fn blockers(args: &Args) {
     );
 }
 
+/// The mutex of the `waits` pthread pair: a normal glibc mutex, which keeps its owner's tid at
+/// offset 8 (`__owner`) while it is held, so a profiler can name the thread a waiter waits for.
+#[unsafe(no_mangle)]
+pub static mut DEMO_LOCK: libc::pthread_mutex_t = libc::PTHREAD_MUTEX_INITIALIZER;
+
+fn gettid() -> i64 {
+    // SAFETY: gettid cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) }
+}
+
+/// Pins the calling thread to one CPU; warns and goes on when it cannot (too few CPUs).
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is the empty set, CPU_SET writes inside it, and pid 0 is the
+    // calling thread.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r != 0 {
+        eprintln!(
+            "warning: pinning {} to CPU {cpu}: {}",
+            thread::current().name().unwrap_or("main"),
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// The calling thread's time spent waiting on a run queue, in ns: the second field of its
+/// `/proc/thread-self/schedstat`.
+fn run_delay_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn demo_lock_unlock() {
+    // SAFETY: DEMO_LOCK is initialised, lives as long as the process, and this thread holds it.
+    let r = unsafe { libc::pthread_mutex_unlock(&raw mut DEMO_LOCK) };
+    if r != 0 {
+        eprintln!(
+            "error: pthread_mutex_unlock: {}",
+            std::io::Error::from_raw_os_error(r)
+        );
+        process::exit(1);
+    }
+}
+
+/// Locks DEMO_LOCK. Not inlined, like the wrappers below: the unwinder skips the direct
+/// caller of a libc function, and this is that caller, so `wait_for_lock` stays in the stack.
+#[inline(never)]
+fn demo_lock_lock() -> i32 {
+    // SAFETY: DEMO_LOCK is initialised and lives as long as the process.
+    unsafe { libc::pthread_mutex_lock(&raw mut DEMO_LOCK) }
+}
+
+/// The pthread waiter blocks here, in `pthread_mutex_lock`, while the holder sleeps with
+/// DEMO_LOCK held (up to 2 ms a time).
+#[inline(never)]
+fn wait_for_lock(b: &mut Blocked) {
+    let r = b.time(demo_lock_lock);
+    if r != 0 {
+        eprintln!(
+            "error: pthread_mutex_lock: {}",
+            std::io::Error::from_raw_os_error(r)
+        );
+        process::exit(1);
+    }
+}
+
+/// The pthread holder sleeps 2 ms with DEMO_LOCK held: the cause of the waiter's waits.
+#[inline(never)]
+fn sleep_holding_lock(b: &mut Blocked) {
+    b.time(|| nanosleep_wrapper(2000));
+}
+
+/// Both holders rest 1 ms between turns, the lock released.
+#[inline(never)]
+fn rest_outside_lock() {
+    nanosleep_wrapper(1000);
+    std::hint::black_box(());
+}
+
+/// Both waiters pause 200 µs after each turn, so they come back while the holder holds it.
+#[inline(never)]
+fn come_back_soon() {
+    nanosleep_wrapper(200);
+    std::hint::black_box(());
+}
+
+/// Locks the Rust mutex (the direct caller of std's contended path, which has no frame
+/// pointers).
+#[inline(never)]
+fn lock_rust_mutex(m: &std::sync::Mutex<u64>) -> std::sync::MutexGuard<'_, u64> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The Rust waiter blocks here, in `Mutex::lock`, while the Rust holder sleeps with it held.
+#[inline(never)]
+fn wait_for_rust_lock<'a>(
+    m: &'a std::sync::Mutex<u64>,
+    b: &mut Blocked,
+) -> std::sync::MutexGuard<'a, u64> {
+    b.time(|| lock_rust_mutex(m))
+}
+
+/// The Rust holder sleeps 2 ms with the mutex held, and counts its turn in the guarded value.
+#[inline(never)]
+fn sleep_holding_rust_lock(turns: &mut u64, b: &mut Blocked) {
+    b.time(|| nanosleep_wrapper(2000));
+    *turns += 1;
+}
+
+/// The hog's busy loop: real arithmetic, the clock read every 10k iterations.
+#[inline(never)]
+fn hog_spin(end: Instant) -> u64 {
+    let mut x = 0x243f_6a88_85a3_08d3u64;
+    let mut i = 0u64;
+    loop {
+        for _ in 0..10_000 {
+            x = std::hint::black_box(x.wrapping_mul(0x5851_f42d_4c95_7f2d).wrapping_add(i));
+            i += 1;
+        }
+        if Instant::now() >= end {
+            return x;
+        }
+    }
+}
+
+/// The worker sleeps 300 µs between requests; its wall time here is the sleep plus the wait
+/// for CPU 0 once the timer has woken it.
+#[inline(never)]
+fn worker_nap(b: &mut Blocked) {
+    b.time(|| nanosleep_wrapper(300));
+}
+
+/// About 50 µs of CPU work per request (by the wall clock, so time lost to the hog counts).
+#[inline(never)]
+fn parse_request(b: &mut Blocked) -> u64 {
+    b.time(|| {
+        let start = Instant::now();
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        while start.elapsed() < Duration::from_micros(50) {
+            for byte in 0..64u64 {
+                h = (h ^ byte).wrapping_mul(0x0100_0000_01b3);
+            }
+            h = std::hint::black_box(h);
+        }
+        h
+    })
+}
+
+/// 64 KiB into the file at `offset`.
+#[inline(never)]
+fn write_block(file: &std::fs::File, buf: &[u8], offset: u64) {
+    use std::os::unix::fs::FileExt as _;
+    if let Err(e) = file.write_all_at(buf, offset) {
+        eprintln!("error: writing the fsync file: {e}");
+        process::exit(1);
+    }
+}
+
+#[inline(never)]
+fn fsync_fd(fd: i32) -> i32 {
+    // SAFETY: fd is an open file.
+    unsafe { libc::fsync(fd) }
+}
+
+/// Waits for the disk: `fsync` of the 64 KiB just written.
+#[inline(never)]
+fn flush_to_disk(fd: i32, b: &mut Blocked) {
+    let r = b.time(|| fsync_fd(fd));
+    if r != 0 {
+        eprintln!("error: fsync: {}", std::io::Error::last_os_error());
+        process::exit(1);
+    }
+}
+
+/// The syncer rests 2 ms between writes.
+#[inline(never)]
+fn between_flushes() {
+    nanosleep_wrapper(2000);
+    std::hint::black_box(());
+}
+
+/// An idle event loop's wait: `epoll_wait` on an eventfd nobody writes, timing out after
+/// 50 ms.
+#[inline(never)]
+fn idle_wait(epfd: i32, b: &mut Blocked) -> i32 {
+    b.time(|| epoll_wait_one(epfd, 50))
+}
+
+#[inline(never)]
+fn epoll_wait_one(epfd: i32, timeout_ms: i32) -> i32 {
+    let mut ev = libc::epoll_event { events: 0, u64: 0 };
+    // SAFETY: room for one event.
+    unsafe { libc::epoll_wait(epfd, &mut ev, 1, timeout_ms) }
+}
+
+/// A wait of every kind, each of a known amount that the threads measure themselves, for
+/// S seconds (3), so a profiler's answers to "why did it wait, and who made it wait" can be
+/// checked:
+/// - `lock-waiter` blocks in `wait_for_lock` (`pthread_mutex_lock` of `DEMO_LOCK`) while
+///   `lock-holder` sleeps 2 ms holding it in `sleep_holding_lock`, then rests 1 ms
+///   (`rest_outside_lock`); the waiter comes back 200 µs after each turn (`come_back_soon`);
+/// - `rust-waiter` and `rust-holder` do the same with a `std::sync::Mutex`
+///   (`wait_for_rust_lock`, `sleep_holding_rust_lock`);
+/// - `hog` (nice -15 when allowed, i.e. as root) spins in `hog_spin` on CPU 0, where `worker`
+///   naps 300 µs (`worker_nap`) and works 50 µs (`parse_request`) in turn: each wakeup waits
+///   for CPU 0, and the worker reports its run-queue wait from its schedstat;
+/// - `syncer` writes 64 KiB to `DIR/switchyard-demo-waits-<pid>.dat` (the same 1 MiB over and
+///   over), waits in `flush_to_disk` (`fsync`), rests 2 ms (`between_flushes`); the file is
+///   removed at the end;
+/// - `event-loop` waits in `idle_wait` (`epoll_wait`, 50 ms timeout) on an eventfd nobody
+///   writes.
+///
+/// `hog` and `worker` run on CPU 0, every other thread (the main one too) on CPU 1. Prints the
+/// pid, `DEMO_LOCK`'s address, each thread's tid, and the count and wall ns of each wait as
+/// JSON.
+fn waits(args: &Args) {
+    let secs = args.num("--seconds", 3);
+    let dir = std::path::PathBuf::from(args.value("--dir").unwrap_or("."));
+    let path = dir.join(format!("switchyard-demo-waits-{}.dat", process::id()));
+    pin_to_cpu(1);
+    wait_stdin(args);
+    let end = Instant::now() + Duration::from_secs(secs);
+
+    let hog = spawn_named("hog", move || {
+        pin_to_cpu(0);
+        let tid = gettid();
+        // SAFETY: PRIO_PROCESS with a tid sets that one thread's nice value.
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -15) } != 0 {
+            eprintln!(
+                "warning: hog: setpriority -15: {} (not root?); it runs at nice 0",
+                std::io::Error::last_os_error()
+            );
+        }
+        // SAFETY: as above; reads the nice value back.
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) };
+        (tid, nice, hog_spin(end))
+    });
+    // The hog is spinning on CPU 0 before the worker arrives.
+    thread::sleep(Duration::from_millis(20));
+    let worker = spawn_named("worker", move || {
+        pin_to_cpu(0);
+        let delay_start = run_delay_ns();
+        let (mut naps, mut parse, mut acc) = (Blocked::default(), Blocked::default(), 0u64);
+        while Instant::now() < end {
+            worker_nap(&mut naps);
+            acc ^= parse_request(&mut parse);
+        }
+        let run_delay = run_delay_ns().saturating_sub(delay_start);
+        (gettid(), naps, parse, run_delay, acc)
+    });
+
+    let lock_holder = spawn_named("lock-holder", move || {
+        let mut held = Blocked::default();
+        while Instant::now() < end {
+            if demo_lock_lock() != 0 {
+                process::exit(1);
+            }
+            sleep_holding_lock(&mut held);
+            demo_lock_unlock();
+            rest_outside_lock();
+        }
+        (gettid(), held)
+    });
+    let lock_waiter = spawn_named("lock-waiter", move || {
+        let mut wait = Blocked::default();
+        while Instant::now() < end {
+            wait_for_lock(&mut wait);
+            demo_lock_unlock();
+            come_back_soon();
+        }
+        (gettid(), wait)
+    });
+
+    let rust_lock = std::sync::Arc::new(std::sync::Mutex::new(0u64));
+    let m = rust_lock.clone();
+    let rust_holder = spawn_named("rust-holder", move || {
+        let mut held = Blocked::default();
+        while Instant::now() < end {
+            let mut turns = lock_rust_mutex(&m);
+            sleep_holding_rust_lock(&mut turns, &mut held);
+            drop(turns);
+            rest_outside_lock();
+        }
+        (gettid(), held)
+    });
+    let m = rust_lock;
+    let rust_waiter = spawn_named("rust-waiter", move || {
+        let mut wait = Blocked::default();
+        while Instant::now() < end {
+            drop(wait_for_rust_lock(&m, &mut wait));
+            come_back_soon();
+        }
+        (gettid(), wait)
+    });
+
+    let syncer = spawn_named("syncer", move || {
+        use std::os::fd::AsRawFd as _;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap_or_else(|e| {
+                eprintln!("error: creating {}: {e}", path.display());
+                process::exit(1)
+            });
+        let block = vec![0x5au8; 64 * 1024];
+        let (mut flush, mut i) = (Blocked::default(), 0u64);
+        while Instant::now() < end {
+            // The same 1 MiB over and over: a long run does not fill the disk.
+            write_block(&file, &block, (i % 16) * block.len() as u64);
+            flush_to_disk(file.as_raw_fd(), &mut flush);
+            between_flushes();
+            i += 1;
+        }
+        drop(file);
+        if let Err(e) = std::fs::remove_file(&path) {
+            eprintln!("warning: removing {}: {e}", path.display());
+        }
+        (gettid(), flush)
+    });
+
+    let event_loop = spawn_named("event-loop", move || {
+        // SAFETY: calls that only create descriptors.
+        let (epfd, efd) = unsafe {
+            (
+                libc::epoll_create1(libc::EPOLL_CLOEXEC),
+                libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK),
+            )
+        };
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: 0,
+        };
+        // SAFETY: two descriptors just created and a valid event.
+        if epfd < 0
+            || efd < 0
+            || unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, efd, &mut ev) } != 0
+        {
+            eprintln!("error: epoll setup: {}", std::io::Error::last_os_error());
+            process::exit(1);
+        }
+        let mut idle = Blocked::default();
+        while Instant::now() < end {
+            if idle_wait(epfd, &mut idle) > 0 {
+                eprintln!("error: the idle eventfd was written");
+                process::exit(1);
+            }
+        }
+        for fd in [efd, epfd] {
+            // SAFETY: descriptors this thread opened.
+            unsafe { libc::close(fd) };
+        }
+        (gettid(), idle)
+    });
+
+    fn join<T>(h: thread::JoinHandle<T>) -> T {
+        h.join().unwrap_or_else(|_| process::exit(1))
+    }
+    let (hog_tid, hog_nice, hog_acc) = join(hog);
+    let (worker_tid, naps, parse, run_delay, worker_acc) = join(worker);
+    let (holder_tid, held) = join(lock_holder);
+    let (waiter_tid, wait) = join(lock_waiter);
+    let (rust_holder_tid, rust_held) = join(rust_holder);
+    let (rust_waiter_tid, rust_wait) = join(rust_waiter);
+    let (syncer_tid, flush) = join(syncer);
+    let (event_loop_tid, idle) = join(event_loop);
+
+    let b = |b: Blocked| format!("{{\"count\":{},\"ns\":{}}}", b.count, b.ns);
+    println!(
+        "{{\"seconds\":{secs},\"pid\":{},\"lock_addr\":\"{:#x}\",\"hog_nice\":{hog_nice},\
+         \"threads\":{{\"lock-holder\":{holder_tid},\"lock-waiter\":{waiter_tid},\"hog\":{hog_tid},\
+         \"worker\":{worker_tid},\"syncer\":{syncer_tid},\"event-loop\":{event_loop_tid},\
+         \"rust-holder\":{rust_holder_tid},\"rust-waiter\":{rust_waiter_tid}}},\
+         \"lock_wait\":{},\"lock_held_sleeping\":{},\
+         \"worker\":{{\"naps\":{},\"nap_ns\":{},\"requested_ns\":{},\"run_delay_ns\":{run_delay},\"parse_ns\":{}}},\
+         \"fsync\":{},\"idle\":{},\"rust_lock_wait\":{},\"rust_lock_held_sleeping\":{},\"acc\":{}}}",
+        process::id(),
+        &raw const DEMO_LOCK as usize,
+        b(wait),
+        b(held),
+        naps.count,
+        naps.ns,
+        naps.count * 300_000,
+        parse.ns,
+        b(flush),
+        b(idle),
+        b(rust_wait),
+        b(rust_held),
+        (hog_acc ^ worker_acc) & 1
+    );
+}
+
 fn main() {
     let argv: Vec<String> = env::args().skip(1).collect();
     let Some(cmd) = argv.first().cloned() else {
@@ -851,6 +1255,7 @@ fn main() {
         "stacks" => stacks(&args),
         "locks" => locks(&args),
         "blockers" => blockers(&args),
+        "waits" => waits(&args),
         _ => usage(),
     }
 }

@@ -1,0 +1,269 @@
+//! `switchyard explain` against a target with designed waits of every kind, each of a known
+//! amount that the target measures itself (`switchyard-demo waits`): a worker pinned behind a
+//! nice −15 hog, a pthread mutex and a Rust mutex held across a sleep, an fsync loop and an
+//! idle epoll loop. The same recording runs under `perf sched record`, whose per-thread
+//! "sch delay" is the peer for waiting for a CPU. Needs root.
+
+mod common;
+
+use std::{collections::BTreeMap, process::Command};
+
+use common::*;
+use serde_json::Value;
+
+/// `got` within `pct`% of `want`.
+#[track_caller]
+fn within(what: &str, got: f64, want: f64, pct: f64) {
+    let off = (got - want).abs() / want * 100.0;
+    assert!(
+        off <= pct,
+        "{what}: switchyard says {:.1} ms, the reference {:.1} ms ({off:.1}% apart, {pct}% allowed)",
+        got / 1e6,
+        want / 1e6
+    );
+}
+
+/// The finding of `kind` whose threads include `thread`.
+#[track_caller]
+fn finding<'a>(ex: &'a Value, kind: &str, thread: &str) -> &'a Value {
+    ex["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == kind && f["threads"].as_array().unwrap().iter().any(|t| t == thread))
+        .max_by(|a, b| a["seconds"].as_f64().unwrap().total_cmp(&b["seconds"].as_f64().unwrap()))
+        .unwrap_or_else(|| panic!("no {kind} finding for {thread}: {ex:#}"))
+}
+
+#[track_caller]
+fn ns(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Sums `perf sched timehist`'s "sch delay" column (ms) by tid.
+fn sched_delay_by_tid(perf_data: &std::path::Path) -> BTreeMap<u32, f64> {
+    let out = Command::new("perf")
+        .args(["sched", "timehist", "-i"])
+        .arg(perf_data)
+        .output()
+        .expect("running perf sched timehist");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut by = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        // "  1234.567890 [0000]  worker[7655/7653]   0.003   2.961   0.052"
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let Some(task) = cols.get(2) else { continue };
+        let Some(ids) = task.rsplit_once('[').and_then(|(_, r)| r.strip_suffix(']')) else {
+            continue;
+        };
+        let tid: u32 = match ids.split('/').next().and_then(|t| t.parse().ok()) {
+            Some(t) => t,
+            None => continue,
+        };
+        if let Some(delay) = cols.get(4).and_then(|d| d.parse::<f64>().ok()) {
+            *by.entry(tid).or_default() += delay * 1e6;
+        }
+    }
+    by
+}
+
+#[test]
+fn every_designed_wait_has_its_cause_its_culprit_and_the_targets_own_amount() {
+    let test = "every_designed_wait_has_its_cause_its_culprit_and_the_targets_own_amount";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempdir("explain");
+    let run_path = dir.join("run.json");
+    let perf_data = dir.join("perf.data");
+    let out = Command::new("perf")
+        .args(["sched", "record", "-o"])
+        .arg(&perf_data)
+        .arg("--")
+        .arg(switchyard())
+        .arg("record")
+        .arg("-o")
+        .arg(&run_path)
+        .arg("--")
+        .arg(demo())
+        .args(["waits", "--seconds", "3", "--dir"])
+        .arg(&dir)
+        .output()
+        .expect("running perf sched record (install Debian's linux-perf)");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let own: Value = stdout
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("the demo's JSON line");
+    assert_eq!(own["hog_nice"], -15, "the hog must run at nice -15: {own}");
+    let tid = |name: &str| own["threads"][name].as_u64().unwrap() as u32;
+
+    let ex = Command::new(switchyard())
+        .args(["explain", "--json"])
+        .arg(&run_path)
+        .output()
+        .expect("running switchyard explain");
+    let (json, err) = text(&ex);
+    assert!(ex.status.success(), "{err}");
+    let ex: Value = serde_json::from_str(&json).expect("explain --json is JSON");
+    assert_eq!(ex["schema_version"], 1);
+
+    // A worker pinned behind a nice −15 hog waits for CPU 0, held by the hog in hog_spin.
+    let cpu = finding(&ex, "cpu", "worker");
+    within(
+        "the worker's wait for a CPU against its own schedstat run_delay",
+        ns(&cpu["seconds"]) * 1e9,
+        ns(&own["worker"]["run_delay_ns"]),
+        10.0,
+    );
+    assert_eq!(cpu["culprit"]["thread"], "hog", "{cpu:#}");
+    assert_eq!(cpu["culprit"]["tid"], tid("hog"));
+    assert_eq!(cpu["culprit"]["nice"], -15);
+    assert_eq!(cpu["culprit"]["cpu"], 0);
+    assert_eq!(cpu["culprit"]["same_process"], true);
+    assert!(
+        cpu["culprit"]["frames"][0].as_str().unwrap().ends_with("hog_spin"),
+        "{cpu:#}"
+    );
+
+    // perf sched timehist's sch delay of the worker, and switchyard's wait for a CPU.
+    let run = load_run(&run_path);
+    let worker = run["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] == tid("worker"))
+        .expect("the worker's row");
+    let perf = sched_delay_by_tid(&perf_data);
+    let perf_delay = perf
+        .get(&tid("worker"))
+        .copied()
+        .unwrap_or_else(|| panic!("perf sched saw no worker: {perf:?}"));
+    within(
+        "the worker's wait for a CPU against perf sched timehist's sch delay",
+        ns(&worker["runqueue_ns"]),
+        perf_delay,
+        5.0,
+    );
+    // Almost all of it after a wakeup: the worker sleeps, then the hog holds the CPU.
+    assert!(ns(&worker["woken_wait_ns"]) > 0.9 * ns(&worker["runqueue_ns"]), "{worker}");
+
+    // A pthread mutex held across a sleep: the holder, and what it did meanwhile.
+    let lock = finding(&ex, "lock", "lock-waiter");
+    // The waiter's own clock runs on after the release until it has a CPU again.
+    let whole = |f: &Value| (ns(&f["seconds"]) + f["then_cpu_s"].as_f64().unwrap_or(0.0)) * 1e9;
+    within(
+        "the pthread mutex wait (and the CPU wait after it) against the waiter's own timing",
+        whole(lock),
+        ns(&own["lock_wait"]["ns"]),
+        10.0,
+    );
+    assert_eq!(lock["address"], own["lock_addr"], "{lock:#}");
+    // The waiter's own function, or its wrapper of pthread_mutex_lock where the walk kept it.
+    let site = lock["site"].as_str().unwrap();
+    assert!(
+        site.ends_with("wait_for_lock") || site.ends_with("demo_lock_lock"),
+        "{lock:#}"
+    );
+    assert_eq!(lock["culprit"]["thread"], "lock-holder", "{lock:#}");
+    assert_eq!(lock["culprit"]["tid"], tid("lock-holder"));
+    assert!(
+        lock["culprit"]["frames"][0].as_str().unwrap().ends_with("sleep_holding_lock"),
+        "{lock:#}"
+    );
+
+    // The same with Rust's std mutex, which keeps no owner: its releaser names it.
+    let rust = finding(&ex, "lock", "rust-waiter");
+    within(
+        "the Rust mutex wait (and the CPU wait after it) against the waiter's own timing",
+        whole(rust),
+        ns(&own["rust_lock_wait"]["ns"]),
+        10.0,
+    );
+    assert_eq!(rust["culprit"]["thread"], "rust-holder", "{rust:#}");
+    assert!(
+        rust["culprit"]["frames"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("sleep_holding_rust_lock"),
+        "{rust:#}"
+    );
+
+    // The holder's own sleep inside the lock, as a sleep of its own.
+    let held = ex["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "sleep" && f["site"].as_str().unwrap().ends_with("sleep_holding_lock"))
+        .expect("the holder's sleep inside the lock");
+    within(
+        "the holder's sleep inside the lock (and the CPU wait after it) against its own timing",
+        whole(held),
+        ns(&own["lock_held_sleeping"]["ns"]),
+        10.0,
+    );
+
+    // An idle epoll loop: idle, apart from the request path, ranked after it.
+    let idle = finding(&ex, "idle", "event-loop");
+    within(
+        "the idle epoll loop (and the CPU wait after it) against its own timing",
+        whole(idle),
+        ns(&own["idle"]["ns"]),
+        10.0,
+    );
+    assert!(idle["site"].as_str().unwrap().ends_with("idle_wait"), "{idle:#}");
+    let kinds: Vec<&str> = ex["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    let first_idle = kinds.iter().position(|k| *k == "idle").unwrap();
+    assert!(kinds[first_idle..].iter().all(|k| *k == "idle"), "{kinds:?}");
+
+    // fsync: block I/O in flush_to_disk. The target's own time in fsync also holds its time
+    // on CPU inside the call and its waits for a CPU; the syscall table times the call whole.
+    let io = finding(&ex, "io", "syncer");
+    assert!(io["site"].as_str().unwrap().ends_with("flush_to_disk"), "{io:#}");
+    let fsync_own = ns(&own["fsync"]["ns"]);
+    assert!(ns(&io["seconds"]) * 1e9 <= fsync_own * 1.1, "{io:#}");
+    let fsync = run["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "fsync")
+        .expect("fsync in the syscall table");
+    within(
+        "fsync's time in the syscall table against the target's own",
+        ns(&fsync["total_ns"]),
+        fsync_own,
+        10.0,
+    );
+
+    // The terminal's form leads with the same findings.
+    let text_out = Command::new(switchyard())
+        .arg("explain")
+        .arg(&run_path)
+        .output()
+        .unwrap();
+    let (plain, _) = text(&text_out);
+    assert!(plain.starts_with("why it waited"), "{plain}");
+    assert!(plain.contains("held by hog"), "{plain}");
+    assert!(plain.contains("released by lock-holder"), "{plain}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn explain_refuses_a_file_that_is_not_a_run() {
+    let dir = tempdir("explain-bad");
+    let path = dir.join("run.json");
+    std::fs::write(&path, "{\"format\": \"other\"}").unwrap();
+    let out = Command::new(switchyard())
+        .arg("explain")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_user_error(&out, "not a valid run file");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,475 @@
+//! What a thread waited on, read from the stack it waited in: the kernel frames say which
+//! wait (futex, block I/O, socket, timer, page fault), the user frames say what for (a
+//! mutex, a condvar, an event loop) and where (the innermost function of the program's own).
+//!
+//! **The idle rule.** A wait is idle when the thread was waiting for work to arrive, not for
+//! a resource its work needs:
+//! - an event-wait call: `epoll_wait`, `poll`, `select` (and their `p` forms), `accept`;
+//! - a park: a condition variable (`pthread_cond_*wait`, Rust's `Condvar`), a thread park,
+//!   a channel receive, or the Go scheduler putting a thread to sleep (`runtime.stopm`,
+//!   `runtime.notesleep`).
+//!
+//! A socket read or write that blocks is a network wait, a mutex is a lock, whatever woke
+//! them. The rule needs stacks; without them no wait is called idle.
+
+use serde::{Deserialize, Serialize};
+use switchyard_model::{Frame, FrameKind};
+
+/// Why a thread was not running, or that it was.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Runnable, waiting for a CPU: preempted, or woken and not yet run.
+    Cpu,
+    /// A lock: a futex wait on a mutex (pthread, Rust std, Go runtime), or kernel lock
+    /// contention.
+    Lock,
+    /// Block-device I/O (uninterruptible sleep in the I/O path: fsync, reads that miss).
+    Io,
+    /// A socket read, write or connect that blocked.
+    Net,
+    /// A timer: nanosleep, clock_nanosleep.
+    Sleep,
+    /// A page fault that slept (file-backed, swap, or a page lock).
+    Fault,
+    /// The Go garbage collector: assists and stop-the-world pauses.
+    Gc,
+    /// A pipe, or waiting for a child process.
+    Ipc,
+    /// Blocked, for a reason the stack does not tell (or without a stack).
+    #[default]
+    Blocked,
+    /// Running on a CPU.
+    Oncpu,
+    /// Waiting for work (see the idle rule above).
+    Idle,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Cpu => "cpu",
+            Kind::Lock => "lock",
+            Kind::Io => "io",
+            Kind::Net => "net",
+            Kind::Sleep => "sleep",
+            Kind::Fault => "fault",
+            Kind::Gc => "gc",
+            Kind::Ipc => "ipc",
+            Kind::Blocked => "blocked",
+            Kind::Oncpu => "oncpu",
+            Kind::Idle => "idle",
+        }
+    }
+
+    /// The wait in a few words, as a sentence's object: "waited for a CPU".
+    pub fn verb(self) -> &'static str {
+        match self {
+            Kind::Cpu => "waited for a CPU",
+            Kind::Lock => "waited for a lock",
+            Kind::Io => "waited on block I/O",
+            Kind::Net => "waited on the network",
+            Kind::Sleep => "slept on a timer",
+            Kind::Fault => "waited on page faults",
+            Kind::Gc => "waited on the Go GC",
+            Kind::Ipc => "waited on a pipe or child",
+            Kind::Blocked => "was blocked",
+            Kind::Oncpu => "ran on CPU",
+            Kind::Idle => "was idle, waiting for work,",
+        }
+    }
+
+    /// A wait: every kind but running.
+    pub fn is_wait(self) -> bool {
+        self != Kind::Oncpu
+    }
+}
+
+/// Kernel frames, innermost checks first, each with the kind it means.
+const KERNEL: &[(&str, Kind)] = &[
+    // Page faults first: a fault can sleep on a page lock or on I/O.
+    ("exc_page_fault", Kind::Fault),
+    ("do_user_addr_fault", Kind::Fault),
+    ("handle_mm_fault", Kind::Fault),
+    // Event waits: the epoll/poll/select wait (its timeout is an hrtimer too).
+    ("do_epoll_wait", Kind::Idle),
+    ("ep_poll", Kind::Idle),
+    ("do_sys_poll", Kind::Idle),
+    ("do_select", Kind::Idle),
+    ("core_sys_select", Kind::Idle),
+    ("inet_csk_accept", Kind::Idle),
+    ("unix_accept", Kind::Idle),
+    // Kernel locks.
+    ("__mutex_lock", Kind::Lock),
+    ("rwsem_down_read_slowpath", Kind::Lock),
+    ("rwsem_down_write_slowpath", Kind::Lock),
+    ("rt_mutex_slowlock", Kind::Lock),
+    ("percpu_rwsem_wait", Kind::Lock),
+    // Sockets.
+    ("sk_wait_data", Kind::Net),
+    ("sk_stream_wait_memory", Kind::Net),
+    ("sk_stream_wait_connect", Kind::Net),
+    ("inet_wait_for_connect", Kind::Net),
+    ("__skb_wait_for_more_packets", Kind::Net),
+    ("__skb_recv_datagram", Kind::Net),
+    ("sock_alloc_send_pskb", Kind::Net),
+    ("unix_stream_read_generic", Kind::Net),
+    ("sock_recvmsg", Kind::Net),
+    ("sock_sendmsg", Kind::Net),
+    // Block I/O.
+    ("io_schedule", Kind::Io),
+    ("jbd2_log_wait_commit", Kind::Io),
+    ("file_write_and_wait_range", Kind::Io),
+    ("blkdev_issue_flush", Kind::Io),
+    ("submit_bio_wait", Kind::Io),
+    ("folio_wait_bit", Kind::Io),
+    ("folio_wait_bit_common", Kind::Io),
+    ("wait_on_page_bit", Kind::Io),
+    ("vfs_fsync_range", Kind::Io),
+    ("do_fsync", Kind::Io),
+    // Pipes and children.
+    ("pipe_read", Kind::Ipc),
+    ("pipe_write", Kind::Ipc),
+    ("wait_for_partner", Kind::Ipc),
+    ("do_wait", Kind::Ipc),
+    // Timers.
+    ("do_nanosleep", Kind::Sleep),
+    ("hrtimer_nanosleep", Kind::Sleep),
+    ("common_nsleep", Kind::Sleep),
+    // Futexes: what for is in the user frames.
+    ("futex_wait", Kind::Lock),
+    ("__futex_wait", Kind::Lock),
+    ("futex_wait_queue", Kind::Lock),
+    ("futex_lock_pi", Kind::Lock),
+];
+
+/// User frames (by prefix) that make a futex wait idle: parks, condvars, channel receives and
+/// the Go scheduler's sleep.
+const PARKS: &[&str] = &[
+    "pthread_cond_wait",
+    "pthread_cond_timedwait",
+    "__pthread_cond_wait",
+    "___pthread_cond_wait",
+    "___pthread_cond_timedwait",
+    "__pthread_cond_timedwait",
+    "std::sys::sync::condvar::",
+    "std::sync::condvar::",
+    "std::sync::poison::condvar::",
+    "std::thread::park",
+    "std::sys::pal::unix::thread_parking",
+    "std::sync::mpmc::",
+    "std::sync::mpsc::",
+    "crossbeam_channel::",
+    "parking_lot::condvar::",
+    "tokio::runtime::park",
+    "runtime.notesleep",
+    "runtime.stopm",
+    "runtime.mPark",
+    "runtime.netpollblock",
+    // Joining a thread: waiting for it to end, not for anything it holds.
+    "std::thread::join_handle::",
+    "std::thread::JoinInner",
+    "std::thread::lifecycle::JoinInner",
+    "pthread_join",
+    "__pthread_clockjoin",
+];
+
+/// User frames of the Go garbage collector.
+const GC: &[&str] = &[
+    "runtime.gcAssistAlloc",
+    "runtime.gcParkAssist",
+    "runtime.stopTheWorld",
+    "runtime.gcStart",
+    "runtime.gcMarkDone",
+    "runtime.gcBgMarkWorker",
+    "runtime.forEachP",
+];
+
+/// Syscall names, for stacks recorded without kernel frames (label), by kind.
+const SYSCALLS: &[(&str, Kind)] = &[
+    ("epoll_wait", Kind::Idle),
+    ("epoll_pwait", Kind::Idle),
+    ("epoll_pwait2", Kind::Idle),
+    ("poll", Kind::Idle),
+    ("ppoll", Kind::Idle),
+    ("select", Kind::Idle),
+    ("pselect6", Kind::Idle),
+    ("accept", Kind::Idle),
+    ("accept4", Kind::Idle),
+    ("nanosleep", Kind::Sleep),
+    ("clock_nanosleep", Kind::Sleep),
+    ("fsync", Kind::Io),
+    ("fdatasync", Kind::Io),
+    ("sync_file_range", Kind::Io),
+    ("recvfrom", Kind::Net),
+    ("recvmsg", Kind::Net),
+    ("recvmmsg", Kind::Net),
+    ("sendto", Kind::Net),
+    ("sendmsg", Kind::Net),
+    ("sendmmsg", Kind::Net),
+    ("connect", Kind::Net),
+    ("futex", Kind::Lock),
+];
+
+/// Frames of libraries and runtimes, never a program's own site.
+fn is_library(f: &Frame) -> bool {
+    const MODULES: &[&str] = &["libc.so", "libpthread", "ld-linux", "[vdso]", "libstdc++"];
+    const PREFIXES: &[&str] = &[
+        "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "__", "_start",
+        "pthread_", "___pthread", "start_thread", "clone", "runtime.", "syscall.",
+        "internal/", "tokio::", "<tokio::", "crossbeam", "parking_lot", "<parking_lot",
+        "libc::",
+    ];
+    // libc's wrappers, as a frame-pointer or CFI walk names them.
+    const WRAPPERS: &[&str] = &[
+        "futex", "epoll_wait", "poll", "ppoll", "select", "nanosleep", "clock_nanosleep",
+        "usleep", "sleep", "fsync", "fdatasync", "recv", "recvfrom", "recvmsg", "recvmmsg",
+        "send", "sendto", "sendmsg", "sendmmsg", "accept", "accept4", "read", "write",
+        "readv", "writev", "syscall", "main",
+    ];
+    // A primitive's method inlined from core: `<u64>::wrapping_mul`, `<[T]>::iter`.
+    let primitive = f.name.starts_with('<')
+        && f.name[1..]
+            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .next()
+            .is_some_and(|t| {
+                t.is_empty()
+                    || matches!(
+                        t,
+                        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" | "i8" | "i16" | "i32"
+                            | "i64" | "i128" | "isize" | "f32" | "f64" | "bool" | "char" | "str"
+                    )
+            });
+    // A program's own wrapper named like the call it wraps (`demo::nanosleep`).
+    let last = f.name.rsplit("::").next().unwrap_or(&f.name);
+    const WRAPPING: &[&str] = &[
+        "nanosleep", "clock_nanosleep", "usleep", "futex", "epoll_wait", "fsync", "syscall",
+    ];
+    MODULES.iter().any(|m| f.module.contains(m))
+        || PREFIXES.iter().any(|n| f.name.starts_with(n))
+        || WRAPPERS.contains(&f.name.as_str())
+        || WRAPPERS.contains(&last)
+        || WRAPPING.iter().any(|w| last.starts_with(w))
+        || primitive
+        || f.kind == FrameKind::Unknown
+}
+
+/// What one stack of a profile says: the kind of wait, the frame that said so, and the site
+/// (the innermost function of the program's own; else the innermost user frame).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reading {
+    pub kind: Kind,
+    /// The frame (or syscall, or state) the kind was read from.
+    pub because: String,
+    pub site: String,
+}
+
+/// Reads one stack: `label` is its state ("S", "D", "R", "W") or syscall, `frames` root
+/// first.
+pub fn classify(label: &str, frames: &[&Frame]) -> Reading {
+    let site = site(frames);
+    let user: Vec<&&Frame> = frames
+        .iter()
+        .filter(|f| f.kind != FrameKind::Kernel)
+        .collect();
+    let reading = |kind: Kind, because: &str| Reading {
+        kind,
+        because: because.to_string(),
+        site: site.clone(),
+    };
+    if label == "R" || label == "W" {
+        return reading(
+            Kind::Cpu,
+            if label == "R" {
+                "preempted"
+            } else {
+                "woken, not yet run"
+            },
+        );
+    }
+    if let Some(f) = user
+        .iter()
+        .find(|f| GC.iter().any(|g| f.name.starts_with(g)))
+    {
+        return reading(Kind::Gc, &f.name);
+    }
+    // Kernel frames, innermost first: the first that says anything decides.
+    let kernel_hit = frames
+        .iter()
+        .rev()
+        .filter(|f| f.kind == FrameKind::Kernel)
+        .find_map(|f| {
+            KERNEL
+                .iter()
+                .find(|(name, _)| f.name == *name || f.name.starts_with(&format!("{name}.")))
+                .map(|(name, kind)| (*kind, *name))
+        });
+    let park = user
+        .iter()
+        .rev()
+        .find(|f| PARKS.iter().any(|p| f.name.starts_with(p)));
+    match kernel_hit {
+        Some((Kind::Lock, name)) if name.contains("futex") => {
+            return match park {
+                Some(p) => reading(Kind::Idle, &p.name),
+                None => reading(Kind::Lock, name),
+            };
+        }
+        Some((kind, name)) => return reading(kind, name),
+        None => {}
+    }
+    if let Some((_, kind)) = SYSCALLS.iter().find(|(name, _)| *name == label) {
+        if *kind == Kind::Lock
+            && let Some(p) = park
+        {
+            return reading(Kind::Idle, &p.name);
+        }
+        return reading(*kind, label);
+    }
+    if let Some(p) = park {
+        return reading(Kind::Idle, &p.name);
+    }
+    if label == "D" {
+        return reading(Kind::Io, "uninterruptible sleep");
+    }
+    reading(Kind::Blocked, label)
+}
+
+/// The innermost frame of the program's own, else the innermost user frame, else the
+/// innermost frame; empty for an empty stack.
+pub fn site(frames: &[&Frame]) -> String {
+    let user = || frames.iter().rev().filter(|f| f.kind != FrameKind::Kernel);
+    // A helper inlined into the program's function is that function's.
+    let name = user()
+        .find(|f| !is_library(f) && !f.inlined)
+        .or_else(|| user().find(|f| !is_library(f)))
+        .or_else(|| user().next())
+        .or_else(|| frames.last())
+        .map(|f| f.name.as_str())
+        .unwrap_or_default();
+    // A closure is its function's.
+    let mut name = name;
+    while let Some(outer) = name.strip_suffix("::{{closure}}") {
+        name = outer;
+    }
+    name.to_string()
+}
+
+/// The user frames of a stack from its site outward, innermost first, as names: what a
+/// thread was doing, in the program's own words first.
+pub fn user_names(frames: &[&Frame]) -> Vec<String> {
+    let names: Vec<String> = frames
+        .iter()
+        .rev()
+        .filter(|f| f.kind != FrameKind::Kernel)
+        .map(|f| f.name.clone())
+        .collect();
+    let site = site(frames);
+    match names
+        .iter()
+        .rposition(|n| *n == site || n.starts_with(&format!("{site}::{{{{closure")))
+    {
+        Some(i) => {
+            let mut out = vec![site];
+            out.extend(names[i + 1..].iter().cloned());
+            out
+        }
+        None => names,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(name: &str, kind: FrameKind) -> Frame {
+        Frame {
+            name: name.into(),
+            module: if kind == FrameKind::Kernel {
+                "kernel".into()
+            } else if name.starts_with("__") || name.starts_with("pthread") {
+                "libc.so.6".into()
+            } else {
+                "demo".into()
+            },
+            kind,
+            ..Default::default()
+        }
+    }
+
+    fn read(label: &str, user: &[&str], kernel: &[&str]) -> Reading {
+        let frames: Vec<Frame> = user
+            .iter()
+            .map(|n| frame(n, FrameKind::User))
+            .chain(kernel.iter().map(|n| frame(n, FrameKind::Kernel)))
+            .collect();
+        let refs: Vec<&Frame> = frames.iter().collect();
+        classify(label, &refs)
+    }
+
+    #[test]
+    fn each_wait_reads_as_its_kind() {
+        let k = |label, user: &[&str], kernel: &[&str]| read(label, user, kernel).kind;
+        assert_eq!(
+            k(
+                "S",
+                &["main", "wait_for_lock", "___pthread_mutex_lock", "__lll_lock_wait"],
+                &["__x64_sys_futex", "do_futex", "futex_wait", "schedule"]
+            ),
+            Kind::Lock
+        );
+        assert_eq!(
+            k(
+                "S",
+                &["main", "worker", "___pthread_cond_wait"],
+                &["do_futex", "futex_wait", "schedule"]
+            ),
+            Kind::Idle
+        );
+        assert_eq!(
+            k(
+                "D",
+                &["main", "flush_to_disk", "fsync"],
+                &["do_fsync", "ext4_sync_file", "jbd2_log_wait_commit", "schedule"]
+            ),
+            Kind::Io
+        );
+        assert_eq!(
+            k(
+                "S",
+                &["main", "idle_wait", "epoll_wait"],
+                &["do_epoll_wait", "ep_poll", "schedule_hrtimeout_range", "schedule"]
+            ),
+            Kind::Idle
+        );
+        assert_eq!(
+            k("S", &["main", "nap"], &["hrtimer_nanosleep", "do_nanosleep", "schedule"]),
+            Kind::Sleep
+        );
+        assert_eq!(
+            k("S", &["main", "serve"], &["tcp_recvmsg", "sk_wait_data", "schedule"]),
+            Kind::Net
+        );
+        assert_eq!(k("W", &["main", "nap"], &["do_nanosleep"]), Kind::Cpu);
+        assert_eq!(k("R", &["main", "spin"], &[]), Kind::Cpu);
+        assert_eq!(k("S", &["main", "odd"], &["schedule"]), Kind::Blocked);
+        assert_eq!(k("D", &["main", "odd"], &["schedule"]), Kind::Io);
+        assert_eq!(
+            k("S", &["main", "runtime.gcAssistAlloc"], &["futex_wait"]),
+            Kind::Gc
+        );
+    }
+
+    #[test]
+    fn the_site_is_the_programs_own_innermost_function() {
+        let r = read(
+            "S",
+            &["main", "wait_for_lock", "___pthread_mutex_lock", "__lll_lock_wait"],
+            &["futex_wait"],
+        );
+        assert_eq!(r.site, "wait_for_lock");
+        assert_eq!(r.because, "futex_wait");
+    }
+}

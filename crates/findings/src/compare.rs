@@ -1,0 +1,167 @@
+//! "What changed" between two builds: the findings of each side's runs, matched by what they
+//! are (kind, site, the threads' pool and the culprit's), and ranked by how much of the change
+//! in thread time per operation each explains.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use switchyard_model::{Run, metrics::spread, units::ns_f};
+
+use crate::{Finding, Kind, explain, pattern};
+
+/// One difference between A and B.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Change {
+    pub kind: Kind,
+    /// What it is: the threads' pool, the site, the culprit.
+    pub what: String,
+    /// Thread time per operation (or per second of recording, when a side has no operation
+    /// count), ns: medians over each side's runs (a run without the finding counts 0).
+    pub a: f64,
+    pub b: f64,
+    /// `b - a`.
+    pub delta: f64,
+    /// Its share of all the changes' sizes (the sum of |delta| over every change).
+    pub explains: f64,
+    /// The change in one plain sentence.
+    pub summary: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Changes {
+    /// "op" or "s": what the times are per.
+    pub per: String,
+    /// Total thread time per `per`, ns, medians of A and B.
+    pub total_a: f64,
+    pub total_b: f64,
+    /// Ranked by |delta|, largest first.
+    pub changes: Vec<Change>,
+}
+
+/// Matches findings across runs: same kind, site, pool and culprit pool.
+fn key(f: &Finding) -> (Kind, String, String, String) {
+    let pool = f.threads.first().map(|t| pattern(t)).unwrap_or_default();
+    let culprit = f
+        .culprit
+        .as_ref()
+        .map(|c| pattern(&c.thread))
+        .unwrap_or_default();
+    (f.kind, f.site.clone(), pool, culprit)
+}
+
+fn describe(f: &Finding) -> String {
+    let mut s = format!(
+        "{} {}",
+        crate::thread_list(&f.threads),
+        f.kind.verb().trim_end_matches(',')
+    );
+    if !f.site.is_empty() {
+        s += &format!(" in {}", f.site);
+    }
+    if let Some(c) = &f.culprit {
+        s += &match f.kind {
+            Kind::Cpu => format!(", held by {}", c.thread),
+            _ => format!(", released by {} ({})", c.thread, c.doing),
+        };
+    }
+    s
+}
+
+/// The differences between runs of A and runs of B, ranked.
+pub fn changes(a: &[Run], b: &[Run]) -> Changes {
+    let per_op = a.iter().chain(b).all(|r| r.operations.is_some_and(|o| o > 0));
+    let norm = |r: &Run| {
+        if per_op {
+            r.operations.unwrap_or(1) as f64
+        } else {
+            (r.meta.duration_ns() as f64 / 1e9).max(1e-9)
+        }
+    };
+    type Side = BTreeMap<(Kind, String, String, String), (Vec<f64>, String)>;
+    let side = |runs: &[Run]| -> (Side, Vec<f64>) {
+        let mut m: Side = BTreeMap::new();
+        let mut totals = Vec::new();
+        for (i, r) in runs.iter().enumerate() {
+            let n = norm(r);
+            let ex = explain(r);
+            let total: u64 = r.threads.iter().map(|t| t.oncpu_ns + t.offcpu_ns()).sum();
+            totals.push(total as f64 / n);
+            for f in &ex.findings {
+                let e = m.entry(key(f)).or_insert_with(|| (vec![0.0; runs.len()], describe(f)));
+                e.0[i] += f.seconds * 1e9 / n;
+            }
+        }
+        (m, totals)
+    };
+    let (ma, ta) = side(a);
+    let (mb, tb) = side(b);
+    let median = |v: &[f64]| spread(v).map_or(0.0, |s| s.median);
+    let mut keys: Vec<_> = ma.keys().chain(mb.keys()).cloned().collect();
+    keys.sort();
+    keys.dedup();
+    let unit = if per_op { "/op" } else { "/s" };
+    let mut out: Vec<Change> = keys
+        .into_iter()
+        .map(|k| {
+            let va = ma.get(&k).map_or(0.0, |(v, _)| median(v));
+            let vb = mb.get(&k).map_or(0.0, |(v, _)| median(v));
+            let what = mb
+                .get(&k)
+                .or(ma.get(&k))
+                .map(|(_, d)| d.clone())
+                .unwrap_or_default();
+            Change {
+                kind: k.0,
+                summary: format!(
+                    "{what}: {} → {}{unit} ({}{})",
+                    ns_f(va),
+                    ns_f(vb),
+                    if vb >= va { "+" } else { "−" },
+                    ns_f((vb - va).abs())
+                ),
+                what,
+                a: va,
+                b: vb,
+                delta: vb - va,
+                explains: 0.0,
+            }
+        })
+        .collect();
+    let size: f64 = out.iter().map(|c| c.delta.abs()).sum();
+    for c in &mut out {
+        c.explains = if size > 0.0 { c.delta.abs() / size } else { 0.0 };
+    }
+    out.retain(|c| c.delta != 0.0);
+    out.sort_by(|x, y| y.delta.abs().total_cmp(&x.delta.abs()));
+    Changes {
+        per: if per_op { "op".into() } else { "s".into() },
+        total_a: median(&ta),
+        total_b: median(&tb),
+        changes: out,
+    }
+}
+
+impl Changes {
+    /// The top `n`, a line each, with the share of the change each explains.
+    pub fn render(&self, n: usize) -> String {
+        let mut out = format!(
+            "what changed (thread time per {}: {} → {}):\n",
+            self.per,
+            ns_f(self.total_a),
+            ns_f(self.total_b)
+        );
+        if self.changes.is_empty() {
+            out.push_str("  nothing: the same findings, in the same amounts\n");
+        }
+        for (i, c) in self.changes.iter().take(n).enumerate() {
+            out.push_str(&format!(
+                "  {}. [{}] {} — explains {:.0}% of the change\n",
+                i + 1,
+                c.kind.name(),
+                c.summary,
+                c.explains * 100.0
+            ));
+        }
+        out
+    }
+}

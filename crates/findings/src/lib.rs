@@ -1,0 +1,914 @@
+//! Why a run waited, and who made it wait: one pure function of a [`Run`] turns its figures
+//! into ranked findings, each with its seconds, threads, culprit and evidence. The summary,
+//! the report page, compare's "what changed", gate's failures and `switchyard explain` all
+//! read this one list; none of them computes a cause or writes its sentence.
+//!
+//! Where each figure comes from:
+//! - **waiting for a CPU**: the thread rows (exact: preempted or woken → switch-in), and who
+//!   held the CPU from `cpu_holders` (the task each waiter took the CPU from);
+//! - **every other wait**: the off-CPU profile, each stack read by [`classify`] (the kernel
+//!   frames say which wait, the user frames what for and where); a thread's blocked time no
+//!   walked stack covers is "blocked" with no cause;
+//! - **a lock's holder**: the thread that woke the waiters (the wakeup profile's waker: the
+//!   thread that released the lock), and what that thread did with its own time: its
+//!   heaviest off-CPU or on-CPU stack;
+//! - **on CPU**: the thread rows' on-CPU time, and the on-CPU profile's hottest site.
+//!
+//! Limits: the holder's doing is read over the whole recording, not only over the waits; a
+//! lock handed between many threads names the one that released it most. Runtimes whose
+//! mutexes keep no owner (Rust std, Go) are named the same way, by their releaser.
+
+pub mod classify;
+mod compare;
+mod gate;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use switchyard_model::{
+    Frame, Run, Stack,
+    units::{ns, percent},
+};
+
+pub use classify::{Kind, Reading, classify};
+pub use compare::{Change, Changes, changes};
+pub use gate::behind;
+
+/// Bumped when a field of the JSON changes meaning or goes away (fields may be added).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Findings smaller than this share of their threads' time are left out, as are those under
+/// a millisecond.
+const MIN_SHARE: f64 = 0.02;
+const MIN_NS: f64 = 1e6;
+
+/// The answer for one run: `switchyard explain --json`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Explanation {
+    pub schema_version: u32,
+    /// The recording's length, s.
+    pub duration_s: f64,
+    /// Operations the workload completed, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operations: Option<u64>,
+    /// Ranked: the request path's findings by seconds, then idle ones by seconds.
+    pub findings: Vec<Finding>,
+    /// Throttling by the target's cgroup CPU quota, in a sentence, when it happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled: Option<String>,
+    /// What the answer could not use, in sentences (no stacks, no holders, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Finding {
+    pub kind: Kind,
+    /// Thread time in this finding, s.
+    pub seconds: f64,
+    /// Of the threads' time (on CPU + off CPU over the recording).
+    pub share: f64,
+    /// Thread names, and their ids in the same order.
+    pub threads: Vec<String>,
+    pub tids: Vec<u32>,
+    /// The program's own innermost function the threads waited (or ran) in.
+    pub site: String,
+    /// Who made them wait: the CPU's holder, the lock's holder. For a wait with no other
+    /// party (I/O, a sleep, idle), `None`.
+    pub culprit: Option<Culprit>,
+    /// Where the figure comes from: which profile, which stack.
+    pub evidence: String,
+    /// The finding in one plain sentence.
+    pub summary: String,
+    /// A lock's address (futex word), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// After this wait's wakeups, the threads then waited this long for a CPU, s (counted in
+    /// the threads' "cpu" finding, not in `seconds`): the wait's whole cost is the sum.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub then_cpu_s: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Culprit {
+    pub thread: String,
+    pub tid: u32,
+    /// The culprit's process: the target's command name, or "pid N" for another process.
+    pub process: String,
+    pub pid: u32,
+    /// True when the culprit is a thread of the recorded process (or a followed child).
+    pub same_process: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nice: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u32>,
+    /// What it was doing: "running", "sleeping", "waiting for a CPU", "in I/O", …
+    pub doing: String,
+    /// Its frames while doing it, innermost first (user frames; empty when not sampled).
+    pub frames: Vec<String>,
+}
+
+/// One stack's time, read.
+struct Piece<'a> {
+    tid: u32,
+    reading: Reading,
+    ns: f64,
+    stack: &'a Stack,
+}
+
+fn frames_of<'a>(run: &'a Run, s: &Stack) -> Vec<&'a Frame> {
+    s.frames
+        .iter()
+        .filter_map(|&i| run.profiles.frames.get(i as usize))
+        .collect()
+}
+
+fn waker_frames_of<'a>(run: &'a Run, s: &Stack) -> Vec<&'a Frame> {
+    s.waker_frames
+        .iter()
+        .filter_map(|&i| run.profiles.frames.get(i as usize))
+        .collect()
+}
+
+/// A thread name with its numbers taken out, so a pool's threads group: "producer-3" →
+/// "producer-#".
+fn pattern(name: &str) -> String {
+    let mut out = String::new();
+    let mut digits = false;
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            if !digits {
+                out.push('#');
+            }
+            digits = true;
+        } else {
+            out.push(c);
+            digits = false;
+        }
+    }
+    out
+}
+
+/// Threads named as a list: "worker", "producer-1, producer-2", "producer-1 … producer-8 (8
+/// threads)".
+pub fn thread_list(names: &[String]) -> String {
+    match names.len() {
+        0 => "no thread".into(),
+        1..=3 => names.join(", "),
+        n => format!("{} … {} ({n} threads)", names[0], names[n - 1]),
+    }
+}
+
+struct Ctx<'a> {
+    run: &'a Run,
+    comm: BTreeMap<u32, &'a str>,
+    total: BTreeMap<u32, u64>,
+    targets: BTreeSet<u32>,
+    process: String,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(run: &'a Run) -> Ctx<'a> {
+        let comm = run
+            .threads
+            .iter()
+            .map(|t| (t.tid, t.comm.as_str()))
+            .collect();
+        let total = run
+            .threads
+            .iter()
+            .map(|t| (t.tid, t.oncpu_ns + t.offcpu_ns()))
+            .collect();
+        let mut targets: BTreeSet<u32> = run.meta.children.iter().copied().collect();
+        targets.insert(run.meta.pid);
+        targets.extend(run.threads.iter().map(|t| t.tgid));
+        let process = run
+            .meta
+            .command
+            .first()
+            .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+            .unwrap_or_default();
+        Ctx {
+            run,
+            comm,
+            total,
+            targets,
+            process,
+        }
+    }
+
+    fn name(&self, tid: u32) -> String {
+        self.comm
+            .get(&tid)
+            .map_or_else(|| format!("tid {tid}"), |c| c.to_string())
+    }
+
+    fn threads_time(&self, tids: &BTreeSet<u32>) -> f64 {
+        tids.iter()
+            .map(|t| self.total.get(t).copied().unwrap_or(0))
+            .sum::<u64>() as f64
+    }
+
+    fn process_of(&self, tgid: u32) -> (String, bool) {
+        if self.targets.contains(&tgid) {
+            (self.process.clone(), true)
+        } else if tgid == 0 {
+            ("the idle task".into(), false)
+        } else {
+            (format!("pid {tgid}"), false)
+        }
+    }
+
+    /// What thread `tid` of the run did with most of its time: its heaviest off-CPU stack
+    /// (by state and site) or on-CPU site. (doing, frames innermost first, share of its time)
+    fn doing(&self, tid: u32) -> Option<(String, Vec<String>, f64)> {
+        let p = &self.run.profiles;
+        let total = *self.total.get(&tid)? as f64;
+        if total <= 0.0 {
+            return None;
+        }
+        let mut best: Option<(f64, String, Vec<String>)> = None;
+        let mut by_site: BTreeMap<(String, String), (f64, Vec<String>)> = BTreeMap::new();
+        for s in p.offcpu.stacks.iter().filter(|s| s.tid == tid) {
+            let frames = frames_of(self.run, s);
+            let r = classify(&s.label, &frames);
+            let doing = match r.kind {
+                Kind::Cpu => "waiting for a CPU".to_string(),
+                Kind::Io => "in block I/O".into(),
+                Kind::Lock => "waiting for a lock".into(),
+                Kind::Net => "waiting on the network".into(),
+                Kind::Idle => "idle".into(),
+                _ => "sleeping".into(),
+            };
+            let e = by_site
+                .entry((doing, r.site))
+                .or_insert((0.0, classify::user_names(&frames)));
+            e.0 += s.value as f64;
+        }
+        let hz = p.stats.oncpu_hz as f64;
+        let on_ns = self
+            .run
+            .threads
+            .iter()
+            .find(|t| t.tid == tid)
+            .map_or(0.0, |t| t.oncpu_ns as f64);
+        let samples: u64 = p
+            .oncpu
+            .stacks
+            .iter()
+            .filter(|s| s.tid == tid)
+            .map(|s| s.value)
+            .sum();
+        if hz > 0.0 && samples > 0 {
+            for s in p.oncpu.stacks.iter().filter(|s| s.tid == tid) {
+                let frames = frames_of(self.run, s);
+                let site = classify::site(&frames);
+                let e = by_site
+                    .entry(("running".into(), site))
+                    .or_insert((0.0, classify::user_names(&frames)));
+                // The exact on-CPU time, shared by samples.
+                e.0 += on_ns * s.value as f64 / samples as f64;
+            }
+        }
+        for ((doing, site), (v, frames)) in by_site {
+            if best.as_ref().is_none_or(|b| v > b.0) {
+                let doing = if site.is_empty() {
+                    doing
+                } else {
+                    format!("{doing} in {site}")
+                };
+                best = Some((v, doing, frames));
+            }
+        }
+        best.map(|(v, doing, frames)| (doing, frames, (v / total).min(1.0)))
+    }
+}
+
+/// A finding being built: its threads and time, by key.
+#[derive(Default)]
+struct Group {
+    ns: f64,
+    /// Waits for a CPU after this wait's wakeups.
+    then_cpu: f64,
+    tids: BTreeMap<u32, f64>,
+    because: BTreeMap<String, f64>,
+    /// Culprit candidates: tid → ns.
+    culprits: BTreeMap<u32, f64>,
+}
+
+impl Group {
+    fn add(&mut self, tid: u32, ns: f64, because: &str) {
+        self.ns += ns;
+        *self.tids.entry(tid).or_default() += ns;
+        *self.because.entry(because.to_string()).or_default() += ns;
+    }
+}
+
+/// The findings of `run`, ranked.
+pub fn explain(run: &Run) -> Explanation {
+    let cx = Ctx::new(run);
+    let mut out = Explanation {
+        schema_version: SCHEMA_VERSION,
+        duration_s: run.meta.duration_ns() as f64 / 1e9,
+        operations: run.operations,
+        ..Default::default()
+    };
+    let mut findings = Vec::new();
+    findings.extend(cpu_findings(&cx, &mut out.limits));
+    findings.extend(wait_findings(&cx, &mut out.limits));
+    findings.extend(oncpu_findings(&cx));
+    findings.extend(gc_pauses(&cx));
+    findings.retain(|f| f.seconds * 1e9 >= MIN_NS && f.share >= MIN_SHARE);
+    findings.sort_by(|a, b| {
+        (a.kind == Kind::Idle)
+            .cmp(&(b.kind == Kind::Idle))
+            .then(b.seconds.total_cmp(&a.seconds))
+            .then(a.site.cmp(&b.site))
+    });
+    out.findings = findings;
+    if let Some(c) = &run.cgroup
+        && c.throttled_periods > 0
+    {
+        out.throttled = Some(format!(
+            "the target's cgroup ({}) was throttled by its CPU quota in {} of {} periods, {} in all",
+            c.path,
+            c.throttled_periods,
+            c.periods,
+            ns(c.throttled_ns)
+        ));
+    }
+    out
+}
+
+/// Waiting for a CPU: one finding per waiting pool and the pool that held the CPU.
+fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
+    let run = cx.run;
+    if run.cpu_holders.is_empty() && run.threads.iter().any(|t| t.runqueue_ns > 0) {
+        limits.push(
+            "who held the CPU is not in this run (recorded before holders were kept)".into(),
+        );
+    }
+    // Per waiter: its holders' shares.
+    let mut holders: BTreeMap<u32, Vec<&switchyard_model::CpuHolder>> = BTreeMap::new();
+    for h in &run.cpu_holders {
+        holders.entry(h.tid).or_default().push(h);
+    }
+    let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
+    let mut holder_rows: BTreeMap<u32, &switchyard_model::CpuHolder> = BTreeMap::new();
+    for t in run.threads.iter().filter(|t| t.runqueue_ns > 0) {
+        let hs = holders.get(&t.tid).cloned().unwrap_or_default();
+        let held: u64 = hs.iter().map(|h| h.ns).sum();
+        // The time each holder ended, scaled to the thread's exact wait.
+        let top = hs.iter().max_by_key(|h| h.ns);
+        let key = match top {
+            Some(h) => (pattern(&t.comm), pattern(&h.holder_comm)),
+            None => (pattern(&t.comm), String::new()),
+        };
+        let g = groups.entry(key).or_default();
+        let because = if t.woken_wait_ns * 2 >= t.runqueue_ns {
+            "woken, not yet run"
+        } else {
+            "preempted"
+        };
+        g.add(t.tid, t.runqueue_ns as f64, because);
+        for h in hs {
+            let share = if held > 0 {
+                h.ns as f64 / held as f64
+            } else {
+                0.0
+            };
+            *g.culprits.entry(h.holder_tid).or_default() += share * t.runqueue_ns as f64;
+            let e = holder_rows.entry(h.holder_tid).or_insert(h);
+            if h.ns > e.ns {
+                *e = h;
+            }
+        }
+    }
+    groups
+        .into_values()
+        .map(|g| {
+            let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
+            let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
+            let total = cx.threads_time(&tids);
+            let share = if total > 0.0 { g.ns / total } else { 0.0 };
+            let top = g.culprits.iter().max_by(|a, b| a.1.total_cmp(b.1));
+            let culprit = top.and_then(|(&tid, &held)| {
+                let h = holder_rows.get(&tid)?;
+                let (process, same) = cx.process_of(h.holder_tgid);
+                let (doing, frames) = if same {
+                    cx.doing(tid).map_or(("running".into(), vec![]), |(d, f, _)| (d, f))
+                } else {
+                    ("running".into(), vec![])
+                };
+                Some((
+                    Culprit {
+                        thread: h.holder_comm.clone(),
+                        tid,
+                        process,
+                        pid: h.holder_tgid,
+                        same_process: same,
+                        nice: Some(h.holder_nice),
+                        cpu: Some(h.cpu),
+                        doing,
+                        frames,
+                    },
+                    held / g.ns.max(1.0),
+                ))
+            });
+            let preempted = g.because.get("preempted").copied().unwrap_or(0.0);
+            let woken = g.ns - preempted;
+            let mut summary = format!(
+                "{} waited {} ({} of {} time) for a CPU",
+                thread_list(&names),
+                ns(g.ns as u64),
+                percent(share),
+                if names.len() == 1 { "its" } else { "their" },
+            );
+            let mut evidence = format!(
+                "thread rows: {} after a wakeup (scheduler delay), {} after a preemption",
+                ns(woken as u64),
+                ns(preempted as u64)
+            );
+            if let Some((c, held)) = &culprit {
+                summary += &format!(
+                    "{}, held by {} ({}{}{}){}",
+                    c.cpu.map_or(String::new(), |n| format!(" (CPU {n} mostly)")),
+                    c.thread,
+                    if c.same_process {
+                        "this process".to_string()
+                    } else {
+                        format!("another process, {}", c.process)
+                    },
+                    c.nice.map_or(String::new(), |n| format!(", nice {n}")),
+                    if *held < 0.95 {
+                        format!(", {} of the wait", percent(*held))
+                    } else {
+                        String::new()
+                    },
+                    match c.frames.first() {
+                        Some(f) if c.same_process => format!(" in {f}"),
+                        _ => String::new(),
+                    }
+                );
+                evidence += &format!(
+                    "; holders: the task each wait took the CPU from (cpu_holders), {} held it for {}",
+                    c.thread,
+                    percent(*held)
+                );
+                if c.same_process && !c.frames.is_empty() {
+                    evidence += &format!("; {}'s on-CPU profile: {}", c.thread, c.doing);
+                }
+            }
+            Finding {
+                kind: Kind::Cpu,
+                seconds: g.ns / 1e9,
+                share,
+                threads: names,
+                tids: tids.into_iter().collect(),
+                site: String::new(),
+                culprit: culprit.map(|(c, _)| c),
+                evidence,
+                summary,
+                address: None,
+                then_cpu_s: 0.0,
+            }
+        })
+        .collect()
+}
+
+/// Every other wait, from the off-CPU profile; a lock's holder from the wakeup profile.
+fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
+    let run = cx.run;
+    let p = &run.profiles;
+    let pieces: Vec<Piece> = p
+        .offcpu
+        .stacks
+        .iter()
+        .filter(|s| s.label != "R" && s.label != "W")
+        .map(|s| Piece {
+            tid: s.tid,
+            reading: classify(&s.label, &frames_of(run, s)),
+            ns: s.value as f64,
+            stack: s,
+        })
+        .collect();
+    // The wait for a CPU after each wakeup, by what the thread had waited on.
+    let mut then_cpu: BTreeMap<(u32, Kind, String), f64> = BTreeMap::new();
+    for s in p.offcpu.stacks.iter().filter(|s| s.label == "W") {
+        let r = classify("S", &frames_of(run, s));
+        *then_cpu.entry((s.tid, r.kind, r.site)).or_default() += s.value as f64;
+    }
+    // Releasers of each (waiter, site) wait, from the wakeup profile.
+    let mut wakers: BTreeMap<(u32, String), BTreeMap<(u32, u32, String), f64>> = BTreeMap::new();
+    let mut waker_stacks: BTreeMap<u32, (f64, Vec<String>)> = BTreeMap::new();
+    for s in &p.wakeup.stacks {
+        let r = classify(&s.label, &frames_of(run, s));
+        if r.kind != Kind::Lock {
+            continue;
+        }
+        let Some(w) = waker_of(run, s) else { continue };
+        *wakers
+            .entry((s.tid, r.site))
+            .or_default()
+            .entry(w)
+            .or_default() += s.value as f64;
+        let e = waker_stacks
+            .entry(waker_tid(run, s))
+            .or_insert((0.0, classify::user_names(&waker_frames_of(run, s))));
+        if (s.value as f64) > e.0 {
+            *e = (s.value as f64, classify::user_names(&waker_frames_of(run, s)));
+        }
+    }
+    let mut groups: BTreeMap<(Kind, String, String), Group> = BTreeMap::new();
+    let mut evidence: BTreeMap<(Kind, String, String), (f64, &Stack)> = BTreeMap::new();
+    let mut stacked: BTreeMap<u32, f64> = BTreeMap::new();
+    for piece in &pieces {
+        let name = cx.name(piece.tid);
+        // A lock's waits group by their releaser's pool too.
+        let releaser = if piece.reading.kind == Kind::Lock {
+            wakers
+                .get(&(piece.tid, piece.reading.site.clone()))
+                .and_then(|w| w.iter().max_by(|a, b| a.1.total_cmp(b.1)))
+                .map_or(String::new(), |((_, _, comm), _)| pattern(comm))
+        } else {
+            String::new()
+        };
+        let key = (
+            piece.reading.kind,
+            piece.reading.site.clone(),
+            format!("{}|{releaser}", pattern(&name)),
+        );
+        let g = groups.entry(key.clone()).or_default();
+        g.add(piece.tid, piece.ns, &piece.reading.because);
+        g.then_cpu += then_cpu
+            .remove(&(piece.tid, piece.reading.kind, piece.reading.site.clone()))
+            .unwrap_or(0.0);
+        if let Some(w) = wakers.get(&(piece.tid, piece.reading.site.clone())) {
+            for ((_, wtid, _), v) in w {
+                *g.culprits.entry(*wtid).or_default() += v;
+            }
+        }
+        let e = evidence.entry(key).or_insert((0.0, piece.stack));
+        if piece.ns > e.0 {
+            *e = (piece.ns, piece.stack);
+        }
+        *stacked.entry(piece.tid).or_default() += piece.ns;
+    }
+    let mut out = Vec::new();
+    for (key, g) in groups {
+        let (kind, site, _) = &key;
+        let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
+        let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
+        let total = cx.threads_time(&tids);
+        let share = if total > 0.0 { g.ns / total } else { 0.0 };
+        let because = g
+            .because
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(b, _)| b.clone())
+            .unwrap_or_default();
+        let stack = evidence.get(&key).map(|(_, s)| *s);
+        let chain = stack.map(|s| chain(run, s)).unwrap_or_default();
+        let address = if *kind == Kind::Lock {
+            lock_address(run, &tids, site)
+        } else {
+            None
+        };
+        let culprit = if *kind == Kind::Lock {
+            g.culprits
+                .iter()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map(|(&tid, _)| lock_holder(cx, tid, &waker_stacks))
+        } else {
+            None
+        };
+        let label = stack.map_or("", |s| s.label.as_str());
+        let mut summary = format!(
+            "{} {} {} ({} of {} time)",
+            thread_list(&names),
+            kind.verb(),
+            ns((g.ns) as u64),
+            percent(share),
+            if names.len() == 1 { "its" } else { "their" },
+        );
+        if !site.is_empty() {
+            summary += &format!(" in {site}");
+        }
+        if let Some(a) = &address {
+            summary += &format!(" (futex {a})");
+        }
+        if g.then_cpu >= 0.1 * g.ns && g.then_cpu >= MIN_NS {
+            summary += &format!(", then {} waiting for a CPU", ns(g.then_cpu as u64));
+        }
+        if let Some(c) = &culprit {
+            summary += &format!(", released by {}; it was {}", c.thread, c.doing);
+        } else if *kind != Kind::Blocked {
+            summary += &format!(" ({because})");
+        }
+        out.push(Finding {
+            kind: *kind,
+            seconds: g.ns / 1e9,
+            share,
+            threads: names,
+            tids: tids.into_iter().collect(),
+            site: site.clone(),
+            culprit,
+            evidence: format!("off-CPU profile, [{label}] {chain}"),
+            summary,
+            address,
+            then_cpu_s: g.then_cpu / 1e9,
+        });
+    }
+    // Blocked time no walked stack covers: stacks off, or waits too short to walk.
+    let stacks_on = p.stats.oncpu_hz > 0 || !p.offcpu.stacks.is_empty();
+    if !stacks_on {
+        limits.push(
+            "recorded without stacks: waits other than for a CPU have no cause, only their time"
+                .into(),
+        );
+    }
+    for t in &run.threads {
+        let covered = stacked.get(&t.tid).copied().unwrap_or(0.0);
+        let rest = t.blocked_ns as f64 - covered;
+        let total = (t.oncpu_ns + t.offcpu_ns()) as f64;
+        if total <= 0.0 || rest / total < 0.05 {
+            continue;
+        }
+        out.push(Finding {
+            kind: Kind::Blocked,
+            seconds: rest / 1e9,
+            share: rest / total,
+            threads: vec![t.comm.clone()],
+            tids: vec![t.tid],
+            site: String::new(),
+            culprit: None,
+            evidence: if stacks_on {
+                "thread rows: blocked time no off-CPU stack covers (waits shorter than --min-block)"
+                    .into()
+            } else {
+                "thread rows: blocked time (recorded without stacks)".into()
+            },
+            summary: format!(
+                "{} was blocked {} ({} of its time) with no stack to say why",
+                t.comm,
+                ns(rest as u64),
+                percent(rest / total)
+            ),
+            address: None,
+            then_cpu_s: 0.0,
+        });
+    }
+    out
+}
+
+/// (tgid, tid, comm) of a wakeup stack's waker; `None` for an interrupt.
+fn waker_of(run: &Run, s: &Stack) -> Option<(u32, u32, String)> {
+    let tid = waker_tid(run, s);
+    (tid != 0).then(|| (0, tid, s.waker_comm.clone()))
+}
+
+/// The waker's thread id: as recorded, or, in a run from before ids were kept, the thread of
+/// that name.
+fn waker_tid(run: &Run, s: &Stack) -> u32 {
+    if s.waker_tid != 0 {
+        return s.waker_tid;
+    }
+    run.threads
+        .iter()
+        .find(|t| t.comm == s.waker_comm && t.tgid == s.tgid)
+        .map_or(0, |t| t.tid)
+}
+
+/// The holder of a lock: the thread that released it, and what it did with its time.
+fn lock_holder(cx: &Ctx, tid: u32, waker_stacks: &BTreeMap<u32, (f64, Vec<String>)>) -> Culprit {
+    let tgid = cx
+        .run
+        .threads
+        .iter()
+        .find(|t| t.tid == tid)
+        .map_or(0, |t| t.tgid);
+    let (process, same) = cx.process_of(tgid);
+    let (doing, frames) = match cx.doing(tid) {
+        Some((d, f, share)) => (format!("{d} for {} of its time", percent(share)), f),
+        None => (
+            "releasing it".into(),
+            waker_stacks
+                .get(&tid)
+                .map(|(_, f)| f.clone())
+                .unwrap_or_default(),
+        ),
+    };
+    Culprit {
+        thread: cx.name(tid),
+        tid,
+        process,
+        pid: tgid,
+        same_process: same,
+        nice: None,
+        cpu: None,
+        doing,
+        frames,
+    }
+}
+
+/// The futex word the threads waited on most at `site`, from the futex profile.
+fn lock_address(run: &Run, tids: &BTreeSet<u32>, site: &str) -> Option<String> {
+    let mut by: BTreeMap<&str, u64> = BTreeMap::new();
+    let tgids: BTreeSet<u32> = run
+        .threads
+        .iter()
+        .filter(|t| tids.contains(&t.tid))
+        .map(|t| t.tgid)
+        .collect();
+    for s in &run.profiles.futex.stacks {
+        if !tgids.contains(&s.tgid) {
+            continue;
+        }
+        if classify::site(&frames_of(run, s)) == site {
+            *by.entry(s.label.as_str()).or_default() += s.value;
+        }
+    }
+    by.into_iter()
+        .max_by_key(|(_, v)| *v)
+        .map(|(a, _)| a.to_string())
+}
+
+/// A stack as evidence: the site and what it called down to the innermost kernel frame,
+/// "flush_to_disk;fsync;…;jbd2_log_wait_commit".
+fn chain(run: &Run, s: &Stack) -> String {
+    let frames = frames_of(run, s);
+    let site = classify::site(&frames);
+    let from = frames.iter().rposition(|f| f.name == site).unwrap_or(0);
+    let tail: Vec<&str> = frames[from..].iter().map(|f| f.name.as_str()).collect();
+    if tail.len() <= 6 {
+        tail.join(";")
+    } else {
+        format!(
+            "{};{};…;{}",
+            tail[0],
+            tail[1],
+            tail[tail.len() - 3..].join(";")
+        )
+    }
+}
+
+/// On CPU: one finding per pool of threads and its hottest site.
+fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
+    let run = cx.run;
+    let p = &run.profiles;
+    let mut sites: BTreeMap<u32, BTreeMap<String, u64>> = BTreeMap::new();
+    for s in &p.oncpu.stacks {
+        let site = classify::site(&frames_of(run, s));
+        *sites.entry(s.tid).or_default().entry(site).or_default() += s.value;
+    }
+    let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
+    let mut share_of_site: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    for t in run.threads.iter().filter(|t| t.oncpu_ns > 0) {
+        let top = sites
+            .get(&t.tid)
+            .and_then(|m| m.iter().max_by_key(|(_, v)| **v))
+            .map(|(s, v)| (s.clone(), *v));
+        let all: u64 = sites.get(&t.tid).map_or(0, |m| m.values().sum());
+        let site = top.as_ref().map_or(String::new(), |(s, _)| s.clone());
+        let key = (pattern(&t.comm), site);
+        groups
+            .entry(key.clone())
+            .or_default()
+            .add(t.tid, t.oncpu_ns as f64, "");
+        let e = share_of_site.entry(key).or_default();
+        e.0 += top.map_or(0, |(_, v)| v);
+        e.1 += all;
+    }
+    groups
+        .into_iter()
+        .map(|(key, g)| {
+            let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
+            let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
+            let total = cx.threads_time(&tids);
+            let share = if total > 0.0 { g.ns / total } else { 0.0 };
+            let (in_site, all) = share_of_site.get(&key).copied().unwrap_or((0, 0));
+            let site = key.1;
+            let mut summary = format!(
+                "{} ran {} on CPU ({} of {} time)",
+                thread_list(&names),
+                ns(g.ns as u64),
+                percent(share),
+                if names.len() == 1 { "its" } else { "their" },
+            );
+            let evidence = if all > 0 {
+                summary += &format!(
+                    ", {} of it in {site}",
+                    percent(in_site as f64 / all as f64)
+                );
+                format!(
+                    "thread rows (on-CPU time); on-CPU profile: {in_site} of {all} samples in {site}"
+                )
+            } else {
+                "thread rows (on-CPU time); no on-CPU samples".into()
+            };
+            Finding {
+                kind: Kind::Oncpu,
+                seconds: g.ns / 1e9,
+                share,
+                threads: names,
+                tids: tids.into_iter().collect(),
+                site,
+                culprit: None,
+                evidence,
+                summary,
+                address: None,
+                then_cpu_s: 0.0,
+            }
+        })
+        .collect()
+}
+
+/// Go's stop-the-world pauses: every goroutine waits, whichever thread it is on.
+fn gc_pauses(cx: &Ctx) -> Vec<Finding> {
+    let Some(g) = &cx.run.gc else {
+        return Vec::new();
+    };
+    if g.pauses == 0 {
+        return Vec::new();
+    }
+    let secs = cx.run.meta.duration_ns() as f64;
+    let share = if secs > 0.0 {
+        g.pause_total_ns as f64 / secs
+    } else {
+        0.0
+    };
+    vec![Finding {
+        kind: Kind::Gc,
+        seconds: g.pause_total_ns as f64 / 1e9,
+        share,
+        threads: vec!["every goroutine".into()],
+        tids: vec![],
+        site: "runtime.stopTheWorldWithSema".into(),
+        culprit: None,
+        evidence: format!(
+            "Go runtime uprobes: {} stop-the-world pauses in {} GC cycles",
+            g.pauses, g.cycles
+        ),
+        summary: format!(
+            "the Go runtime stopped the world {} times for {} in all ({} of the recording; longest {}), over {} GC cycles with {} mark assists",
+            g.pauses,
+            ns(g.pause_total_ns),
+            percent(share),
+            ns(g.pause_max_ns),
+            g.cycles,
+            g.mark_assists
+        ),
+        address: None,
+        then_cpu_s: 0.0,
+    }]
+}
+
+impl Explanation {
+    /// The request path's findings (everything but idle), ranked.
+    pub fn busy(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| f.kind != Kind::Idle)
+    }
+
+    /// Idle waits: threads waiting for work.
+    pub fn idle(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| f.kind == Kind::Idle)
+    }
+
+    /// The terminal's form: the top `top` findings of the request path, a line each, then
+    /// idle in one line.
+    pub fn render(&self, top: usize) -> String {
+        let mut out = String::new();
+        if self.findings.is_empty() {
+            out.push_str("why it waited: nothing stands out (no wait over 1% of any thread's time)\n");
+        } else {
+            out.push_str("why it waited (switchyard explain):\n");
+        }
+        for (i, f) in self.busy().take(top).enumerate() {
+            out.push_str(&format!("  {}. [{}] {}\n", i + 1, f.kind.name(), f.summary));
+        }
+        let idle: Vec<&Finding> = self.idle().collect();
+        if !idle.is_empty() {
+            let secs: f64 = idle.iter().map(|f| f.seconds).sum();
+            let sites: BTreeSet<&str> = idle.iter().map(|f| f.site.as_str()).collect();
+            out.push_str(&format!(
+                "  idle, not on the request path: {} waiting for work ({})\n",
+                ns((secs * 1e9) as u64),
+                sites.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if let Some(t) = &self.throttled {
+            out.push_str(&format!("  note: {t}\n"));
+        }
+        for l in &self.limits {
+            out.push_str(&format!("  note: {l}\n"));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,256 @@
+//! Findings from a small fixed run: a pinned worker behind a hog, a lock held across a sleep,
+//! an fsync, an idle epoll loop.
+
+use switchyard_model::{
+    CpuHolder, Frame, FrameKind, Log2Hist, Profile, Run, Stack, ThreadRow, metrics,
+};
+
+use super::*;
+
+const MS: u64 = 1_000_000;
+
+fn thread(tid: u32, comm: &str, on: u64, blocked: u64, runq: u64) -> ThreadRow {
+    ThreadRow {
+        tid,
+        tgid: 100,
+        comm: comm.into(),
+        voluntary: 10,
+        involuntary: 1,
+        oncpu_ns: on,
+        blocked_ns: blocked,
+        runqueue_ns: runq,
+        woken_wait_ns: runq,
+        offcpu: Log2Hist::default(),
+        sched_delay: Log2Hist::default(),
+    }
+}
+
+/// Interns frames: user names then kernel names, root first.
+fn stack(run: &mut Run, tid: u32, label: &str, user: &[&str], kernel: &[&str], ns: u64) -> Stack {
+    let mut frames = Vec::new();
+    for (name, kind) in user
+        .iter()
+        .map(|n| (n, FrameKind::User))
+        .chain(kernel.iter().map(|n| (n, FrameKind::Kernel)))
+    {
+        let f = Frame {
+            name: name.to_string(),
+            module: match kind {
+                FrameKind::Kernel => "kernel".into(),
+                _ if name.starts_with("__") || name.starts_with("pthread") => "libc.so.6".into(),
+                _ => "demo".into(),
+            },
+            kind,
+            ..Default::default()
+        };
+        let i = match run.profiles.frames.iter().position(|g| *g == f) {
+            Some(i) => i,
+            None => {
+                run.profiles.frames.push(f);
+                run.profiles.frames.len() - 1
+            }
+        };
+        frames.push(i as u32);
+    }
+    let comm = run
+        .threads
+        .iter()
+        .find(|t| t.tid == tid)
+        .map(|t| t.comm.clone())
+        .unwrap_or_default();
+    Stack {
+        tgid: 100,
+        tid,
+        comm,
+        label: label.into(),
+        frames,
+        value: ns,
+        ..Default::default()
+    }
+}
+
+pub(crate) fn waits_run() -> Run {
+    let mut run: Run = serde_json::from_str(include_str!("../tests/data/bare.json")).unwrap();
+    run.meta.command = vec!["/usr/bin/demo".into(), "waits".into()];
+    run.threads = vec![
+        thread(1, "worker", 60 * MS, 40 * MS, 2_900 * MS),
+        thread(2, "hog", 2_800 * MS, 0, 200 * MS),
+        thread(3, "lock-holder", 10 * MS, 2_990 * MS, 0),
+        thread(4, "lock-waiter", 5 * MS, 2_995 * MS, 0),
+        thread(5, "syncer", 20 * MS, 2_980 * MS, 0),
+        thread(6, "event-loop", 1 * MS, 2_999 * MS, 0),
+    ];
+    run.cpu_holders = vec![
+        CpuHolder {
+            tgid: 100,
+            tid: 1,
+            cpu: 0,
+            holder_tgid: 100,
+            holder_tid: 2,
+            holder_comm: "hog".into(),
+            holder_nice: -15,
+            count: 5000,
+            ns: 2_850 * MS,
+        },
+        CpuHolder {
+            tgid: 100,
+            tid: 1,
+            cpu: 0,
+            holder_tgid: 999,
+            holder_tid: 999,
+            holder_comm: "sshd".into(),
+            holder_nice: 0,
+            count: 10,
+            ns: 50 * MS,
+        },
+    ];
+    run.profiles.stats.oncpu_hz = 99;
+    let oncpu = vec![
+        stack(&mut run, 2, "", &["main", "hog_spin"], &[], 270),
+        stack(&mut run, 1, "", &["main", "parse_request"], &[], 6),
+    ];
+    let nanosleep = ["__x64_sys_clock_nanosleep", "hrtimer_nanosleep", "do_nanosleep", "schedule"];
+    let futex = ["__x64_sys_futex", "do_futex", "futex_wait", "schedule"];
+    let offcpu = vec![
+        stack(&mut run, 1, "S", &["main", "worker_nap", "clock_nanosleep"], &nanosleep, 40 * MS),
+        stack(&mut run, 1, "W", &["main", "worker_nap", "clock_nanosleep"], &nanosleep, 2_900 * MS),
+        stack(&mut run, 3, "S", &["main", "sleep_holding_lock", "clock_nanosleep"], &nanosleep, 2_000 * MS),
+        stack(&mut run, 3, "S", &["main", "rest", "clock_nanosleep"], &nanosleep, 990 * MS),
+        stack(&mut run, 4, "S", &["main", "wait_for_lock", "___pthread_mutex_lock", "__lll_lock_wait"], &futex, 2_000 * MS),
+        stack(&mut run, 4, "S", &["main", "pause_briefly", "clock_nanosleep"], &nanosleep, 995 * MS),
+        stack(&mut run, 5, "D", &["main", "flush_to_disk", "fsync"], &["do_fsync", "ext4_sync_file", "jbd2_log_wait_commit", "schedule"], 2_400 * MS),
+        stack(&mut run, 5, "S", &["main", "between_syncs", "clock_nanosleep"], &nanosleep, 580 * MS),
+        stack(&mut run, 6, "S", &["main", "idle_wait", "epoll_wait"], &["do_epoll_wait", "ep_poll", "schedule"], 2_999 * MS),
+    ];
+    let mut waiter = stack(&mut run, 4, "S", &["main", "wait_for_lock", "___pthread_mutex_lock", "__lll_lock_wait"], &futex, 2_000 * MS);
+    let releaser = stack(&mut run, 3, "", &["main", "release", "___pthread_mutex_unlock"], &["futex_wake"], 0);
+    waiter.waker_frames = releaser.frames;
+    waiter.waker_comm = "lock-holder".into();
+    waiter.waker_tid = 3;
+    let mut futex_profile = stack(&mut run, 4, "0x5555deadbeef", &["main", "wait_for_lock", "___pthread_mutex_lock", "__lll_lock_wait"], &[], 2_000 * MS);
+    futex_profile.frames.truncate(4);
+    run.profiles.oncpu = Profile { unit: "samples".into(), stacks: oncpu };
+    run.profiles.offcpu = Profile { unit: "ns".into(), stacks: offcpu };
+    run.profiles.wakeup = Profile { unit: "ns".into(), stacks: vec![waiter] };
+    run.profiles.futex = Profile { unit: "ns".into(), stacks: vec![futex_profile] };
+    run
+}
+
+fn find<'a>(ex: &'a Explanation, kind: Kind, thread: &str) -> &'a Finding {
+    ex.findings
+        .iter()
+        .find(|f| f.kind == kind && f.threads.iter().any(|t| t == thread))
+        .unwrap_or_else(|| panic!("no {kind:?} finding for {thread}: {:#?}", ex.findings))
+}
+
+#[test]
+fn a_worker_behind_a_hog_waits_for_a_cpu_held_by_the_hog_in_its_spin() {
+    let ex = explain(&waits_run());
+    let f = find(&ex, Kind::Cpu, "worker");
+    assert!((f.seconds - 2.9).abs() < 1e-9, "{}", f.seconds);
+    assert!((f.share - 2.9 / 3.0).abs() < 1e-9);
+    let c = f.culprit.as_ref().unwrap();
+    assert_eq!((c.thread.as_str(), c.tid, c.nice, c.cpu), ("hog", 2, Some(-15), Some(0)));
+    assert!(c.same_process && c.process == "demo", "{c:?}");
+    assert_eq!(c.frames.first().map(String::as_str), Some("hog_spin"));
+    assert_eq!(
+        f.summary,
+        "worker waited 2.90 s (96.7% of its time) for a CPU (CPU 0 mostly), held by hog (this process, nice -15) in hog_spin"
+    );
+    // The worker's own on-CPU time is small, its wait heads the list.
+    assert_eq!(ex.findings[0].kind, Kind::Cpu);
+}
+
+#[test]
+fn a_lock_held_across_a_sleep_names_the_holder_and_its_sleep() {
+    let ex = explain(&waits_run());
+    let f = find(&ex, Kind::Lock, "lock-waiter");
+    assert_eq!(f.site, "wait_for_lock");
+    assert_eq!(f.address.as_deref(), Some("0x5555deadbeef"));
+    let c = f.culprit.as_ref().unwrap();
+    assert_eq!((c.thread.as_str(), c.tid), ("lock-holder", 3));
+    assert_eq!(c.frames.first().map(String::as_str), Some("sleep_holding_lock"));
+    assert!(c.doing.starts_with("sleeping in sleep_holding_lock"), "{}", c.doing);
+}
+
+#[test]
+fn io_sleep_and_idle_are_their_own_kinds_and_idle_ranks_last() {
+    let ex = explain(&waits_run());
+    let io = find(&ex, Kind::Io, "syncer");
+    assert_eq!(io.site, "flush_to_disk");
+    assert!((io.seconds - 2.4).abs() < 1e-9);
+    assert!(io.evidence.contains("jbd2_log_wait_commit"), "{}", io.evidence);
+    let idle = find(&ex, Kind::Idle, "event-loop");
+    assert_eq!(idle.site, "idle_wait");
+    assert_eq!(ex.findings.last().unwrap().kind, Kind::Idle);
+    assert!(ex.busy().all(|f| f.kind != Kind::Idle));
+    let sleep = find(&ex, Kind::Sleep, "lock-holder");
+    assert_eq!(sleep.site, "sleep_holding_lock");
+}
+
+#[test]
+fn the_json_is_the_documented_contract() {
+    let ex = explain(&waits_run());
+    let v: serde_json::Value = serde_json::to_value(&ex).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    let f = &v["findings"][0];
+    for field in ["kind", "seconds", "share", "threads", "culprit", "evidence", "summary"] {
+        assert!(f.get(field).is_some(), "findings[0] has no {field}: {f}");
+    }
+    assert_eq!(f["kind"], "cpu");
+    assert_eq!(f["culprit"]["thread"], "hog");
+    assert_eq!(f["culprit"]["frames"][0], "hog_spin");
+    let back: Explanation = serde_json::from_value(v).unwrap();
+    assert_eq!(back, ex);
+}
+
+#[test]
+fn without_stacks_only_the_cpu_wait_has_a_cause() {
+    let mut run = waits_run();
+    run.profiles = Default::default();
+    let ex = explain(&run);
+    assert!(ex.limits.iter().any(|l| l.contains("without stacks")), "{:?}", ex.limits);
+    assert_eq!(find(&ex, Kind::Cpu, "worker").culprit.as_ref().unwrap().thread, "hog");
+    assert!(find(&ex, Kind::Blocked, "syncer").culprit.is_none());
+}
+
+#[test]
+fn what_changed_ranks_by_the_share_of_the_change() {
+    let a = waits_run();
+    let mut b = waits_run();
+    // B: the lock is held for a quarter as long; the hog is gone.
+    for s in &mut b.profiles.offcpu.stacks {
+        if s.tid == 4 && s.label == "S" && s.value == 2_000 * MS {
+            s.value = 500 * MS;
+        }
+        if s.label == "W" {
+            s.value = 100 * MS;
+        }
+    }
+    b.threads[0].runqueue_ns = 100 * MS;
+    b.threads[0].woken_wait_ns = 100 * MS;
+    let ch = changes(&[a], &[b]);
+    assert_eq!(ch.per, "s");
+    let top = &ch.changes[0];
+    assert_eq!(top.kind, Kind::Cpu);
+    assert!(top.delta < 0.0);
+    assert_eq!(ch.changes[1].kind, Kind::Lock);
+    let sum: f64 = ch.changes.iter().map(|c| c.explains).sum();
+    assert!((sum - 1.0).abs() < 1e-9, "{sum}");
+    assert!(ch.render(5).contains("explains"));
+}
+
+#[test]
+fn a_failed_figure_names_the_findings_behind_it() {
+    let ex = explain(&waits_run());
+    let b = behind("switches.involuntary.per_op", &ex, 3);
+    assert_eq!(b[0].1.kind, Kind::Cpu);
+    let b = behind("futex.wait_time", &ex, 3);
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].1.culprit.as_ref().unwrap().thread, "lock-holder");
+    assert!(behind("memory.max_rss", &ex, 3).is_empty());
+    // Every figure a budget can name is either explained or knowingly not.
+    for name in metrics::NAMES {
+        let _ = behind(name, &ex, 3);
+    }
+}
