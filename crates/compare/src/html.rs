@@ -11,7 +11,7 @@ use inferno::{
 };
 use switchyard_model::{
     Run,
-    units::{counted, percent_change},
+    units::{counted, ns_f, percent_change},
 };
 use switchyard_report::{
     ProfileKind, Threads, document, embed_flamegraph, escape_html as esc, folded_threads,
@@ -231,9 +231,38 @@ fn table(out: &mut String, rows: &[&Row]) {
     out.push_str("</tbody>\n</table>\n");
 }
 
+/// The page's lead: the few findings that explain the difference, at most five.
+fn what_changed(out: &mut String, ch: &switchyard_findings::Changes) {
+    let _ = writeln!(
+        out,
+        "<section id=\"changed\">\n<h2>What changed</h2>\n<p>Thread time per {}: {} in A, {} in B. \
+         The findings of each side, matched by what they are, ranked by how much of the change \
+         each explains (its share of all the changes' sizes); medians over each side's runs.</p>",
+        esc(&ch.per),
+        esc(&ns_f(ch.total_a)),
+        esc(&ns_f(ch.total_b)),
+    );
+    if ch.changes.is_empty() {
+        out.push_str("<p>Nothing: the same findings, in the same amounts.</p>\n</section>\n");
+        return;
+    }
+    out.push_str("<ol class=\"findings\">\n");
+    for c in ch.changes.iter().take(5) {
+        let _ = writeln!(
+            out,
+            "<li><span class=\"kind {k}\">{k}</span> {} <b>explains {:.0}%</b></li>",
+            esc(&c.summary),
+            c.explains * 100.0,
+            k = c.kind.name(),
+        );
+    }
+    out.push_str("</ol>\n</section>\n");
+}
+
 /// The comparison page.
 pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, Error> {
     let mut main = String::new();
+    what_changed(&mut main, &switchyard_findings::changes(a, b));
     let _ = writeln!(
         main,
         "<section id=\"summary\">\n<h2>Summary</h2>\n<p class=\"headline\"><b>{}</b></p>\n\

@@ -57,6 +57,7 @@ fn page_structure(page: &str) -> String {
                 || l.starts_with("<p class=\"empty")
                 || l.starts_with("<p class=\"headline")
                 || l.starts_with("<p class=\"note verdicts")
+                || l.starts_with("<li><span class=\"kind")
         })
         .map(|l| format!("{l}\n"))
         .collect()
@@ -73,6 +74,11 @@ fn table_diff_and_page_structure() {
     }
     let page = switchyard_compare::html(&c, &a, &b, false).unwrap();
     golden("page-structure.txt", &page_structure(&page));
+    // What changed, as the terminal gives it: the page leads with the same list.
+    golden(
+        "what-changed.txt",
+        &switchyard_findings::changes(&a, &b).render(5),
+    );
     assert!(page.contains("<iframe id=\"diff-oncpu-graph\""));
 }
 

@@ -154,8 +154,11 @@ fn pattern(name: &str) -> String {
 }
 
 /// Threads named as a list: "worker", "producer-1, producer-2", "producer-1 … producer-8 (8
-/// threads)".
+/// threads)", "worker (2 threads)" for two of one name.
 pub fn thread_list(names: &[String]) -> String {
+    if names.len() > 1 && names.iter().all(|n| *n == names[0]) {
+        return format!("{} ({} threads)", names[0], names.len());
+    }
     match names.len() {
         0 => "no thread".into(),
         1..=3 => names.join(", "),
