@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use switchyard_loader::{PREEMPT_FLAG, TimelineEvent, event_kind as kind};
+use switchyard_loader::{PREEMPT_FLAG, TimelineEvent, WOKEN_FLAG, event_kind as kind};
 use switchyard_model::{ThreadState, Timeline, TimelineThread, raw::RawSample};
 
 /// A thread's state as the events so far tell it.
@@ -18,6 +18,10 @@ enum Now {
 /// The timeline of `events` (any order) in the window `[start, end]` (CLOCK_MONOTONIC ns),
 /// and the distinct stacks its samples refer to, to symbolise into `Timeline::stacks` in the
 /// order given.
+///
+/// A voluntary off-CPU interval is two slices, as the kernel side splits its time: sleeping
+/// (or uninterruptible, …) from the switch-out to the first wakeup, then `Runnable`, waiting
+/// for a CPU, from the wakeup to the switch-in. A preempted interval is `Runnable` throughout.
 pub fn build(
     events: &[TimelineEvent],
     start: u64,
@@ -39,6 +43,9 @@ pub fn build(
     };
     let mut threads: BTreeMap<(u32, u32), (TimelineThread, Now, u64)> = BTreeMap::new();
     let mut tgids: HashMap<u32, u32> = HashMap::new();
+    // Wakeups of threads with no switch yet (off CPU since before the start), by tid: the
+    // first switch-in then ends a wait for a CPU that began there.
+    let mut woken: HashMap<u32, u64> = HashMap::new();
     let mut stacks: HashMap<(u32, i32, i32), u32> = HashMap::new();
     let mut keys: Vec<RawSample> = Vec::new();
     let mut stack = |tgid: u32, user: u32, kernel: u32| -> u32 {
@@ -57,6 +64,7 @@ pub fn build(
         match e.kind {
             kind::SWITCH_OUT | kind::SWITCH_IN => {
                 tgids.insert(e.tid, e.c);
+                let woke = woken.remove(&e.tid);
                 let (t, now, since) = threads.entry((e.c, e.tid)).or_insert_with(|| {
                     (
                         TimelineThread {
@@ -83,6 +91,14 @@ pub fn build(
                     (Now::Unseen, kind::SWITCH_OUT) => (ThreadState::Running, 0),
                     (Now::Unseen, _) => (ThreadState::Unknown, 0),
                 };
+                // Off CPU since before the start and woken since: runnable from the wakeup.
+                if state == ThreadState::Unknown
+                    && let Some(woke) = woke
+                    && e.ts > woke
+                {
+                    t.slices
+                        .push((rel(woke), e.ts - woke, ThreadState::Runnable as u8, 0));
+                }
                 // Off CPU since before its first event (or created since): nothing to draw.
                 if state != ThreadState::Unknown && (e.ts > *since || state == ThreadState::Running)
                 {
@@ -103,7 +119,31 @@ pub fn build(
                     Now::Running
                 };
             }
-            kind::WAKEUP => tl.wakeups.push((rel(e.ts), e.tid, e.a, e.b)),
+            kind::WAKEUP => {
+                tl.wakeups.push((rel(e.ts), e.tid, e.a, e.b));
+                // The first wakeup of a wait ends its blocked part: the thread is runnable
+                // from here, waiting for a CPU, still inside the syscall it slept in. Later
+                // wakeups, and wakeups of a running or preempted thread, change nothing.
+                let thread = tgids
+                    .get(&e.tid)
+                    .and_then(|&tgid| threads.get_mut(&(tgid, e.tid)));
+                match thread {
+                    Some((t, now, since)) => {
+                        if let Now::Off(state, nr) = *now
+                            && state != ThreadState::Runnable
+                        {
+                            if e.ts > *since {
+                                t.slices.push((rel(*since), e.ts - *since, state as u8, nr));
+                            }
+                            *since = e.ts;
+                            *now = Now::Off(ThreadState::Runnable, nr);
+                        }
+                    }
+                    None => {
+                        woken.entry(e.tid).or_insert(e.ts);
+                    }
+                }
+            }
             kind::SYSCALL => tl
                 .syscalls
                 .push((rel(e.ts), e.value, e.tid, e.a, e.b as i32 as i64)),
@@ -111,7 +151,12 @@ pub fn build(
             kind::ONCPU => tl.samples.push((rel(e.ts), e.tid, stack(e.c, e.a, e.b))),
             kind::OFFCPU => {
                 let tgid = tgids.get(&e.tid).copied().unwrap_or(0);
-                let state = ThreadState::from_switch(e.c, PREEMPT_FLAG);
+                // The part after a wakeup waits for a CPU, whatever the thread slept in.
+                let state = if e.c & WOKEN_FLAG != 0 {
+                    ThreadState::Runnable
+                } else {
+                    ThreadState::from_switch(e.c, PREEMPT_FLAG)
+                };
                 tl.offcpu.push((
                     rel(e.ts),
                     e.tid,
@@ -183,6 +228,80 @@ mod tests {
         );
         let covered: u64 = t.slices.iter().map(|s| s.1).sum();
         assert_eq!(covered, 100);
+    }
+
+    #[test]
+    fn a_sleep_is_sleeping_up_to_its_wakeup_then_runnable() {
+        // Thread 8 sleeps in clock_nanosleep (nr 230) at 100, is woken at 150 (and again at
+        // 160: only the first wakeup counts) and runs at 400. It is preempted at 420 (the
+        // wakeup at 430 of a runnable thread changes nothing), runs at 450, is woken while
+        // running at 460, sleeps at 470 and is woken at 480, still waiting at the end, 500.
+        // Thread 9, off CPU since before the start, is woken at 200 and runs at 260.
+        let events = [
+            ev(100, kind::SWITCH_OUT, 8, 1, 231),
+            ev(150, kind::WAKEUP, 8, 9, 7),
+            ev(160, kind::WAKEUP, 8, 10, 7),
+            ev(400, kind::SWITCH_IN, 8, 0, 0),
+            ev(420, kind::SWITCH_OUT, 8, 0x100, 0),
+            ev(430, kind::WAKEUP, 8, 9, 7),
+            ev(450, kind::SWITCH_IN, 8, 0, 0),
+            ev(460, kind::WAKEUP, 8, 9, 7),
+            ev(470, kind::SWITCH_OUT, 8, 2, 0),
+            ev(480, kind::WAKEUP, 8, 9, 7),
+            ev(200, kind::WAKEUP, 9, 8, 7),
+            ev(260, kind::SWITCH_IN, 9, 0, 0),
+        ];
+        let (tl, _) = build(&events, 0, 500, &HashMap::new(), 0, 0);
+        let (run, sleep, runnable, disk) = (
+            ThreadState::Running as u8,
+            ThreadState::Sleeping as u8,
+            ThreadState::Runnable as u8,
+            ThreadState::Uninterruptible as u8,
+        );
+        assert_eq!(tl.threads.len(), 2);
+        let t = &tl.threads[0];
+        assert_eq!((t.tid, t.switches), (8, 3));
+        assert_eq!(
+            t.slices,
+            vec![
+                (0, 100, run, 0),
+                (100, 50, sleep, 231),
+                (150, 250, runnable, 231),
+                (400, 20, run, 0),
+                (420, 30, runnable, 0),
+                (450, 20, run, 0),
+                (470, 10, disk, 0),
+                (480, 20, runnable, 0),
+            ]
+        );
+        let t = &tl.threads[1];
+        assert_eq!(t.tid, 9);
+        assert_eq!(t.slices, vec![(200, 60, runnable, 0), (260, 240, run, 0)]);
+        // Every wakeup is still listed.
+        assert_eq!(tl.wakeups.len(), 6);
+    }
+
+    #[test]
+    fn the_part_of_a_wait_after_its_wakeup_is_runnable_in_the_off_cpu_rows() {
+        let mut sleep = ev(400, kind::OFFCPU, 8, 3, 5);
+        sleep.c = 1;
+        sleep.value = 50;
+        let mut woken = ev(400, kind::OFFCPU, 8, 3, 5);
+        woken.c = 1 | WOKEN_FLAG;
+        woken.value = 250;
+        let mut preempted = ev(450, kind::OFFCPU, 8, 3, 5);
+        preempted.c = PREEMPT_FLAG;
+        preempted.value = 30;
+        let (tl, _) = build(&[sleep, woken, preempted], 0, 500, &HashMap::new(), 0, 0);
+        let states: Vec<(u64, u8)> = tl.offcpu.iter().map(|o| (o.3, o.4)).collect();
+        assert_eq!(
+            states,
+            vec![
+                (50, ThreadState::Sleeping as u8),
+                (250, ThreadState::Runnable as u8),
+                (30, ThreadState::Runnable as u8),
+            ]
+        );
     }
 
     #[test]

@@ -23,15 +23,17 @@ pub use switchyard_common::{TimelineEvent, timeline as event_kind};
 
 /// The bit `sched_switch` states carry for a preempted task.
 pub const PREEMPT_FLAG: u32 = switchyard_common::tp::PREEMPT_FLAG as u32;
+/// The bit an off-CPU state carries for the wait for a CPU after a wakeup.
+pub const WOKEN_FLAG: u32 = switchyard_common::tp::WOKEN_FLAG as u32;
 use switchyard_common::{
-    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, GcEvent as RawGcEvent, HIST_BUCKETS, MAX_SPANS, OffCpuKey,
-    OnCpuKey, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey, gc,
-    globals, maps, programs, tp,
+    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, GcEvent as RawGcEvent,
+    HIST_BUCKETS, MAX_SPANS, OffCpuKey, OnCpuKey, SyscallStackKey, SyscallStats, ThreadStats,
+    UserStack, WaitStats, WakeupKey, gc, globals, maps, programs, tp,
 };
 use switchyard_model::raw::{Raw, RawSample, RawWaker};
 use switchyard_model::{
-    CpuHolder, DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow, WaitSummary,
-    errno_name, syscall_name,
+    CpuHolder, DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow,
+    WaitSummary, errno_name, syscall_name,
 };
 pub use unwind::UnwindStats;
 pub use window::Evicted;

@@ -13,7 +13,8 @@ pub struct Timeline {
     pub lost: u64,
     /// Every target thread that switched, sorted by (tgid, tid).
     pub threads: Vec<TimelineThread>,
-    /// `(at, wakee tid, waker tid, waker tgid)`: the wakeup that ended an off-CPU interval.
+    /// `(at, wakee tid, waker tid, waker tgid)`: the wakeup that ended an off-CPU interval's
+    /// blocked part (the thread is runnable from there).
     pub wakeups: Vec<(u64, u32, u32, u32)>,
     /// `(start, duration, tid, syscall number, return value)`.
     pub syscalls: Vec<(u64, u64, u32, u32, i64)>,
@@ -22,7 +23,8 @@ pub struct Timeline {
     /// `(at, tid, stack)`: on-CPU samples; `stack` indexes `stacks`.
     pub samples: Vec<(u64, u32, u32)>,
     /// `(at, tid, stack, weight ns, state)`: off-CPU intervals walked for the off-CPU
-    /// profile, at their end, with the weight they add to it; `state` as [`ThreadState`].
+    /// profile, at their end, with the weight they add to it; `state` as [`ThreadState`]
+    /// (`Runnable` for a preempted thread's wait, and for the wait after a wakeup).
     pub offcpu: Vec<(u64, u32, u32, u64, u8)>,
     /// The stacks of `samples` and `offcpu`: frame indices into `profiles.frames`, root first.
     pub stacks: Vec<Vec<u32>>,
@@ -37,7 +39,8 @@ pub struct TimelineThread {
     pub switches: u64,
     /// `(start, duration, state, syscall)`, in time order, gap-free from the first event;
     /// `state` as [`ThreadState`]; `syscall`, for an off-CPU slice, the syscall the thread
-    /// waits in plus one (0: none).
+    /// waits in plus one (0: none). A voluntary off-CPU interval is two slices: sleeping (or
+    /// uninterruptible, …) up to its first wakeup, then `Runnable` up to the switch-in.
     pub slices: Vec<(u64, u64, u8, u32)>,
 }
 
@@ -46,7 +49,8 @@ pub struct TimelineThread {
 #[repr(u8)]
 pub enum ThreadState {
     Running = 0,
-    /// Preempted, or otherwise still runnable: waiting for a CPU.
+    /// Waiting for a CPU: preempted (or otherwise still runnable at the switch-out), or woken
+    /// and not yet running (scheduler delay).
     Runnable = 1,
     /// Sleeping, interruptibly (S).
     Sleeping = 2,

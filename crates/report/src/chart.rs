@@ -45,7 +45,13 @@ fn edge(v: u64) -> String {
     format!("{x:.digits$}{unit}")
 }
 
-fn bucket_range(i: usize) -> String {
+/// Bucket `i`'s lower edge as its axis label: "0" for the first.
+pub(crate) fn bucket_floor(i: usize) -> String {
+    if i == 0 { "0".into() } else { edge(floor(i)) }
+}
+
+/// Bucket `i`'s range: "1.02µs – 2.05µs".
+pub(crate) fn bucket_range(i: usize) -> String {
     let lo = if i == 0 {
         "0".to_string()
     } else {
@@ -138,7 +144,7 @@ pub fn log2_chart(hist: &Log2Hist, class: &str, noun: &str, label: &str) -> Opti
                 TOP + plot_h,
                 TOP + plot_h + 4.0,
                 TOP + plot_h + 16.0,
-                if i == 0 { "0".into() } else { edge(floor(i)) }
+                bucket_floor(i)
             );
         }
     }

@@ -2,7 +2,8 @@
 //! `comm;frame;frame;… value`, root first.
 //!
 //! - on-CPU: `comm;user…;kernel… samples`
-//! - off-CPU: `comm;[S];user…;kernel… ns` (the label is the thread state: S, D, R)
+//! - off-CPU: `comm;[S];user…;kernel… ns` (the label is the thread state: S, D, R; the wait for
+//!   a CPU after a wakeup, label W, is `[R after wakeup]` under the stack the thread slept in)
 //! - wakeup: `comm;[S];sleeper…;--;waker frames leaf to root;waker comm ns`, like bcc's
 //!   offwaketime: the sleeper grows up from the bottom, the waker hangs upside down above it
 //! - syscalls: `comm;[syscall];user… calls`
@@ -19,6 +20,10 @@ use crate::{Error, ProfileKind};
 
 /// The separator frame between the sleeper's and the waker's stack (inferno greys it).
 pub const WAKER_SEPARATOR: &str = "--";
+
+/// The state frame of the off-CPU stacks' label "W": runnable again after the wakeup that ended
+/// a sleep, waiting for a CPU (scheduler delay). `[R]` is a preempted thread's wait.
+pub const AFTER_WAKEUP_FRAME: &str = "[R after wakeup]";
 
 /// How a flame graph's roots, the threads, are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,7 +99,7 @@ fn fold(
     };
     let mut parts: Vec<String> = vec![thread(&stack.comm)];
     if !stack.label.is_empty() {
-        parts.push(format!("[{}]", sanitize_frame(&stack.label)));
+        parts.push(label_frame(kind, &stack.label));
     }
     for &index in &stack.frames {
         parts.push(frame_name(lookup(index)?));
@@ -107,6 +112,15 @@ fn fold(
         parts.push(thread(&stack.waker_comm));
     }
     Ok(parts.join(";"))
+}
+
+/// The frame a stack's label becomes, above the thread name: `[label]`, and a readable name for
+/// the off-CPU state "W".
+pub(crate) fn label_frame(kind: ProfileKind, label: &str) -> String {
+    match (kind, label) {
+        (ProfileKind::OffCpu | ProfileKind::Wakeup, "W") => AFTER_WAKEUP_FRAME.to_string(),
+        _ => format!("[{}]", sanitize_frame(label)),
+    }
 }
 
 /// A frame's folded name: sanitised, with `_[k]` for kernel, `_[j]` for JIT and `_[i]` for
@@ -159,6 +173,16 @@ pub fn sanitize_frame(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_labels_become_state_frames() {
+        assert_eq!(label_frame(ProfileKind::OffCpu, "S"), "[S]");
+        assert_eq!(label_frame(ProfileKind::OffCpu, "R"), "[R]");
+        assert_eq!(label_frame(ProfileKind::OffCpu, "W"), "[R after wakeup]");
+        // Only a state is renamed: a syscall label stays as it is.
+        assert_eq!(label_frame(ProfileKind::Syscalls, "W"), "[W]");
+        assert_eq!(label_frame(ProfileKind::Syscalls, "a;b"), "[a:b]");
+    }
 
     #[test]
     fn sanitises_frame_names() {

@@ -11,7 +11,7 @@ use switchyard_model::{Collector, Counter, Log2Hist, Profiles, Run, SyscallRow, 
 
 use crate::{
     Error, ProfileKind,
-    chart::log2_chart,
+    chart::{bucket_floor, bucket_range, log2_chart},
     escape::{Esc, html as esc},
     flame::{self, flamegraph},
     units::{
@@ -22,6 +22,8 @@ use crate::{
 
 /// Latency charts are drawn for this many syscalls, the top ones by total time.
 const TOP_HISTOGRAMS: usize = 6;
+/// Tables of threads (scheduler delay, CPU holders) show this many rows, the top by time.
+const TOP_ROWS: usize = 20;
 
 const STYLE: &str = include_str!("report.css");
 const SCRIPT: &str = include_str!("sort.js");
@@ -106,6 +108,12 @@ pub fn html(run: &Run) -> Result<String, Error> {
     Ok(out)
 }
 
+/// Whether the run tells the waits for a CPU after a wakeup apart: every wait for a CPU is in
+/// some thread's `sched_delay`, which a run file from before the split does not have.
+fn delay_recorded(run: &Run) -> bool {
+    run.threads.iter().any(|t| t.sched_delay.count() > 0)
+}
+
 fn secs(run: &Run) -> f64 {
     run.meta.duration_ns() as f64 / 1e9
 }
@@ -142,6 +150,12 @@ fn summary(out: &mut String, run: &Run, command: &str) {
     let on: u64 = run.threads.iter().map(|t| t.oncpu_ns).sum();
     let blocked: u64 = run.threads.iter().map(|t| t.blocked_ns).sum();
     let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
+    let woken: u64 = run.threads.iter().map(|t| t.woken_wait_ns).sum();
+    let woken = if delay_recorded(run) {
+        format!(" of which {} after a wakeup", ns(woken))
+    } else {
+        String::new()
+    };
 
     out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n<div class=\"cards\">\n");
     card(
@@ -253,7 +267,7 @@ fn summary(out: &mut String, run: &Run, command: &str) {
             out,
             "Off-CPU share",
             &format!(
-                "{} of thread time (blocked {}, waiting for a CPU {}, on CPU {})",
+                "{} of thread time (blocked {}, waiting for a CPU {}{woken}, on CPU {})",
                 percent(share),
                 ns(blocked),
                 ns(runq),
@@ -489,35 +503,47 @@ fn threads(out: &mut String, run: &Run) {
     }
     let secs = secs(run);
     let ebpf = run.meta.collector == Collector::Ebpf;
+    let delays = delay_recorded(run);
     out.push_str(
         "<p class=\"note\">Voluntary switches: the thread blocked (I/O, a lock, a sleep); involuntary: it was \
-         preempted while still runnable. Click a column to sort.</p>\n\
+         preempted while still runnable. Blocked: off CPU from a voluntary switch up to the wakeup \
+         that ended the wait. Waiting for a CPU: runnable but not running, from a preemption or a \
+         wakeup up to the switch-in that ran the thread; the part after a wakeup is the scheduler \
+         delay. Click a column to sort.</p>\n\
          <div class=\"scroll\"><table class=\"data sortable\" id=\"thread-table\">\n<thead><tr>\
          <th class=\"num\">TID</th><th class=\"num\">PID</th><th>Thread</th>\
          <th class=\"num\">Voluntary</th><th class=\"num\">Involuntary</th>\
          <th class=\"num\">Voluntary/s</th><th class=\"num\">Involuntary/s</th>\
          <th class=\"num\">On CPU</th><th class=\"num\">Blocked</th>\
-         <th class=\"num\">Waiting for a CPU</th><th class=\"num\">Off-CPU share</th></tr></thead>\n<tbody>\n",
+         <th class=\"num\">Waiting for a CPU</th>\
+         <th class=\"num wrap\">of which after a wakeup (scheduler delay)</th>\
+         <th class=\"num\">Off-CPU share</th></tr></thead>\n<tbody>\n",
     );
     for t in &run.threads {
-        let (blocked, share) = if ebpf {
+        let (blocked, woken, share) = if ebpf {
             let total = t.oncpu_ns + t.offcpu_ns();
             let share = if total > 0 {
                 t.offcpu_ns() as f64 / total as f64
             } else {
                 0.0
             };
+            let woken = if delays {
+                num(t.woken_wait_ns, &ns(t.woken_wait_ns))
+            } else {
+                format!("<td class=\"num\">{}</td>", not_available("not recorded"))
+            };
             (
                 num(t.blocked_ns, &ns(t.blocked_ns)),
+                woken,
                 num(format!("{share:.6}"), &percent(share)),
             )
         } else {
             let na = format!("<td class=\"num\">{}</td>", not_available("needs eBPF"));
-            (na.clone(), na)
+            (na.clone(), na.clone(), na)
         };
         let _ = writeln!(
             out,
-            "<tr>{}{}<td>{}</td>{}{}{}{}{}{blocked}{}{share}</tr>",
+            "<tr>{}{}<td>{}</td>{}{}{}{}{}{blocked}{}{woken}{share}</tr>",
             num(t.tid, &t.tid.to_string()),
             num(t.tgid, &t.tgid.to_string()),
             Esc(&t.comm),
@@ -535,7 +561,62 @@ fn threads(out: &mut String, run: &Run) {
             num(t.runqueue_ns, &ns(t.runqueue_ns)),
         );
     }
-    out.push_str("</tbody>\n</table></div>\n</section>\n");
+    out.push_str("</tbody>\n</table></div>\n");
+    cpu_holders(out, run);
+    out.push_str("</section>\n");
+}
+
+/// Who held the CPU while a thread waited for one: the task each wait ended by taking the CPU
+/// from, top [`TOP_ROWS`] by time.
+fn cpu_holders(out: &mut String, run: &Run) {
+    if run.cpu_holders.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<h3>Who held the CPU while a thread waited for one</h3>\n\
+         <p class=\"note\">The task a waiting thread took the CPU from when it finally ran: the \
+         one on that CPU last (swapper: the CPU was idle). Waits: the waits that ended with it \
+         giving up the CPU; waiting for a CPU: their total time.</p>\n\
+         <div class=\"scroll\"><table class=\"data sortable\" id=\"cpu-holder-table\">\n<thead><tr>\
+         <th class=\"num\">TID</th><th>Waiting thread</th><th class=\"num\">CPU</th>\
+         <th>Held by</th><th class=\"num\">Holder TID</th><th class=\"num\">Holder PID</th>\
+         <th class=\"num\">Nice</th><th class=\"num\">Waits</th>\
+         <th class=\"num\" aria-sort=\"descending\">Waiting for a CPU</th></tr></thead>\n<tbody>\n",
+    );
+    let comm = |tid: u32| {
+        run.threads
+            .iter()
+            .find(|t| t.tid == tid)
+            .map_or("", |t| t.comm.as_str())
+    };
+    let mut rows: Vec<&switchyard_model::CpuHolder> = run.cpu_holders.iter().collect();
+    rows.sort_by(|a, b| {
+        b.ns.cmp(&a.ns)
+            .then((a.tid, a.holder_tid, a.cpu).cmp(&(b.tid, b.holder_tid, b.cpu)))
+    });
+    for h in rows.iter().take(TOP_ROWS) {
+        let _ = writeln!(
+            out,
+            "<tr>{}<td>{}</td>{}<td>{}</td>{}{}{}{}{}</tr>",
+            num(h.tid, &h.tid.to_string()),
+            Esc(comm(h.tid)),
+            num(h.cpu, &h.cpu.to_string()),
+            Esc(&h.holder_comm),
+            num(h.holder_tid, &h.holder_tid.to_string()),
+            num(h.holder_tgid, &h.holder_tgid.to_string()),
+            num(h.holder_nice, &h.holder_nice.to_string()),
+            num(h.count, &thousands(h.count)),
+            num(h.ns, &ns(h.ns)),
+        );
+    }
+    out.push_str("</tbody>\n</table></div>\n");
+    if rows.len() > TOP_ROWS {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">{} more rows, each shorter.</p>",
+            thousands((rows.len() - TOP_ROWS) as u64)
+        );
+    }
 }
 
 fn histograms(out: &mut String, run: &Run) {
@@ -603,7 +684,111 @@ fn histograms(out: &mut String, run: &Run) {
         );
         out.push_str("</div>\n");
     }
+    sched_delay(out, run);
     out.push_str("</section>\n");
+}
+
+/// Each wait for a CPU, by thread, as `runqlat -P` prints it: a chart of all threads, and a
+/// table of each thread's log2 buckets.
+fn sched_delay(out: &mut String, run: &Run) {
+    out.push_str("<h3>Waits for a CPU (scheduler delay), by thread</h3>\n");
+    if run.meta.collector != Collector::Ebpf {
+        out.push_str("<p class=\"none\">not recorded (needs eBPF)</p>\n");
+        return;
+    }
+    if !delay_recorded(run) {
+        out.push_str("<p class=\"none\">no waits for a CPU recorded</p>\n");
+        return;
+    }
+    let mut all = Log2Hist::default();
+    for t in &run.threads {
+        all.add(&t.sched_delay);
+    }
+    out.push_str(
+        "<p class=\"note\">Each wait for a CPU: from the wakeup that ended a sleep, or from a \
+         preemption, to the switch-in that ran the thread (<code>runqlat -P</code>, per thread). \
+         A column counts the waits from its time up to twice that.</p>\n",
+    );
+    let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
+    let woken: u64 = run.threads.iter().map(|t| t.woken_wait_ns).sum();
+    let caption = format!(
+        "<b>waiting for a CPU</b> {} · total {} · of which after a wakeup {}",
+        counted(all.count(), "wait"),
+        ns(runq),
+        ns(woken)
+    );
+    out.push_str("<div class=\"charts\">\n");
+    figure(
+        out,
+        &caption,
+        &all,
+        "delay",
+        "waits",
+        "wait for a CPU histogram",
+    );
+    out.push_str("</div>\n");
+    let mut rows: Vec<&switchyard_model::ThreadRow> = run
+        .threads
+        .iter()
+        .filter(|t| t.sched_delay.count() > 0)
+        .collect();
+    rows.sort_by(|a, b| b.runqueue_ns.cmp(&a.runqueue_ns).then(a.tid.cmp(&b.tid)));
+    let more = rows.len().saturating_sub(TOP_ROWS);
+    rows.truncate(TOP_ROWS);
+    // The buckets any row shown has, first to last.
+    let first = rows
+        .iter()
+        .filter_map(|t| t.sched_delay.buckets.iter().position(|&c| c > 0))
+        .min()
+        .unwrap_or(0);
+    let last = rows
+        .iter()
+        .filter_map(|t| t.sched_delay.buckets.iter().rposition(|&c| c > 0))
+        .max()
+        .unwrap_or(0);
+    out.push_str(
+        "<div class=\"scroll\"><table class=\"data sortable\" id=\"sched-delay-table\">\n<thead><tr>\
+         <th class=\"num\">TID</th><th>Thread</th><th class=\"num\">Waits</th>\
+         <th class=\"num\" aria-sort=\"descending\">Waiting for a CPU</th>\
+         <th class=\"num wrap\">of which after a wakeup (scheduler delay)</th>",
+    );
+    for i in first..=last {
+        let _ = write!(
+            out,
+            "<th class=\"num\" title=\"{}\">{}</th>",
+            bucket_range(i),
+            bucket_floor(i)
+        );
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for t in rows {
+        let h = &t.sched_delay;
+        let _ = write!(
+            out,
+            "<tr>{}<td>{}</td>{}{}{}",
+            num(t.tid, &t.tid.to_string()),
+            Esc(&t.comm),
+            num(h.count(), &thousands(h.count())),
+            num(t.runqueue_ns, &ns(t.runqueue_ns)),
+            num(t.woken_wait_ns, &ns(t.woken_wait_ns)),
+        );
+        for i in first..=last {
+            match h.buckets.get(i).copied().unwrap_or(0) {
+                0 => out.push_str("<td class=\"num zero\" data-v=\"0\">0</td>"),
+                c => out.push_str(&num(c, &thousands(c))),
+            }
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table></div>\n");
+    if more > 0 {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">{} more threads waited for a CPU, each for less; the chart counts \
+             them too.</p>",
+            thousands(more as u64)
+        );
+    }
 }
 
 fn figure(out: &mut String, caption: &str, hist: &Log2Hist, class: &str, noun: &str, label: &str) {
@@ -637,7 +822,9 @@ fn flame_note(run: &Run, kind: ProfileKind) -> String {
         ProfileKind::OffCpu => {
             let mut note = format!(
                 "{} off CPU in {}, by the stack at switch-out; the frame above the thread name \
-                 is its state: [S] sleeping, [D] uninterruptible, [R] preempted.",
+                 is its state: [S] sleeping, [D] uninterruptible, [R] preempted and waiting for \
+                 a CPU, [R after wakeup] woken and waiting for a CPU (scheduler delay: the part \
+                 of a sleep from its wakeup to the switch-in, under the stack it slept in).",
                 ns(total),
                 counted(stacks, "stack"),
             );
@@ -651,9 +838,10 @@ fn flame_note(run: &Run, kind: ProfileKind) -> String {
             note
         }
         ProfileKind::Wakeup => format!(
-            "{} of off-CPU time by who ended it: the sleeper's stack grows from the bottom, \
-             <code>--</code> separates it from the waker's stack, drawn upside down, with the \
-             waker's thread name on top.{}",
+            "{} of blocked time by who ended it, up to the wakeup (the wait for a CPU after it \
+             is in the off-CPU graph, as [R after wakeup]): the sleeper's stack grows from the \
+             bottom, <code>--</code> separates it from the waker's stack, drawn upside down, with \
+             the waker's thread name on top.{}",
             ns(total),
             offcpu_sampling_note(stats)
         ),

@@ -5,7 +5,9 @@
 //! one function per distinct name and file, one mapping per module, with the binary's full
 //! path, where the target mapped it and its build ID, so `go tool pprof -disasm` works. A
 //! sample's locations run leaf first, as the format wants; the thread name, tid, pid and the
-//! stack's label (thread state, syscall, waker) are sample labels.
+//! stack's label (thread state, syscall, waker) are sample labels. An off-CPU stack's `state`
+//! is S, D, R (preempted), I, … as the kernel reports it, or W: the wait for a CPU after the
+//! wakeup that ended a sleep (the folded stacks' `[R after wakeup]`).
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},

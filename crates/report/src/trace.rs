@@ -2,7 +2,9 @@
 //! (ui.perfetto.dev), chrome://tracing and the DevTools Performance panel open.
 //!
 //! - Each thread gets its state slices (`Running`, `Runnable`, `Sleeping: readv`, …) as
-//!   complete events on its own track, as `perf sched timehist` lists them.
+//!   complete events on its own track, as `perf sched timehist` lists them. A sleep is
+//!   `Sleeping` up to its wakeup, then `Runnable` until it runs (`perf sched timehist`'s "sch
+//!   delay"); a `Runnable` slice's `runnable_after` argument says `wakeup` or `preemption`.
 //! - Slow syscalls and futex waits, which may span several state slices, are async slices
 //!   (their own tracks in the process), so nothing breaks the nesting of the state track.
 //! - Wakeups are instant events on the woken thread, with the waker in their arguments.
@@ -41,13 +43,26 @@ pub fn chrome_trace(run: &Run) -> Option<String> {
             json!({"name": "thread_sort_index", "ph": "M", "pid": t.tgid, "tid": t.tid,
                            "args": {"sort_index": i}}),
         );
+        let mut before = None;
         for &(start, dur, state, syscall) in &t.slices {
             let state = ThreadState::from_u8(state);
             let name = slice_name(state, syscall);
-            events.push(
-                json!({"name": name, "cat": "sched", "ph": "X", "ts": us(start),
-                               "dur": us(dur), "pid": t.tgid, "tid": t.tid}),
-            );
+            let mut event = json!({"name": name, "cat": "sched", "ph": "X", "ts": us(start),
+                                   "dur": us(dur), "pid": t.tgid, "tid": t.tid});
+            // What made a thread runnable: the slice before says.
+            let after = match (state, before) {
+                (ThreadState::Runnable, Some(ThreadState::Running)) => Some("preemption"),
+                (
+                    ThreadState::Runnable,
+                    Some(ThreadState::Sleeping | ThreadState::Uninterruptible | ThreadState::Other),
+                ) => Some("wakeup"),
+                _ => None,
+            };
+            if let Some(after) = after {
+                event["args"] = json!({ "runnable_after": after });
+            }
+            events.push(event);
+            before = Some(state);
         }
     }
     let pid = |tid: u32| pid_of.get(&tid).copied().unwrap_or(run.meta.pid);

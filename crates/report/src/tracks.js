@@ -95,9 +95,15 @@
     if (found < 0) return null;
     const i = found * step;
     if (t > tr.s[i] + tr.s[i + 1]) return null;
-    return tr.gc
-      ? {name: data.gcKinds[tr.s[i + 2]], start: tr.s[i], dur: tr.s[i + 1]}
-      : {name: sliceName(tr.s[i + 2], tr.s[i + 3]), start: tr.s[i], dur: tr.s[i + 1]};
+    if (tr.gc) return {name: data.gcKinds[tr.s[i + 2]], start: tr.s[i], dur: tr.s[i + 1]};
+    let name = sliceName(tr.s[i + 2], tr.s[i + 3]);
+    // Runnable right after a sleep: woken, waiting for a CPU; right after running: preempted.
+    if (tr.s[i + 2] === 1 && i >= 4 && tr.s[i - 4] + tr.s[i - 3] === tr.s[i]) {
+      const before = tr.s[i - 2];
+      if (before >= 2 && before <= 4) name += " (woken, waiting for a CPU)";
+      else if (before === 0) name += " (preempted)";
+    }
+    return {name, start: tr.s[i], dur: tr.s[i + 1]};
   }
 
   const pos = e => {

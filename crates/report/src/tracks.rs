@@ -66,7 +66,9 @@ pub fn section(run: &Run) -> Option<String> {
         );
     }
     out.push_str(
-        "</div>\n<div class=\"tl-controls\"><button id=\"timeline-zoom\" type=\"button\">Zoom to \
+        "</div>\n<p class=\"note\">A sleep is Sleeping (or Uninterruptible sleep) up to the \
+         wakeup that ends it, then Runnable, waiting for a CPU, until it runs (scheduler delay); \
+         a preempted thread is Runnable until it runs again.</p>\n<div class=\"tl-controls\"><button id=\"timeline-zoom\" type=\"button\">Zoom to \
          selection</button> <button id=\"timeline-reset\" type=\"button\">Whole run</button> \
          <span id=\"timeline-info\"></span></div>\n<canvas id=\"timeline-canvas\"></canvas>\n\
          <div id=\"timeline-flame-oncpu\" class=\"tl-flamebox\"></div>\n\

@@ -276,6 +276,10 @@ fn target_strings_are_escaped_everywhere() {
         page.contains("&lt;img src=x onerror=alert(1)&gt;"),
         "the thread name is shown"
     );
+    assert!(
+        page.contains("&lt;img src=x onerror=alert(2)&gt;"),
+        "the name of a task that held the CPU is shown"
+    );
 
     let docs = srcdocs(&page);
     assert_eq!(docs.len(), 4, "four flame graphs");
