@@ -217,17 +217,57 @@ const SYSCALLS: &[(&str, Kind)] = &[
 fn is_library(f: &Frame) -> bool {
     const MODULES: &[&str] = &["libc.so", "libpthread", "ld-linux", "[vdso]", "libstdc++"];
     const PREFIXES: &[&str] = &[
-        "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "__", "_start",
-        "pthread_", "___pthread", "start_thread", "clone", "runtime.", "syscall.",
-        "internal/", "tokio::", "<tokio::", "crossbeam", "parking_lot", "<parking_lot",
+        "std::",
+        "core::",
+        "alloc::",
+        "<std::",
+        "<core::",
+        "<alloc::",
+        "__",
+        "_start",
+        "pthread_",
+        "___pthread",
+        "start_thread",
+        "clone",
+        "runtime.",
+        "syscall.",
+        "internal/",
+        "tokio::",
+        "<tokio::",
+        "crossbeam",
+        "parking_lot",
+        "<parking_lot",
         "libc::",
     ];
     // libc's wrappers, as a frame-pointer or CFI walk names them.
     const WRAPPERS: &[&str] = &[
-        "futex", "epoll_wait", "poll", "ppoll", "select", "nanosleep", "clock_nanosleep",
-        "usleep", "sleep", "fsync", "fdatasync", "recv", "recvfrom", "recvmsg", "recvmmsg",
-        "send", "sendto", "sendmsg", "sendmmsg", "accept", "accept4", "read", "write",
-        "readv", "writev", "syscall", "main",
+        "futex",
+        "epoll_wait",
+        "poll",
+        "ppoll",
+        "select",
+        "nanosleep",
+        "clock_nanosleep",
+        "usleep",
+        "sleep",
+        "fsync",
+        "fdatasync",
+        "recv",
+        "recvfrom",
+        "recvmsg",
+        "recvmmsg",
+        "send",
+        "sendto",
+        "sendmsg",
+        "sendmmsg",
+        "accept",
+        "accept4",
+        "read",
+        "write",
+        "readv",
+        "writev",
+        "syscall",
+        "main",
     ];
     // A primitive's method inlined from core: `<u64>::wrapping_mul`, `<[T]>::iter`.
     let primitive = f.name.starts_with('<')
@@ -238,14 +278,34 @@ fn is_library(f: &Frame) -> bool {
                 t.is_empty()
                     || matches!(
                         t,
-                        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" | "i8" | "i16" | "i32"
-                            | "i64" | "i128" | "isize" | "f32" | "f64" | "bool" | "char" | "str"
+                        "u8" | "u16"
+                            | "u32"
+                            | "u64"
+                            | "u128"
+                            | "usize"
+                            | "i8"
+                            | "i16"
+                            | "i32"
+                            | "i64"
+                            | "i128"
+                            | "isize"
+                            | "f32"
+                            | "f64"
+                            | "bool"
+                            | "char"
+                            | "str"
                     )
             });
     // A program's own wrapper named like the call it wraps (`demo::nanosleep`).
     let last = f.name.rsplit("::").next().unwrap_or(&f.name);
     const WRAPPING: &[&str] = &[
-        "nanosleep", "clock_nanosleep", "usleep", "futex", "epoll_wait", "fsync", "syscall",
+        "nanosleep",
+        "clock_nanosleep",
+        "usleep",
+        "futex",
+        "epoll_wait",
+        "fsync",
+        "syscall",
     ];
     MODULES.iter().any(|m| f.module.contains(m))
         || PREFIXES.iter().any(|n| f.name.starts_with(n))
@@ -415,7 +475,12 @@ mod tests {
         assert_eq!(
             k(
                 "S",
-                &["main", "wait_for_lock", "___pthread_mutex_lock", "__lll_lock_wait"],
+                &[
+                    "main",
+                    "wait_for_lock",
+                    "___pthread_mutex_lock",
+                    "__lll_lock_wait"
+                ],
                 &["__x64_sys_futex", "do_futex", "futex_wait", "schedule"]
             ),
             Kind::Lock
@@ -432,7 +497,12 @@ mod tests {
             k(
                 "D",
                 &["main", "flush_to_disk", "fsync"],
-                &["do_fsync", "ext4_sync_file", "jbd2_log_wait_commit", "schedule"]
+                &[
+                    "do_fsync",
+                    "ext4_sync_file",
+                    "jbd2_log_wait_commit",
+                    "schedule"
+                ]
             ),
             Kind::Io
         );
@@ -440,16 +510,29 @@ mod tests {
             k(
                 "S",
                 &["main", "idle_wait", "epoll_wait"],
-                &["do_epoll_wait", "ep_poll", "schedule_hrtimeout_range", "schedule"]
+                &[
+                    "do_epoll_wait",
+                    "ep_poll",
+                    "schedule_hrtimeout_range",
+                    "schedule"
+                ]
             ),
             Kind::Idle
         );
         assert_eq!(
-            k("S", &["main", "nap"], &["hrtimer_nanosleep", "do_nanosleep", "schedule"]),
+            k(
+                "S",
+                &["main", "nap"],
+                &["hrtimer_nanosleep", "do_nanosleep", "schedule"]
+            ),
             Kind::Sleep
         );
         assert_eq!(
-            k("S", &["main", "serve"], &["tcp_recvmsg", "sk_wait_data", "schedule"]),
+            k(
+                "S",
+                &["main", "serve"],
+                &["tcp_recvmsg", "sk_wait_data", "schedule"]
+            ),
             Kind::Net
         );
         assert_eq!(k("W", &["main", "nap"], &["do_nanosleep"]), Kind::Cpu);
@@ -466,7 +549,12 @@ mod tests {
     fn the_site_is_the_programs_own_innermost_function() {
         let r = read(
             "S",
-            &["main", "wait_for_lock", "___pthread_mutex_lock", "__lll_lock_wait"],
+            &[
+                "main",
+                "wait_for_lock",
+                "___pthread_mutex_lock",
+                "__lll_lock_wait",
+            ],
             &["futex_wait"],
         );
         assert_eq!(r.site, "wait_for_lock");

@@ -69,7 +69,10 @@ fn describe(f: &Finding) -> String {
 
 /// The differences between runs of A and runs of B, ranked.
 pub fn changes(a: &[Run], b: &[Run]) -> Changes {
-    let per_op = a.iter().chain(b).all(|r| r.operations.is_some_and(|o| o > 0));
+    let per_op = a
+        .iter()
+        .chain(b)
+        .all(|r| r.operations.is_some_and(|o| o > 0));
     let norm = |r: &Run| {
         if per_op {
             r.operations.unwrap_or(1) as f64
@@ -87,7 +90,9 @@ pub fn changes(a: &[Run], b: &[Run]) -> Changes {
             let total: u64 = r.threads.iter().map(|t| t.oncpu_ns + t.offcpu_ns()).sum();
             totals.push(total as f64 / n);
             for f in &ex.findings {
-                let e = m.entry(key(f)).or_insert_with(|| (vec![0.0; runs.len()], describe(f)));
+                let e = m
+                    .entry(key(f))
+                    .or_insert_with(|| (vec![0.0; runs.len()], describe(f)));
                 e.0[i] += f.seconds * 1e9 / n;
             }
         }
@@ -129,7 +134,11 @@ pub fn changes(a: &[Run], b: &[Run]) -> Changes {
         .collect();
     let size: f64 = out.iter().map(|c| c.delta.abs()).sum();
     for c in &mut out {
-        c.explains = if size > 0.0 { c.delta.abs() / size } else { 0.0 };
+        c.explains = if size > 0.0 {
+            c.delta.abs() / size
+        } else {
+            0.0
+        };
     }
     out.retain(|c| c.delta != 0.0);
     out.sort_by(|x, y| y.delta.abs().total_cmp(&x.delta.abs()));

@@ -42,7 +42,10 @@ pub fn behind<'a>(name: &str, ex: &'a Explanation, n: usize) -> Vec<(f64, &'a Fi
     if total <= 0.0 {
         return Vec::new();
     }
-    let mut out: Vec<(f64, &Finding)> = matched.into_iter().map(|f| (f.seconds / total, f)).collect();
+    let mut out: Vec<(f64, &Finding)> = matched
+        .into_iter()
+        .map(|f| (f.seconds / total, f))
+        .collect();
     // Idle waits last: they are rarely what a budget is about.
     out.sort_by(|a, b| {
         (a.1.kind == Kind::Idle)

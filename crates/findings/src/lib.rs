@@ -87,6 +87,18 @@ pub struct Finding {
     /// the threads' "cpu" finding, not in `seconds`): the wait's whole cost is the sum.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub then_cpu_s: f64,
+    /// When it happened, from the timeline (runs recorded with `--timeline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<When>,
+}
+
+/// When a finding's intervals fell, s from the recording's start.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct When {
+    pub first_s: f64,
+    pub last_s: f64,
+    /// Timeline intervals (or samples, on CPU) that make it up.
+    pub intervals: u64,
 }
 
 fn is_zero(v: &f64) -> bool {
@@ -326,6 +338,17 @@ pub fn explain(run: &Run) -> Explanation {
     findings.extend(oncpu_findings(&cx));
     findings.extend(gc_pauses(&cx));
     findings.retain(|f| f.seconds * 1e9 >= MIN_NS && f.share >= MIN_SHARE);
+    if let Some(t) = &run.timeline {
+        for f in &mut findings {
+            f.when = when(run, t, f);
+            if let Some(w) = &f.when {
+                f.summary += &format!(
+                    " [{} intervals from {:.2} s to {:.2} s]",
+                    w.intervals, w.first_s, w.last_s
+                );
+            }
+        }
+    }
     findings.sort_by(|a, b| {
         (a.kind == Kind::Idle)
             .cmp(&(b.kind == Kind::Idle))
@@ -351,9 +374,8 @@ pub fn explain(run: &Run) -> Explanation {
 fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
     let run = cx.run;
     if run.cpu_holders.is_empty() && run.threads.iter().any(|t| t.runqueue_ns > 0) {
-        limits.push(
-            "who held the CPU is not in this run (recorded before holders were kept)".into(),
-        );
+        limits
+            .push("who held the CPU is not in this run (recorded before holders were kept)".into());
     }
     // Per waiter: its holders' shares.
     let mut holders: BTreeMap<u32, Vec<&switchyard_model::CpuHolder>> = BTreeMap::new();
@@ -478,6 +500,7 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                 summary,
                 address: None,
                 then_cpu_s: 0.0,
+                when: None,
             }
         })
         .collect()
@@ -506,7 +529,9 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         *then_cpu.entry((s.tid, r.kind, r.site)).or_default() += s.value as f64;
     }
     // Releasers of each (waiter, site) wait, from the wakeup profile.
-    let mut wakers: BTreeMap<(u32, String), BTreeMap<(u32, u32, String), f64>> = BTreeMap::new();
+    // (waiter tid, site) → (waker tgid, tid, name) → ns.
+    type Releasers = BTreeMap<(u32, u32, String), f64>;
+    let mut wakers: BTreeMap<(u32, String), Releasers> = BTreeMap::new();
     let mut waker_stacks: BTreeMap<u32, (f64, Vec<String>)> = BTreeMap::new();
     for s in &p.wakeup.stacks {
         let r = classify(&s.label, &frames_of(run, s));
@@ -523,7 +548,10 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             .entry(waker_tid(run, s))
             .or_insert((0.0, classify::user_names(&waker_frames_of(run, s))));
         if (s.value as f64) > e.0 {
-            *e = (s.value as f64, classify::user_names(&waker_frames_of(run, s)));
+            *e = (
+                s.value as f64,
+                classify::user_names(&waker_frames_of(run, s)),
+            );
         }
     }
     let mut groups: BTreeMap<(Kind, String, String), Group> = BTreeMap::new();
@@ -624,6 +652,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             summary,
             address,
             then_cpu_s: g.then_cpu / 1e9,
+            when: None,
         });
     }
     // Blocked time no walked stack covers: stacks off, or waits too short to walk.
@@ -663,6 +692,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             ),
             address: None,
             then_cpu_s: 0.0,
+            when: None,
         });
     }
     out
@@ -825,6 +855,7 @@ fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
                 summary,
                 address: None,
                 then_cpu_s: 0.0,
+                when: None,
             }
         })
         .collect()
@@ -867,7 +898,73 @@ fn gc_pauses(cx: &Ctx) -> Vec<Finding> {
         ),
         address: None,
         then_cpu_s: 0.0,
+        when: None,
     }]
+}
+
+/// When finding `f` happened: the timeline's intervals of its threads that read as it.
+fn when(run: &Run, t: &switchyard_model::Timeline, f: &Finding) -> Option<When> {
+    use switchyard_model::ThreadState;
+    let tids: BTreeSet<u32> = f.tids.iter().copied().collect();
+    let mut times: Vec<u64> = Vec::new();
+    match f.kind {
+        Kind::Cpu => {
+            for th in t.threads.iter().filter(|th| tids.contains(&th.tid)) {
+                times.extend(
+                    th.slices
+                        .iter()
+                        .filter(|s| ThreadState::from_u8(s.2) == ThreadState::Runnable)
+                        .map(|s| s.0),
+                );
+            }
+        }
+        Kind::Oncpu => times.extend(
+            t.samples
+                .iter()
+                .filter(|s| tids.contains(&s.1))
+                .map(|s| s.0),
+        ),
+        Kind::Gc => {
+            let g = run.gc.as_ref()?;
+            times.extend(
+                g.timeline
+                    .iter()
+                    .filter(|m| m.kind == "pause")
+                    .map(|m| m.at_ns),
+            );
+        }
+        _ => {
+            for &(at, tid, stack, _, state) in &t.offcpu {
+                let label = match ThreadState::from_u8(state) {
+                    ThreadState::Sleeping => "S",
+                    ThreadState::Uninterruptible => "D",
+                    ThreadState::Other => "I",
+                    _ => continue,
+                };
+                if !tids.contains(&tid) {
+                    continue;
+                }
+                let Some(frames) = t.stacks.get(stack as usize) else {
+                    continue;
+                };
+                let frames: Vec<&Frame> = frames
+                    .iter()
+                    .filter_map(|&i| run.profiles.frames.get(i as usize))
+                    .collect();
+                let r = classify(label, &frames);
+                if r.kind == f.kind && r.site == f.site {
+                    times.push(at);
+                }
+            }
+        }
+    }
+    let first = *times.iter().min()?;
+    let last = *times.iter().max()?;
+    Some(When {
+        first_s: first as f64 / 1e9,
+        last_s: last as f64 / 1e9,
+        intervals: times.len() as u64,
+    })
 }
 
 impl Explanation {
@@ -886,7 +983,9 @@ impl Explanation {
     pub fn render(&self, top: usize) -> String {
         let mut out = String::new();
         if self.findings.is_empty() {
-            out.push_str("why it waited: nothing stands out (no wait over 1% of any thread's time)\n");
+            out.push_str(
+                "why it waited: nothing stands out (no wait over 1% of any thread's time)\n",
+            );
         } else {
             out.push_str("why it waited (switchyard explain):\n");
         }

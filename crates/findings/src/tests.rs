@@ -78,7 +78,7 @@ pub(crate) fn waits_run() -> Run {
         thread(3, "lock-holder", 10 * MS, 2_990 * MS, 0),
         thread(4, "lock-waiter", 5 * MS, 2_995 * MS, 0),
         thread(5, "syncer", 20 * MS, 2_980 * MS, 0),
-        thread(6, "event-loop", 1 * MS, 2_999 * MS, 0),
+        thread(6, "event-loop", MS, 2_999 * MS, 0),
     ];
     run.cpu_holders = vec![
         CpuHolder {
@@ -109,30 +109,151 @@ pub(crate) fn waits_run() -> Run {
         stack(&mut run, 2, "", &["main", "hog_spin"], &[], 270),
         stack(&mut run, 1, "", &["main", "parse_request"], &[], 6),
     ];
-    let nanosleep = ["__x64_sys_clock_nanosleep", "hrtimer_nanosleep", "do_nanosleep", "schedule"];
+    let nanosleep = [
+        "__x64_sys_clock_nanosleep",
+        "hrtimer_nanosleep",
+        "do_nanosleep",
+        "schedule",
+    ];
     let futex = ["__x64_sys_futex", "do_futex", "futex_wait", "schedule"];
     let offcpu = vec![
-        stack(&mut run, 1, "S", &["main", "worker_nap", "clock_nanosleep"], &nanosleep, 40 * MS),
-        stack(&mut run, 1, "W", &["main", "worker_nap", "clock_nanosleep"], &nanosleep, 2_900 * MS),
-        stack(&mut run, 3, "S", &["main", "sleep_holding_lock", "clock_nanosleep"], &nanosleep, 2_000 * MS),
-        stack(&mut run, 3, "S", &["main", "rest", "clock_nanosleep"], &nanosleep, 990 * MS),
-        stack(&mut run, 4, "S", &["main", "wait_for_lock", "___pthread_mutex_lock", "__lll_lock_wait"], &futex, 2_000 * MS),
-        stack(&mut run, 4, "S", &["main", "pause_briefly", "clock_nanosleep"], &nanosleep, 995 * MS),
-        stack(&mut run, 5, "D", &["main", "flush_to_disk", "fsync"], &["do_fsync", "ext4_sync_file", "jbd2_log_wait_commit", "schedule"], 2_400 * MS),
-        stack(&mut run, 5, "S", &["main", "between_syncs", "clock_nanosleep"], &nanosleep, 580 * MS),
-        stack(&mut run, 6, "S", &["main", "idle_wait", "epoll_wait"], &["do_epoll_wait", "ep_poll", "schedule"], 2_999 * MS),
+        stack(
+            &mut run,
+            1,
+            "S",
+            &["main", "worker_nap", "clock_nanosleep"],
+            &nanosleep,
+            40 * MS,
+        ),
+        stack(
+            &mut run,
+            1,
+            "W",
+            &["main", "worker_nap", "clock_nanosleep"],
+            &nanosleep,
+            2_900 * MS,
+        ),
+        stack(
+            &mut run,
+            3,
+            "S",
+            &["main", "sleep_holding_lock", "clock_nanosleep"],
+            &nanosleep,
+            2_000 * MS,
+        ),
+        stack(
+            &mut run,
+            3,
+            "S",
+            &["main", "rest", "clock_nanosleep"],
+            &nanosleep,
+            990 * MS,
+        ),
+        stack(
+            &mut run,
+            4,
+            "S",
+            &[
+                "main",
+                "wait_for_lock",
+                "___pthread_mutex_lock",
+                "__lll_lock_wait",
+            ],
+            &futex,
+            2_000 * MS,
+        ),
+        stack(
+            &mut run,
+            4,
+            "S",
+            &["main", "pause_briefly", "clock_nanosleep"],
+            &nanosleep,
+            995 * MS,
+        ),
+        stack(
+            &mut run,
+            5,
+            "D",
+            &["main", "flush_to_disk", "fsync"],
+            &[
+                "do_fsync",
+                "ext4_sync_file",
+                "jbd2_log_wait_commit",
+                "schedule",
+            ],
+            2_400 * MS,
+        ),
+        stack(
+            &mut run,
+            5,
+            "S",
+            &["main", "between_syncs", "clock_nanosleep"],
+            &nanosleep,
+            580 * MS,
+        ),
+        stack(
+            &mut run,
+            6,
+            "S",
+            &["main", "idle_wait", "epoll_wait"],
+            &["do_epoll_wait", "ep_poll", "schedule"],
+            2_999 * MS,
+        ),
     ];
-    let mut waiter = stack(&mut run, 4, "S", &["main", "wait_for_lock", "___pthread_mutex_lock", "__lll_lock_wait"], &futex, 2_000 * MS);
-    let releaser = stack(&mut run, 3, "", &["main", "release", "___pthread_mutex_unlock"], &["futex_wake"], 0);
+    let mut waiter = stack(
+        &mut run,
+        4,
+        "S",
+        &[
+            "main",
+            "wait_for_lock",
+            "___pthread_mutex_lock",
+            "__lll_lock_wait",
+        ],
+        &futex,
+        2_000 * MS,
+    );
+    let releaser = stack(
+        &mut run,
+        3,
+        "",
+        &["main", "release", "___pthread_mutex_unlock"],
+        &["futex_wake"],
+        0,
+    );
     waiter.waker_frames = releaser.frames;
     waiter.waker_comm = "lock-holder".into();
     waiter.waker_tid = 3;
-    let mut futex_profile = stack(&mut run, 4, "0x5555deadbeef", &["main", "wait_for_lock", "___pthread_mutex_lock", "__lll_lock_wait"], &[], 2_000 * MS);
+    let mut futex_profile = stack(
+        &mut run,
+        4,
+        "0x5555deadbeef",
+        &[
+            "main",
+            "wait_for_lock",
+            "___pthread_mutex_lock",
+            "__lll_lock_wait",
+        ],
+        &[],
+        2_000 * MS,
+    );
     futex_profile.frames.truncate(4);
-    run.profiles.oncpu = Profile { unit: "samples".into(), stacks: oncpu };
-    run.profiles.offcpu = Profile { unit: "ns".into(), stacks: offcpu };
-    run.profiles.wakeup = Profile { unit: "ns".into(), stacks: vec![waiter] };
-    run.profiles.futex = Profile { unit: "ns".into(), stacks: vec![futex_profile] };
+    run.profiles.oncpu = Profile {
+        unit: "samples".into(),
+        stacks: oncpu,
+    };
+    run.profiles.offcpu = Profile {
+        unit: "ns".into(),
+        stacks: offcpu,
+    };
+    run.profiles.wakeup = Profile {
+        unit: "ns".into(),
+        stacks: vec![waiter],
+    };
+    run.profiles.futex = Profile {
+        unit: "ns".into(),
+        stacks: vec![futex_profile],
+    };
     run
 }
 
@@ -150,7 +271,10 @@ fn a_worker_behind_a_hog_waits_for_a_cpu_held_by_the_hog_in_its_spin() {
     assert!((f.seconds - 2.9).abs() < 1e-9, "{}", f.seconds);
     assert!((f.share - 2.9 / 3.0).abs() < 1e-9);
     let c = f.culprit.as_ref().unwrap();
-    assert_eq!((c.thread.as_str(), c.tid, c.nice, c.cpu), ("hog", 2, Some(-15), Some(0)));
+    assert_eq!(
+        (c.thread.as_str(), c.tid, c.nice, c.cpu),
+        ("hog", 2, Some(-15), Some(0))
+    );
     assert!(c.same_process && c.process == "demo", "{c:?}");
     assert_eq!(c.frames.first().map(String::as_str), Some("hog_spin"));
     assert_eq!(
@@ -169,8 +293,15 @@ fn a_lock_held_across_a_sleep_names_the_holder_and_its_sleep() {
     assert_eq!(f.address.as_deref(), Some("0x5555deadbeef"));
     let c = f.culprit.as_ref().unwrap();
     assert_eq!((c.thread.as_str(), c.tid), ("lock-holder", 3));
-    assert_eq!(c.frames.first().map(String::as_str), Some("sleep_holding_lock"));
-    assert!(c.doing.starts_with("sleeping in sleep_holding_lock"), "{}", c.doing);
+    assert_eq!(
+        c.frames.first().map(String::as_str),
+        Some("sleep_holding_lock")
+    );
+    assert!(
+        c.doing.starts_with("sleeping in sleep_holding_lock"),
+        "{}",
+        c.doing
+    );
 }
 
 #[test]
@@ -179,7 +310,11 @@ fn io_sleep_and_idle_are_their_own_kinds_and_idle_ranks_last() {
     let io = find(&ex, Kind::Io, "syncer");
     assert_eq!(io.site, "flush_to_disk");
     assert!((io.seconds - 2.4).abs() < 1e-9);
-    assert!(io.evidence.contains("jbd2_log_wait_commit"), "{}", io.evidence);
+    assert!(
+        io.evidence.contains("jbd2_log_wait_commit"),
+        "{}",
+        io.evidence
+    );
     let idle = find(&ex, Kind::Idle, "event-loop");
     assert_eq!(idle.site, "idle_wait");
     assert_eq!(ex.findings.last().unwrap().kind, Kind::Idle);
@@ -194,7 +329,9 @@ fn the_json_is_the_documented_contract() {
     let v: serde_json::Value = serde_json::to_value(&ex).unwrap();
     assert_eq!(v["schema_version"], 1);
     let f = &v["findings"][0];
-    for field in ["kind", "seconds", "share", "threads", "culprit", "evidence", "summary"] {
+    for field in [
+        "kind", "seconds", "share", "threads", "culprit", "evidence", "summary",
+    ] {
         assert!(f.get(field).is_some(), "findings[0] has no {field}: {f}");
     }
     assert_eq!(f["kind"], "cpu");
@@ -209,8 +346,19 @@ fn without_stacks_only_the_cpu_wait_has_a_cause() {
     let mut run = waits_run();
     run.profiles = Default::default();
     let ex = explain(&run);
-    assert!(ex.limits.iter().any(|l| l.contains("without stacks")), "{:?}", ex.limits);
-    assert_eq!(find(&ex, Kind::Cpu, "worker").culprit.as_ref().unwrap().thread, "hog");
+    assert!(
+        ex.limits.iter().any(|l| l.contains("without stacks")),
+        "{:?}",
+        ex.limits
+    );
+    assert_eq!(
+        find(&ex, Kind::Cpu, "worker")
+            .culprit
+            .as_ref()
+            .unwrap()
+            .thread,
+        "hog"
+    );
     assert!(find(&ex, Kind::Blocked, "syncer").culprit.is_none());
 }
 
