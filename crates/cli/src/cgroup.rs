@@ -32,16 +32,16 @@ pub fn read(pid: u32) -> Option<Reading> {
             .then(|| path.to_string())
     });
     if let Some(path) = v1 {
-        let dir = [
-            "/sys/fs/cgroup/cpu,cpuacct",
-            "/sys/fs/cgroup/cpu",
-        ]
-        .iter()
-        .map(|root| PathBuf::from(format!("{root}{path}")))
-        .find(|d| d.join("cpu.stat").exists())?;
+        let dir = ["/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"]
+            .iter()
+            .map(|root| PathBuf::from(format!("{root}{path}")))
+            .find(|d| d.join("cpu.stat").exists())?;
         return reading(path, dir, false);
     }
-    let path = groups.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+    let path = groups
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))?
+        .to_string();
     let dir = PathBuf::from(format!("/sys/fs/cgroup{path}"));
     reading(path, dir, true)
 }
@@ -50,7 +50,13 @@ fn reading(path: String, dir: PathBuf, v2: bool) -> Option<Reading> {
     let stat = fs::read_to_string(dir.join("cpu.stat")).ok()?;
     let field = |name: &str| {
         stat.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse::<u64>().ok())
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .strip_prefix(' ')?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
             .unwrap_or(0)
     };
     let (quota_us, period_us, throttled_ns) = if v2 {

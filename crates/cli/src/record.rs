@@ -168,7 +168,9 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
             let window_meta = meta(w.start_wall, end_wall, w.start_mono, at, EndReason::Window);
             let (stacks, go_gc) = (plan.stacks.clone(), plan.go_gc.clone());
             let (window_maps, max_rss_kb) = (maps.clone(), procfs::max_rss_kb(pid));
-            let cgroup = cgroup_start.as_ref().map(crate::cgroup::Reading::since_start);
+            let cgroup = cgroup_start
+                .as_ref()
+                .map(crate::cgroup::Reading::since_start);
             cgroup_start = crate::cgroup::read(pid).or(cgroup_start);
             w.cut(
                 move |symbolizer| {
@@ -219,7 +221,9 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         None => counter_rows,
     };
     let end_mono = collection.stop()?;
-    let cgroup = cgroup_start.as_ref().map(crate::cgroup::Reading::since_start);
+    let cgroup = cgroup_start
+        .as_ref()
+        .map(crate::cgroup::Reading::since_start);
     // A live target's peak RSS while it still exists; a spawned one's comes from wait4.
     let live_rss = procfs::max_rss_kb(pid);
     let end_wall = SystemTime::now();

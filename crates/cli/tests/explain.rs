@@ -30,8 +30,15 @@ fn finding<'a>(ex: &'a Value, kind: &str, thread: &str) -> &'a Value {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| f["kind"] == kind && f["threads"].as_array().unwrap().iter().any(|t| t == thread))
-        .max_by(|a, b| a["seconds"].as_f64().unwrap().total_cmp(&b["seconds"].as_f64().unwrap()))
+        .filter(|f| {
+            f["kind"] == kind && f["threads"].as_array().unwrap().iter().any(|t| t == thread)
+        })
+        .max_by(|a, b| {
+            a["seconds"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["seconds"].as_f64().unwrap())
+        })
         .unwrap_or_else(|| panic!("no {kind} finding for {thread}: {ex:#}"))
 }
 
@@ -47,7 +54,11 @@ fn sched_delay_by_tid(perf_data: &std::path::Path) -> BTreeMap<u32, f64> {
         .arg(perf_data)
         .output()
         .expect("running perf sched timehist");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut by = BTreeMap::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         // "  1234.567890 [0000]  worker[7655/7653]   0.003   2.961   0.052"
@@ -123,7 +134,10 @@ fn every_designed_wait_has_its_cause_its_culprit_and_the_targets_own_amount() {
     assert_eq!(cpu["culprit"]["cpu"], 0);
     assert_eq!(cpu["culprit"]["same_process"], true);
     assert!(
-        cpu["culprit"]["frames"][0].as_str().unwrap().ends_with("hog_spin"),
+        cpu["culprit"]["frames"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("hog_spin"),
         "{cpu:#}"
     );
 
@@ -147,7 +161,10 @@ fn every_designed_wait_has_its_cause_its_culprit_and_the_targets_own_amount() {
         5.0,
     );
     // Almost all of it after a wakeup: the worker sleeps, then the hog holds the CPU.
-    assert!(ns(&worker["woken_wait_ns"]) > 0.9 * ns(&worker["runqueue_ns"]), "{worker}");
+    assert!(
+        ns(&worker["woken_wait_ns"]) > 0.9 * ns(&worker["runqueue_ns"]),
+        "{worker}"
+    );
 
     // A pthread mutex held across a sleep: the holder, and what it did meanwhile.
     let lock = finding(&ex, "lock", "lock-waiter");
@@ -169,7 +186,10 @@ fn every_designed_wait_has_its_cause_its_culprit_and_the_targets_own_amount() {
     assert_eq!(lock["culprit"]["thread"], "lock-holder", "{lock:#}");
     assert_eq!(lock["culprit"]["tid"], tid("lock-holder"));
     assert!(
-        lock["culprit"]["frames"][0].as_str().unwrap().ends_with("sleep_holding_lock"),
+        lock["culprit"]["frames"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("sleep_holding_lock"),
         "{lock:#}"
     );
 
@@ -195,7 +215,9 @@ fn every_designed_wait_has_its_cause_its_culprit_and_the_targets_own_amount() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|f| f["kind"] == "sleep" && f["site"].as_str().unwrap().ends_with("sleep_holding_lock"))
+        .find(|f| {
+            f["kind"] == "sleep" && f["site"].as_str().unwrap().ends_with("sleep_holding_lock")
+        })
         .expect("the holder's sleep inside the lock");
     within(
         "the holder's sleep inside the lock (and the CPU wait after it) against its own timing",
@@ -212,7 +234,10 @@ fn every_designed_wait_has_its_cause_its_culprit_and_the_targets_own_amount() {
         ns(&own["idle"]["ns"]),
         10.0,
     );
-    assert!(idle["site"].as_str().unwrap().ends_with("idle_wait"), "{idle:#}");
+    assert!(
+        idle["site"].as_str().unwrap().ends_with("idle_wait"),
+        "{idle:#}"
+    );
     let kinds: Vec<&str> = ex["findings"]
         .as_array()
         .unwrap()
@@ -220,12 +245,18 @@ fn every_designed_wait_has_its_cause_its_culprit_and_the_targets_own_amount() {
         .map(|f| f["kind"].as_str().unwrap())
         .collect();
     let first_idle = kinds.iter().position(|k| *k == "idle").unwrap();
-    assert!(kinds[first_idle..].iter().all(|k| *k == "idle"), "{kinds:?}");
+    assert!(
+        kinds[first_idle..].iter().all(|k| *k == "idle"),
+        "{kinds:?}"
+    );
 
     // fsync: block I/O in flush_to_disk. The target's own time in fsync also holds its time
     // on CPU inside the call and its waits for a CPU; the syscall table times the call whole.
     let io = finding(&ex, "io", "syncer");
-    assert!(io["site"].as_str().unwrap().ends_with("flush_to_disk"), "{io:#}");
+    assert!(
+        io["site"].as_str().unwrap().ends_with("flush_to_disk"),
+        "{io:#}"
+    );
     let fsync_own = ns(&own["fsync"]["ns"]);
     assert!(ns(&io["seconds"]) * 1e9 <= fsync_own * 1.1, "{io:#}");
     let fsync = run["syscalls"]
