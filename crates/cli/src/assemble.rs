@@ -81,6 +81,12 @@ pub fn assemble(r: Recording) -> Run {
             meta.unreported_switches =
                 dropped(DropKind::SwitchInMissed) + dropped(DropKind::SwitchOutMissed);
             locks = c.locks;
+            // The static a lock's futex word is, where it is one.
+            for f in locks.futex_top.iter_mut().take(16) {
+                if let Ok(addr) = u64::from_str_radix(f.uaddr.trim_start_matches("0x"), 16) {
+                    f.symbol = switchyard_symbolize::data_symbol(r.maps, f.tgid, addr);
+                }
+            }
             cpu_holders = c.cpu_holders;
             if let (Some(g), Some((binary, events))) = (c.gc, &r.go_gc) {
                 let lost = dropped(DropKind::GcEventsFull);

@@ -177,6 +177,8 @@ fn every_designed_wait_has_its_cause_its_culprit_and_the_targets_own_amount() {
         10.0,
     );
     assert_eq!(lock["address"], own["lock_addr"], "{lock:#}");
+    // A static mutex is named by its symbol.
+    assert_eq!(lock["symbol"], "DEMO_LOCK", "{lock:#}");
     // The waiter's own function, or its wrapper of pthread_mutex_lock where the walk kept it.
     let site = lock["site"].as_str().unwrap();
     assert!(

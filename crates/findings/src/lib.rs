@@ -83,6 +83,9 @@ pub struct Finding {
     /// A lock's address (futex word), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
+    /// The static or global variable that is the lock, when it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
     /// After this wait's wakeups, the threads then waited this long for a CPU, s (counted in
     /// the threads' "cpu" finding, not in `seconds`): the wait's whole cost is the sum.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -499,6 +502,7 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                 evidence,
                 summary,
                 address: None,
+                symbol: None,
                 then_cpu_s: 0.0,
                 when: None,
             }
@@ -629,8 +633,17 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         if !site.is_empty() {
             summary += &format!(" in {site}");
         }
-        if let Some(a) = &address {
-            summary += &format!(" (futex {a})");
+        let symbol = address.as_ref().and_then(|a| {
+            run.locks
+                .futex_top
+                .iter()
+                .find(|f| f.uaddr == *a)
+                .and_then(|f| f.symbol.clone())
+        });
+        match (&address, &symbol) {
+            (Some(a), Some(sym)) => summary += &format!(" (futex {sym} at {a})"),
+            (Some(a), None) => summary += &format!(" (futex {a})"),
+            _ => {}
         }
         if g.then_cpu >= 0.1 * g.ns && g.then_cpu >= MIN_NS {
             summary += &format!(", then {} waiting for a CPU", ns(g.then_cpu as u64));
@@ -651,6 +664,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             evidence: format!("off-CPU profile, [{label}] {chain}"),
             summary,
             address,
+            symbol,
             then_cpu_s: g.then_cpu / 1e9,
             when: None,
         });
@@ -691,6 +705,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                 percent(rest / total)
             ),
             address: None,
+            symbol: None,
             then_cpu_s: 0.0,
             when: None,
         });
@@ -854,6 +869,7 @@ fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
                 evidence,
                 summary,
                 address: None,
+                symbol: None,
                 then_cpu_s: 0.0,
                 when: None,
             }
@@ -897,6 +913,7 @@ fn gc_pauses(cx: &Ctx) -> Vec<Finding> {
             g.mark_assists
         ),
         address: None,
+        symbol: None,
         then_cpu_s: 0.0,
         when: None,
     }]

@@ -812,6 +812,7 @@ impl Probes {
             .map(|((tgid, uaddr), (count, total_ns))| FutexRow {
                 tgid,
                 uaddr: format!("{uaddr:#x}"),
+                symbol: None,
                 count,
                 total_ns,
             })

@@ -263,6 +263,10 @@ pub struct FutexRow {
     pub tgid: u32,
     /// The futex word's address, as 0x… (0 for futex_waitv).
     pub uaddr: String,
+    /// The static or global variable that holds it (`DEMO_LOCK`, `TABLE+0x40`), when it is
+    /// one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
     pub count: u64,
     pub total_ns: u64,
 }

@@ -558,3 +558,76 @@ pub(crate) fn is_special(path: &Path) -> bool {
 pub(crate) fn is_file(path: &Path) -> bool {
     path.is_absolute()
 }
+
+/// The data symbol (a static or global variable: `STT_OBJECT`) that holds address `addr` of
+/// process `tgid`, such as a static mutex a futex wait names, with its offset when it is not
+/// the symbol's start ("LOCK", "TABLE+0x40"). Found through the executable mappings seen: each
+/// file's load bias comes from its code segment, and the same bias places its data.
+pub fn data_symbol(maps: &Maps, tgid: u32, addr: u64) -> Option<String> {
+    use object::{Object as _, ObjectSegment as _, ObjectSymbol as _, SymbolKind};
+    let mut tried = std::collections::HashSet::new();
+    for m in maps.mappings(tgid) {
+        if !is_file(&m.path) || !tried.insert(m.path.clone()) {
+            continue;
+        }
+        let Ok(data) = std::fs::read(&m.path) else {
+            continue;
+        };
+        let Ok(file) = object::File::parse(&*data) else {
+            continue;
+        };
+        // The load segment holding the mapping's file offset gives the bias (a mapping starts
+        // at its segment's page).
+        const PAGE: u64 = 0xfff;
+        let executable = |s: &object::Segment| matches!(s.flags(), object::SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0);
+        let Some(bias) = file.segments().filter(executable).find_map(|s| {
+            let (off, size) = s.file_range();
+            let (page_off, page_vaddr) = (off & !PAGE, s.address() & !PAGE);
+            (page_off <= m.offset && m.offset < off + size)
+                .then(|| m.start.wrapping_sub(m.offset - page_off + page_vaddr))
+        }) else {
+            continue;
+        };
+        let vaddr = addr.wrapping_sub(bias);
+        let found = file
+            .symbols()
+            .chain(file.dynamic_symbols())
+            .filter(|s| s.kind() == SymbolKind::Data && s.size() > 0)
+            .find(|s| s.address() <= vaddr && vaddr < s.address() + s.size());
+        if let Some(s) = found
+            && let Ok(name) = s.name()
+        {
+            let name = format!("{:#}", rustc_demangle::demangle(name));
+            return Some(match vaddr - s.address() {
+                0 => name,
+                off => format!("{name}+{off:#x}"),
+            });
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod data_symbol_tests {
+    use super::*;
+
+    #[unsafe(no_mangle)]
+    static SWITCHYARD_TEST_LOCK: [u64; 8] = [7; 8];
+
+    #[test]
+    fn a_static_is_named_by_its_address_in_this_process() {
+        let pid = std::process::id();
+        let mut maps = Maps::default();
+        maps.refresh(pid).expect("reading /proc/self/maps");
+        let base = std::hint::black_box(&SWITCHYARD_TEST_LOCK) as *const _ as u64;
+        assert_eq!(
+            data_symbol(&maps, pid, base).as_deref(),
+            Some("SWITCHYARD_TEST_LOCK")
+        );
+        assert_eq!(
+            data_symbol(&maps, pid, base + 16).as_deref(),
+            Some("SWITCHYARD_TEST_LOCK+0x10")
+        );
+        assert_eq!(data_symbol(&maps, pid, 8), None);
+    }
+}

@@ -145,6 +145,15 @@ impl Maps {
             .find_map(|snap| snap.iter().find(|m| m.start <= addr && addr < m.end))
     }
 
+    /// The executable mappings of process `tgid` in its newest snapshot.
+    pub fn mappings(&self, tgid: u32) -> impl Iterator<Item = &Mapping> {
+        self.by_tgid
+            .get(&tgid)
+            .and_then(|l| l.last())
+            .into_iter()
+            .flatten()
+    }
+
     /// True when a snapshot of process `tgid` was taken.
     pub fn has(&self, tgid: u32) -> bool {
         self.by_tgid.contains_key(&tgid)
