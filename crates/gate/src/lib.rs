@@ -405,6 +405,61 @@ mod tests {
         );
     }
 
+    /// A run whose worker waited 2.9 s for a CPU held by a nice −15 hog.
+    fn waited_for_a_hog() -> Run {
+        let text = r#"{"format":"switchyard-run","schema_version":1,
+          "meta":{"tool_version":"0","command":["demo"],"mode":"spawn","pid":100,
+            "follow_children":true,"children":[],"host":"h","kernel":"6.18",
+            "start_wall_ns":0,"end_wall_ns":3000000000,"start_mono_ns":0,
+            "end_mono_ns":3000000000,"end":{"kind":"duration"},"collector":"ebpf"},
+          "missing":[],"counters":[],"syscalls":[],"drops":[],
+          "threads":[
+            {"tid":101,"tgid":100,"comm":"worker","voluntary":1000,"involuntary":600,
+             "oncpu_ns":60000000,"blocked_ns":40000000,"runqueue_ns":2900000000,
+             "woken_wait_ns":2900000000,"offcpu":{"buckets":[]}},
+            {"tid":102,"tgid":100,"comm":"hog","voluntary":0,"involuntary":600,
+             "oncpu_ns":2990000000,"blocked_ns":0,"runqueue_ns":10000000,
+             "offcpu":{"buckets":[]}}],
+          "cpu_holders":[{"tgid":100,"tid":101,"cpu":0,"holder_tgid":100,"holder_tid":102,
+            "holder_comm":"hog","holder_nice":-15,"count":1000,"ns":2900000000}]}"#;
+        Run::from_json(text, "waited.json").unwrap()
+    }
+
+    #[test]
+    fn a_failed_figure_names_the_findings_behind_it_everywhere() {
+        let budgets = parse(
+            "[[budget]]\nmetric = \"switches.involuntary\"\nmax = 100\n",
+            "b.toml",
+        )
+        .unwrap();
+        let checks = check(&budgets, &[("run.json".into(), waited_for_a_hog())], None);
+        let Status::Fail(why) = &checks[0].status else {
+            panic!("{checks:?}")
+        };
+        assert!(
+            why.starts_with("1200 above the maximum 100; behind it: "),
+            "{why}"
+        );
+        assert!(
+            why.contains("100.0% [cpu] worker waited 2.90 s") && why.contains("held by hog"),
+            "{why}"
+        );
+        for out in [
+            crate::text(&checks),
+            crate::markdown(&checks),
+            crate::junit(&checks),
+        ] {
+            assert!(out.contains("held by hog"), "{out}");
+        }
+        // A figure the findings do not explain keeps its plain reason.
+        let budgets = parse("[[budget]]\nmetric = \"duration\"\nmax = 1\n", "b.toml").unwrap();
+        let checks = check(&budgets, &[("run.json".into(), waited_for_a_hog())], None);
+        assert_eq!(
+            checks[0].status,
+            Status::Fail("3.00 s above the maximum 1.00 s".into())
+        );
+    }
+
     #[test]
     fn absent_figures_say_what_produces_them() {
         assert!(why_absent("gc.pause_max").contains("--go-gc"));

@@ -148,6 +148,24 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
             put(&mut m, "offcpu.share", share * 100.0, Percent, Lower);
         }
         put(&mut m, "runqueue.wait", runq as f64 / 1e6, Millis, Lower);
+        // Of the wait for a CPU, the part after wakeups: scheduler delay.
+        let woken: u64 = run.threads.iter().map(|t| t.woken_wait_ns).sum();
+        put(
+            &mut m,
+            "runqueue.after_wakeup",
+            woken as f64 / 1e6,
+            Millis,
+            Lower,
+        );
+        if let Some(ops) = ops.filter(|o| *o > 0.0) {
+            put(
+                &mut m,
+                "runqueue.wait.per_op",
+                runq as f64 / 1e3 / ops,
+                MicrosPerOp,
+                Lower,
+            );
+        }
     }
 
     let l = &run.locks;
@@ -358,6 +376,8 @@ pub const NAMES: &[&str] = &[
     "offcpu.blocked",
     "offcpu.share",
     "runqueue.wait",
+    "runqueue.wait.per_op",
+    "runqueue.after_wakeup",
     "futex.waits[.per_s|.per_op]",
     "futex.wait_time",
     "futex.wait_time.per_op",
@@ -412,7 +432,8 @@ pub fn unit_label(pattern: &str) -> String {
             || p.ends_with("_max")
             || p.ends_with("_total")
             || p.ends_with(".blocked")
-            || p.ends_with(".wait") =>
+            || p.ends_with(".wait")
+            || p.ends_with(".after_wakeup") =>
         {
             Unit::Millis
         }
