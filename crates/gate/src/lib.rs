@@ -456,7 +456,7 @@ mod tests {
         let checks = check(&budgets, &[("run.json".into(), waited_for_a_hog())], None);
         assert_eq!(
             checks[0].status,
-            Status::Fail("3.00 s above the maximum 1.00 s".into())
+            Status::Fail("3 s above the maximum 1 s".into())
         );
     }
 
