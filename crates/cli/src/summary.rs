@@ -43,8 +43,9 @@ pub fn render(run: &Run, top: usize) -> String {
     if !m.children.is_empty() {
         let _ = writeln!(out, "followed child processes: {:?}", m.children);
     }
+    let findings = switchyard_findings::explain(run);
     if m.collector == Collector::Ebpf {
-        out.push_str(&switchyard_findings::explain(run).render(5));
+        out.push_str(&findings.render(5));
     }
     if m.collector == Collector::Degraded {
         let _ = writeln!(out, "degraded mode: no eBPF; figures missing:");
@@ -107,9 +108,16 @@ pub fn render(run: &Run, top: usize) -> String {
         (Collector::Ebpf, Some(share)) => {
             let _ = writeln!(
                 out,
-                "off-CPU: {} of thread time (blocked {}, waiting for a CPU {} of which {} after a wakeup, on CPU {})",
+                "off-CPU: {} of thread time (blocked {}{}, waiting for a CPU {} of which {} after a wakeup, on CPU {})",
                 percent(share),
                 ns(blocked),
+                match findings.idle().map(|f| f.seconds).sum::<f64>() {
+                    0.0 => String::new(),
+                    idle => format!(
+                        " of which idle, waiting for work, {}",
+                        ns((idle * 1e9) as u64)
+                    ),
+                },
                 ns(runq),
                 ns(run.threads.iter().map(|t| t.woken_wait_ns).sum()),
                 ns(on)
