@@ -6,8 +6,11 @@
 #   - each flame graph's script ran (its frames are drawn and answer clicks);
 #   - a timeline's tracks are drawn, hovering names a slice, and dragging a range re-filters
 #     its flame graphs.
+#   - each "show idle waits" checkbox swaps a flame graph without idle waits for the one with
+#     them, and back (the timeline's re-draws its off-CPU graph with them);
 # It writes a screenshot of the page as loaded (1400x2400; FULL_PAGE=1: the whole page;
-# SECTION=ID: only the element with that id, e.g. SECTION=flame-offcpu).
+# SECTION=ID: only the element with that id, e.g. SECTION=flame-offcpu; CLICK=SELECTOR: click
+# the elements it matches first, e.g. CLICK='label.idle-label').
 # Exit 0 when clean, 1 otherwise.
 #
 # usage: crates/report/check-html.sh REPORT.html [SCREENSHOT.png]
@@ -170,6 +173,16 @@ try:
     # inferno finishes its drawing in a setTimeout(0); let it run.
     page.call("Runtime.evaluate", {"expression": "new Promise(r => setTimeout(r, 300))",
                                    "awaitPromise": True})
+    click = os.environ.get("CLICK")
+    if click:
+        n = page.call("Runtime.evaluate", {"expression": f"""(async () => {{
+            const els = document.querySelectorAll({json.dumps(click)});
+            els.forEach(el => el.click());
+            await new Promise(r => setTimeout(r, 300));
+            return els.length;
+        }})()""", "awaitPromise": True, "returnByValue": True})["result"].get("value")
+        if not n:
+            sys.exit(f"error: nothing on the page matches CLICK={click!r}")
     # The screenshot shows the page as loaded, before the checks below sort and zoom.
     shot = {"format": "png"}
     section = os.environ.get("SECTION")
@@ -225,6 +238,24 @@ try:
     if (!/Matched/.test(d.getElementById("matched").textContent)) problems.push(f.id + ": search matched nothing");
     if (w.searching) w.search_prompt();  // while searching, this resets the search (no prompt)
   }
+  // Idle waits: the checkbox shows the graph with them in place of the one without, and back.
+  const shown = el => !!el && el.getBoundingClientRect().height > 0 && getComputedStyle(el).visibility === "visible";
+  for (const box of document.querySelectorAll("input.idle-switch")) {
+    const section = box.closest("section");
+    const off = section.querySelector(".idle-off iframe, .idle-off p.empty");
+    const on = section.querySelector(".idle-on iframe");
+    const label = section.querySelector(`label[for="${box.id}"]`);
+    // Which views show (without idle, with idle), for the box unticked and ticked.
+    const state = () => [shown(off), shown(on)].join();
+    const want = checked => checked ? "false,true" : "true,false";
+    if (!label) { problems.push(box.id + ": no label"); continue; }
+    const first = box.checked;
+    if (state() !== want(first)) problems.push(box.id + ": shows " + state() + " (without idle, with idle)");
+    label.click();
+    if (box.checked === first || state() !== want(!first)) problems.push(box.id + ": a click shows " + state());
+    label.click();
+    if (box.checked !== first || state() !== want(first)) problems.push(box.id + ": a second click shows " + state());
+  }
   // The timeline: tracks drawn, and a range dragged across them re-filters its flame graphs.
   let timeline = null;
   const canvas = document.getElementById("timeline-canvas");
@@ -245,9 +276,21 @@ try:
     if (!/ – /.test(on.querySelector("h3").textContent)) problems.push("timeline: the flame graph does not name the selected range");
     document.getElementById("timeline-reset").click();
     if (+on.dataset.samples !== before) problems.push("timeline: 'Whole run' did not restore every sample");
+    const idleBox = document.getElementById("timeline-idle");
+    if (idleBox) {
+      const off = document.getElementById("timeline-flame-offcpu");
+      // More intervals with idle waits than without (CLICK may have ticked the box already).
+      const first = idleBox.checked, was = +off.dataset.samples;
+      idleBox.click();
+      const now = +off.dataset.samples;
+      if (first ? !(now < was) : !(now > was)) problems.push(`timeline: 'show idle waits' went from ${was} to ${now} off-CPU intervals`);
+      idleBox.click();
+      if (+off.dataset.samples !== was) problems.push("timeline: a second click on 'show idle waits' did not restore the graph");
+    }
     timeline = {tracks: window.switchyardTimeline.tracks, drawn, before, after};
   }
   return {problems, graphs: graphs.length, timeline,
+          idle: document.querySelectorAll("input.idle-switch").length,
           empty: document.querySelectorAll("p.empty").length,
           sortable: document.querySelectorAll("table.sortable").length};
 })()
@@ -261,7 +304,7 @@ try:
         value = result["result"]["value"]
         problems += value["problems"]
         print(f"flame graphs: {value['graphs']} drawn, {value['empty']} empty; "
-              f"sortable tables: {value['sortable']}")
+              f"sortable tables: {value['sortable']}; idle-wait toggles: {value['idle']}")
         if value["timeline"]:
             t = value["timeline"]
             print(f"timeline: {t['tracks']} tracks, {t['drawn']} slices drawn; a quarter of the "

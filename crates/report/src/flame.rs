@@ -4,7 +4,7 @@ use inferno::flamegraph::{
     self, Options,
     color::{BackgroundColor, BasicPalette, MultiPalette, Palette},
 };
-use switchyard_model::Run;
+use switchyard_model::{Run, Stack};
 
 use crate::{Error, ProfileKind, folded, folded::Threads};
 
@@ -28,7 +28,17 @@ pub fn flamegraph_threads(
     kind: ProfileKind,
     threads: Threads,
 ) -> Result<Option<String>, Error> {
-    let lines = folded::merged(run, kind, threads)?;
+    flamegraph_where(run, kind, threads, &|_| true)
+}
+
+/// [`flamegraph_threads`] of the stacks `keep` accepts only.
+pub(crate) fn flamegraph_where(
+    run: &Run,
+    kind: ProfileKind,
+    threads: Threads,
+    keep: &dyn Fn(&Stack) -> bool,
+) -> Result<Option<String>, Error> {
+    let lines = folded::merged_where(run, kind, threads, keep)?;
     if lines.is_empty() {
         return Ok(None);
     }

@@ -66,10 +66,20 @@ pub(crate) fn merged(
     kind: ProfileKind,
     threads: Threads,
 ) -> Result<BTreeMap<String, u64>, Error> {
+    merged_where(run, kind, threads, &|_| true)
+}
+
+/// [`merged`], of the stacks `keep` accepts only.
+pub(crate) fn merged_where(
+    run: &Run,
+    kind: ProfileKind,
+    threads: Threads,
+    keep: &dyn Fn(&Stack) -> bool,
+) -> Result<BTreeMap<String, u64>, Error> {
     let frames = &run.profiles.frames;
     let mut lines: BTreeMap<String, u64> = BTreeMap::new();
     for (i, stack) in kind.of(&run.profiles).stacks.iter().enumerate() {
-        if stack.value == 0 {
+        if stack.value == 0 || !keep(stack) {
             continue;
         }
         let line = fold(frames, kind, i, stack, threads)?;

@@ -1,6 +1,8 @@
-//! The HTML report: one self-contained file (inline CSS, JS and SVG; nothing fetched), with a
-//! summary, sortable syscall and thread tables, latency histograms, four flame graphs and the
-//! drops and warnings of the run.
+//! The HTML report: one self-contained file (inline CSS, JS and SVG; nothing fetched) that
+//! leads with why the run waited (its findings), then a summary, sortable syscall and thread
+//! tables, latency histograms, flame graphs and the drops and warnings of the run. The
+//! off-CPU and wakeup flame graphs leave idle waits (waiting for work) out, and a checkbox
+//! shows the graphs with them.
 //!
 //! Every string from the target (command line, thread and symbol names, paths) goes through
 //! [`Esc`]. Table rows and headings sit on lines of their own, so golden files diff well.
@@ -13,7 +15,7 @@ use crate::{
     Error, ProfileKind,
     chart::{bucket_floor, bucket_range, log2_chart},
     escape::{Esc, html as esc},
-    flame::{self, flamegraph},
+    flame, idle,
     units::{
         command_line, counted, kib_as_mib, ns, ns_f, percent, rate, significant, stack_quality,
         thousands, unwind_tables, utc,
@@ -32,14 +34,9 @@ const SCRIPT: &str = include_str!("sort.js");
 pub fn html(run: &Run) -> Result<String, Error> {
     let mut graphs = Vec::new();
     for kind in ProfileKind::ALL.into_iter().filter(|k| k.present(run)) {
-        // Threads merged by role, when that merges any.
-        let by_role = if merges_threads(run, kind) {
-            crate::flame::flamegraph_threads(run, kind, crate::Threads::ByRole)?
-        } else {
-            None
-        };
-        graphs.push((kind, flamegraph(run, kind)?, by_role));
+        graphs.push(Graphs::new(run, kind)?);
     }
+    let explanation = switchyard_findings::explain(run);
 
     let m = &run.meta;
     let command = command_line(&m.command);
@@ -54,6 +51,7 @@ pub fn html(run: &Run) -> Result<String, Error> {
         (None, None) => None,
     };
     let nav = [
+        ("findings", "Why it waited"),
         ("summary", "Summary"),
         ("syscalls", "Syscalls"),
         ("threads", "Threads"),
@@ -78,6 +76,7 @@ pub fn html(run: &Run) -> Result<String, Error> {
     ];
     let nav: Vec<(&str, &str)> = nav.into_iter().filter(|(_, t)| !t.is_empty()).collect();
     let mut out = String::with_capacity(64 * 1024);
+    crate::why::section(&mut out, &explanation);
     summary(&mut out, run, &command);
     syscalls(&mut out, run);
     threads(&mut out, run);
@@ -89,8 +88,8 @@ pub fn html(run: &Run) -> Result<String, Error> {
     if let Some(section) = crate::tracks::section(run) {
         out.push_str(&section);
     }
-    for (kind, svg, by_role) in &graphs {
-        flame_section(&mut out, run, *kind, svg.as_deref(), by_role.as_deref());
+    for g in &graphs {
+        flame_section(&mut out, run, g);
     }
     warnings(&mut out, run);
     let footer = format!(
@@ -184,7 +183,22 @@ fn summary(out: &mut String, run: &Run, command: &str) {
             thousands(invol)
         ),
     );
+    // Idle waits (waiting for work, by stack) are left out of the headline, as from the
+    // flame graphs; the share with them is beside it.
+    let idle = idle::idle_ns(run, ProfileKind::OffCpu).min(blocked);
+    let off = blocked + runq;
     match (ebpf, run.offcpu_share()) {
+        (true, Some(share)) if idle > 0 && on + off > idle => card(
+            out,
+            &percent(off.saturating_sub(idle) as f64 / (on + off - idle) as f64),
+            "off-CPU, idle waits left out",
+            &format!(
+                "of thread time not idle · idle waits {} ({} off-CPU with them) · on CPU {}",
+                ns(idle),
+                percent(share),
+                ns(on)
+            ),
+        ),
         (true, Some(share)) => card(
             out,
             &percent(share),
@@ -267,9 +281,14 @@ fn summary(out: &mut String, run: &Run, command: &str) {
             out,
             "Off-CPU share",
             &format!(
-                "{} of thread time (blocked {}, waiting for a CPU {}{woken}, on CPU {})",
+                "{} of thread time (blocked {}{}, waiting for a CPU {}{woken}, on CPU {})",
                 percent(share),
                 ns(blocked),
+                if idle > 0 {
+                    format!(" of which idle waits {}", ns(idle))
+                } else {
+                    String::new()
+                },
                 ns(runq),
                 ns(on)
             ),
@@ -969,13 +988,80 @@ pub fn folded_view(id: &str, title: &str, summary: &str, svg: &str) -> String {
     )
 }
 
-fn flame_section(
-    out: &mut String,
-    run: &Run,
+/// One profile's flame graphs: every stack, drawn per thread and, when that merges any, by
+/// role; and, for a profile with idle waits, the same without them.
+struct Graphs {
     kind: ProfileKind,
+    all: Option<String>,
+    all_by_role: Option<String>,
+    /// Without idle waits (per thread, by role), when the profile has any.
+    busy: Option<(Option<String>, Option<String>)>,
+    /// The idle waits' time, ns.
+    idle_ns: u64,
+}
+
+impl Graphs {
+    fn new(run: &Run, kind: ProfileKind) -> Result<Graphs, Error> {
+        let roles = merges_threads(run, kind);
+        let draw = |keep: &dyn Fn(&switchyard_model::Stack) -> bool| -> Result<_, Error> {
+            let each = flame::flamegraph_where(run, kind, crate::Threads::Each, keep)?;
+            let by_role = if roles {
+                flame::flamegraph_where(run, kind, crate::Threads::ByRole, keep)?
+            } else {
+                None
+            };
+            Ok((each, by_role))
+        };
+        let (all, all_by_role) = draw(&|_| true)?;
+        let idle_ns = idle::idle_ns(run, kind);
+        let busy = if idle_ns > 0 {
+            Some(draw(&|s| !idle::is_idle(run, s))?)
+        } else {
+            None
+        };
+        Ok(Graphs {
+            kind,
+            all,
+            all_by_role,
+            busy,
+            idle_ns,
+        })
+    }
+}
+
+/// A flame graph and its view by role, under ids `flame-<kind><suffix>-graph` and `-roles`;
+/// `empty` when there is no graph.
+fn flame_views(
+    out: &mut String,
+    kind: ProfileKind,
+    suffix: &str,
+    title: &str,
     svg: Option<&str>,
     by_role: Option<&str>,
+    empty: &str,
 ) {
+    match svg {
+        None => {
+            let _ = writeln!(out, "<p class=\"empty\">{empty}</p>");
+        }
+        Some(svg) => out.push_str(&embed_flamegraph(
+            &format!("flame-{}{suffix}-graph", kind.name()),
+            title,
+            svg,
+        )),
+    }
+    if let Some(merged) = by_role {
+        out.push_str(&folded_view(
+            &format!("flame-{}{suffix}-roles", kind.name()),
+            &format!("{title}, threads merged by role"),
+            "Threads merged by role (producer-0 … producer-7 as producer-*)",
+            merged,
+        ));
+    }
+}
+
+fn flame_section(out: &mut String, run: &Run, g: &Graphs) {
+    let kind = g.kind;
     let title = format!("{} flame graph", kind.title());
     let _ = writeln!(
         out,
@@ -983,23 +1069,52 @@ fn flame_section(
         kind.name(),
         flame_note(run, kind)
     );
-    match svg {
-        None => out.push_str("<p class=\"empty\">no samples</p>\n"),
-        Some(svg) => out.push_str(&embed_flamegraph(
-            &format!("flame-{}-graph", kind.name()),
+    let Some((busy, busy_by_role)) = &g.busy else {
+        flame_views(
+            out,
+            kind,
+            "",
             &title,
-            svg,
-        )),
-    }
-    if let Some(merged) = by_role {
-        out.push_str(&folded_view(
-            &format!("flame-{}-roles", kind.name()),
-            &format!("{title}, threads merged by role"),
-            "Threads merged by role (producer-0 … producer-7 as producer-*)",
-            merged,
-        ));
-    }
-    out.push_str("</section>\n");
+            g.all.as_deref(),
+            g.all_by_role.as_deref(),
+            "no samples",
+        );
+        out.push_str("</section>\n");
+        return;
+    };
+    // Two views, one shown: the checkbox swaps them (CSS only). The hidden one keeps its
+    // layout (clipped, not `display: none`), so its graph sizes its labels when it loads.
+    let id = format!("flame-{}-idle", kind.name());
+    let _ = writeln!(
+        out,
+        "<p class=\"note\">Idle waits ({}) are left out of this graph. {}</p>\n\
+         <input type=\"checkbox\" class=\"idle-switch\" id=\"{id}\">\
+         <label class=\"idle-label\" for=\"{id}\">show idle waits ({})</label>\n\
+         <div class=\"idle-off\">",
+        ns(g.idle_ns),
+        idle::RULE,
+        ns(g.idle_ns)
+    );
+    flame_views(
+        out,
+        kind,
+        "",
+        &title,
+        busy.as_deref(),
+        busy_by_role.as_deref(),
+        "only idle waits here: “show idle waits” draws them",
+    );
+    out.push_str("</div>\n<div class=\"idle-on\">\n");
+    flame_views(
+        out,
+        kind,
+        "-all",
+        &format!("{title}, idle waits included"),
+        g.all.as_deref(),
+        g.all_by_role.as_deref(),
+        "no samples",
+    );
+    out.push_str("</div>\n</section>\n");
 }
 
 /// Go GC figures and the request-latency timeline with GC laid over it.

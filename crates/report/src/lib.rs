@@ -9,11 +9,13 @@ mod escape;
 mod flame;
 mod folded;
 mod html;
+mod idle;
 mod pprof;
 mod timeline;
 mod trace;
 mod tracks;
 pub mod units;
+mod why;
 
 use switchyard_model::{Profile, Profiles, Run};
 

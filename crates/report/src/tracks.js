@@ -211,13 +211,17 @@
       const t = data.on[i];
       if (t >= a && t <= b) on.push([data.on[i + 2], data.on[i + 1], 1]);
     }
-    for (let i = 0; i < data.off.length; i += 4) {
+    // Idle waits (the 5th value: 1) only when asked for, as in the off-CPU flame graph.
+    const hideIdle = idleBox !== null && !idleBox.checked;
+    for (let i = 0; i < data.off.length; i += 5) {
       const t = data.off[i];
-      if (t >= a && t <= b) off.push([data.off[i + 2], data.off[i + 1], data.off[i + 3]]);
+      if (t >= a && t <= b && !(hideIdle && data.off[i + 4])) off.push([data.off[i + 2], data.off[i + 1], data.off[i + 3]]);
     }
     flame(document.getElementById("timeline-flame-oncpu"), "On-CPU", "samples", on);
-    flame(document.getElementById("timeline-flame-offcpu"), "Off-CPU", "ns", off);
+    flame(document.getElementById("timeline-flame-offcpu"), hideIdle ? "Off-CPU, idle waits left out" : "Off-CPU", "ns", off);
   }
+  const idleBox = document.getElementById("timeline-idle");
+  if (idleBox) idleBox.addEventListener("change", refilter);
 
   window.switchyardTimeline = {
     select(a, b) { sel = [a, b]; draw(); refilter(); },

@@ -20,7 +20,7 @@ const MAX_SAMPLES: usize = 400_000;
 pub fn section(run: &Run) -> Option<String> {
     let tl = run.timeline.as_ref()?;
     let end = run.meta.duration_ns();
-    let (data, merged) = data(run, tl, end);
+    let (data, merged, idle) = data(run, tl, end);
     let mut out = String::new();
     let _ = writeln!(out, "<section id=\"timeline\">\n<h2>Timeline</h2>");
     let switches: u64 = tl.threads.iter().map(|t| t.switches).sum();
@@ -69,8 +69,17 @@ pub fn section(run: &Run) -> Option<String> {
         "</div>\n<p class=\"note\">A sleep is Sleeping (or Uninterruptible sleep) up to the \
          wakeup that ends it, then Runnable, waiting for a CPU, until it runs (scheduler delay); \
          a preempted thread is Runnable until it runs again.</p>\n<div class=\"tl-controls\"><button id=\"timeline-zoom\" type=\"button\">Zoom to \
-         selection</button> <button id=\"timeline-reset\" type=\"button\">Whole run</button> \
-         <span id=\"timeline-info\"></span></div>\n<canvas id=\"timeline-canvas\"></canvas>\n\
+         selection</button> <button id=\"timeline-reset\" type=\"button\">Whole run</button> ",
+    );
+    if idle {
+        // As in the off-CPU flame graph: idle waits are left out until asked for.
+        out.push_str(
+            "<label class=\"idle-label\"><input type=\"checkbox\" id=\"timeline-idle\"> \
+             show idle waits</label> ",
+        );
+    }
+    out.push_str(
+        "<span id=\"timeline-info\"></span></div>\n<canvas id=\"timeline-canvas\"></canvas>\n\
          <div id=\"timeline-flame-oncpu\" class=\"tl-flamebox\"></div>\n\
          <div id=\"timeline-flame-offcpu\" class=\"tl-flamebox\"></div>\n",
     );
@@ -119,8 +128,9 @@ const STATES: [ThreadState; 6] = [
     ThreadState::Unknown,
 ];
 
-/// The page's data, as JSON, and how many slices were merged.
-fn data(run: &Run, tl: &Timeline, end: u64) -> (String, usize) {
+/// The page's data, as JSON, how many slices were merged, and whether any off-CPU interval
+/// is an idle wait.
+fn data(run: &Run, tl: &Timeline, end: u64) -> (String, usize, bool) {
     let total: usize = tl.threads.iter().map(|t| t.slices.len()).sum();
     let resolution = if total > MAX_SLICES { end / 20_000 } else { 0 };
     let mut merged = 0;
@@ -201,12 +211,36 @@ fn data(run: &Run, tl: &Timeline, end: u64) -> (String, usize) {
         .take(MAX_SAMPLES)
         .flat_map(|&(at, tid, stack)| [at, tid as u64, stack as u64])
         .collect();
+    // Each off-CPU interval, and 1 when it is an idle wait (by its stack and state).
+    let mut idle: BTreeMap<(u32, u8), bool> = BTreeMap::new();
+    let mut waits_for_work = |stack: u32, state: u8| {
+        *idle.entry((stack, state)).or_insert_with(|| {
+            let label = match ThreadState::from_u8(state) {
+                ThreadState::Sleeping => "S",
+                ThreadState::Uninterruptible => "D",
+                ThreadState::Other => "I",
+                _ => return false,
+            };
+            tl.stacks
+                .get(stack as usize)
+                .is_some_and(|frames| crate::idle::waits_for_work(run, label, frames))
+        })
+    };
     let off: Vec<u64> = tl
         .offcpu
         .iter()
         .take(MAX_SAMPLES)
-        .flat_map(|&(at, tid, stack, w, _)| [at, tid as u64, stack as u64, w])
+        .flat_map(|&(at, tid, stack, w, state)| {
+            [
+                at,
+                tid as u64,
+                stack as u64,
+                w,
+                u64::from(waits_for_work(stack, state)),
+            ]
+        })
         .collect();
+    let any_idle = idle.values().any(|&i| i);
     let (gc, gc_kinds) = match &run.gc {
         Some(g) => (
             g.timeline
@@ -230,5 +264,5 @@ fn data(run: &Run, tl: &Timeline, end: u64) -> (String, usize) {
         "gc": gc,
         "gcKinds": gc_kinds,
     });
-    (doc.to_string(), merged)
+    (doc.to_string(), merged, any_idle)
 }

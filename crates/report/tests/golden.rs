@@ -147,8 +147,16 @@ fn text_rendering(structure: &str) -> String {
             format!("- {}", strip_tags(line))
         } else if line.starts_with("<p class=\"none\"") || line.starts_with("<p class=\"empty\"") {
             format!("({})", strip_tags(line))
-        } else if line.starts_with("<p class=\"note\"") || line.starts_with("<p class=\"cmd\"") {
+        } else if line.starts_with("<p class=\"note\"")
+            || line.starts_with("<p class=\"cmd\"")
+            || line.starts_with("<p class=\"f-idle\"")
+        {
             strip_tags(line)
+        } else if line.starts_with("<p class=\"f-") {
+            // A finding's culprit, evidence and time, under its item.
+            format!("  {}", strip_tags(&line.replace("<br>", " / ")))
+        } else if line.starts_with("<input type=\"checkbox\"") {
+            format!("[x] {}", strip_tags(line))
         } else if line.starts_with("<figcaption") {
             format!("chart: {}", strip_tags(line))
         } else if line.starts_with("<div class=\"card\"") {

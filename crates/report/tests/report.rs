@@ -280,6 +280,25 @@ fn target_strings_are_escaped_everywhere() {
         page.contains("&lt;img src=x onerror=alert(2)&gt;"),
         "the name of a task that held the CPU is shown"
     );
+    // The findings name culprits (a CPU's holder, a lock's releaser) and their frames.
+    let findings = &page[page.find("<section id=\"findings\">").unwrap()..];
+    let findings = &findings[..findings.find("</section>").unwrap()];
+    assert!(
+        !page.contains("<i>holder"),
+        "a culprit's name became markup"
+    );
+    assert!(
+        findings.contains("Held the CPU: <b>&lt;img src=x onerror=alert(2)&gt;</b>"),
+        "{findings}"
+    );
+    assert!(
+        findings.contains("Released the lock: <b>&lt;i&gt;holder&lt;/i&gt;</b>"),
+        "{findings}"
+    );
+    assert!(
+        findings.contains("<code>&lt;script&gt;alert(&#39;frame&#39;)&lt;/script&gt;</code>"),
+        "the culprit's frames are shown, escaped: {findings}"
+    );
 
     let docs = srcdocs(&page);
     assert_eq!(docs.len(), 4, "four flame graphs");
@@ -466,4 +485,108 @@ fn identical_stacks_merge_and_lines_are_sorted() {
     let mut sorted = lines.clone();
     sorted.sort();
     assert_eq!(lines, sorted);
+}
+
+/// The `srcdoc` of the flame graph `<iframe id="{id}">`, unescaped.
+fn graph(page: &str, id: &str) -> String {
+    let at = page
+        .find(&format!("<iframe id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no graph {id}"));
+    unescape(srcdocs(&page[at..])[0])
+}
+
+/// The page leads with why the run waited; the off-CPU and wakeup flame graphs leave idle
+/// waits (waiting for work) out, and a checkbox shows the graphs with them. The folded files
+/// keep every stack.
+#[test]
+fn findings_lead_and_idle_waits_are_one_click_away() {
+    let run = data("timeline");
+    let page = html(&run).unwrap();
+    let findings = page
+        .find("<section id=\"findings\">")
+        .expect("a findings section");
+    let summary = page.find("<section id=\"summary\">").unwrap();
+    assert!(findings < summary, "the findings come before the summary");
+    assert!(
+        page.find("<section").unwrap() == findings,
+        "the findings are the first section"
+    );
+    assert!(page.find("href=\"#findings\"").unwrap() < page.find("href=\"#summary\"").unwrap());
+    let section = &page[findings..summary];
+    assert!(
+        section.contains("<li class=\"finding k-lock\">"),
+        "{section}"
+    );
+    assert!(
+        section.contains("Released the lock: <b>demo</b>"),
+        "{section}"
+    );
+    assert!(
+        section.contains("Idle, not on the request path:</b> 5.07 s waiting for work in <code>demo::event_loop</code>"),
+        "{section}"
+    );
+    assert!(
+        !section.contains("k-idle"),
+        "idle findings are not in the list: {section}"
+    );
+
+    for kind in ["offcpu", "wakeup"] {
+        let start = page
+            .find(&format!("<section id=\"flame-{kind}\">"))
+            .unwrap();
+        let sec = &page[start..start + page[start..].find("</section>").unwrap()];
+        let toggle = format!(
+            "<input type=\"checkbox\" class=\"idle-switch\" id=\"flame-{kind}-idle\">\
+             <label class=\"idle-label\" for=\"flame-{kind}-idle\">show idle waits ("
+        );
+        assert!(sec.contains(&toggle), "{kind}: no toggle: {sec}");
+        let (off, on) = (
+            sec.find("<div class=\"idle-off\">").unwrap(),
+            sec.find("<div class=\"idle-on\">").unwrap(),
+        );
+        let (busy_at, all_at) = (
+            sec.find(&format!("id=\"flame-{kind}-graph\"")).unwrap(),
+            sec.find(&format!("id=\"flame-{kind}-all-graph\"")).unwrap(),
+        );
+        assert!(
+            off < busy_at && busy_at < on && on < all_at,
+            "{kind}: {sec}"
+        );
+        let busy = graph(&page, &format!("flame-{kind}-graph"));
+        let all = graph(&page, &format!("flame-{kind}-all-graph"));
+        for idle in ["demo::event_loop", "ep_poll", "schedule_hrtimeout_range"] {
+            assert!(!busy.contains(idle), "{kind}: {idle} in the default graph");
+            assert!(all.contains(idle), "{kind}: {idle} missing with idle waits");
+        }
+        assert!(
+            busy.contains("demo::take_lock") && all.contains("demo::take_lock"),
+            "{kind}: the lock wait is in both graphs"
+        );
+    }
+    // The headline leaves idle waits out too, and says how much they are.
+    assert!(
+        page.contains("<div class=\"k\">off-CPU, idle waits left out</div>"),
+        "{page}"
+    );
+    // The timeline's off-CPU graph of a range leaves them out too: each interval says whether
+    // it is idle, and a checkbox draws them.
+    assert!(page.contains("<input type=\"checkbox\" id=\"timeline-idle\">"));
+    assert!(
+        page.contains("1999000000,103,3,1970000000,1]"),
+        "the poller's epoll wait is marked idle"
+    );
+    assert!(
+        page.contains("700000000,101,2,300000000,0,"),
+        "the lock wait is not idle"
+    );
+    // The folded files keep every stack.
+    for kind in [ProfileKind::OffCpu, ProfileKind::Wakeup] {
+        let text = folded(&run, kind).unwrap();
+        assert!(text.contains("demo::event_loop;epoll_wait"), "{text}");
+    }
+
+    // A run without idle waits: one graph per profile, no toggle.
+    let page = html(&data("escaping")).unwrap();
+    assert!(!page.contains("type=\"checkbox\""));
+    assert!(!page.contains("-all-graph"));
 }

@@ -1,0 +1,49 @@
+//! Idle waits: off-CPU and wakeup stacks that [`switchyard_findings::classify`] reads as a
+//! thread waiting for work to arrive, not for something its work needs. The report's flame
+//! graphs of those profiles leave them out by default and show them one click away; the folded
+//! files and pprof profiles keep every stack.
+
+use switchyard_findings::{Kind, classify};
+use switchyard_model::{Frame, Run, Stack};
+
+use crate::ProfileKind;
+
+/// The rule, in one sentence, for the page.
+pub(crate) const RULE: &str = "An idle wait is a thread waiting for work to arrive: an event \
+     wait (<code>epoll_wait</code>, <code>poll</code>, <code>select</code>, <code>accept</code>), \
+     or a park (a condition variable, a thread park or join, a channel receive, the Go \
+     scheduler's sleep); a lock, I/O, a socket read or a sleep is never idle \
+     (<code>switchyard explain</code> says more).";
+
+/// Whether the flame graph of `kind` hides idle waits.
+pub(crate) fn hides_idle(kind: ProfileKind) -> bool {
+    matches!(kind, ProfileKind::OffCpu | ProfileKind::Wakeup)
+}
+
+/// Whether `stack` (an off-CPU or wakeup stack: the sleeper's frames) is an idle wait.
+pub(crate) fn is_idle(run: &Run, stack: &Stack) -> bool {
+    waits_for_work(run, &stack.label, &stack.frames)
+}
+
+/// Whether a thread that went off CPU in state `label` ("S", "D", …) with `frames` (indices
+/// into the run's frames, root first) waited for work.
+pub(crate) fn waits_for_work(run: &Run, label: &str, frames: &[u32]) -> bool {
+    let frames: Vec<&Frame> = frames
+        .iter()
+        .filter_map(|&i| run.profiles.frames.get(i as usize))
+        .collect();
+    classify(label, &frames).kind == Kind::Idle
+}
+
+/// The time of `kind`'s idle stacks, ns; 0 for a profile whose graph shows them all.
+pub(crate) fn idle_ns(run: &Run, kind: ProfileKind) -> u64 {
+    if !hides_idle(kind) {
+        return 0;
+    }
+    kind.of(&run.profiles)
+        .stacks
+        .iter()
+        .filter(|s| is_idle(run, s))
+        .map(|s| s.value)
+        .sum()
+}
