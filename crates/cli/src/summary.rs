@@ -4,9 +4,9 @@ use std::fmt::Write as _;
 
 use switchyard_model::{
     Collector, Run, SyscallRow,
-    units::{kib_as_mib, ns, percent, rate, thousands},
+    units::{kib_as_mib, ns, percent, rate, significant, thousands},
 };
-use switchyard_report::units::{stack_quality, unwind_tables};
+use switchyard_report::units::{futex_waits, offcpu_sampling, stack_quality, unwind_tables};
 
 fn syscall_table(out: &mut String, title: &str, rows: &[&SyscallRow]) {
     let _ = writeln!(
@@ -175,31 +175,24 @@ pub fn render(run: &Run, top: usize) -> String {
             .unwrap_or_else(|| run.threads.iter().map(|t| t.oncpu_ns).sum());
         let _ = writeln!(
             out,
-            "per operation: {:.3} syscalls, {:.3} context switches, {:.4} futex waits, {} CPU",
-            per(run.syscall_total()),
-            per(vol + invol),
-            per(run.locks.futex.count),
+            "per operation: {} syscalls, {} context switches, {} futex waits, {} CPU",
+            significant(per(run.syscall_total())),
+            significant(per(vol + invol)),
+            significant(per(run.locks.futex.count)),
             ns(cpu / ops)
         );
     }
     let l = &run.locks;
     if m.collector == Collector::Ebpf {
-        let avg = l.futex.total_ns.checked_div(l.futex.count).unwrap_or(0);
-        let _ = writeln!(
-            out,
-            "lock waits: {} futex waits ({} total, avg {}, max {}; {} timed out, {} did not block)",
-            thousands(l.futex.count),
-            ns(l.futex.total_ns),
-            ns(avg),
-            ns(l.futex.max_ns),
-            thousands(l.futex.timeouts),
-            thousands(l.futex.eagain)
-        );
+        let _ = writeln!(out, "lock waits: {}", futex_waits(&l.futex));
         for f in l.futex_top.iter().take(3) {
             let _ = writeln!(
                 out,
-                "  futex {} (pid {}): {} waits, {}",
+                "  futex {}{} (pid {}): {} waits, {}",
                 f.uaddr,
+                f.symbol
+                    .as_deref()
+                    .map_or(String::new(), |s| format!(" {s}")),
                 f.tgid,
                 thousands(f.count),
                 ns(f.total_ns)
@@ -336,19 +329,5 @@ fn probe_share(p: &switchyard_model::Profiles) -> Option<String> {
         "probes: {} of the target's on-CPU samples ran switchyard's own BPF programs \
          (bpf_prog_<tag>_<name> frames)",
         percent(in_probes as f64 / total as f64)
-    ))
-}
-
-/// How off-CPU stacks were sampled, when they were.
-fn offcpu_sampling(st: &switchyard_model::StackStats) -> Option<String> {
-    if st.offcpu_period_ns == 0 || st.offcpu_intervals == 0 {
-        return None;
-    }
-    Some(format!(
-        "off-CPU stacks sampled: {} of {} blocks walked ({:.1}%; every block of {} or more, shorter ones in proportion, their time weighted to stay unbiased; --offcpu-period 0 walks all)",
-        thousands(st.offcpu_walked),
-        thousands(st.offcpu_intervals),
-        100.0 * st.offcpu_walked as f64 / st.offcpu_intervals as f64,
-        ns(st.offcpu_period_ns),
     ))
 }

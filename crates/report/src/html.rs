@@ -899,18 +899,14 @@ fn flame_note(run: &Run, kind: ProfileKind) -> String {
 
 /// How off-CPU stacks were sampled, as a sentence to append; empty when every block was walked.
 fn offcpu_sampling_note(stats: &switchyard_model::StackStats) -> String {
-    if stats.offcpu_period_ns == 0 || stats.offcpu_intervals == 0 {
-        return String::new();
-    }
-    format!(
-        " Stacks are sampled: every block of {} or more was walked, a shorter one with \
-         probability (its length ÷ {}), its time weighted by the inverse, so the times stay \
-         unbiased ({} of {} blocks walked).",
-        ns(stats.offcpu_period_ns),
-        ns(stats.offcpu_period_ns),
-        thousands(stats.offcpu_walked),
-        thousands(stats.offcpu_intervals),
-    )
+    crate::units::offcpu_sampling(stats).map_or_else(String::new, |s| {
+        let mut c = s.chars();
+        let first = c
+            .next()
+            .map(|f| f.to_uppercase().to_string())
+            .unwrap_or_default();
+        format!(" {first}{}.", c.as_str())
+    })
 }
 
 /// A flame graph SVG embedded in a page: its own document in an `<iframe srcdoc>` (scripts and
@@ -1178,29 +1174,19 @@ fn locks(out: &mut String, run: &Run) {
         out.push_str("<p class=\"empty\">not recorded (needs eBPF)</p>\n</section>\n");
         return;
     }
-    let avg = l.futex.total_ns.checked_div(l.futex.count).unwrap_or(0);
-    let _ = writeln!(
-        out,
-        "<p>{} futex waits, {} in all (average {}, longest {}); {} timed out, {} did not \
-         block (the word had changed).</p>",
-        thousands(l.futex.count),
-        ns(l.futex.total_ns),
-        ns(avg),
-        ns(l.futex.max_ns),
-        thousands(l.futex.timeouts),
-        thousands(l.futex.eagain)
-    );
+    let _ = writeln!(out, "<p>{}.</p>", Esc(&crate::units::futex_waits(&l.futex)));
     if !l.futex_top.is_empty() {
         out.push_str(
-            "<table class=\"sortable\" id=\"futex-table\">\n<thead><tr><th>futex word</th><th>pid</th>\
+            "<table class=\"sortable\" id=\"futex-table\">\n<thead><tr><th>futex word</th><th>symbol</th><th>pid</th>\
              <th class=\"num\">waits</th><th class=\"num\">total</th><th class=\"num\">average</th></tr></thead>\n<tbody>\n",
         );
         for f in l.futex_top.iter().take(20) {
             let _ = writeln!(
                 out,
-                "<tr><td><code>{}</code></td><td>{}</td><td class=\"num\" data-v=\"{}\">{}</td>\
+                "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td class=\"num\" data-v=\"{}\">{}</td>\
                  <td class=\"num\" data-v=\"{}\">{}</td><td class=\"num\">{}</td></tr>",
                 Esc(&f.uaddr),
+                Esc(f.symbol.as_deref().unwrap_or("")),
                 f.tgid,
                 f.count,
                 thousands(f.count),
