@@ -56,6 +56,39 @@ pub fn unwind_tables(t: &switchyard_model::UnwindTables) -> String {
     s
 }
 
+/// The futex waits in one sentence, as the summary and the page give it: "1,234 futex waits,
+/// 56.0 ms in all (average 45.4 µs, longest 2.1 ms); 3 timed out, 10 did not block (the word
+/// had changed)".
+pub fn futex_waits(w: &switchyard_model::WaitSummary) -> String {
+    format!(
+        "{} futex waits, {} in all (average {}, longest {}); {} timed out, {} did not block \
+         (the word had changed)",
+        thousands(w.count),
+        ns(w.total_ns),
+        ns(w.total_ns.checked_div(w.count).unwrap_or(0)),
+        ns(w.max_ns),
+        thousands(w.timeouts),
+        thousands(w.eagain)
+    )
+}
+
+/// How off-CPU stacks were sampled, in one sentence; `None` when every block was walked.
+pub fn offcpu_sampling(stats: &switchyard_model::StackStats) -> Option<String> {
+    if stats.offcpu_period_ns == 0 || stats.offcpu_intervals == 0 {
+        return None;
+    }
+    Some(format!(
+        "off-CPU stacks are sampled: every block of {} or more was walked, a shorter one with \
+         probability (its length ÷ {}), its time weighted by the inverse so the times stay \
+         unbiased ({} of {} blocks walked, {:.1}%; --offcpu-period 0 walks all)",
+        ns(stats.offcpu_period_ns),
+        ns(stats.offcpu_period_ns),
+        thousands(stats.offcpu_walked),
+        thousands(stats.offcpu_intervals),
+        100.0 * stats.offcpu_walked as f64 / stats.offcpu_intervals as f64,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,35 +137,3 @@ mod tests {
     }
 }
 
-/// The futex waits in one sentence, as the summary and the page give it: "1,234 futex waits,
-/// 56.0 ms in all (average 45.4 µs, longest 2.1 ms); 3 timed out, 10 did not block (the word
-/// had changed)".
-pub fn futex_waits(w: &switchyard_model::WaitSummary) -> String {
-    format!(
-        "{} futex waits, {} in all (average {}, longest {}); {} timed out, {} did not block \
-         (the word had changed)",
-        thousands(w.count),
-        ns(w.total_ns),
-        ns(w.total_ns.checked_div(w.count).unwrap_or(0)),
-        ns(w.max_ns),
-        thousands(w.timeouts),
-        thousands(w.eagain)
-    )
-}
-
-/// How off-CPU stacks were sampled, in one sentence; `None` when every block was walked.
-pub fn offcpu_sampling(stats: &switchyard_model::StackStats) -> Option<String> {
-    if stats.offcpu_period_ns == 0 || stats.offcpu_intervals == 0 {
-        return None;
-    }
-    Some(format!(
-        "off-CPU stacks are sampled: every block of {} or more was walked, a shorter one with \
-         probability (its length ÷ {}), its time weighted by the inverse so the times stay \
-         unbiased ({} of {} blocks walked, {:.1}%; --offcpu-period 0 walks all)",
-        ns(stats.offcpu_period_ns),
-        ns(stats.offcpu_period_ns),
-        thousands(stats.offcpu_walked),
-        thousands(stats.offcpu_intervals),
-        100.0 * stats.offcpu_walked as f64 / stats.offcpu_intervals as f64,
-    ))
-}
