@@ -300,3 +300,105 @@ fn explain_refuses_a_file_that_is_not_a_run() {
     assert_user_error(&out, "not a valid run file");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A cgroup with a CPU quota (20% of one CPU), removed when dropped; `None` where this host
+/// has no writable CPU controller (cgroup v1's `cpu`, or v2 with `cpu` enabled).
+struct QuotaGroup {
+    dir: std::path::PathBuf,
+    procs: std::path::PathBuf,
+}
+
+impl QuotaGroup {
+    fn new(name: &str) -> Option<QuotaGroup> {
+        let v1 = std::path::Path::new("/sys/fs/cgroup/cpu");
+        if v1.join("cpu.cfs_quota_us").exists() {
+            let dir = v1.join(name);
+            std::fs::create_dir_all(&dir).ok()?;
+            std::fs::write(dir.join("cpu.cfs_quota_us"), "20000").ok()?;
+            return Some(QuotaGroup {
+                procs: dir.join("cgroup.procs"),
+                dir,
+            });
+        }
+        let root = std::path::Path::new("/sys/fs/cgroup");
+        let controllers = std::fs::read_to_string(root.join("cgroup.controllers")).ok()?;
+        if !controllers.split_whitespace().any(|c| c == "cpu") {
+            return None;
+        }
+        let _ = std::fs::write(root.join("cgroup.subtree_control"), "+cpu");
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).ok()?;
+        std::fs::write(dir.join("cpu.max"), "20000 100000").ok()?;
+        Some(QuotaGroup {
+            procs: dir.join("cgroup.procs"),
+            dir,
+        })
+    }
+}
+
+impl Drop for QuotaGroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+#[test]
+fn a_target_throttled_by_its_cgroup_quota_is_told() {
+    let test = "a_target_throttled_by_its_cgroup_quota_is_told";
+    if !privileged(test) {
+        return;
+    }
+    let name = format!("switchyard-test-quota-{}", std::process::id());
+    let Some(group) = QuotaGroup::new(&name) else {
+        let reason = format!("skipping {test}: no writable cgroup CPU controller on this host");
+        assert!(
+            !std::env::var("CI").is_ok_and(|v| v == "true" || v == "1"),
+            "{reason}; CI=true turns a skip into a failure"
+        );
+        eprintln!("{reason}");
+        return;
+    };
+    // The target moves itself into the group, then spins on CPU for longer than the recording.
+    let mut target = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {} && exec {} spin --iters 400000000000",
+            group.procs.display(),
+            demo().display()
+        ))
+        .spawn()
+        .expect("starting the target");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let dir = tempdir("explain-quota");
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .args(["record", "--duration", "1s", "--pid"])
+        .arg(target.id().to_string())
+        .arg("-o")
+        .arg(&run_path)
+        .output()
+        .expect("running switchyard");
+    let _ = target.kill();
+    let _ = target.wait();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let run = load_run(&run_path);
+    let cg = &run["cgroup"];
+    assert!(
+        cg["path"].as_str().unwrap().ends_with(&name),
+        "the run's cgroup is the target's: {cg}"
+    );
+    assert_eq!(cg["quota_us"], 20000, "{cg}");
+    // About 10 periods of 100 ms in a second, nearly all throttled at 20% of a CPU.
+    assert!(cg["throttled_periods"].as_u64().unwrap() >= 5, "{cg}");
+    assert!(cg["throttled_ns"].as_u64().unwrap() >= 300_000_000, "{cg}");
+    let ex = Command::new(switchyard())
+        .args(["explain", "--json"])
+        .arg(&run_path)
+        .output()
+        .unwrap();
+    let ex: Value = serde_json::from_slice(&ex.stdout).expect("explain --json");
+    let throttled = ex["throttled"].as_str().unwrap_or_default();
+    assert!(throttled.contains("throttled by its CPU quota"), "{ex:#}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
