@@ -116,6 +116,11 @@ const KERNEL: &[(&str, Kind)] = &[
     ("__skb_recv_datagram", Kind::Net),
     ("sock_alloc_send_pskb", Kind::Net),
     ("unix_stream_read_generic", Kind::Net),
+    ("unix_dgram_recvmsg", Kind::Net),
+    ("__skb_recv_udp", Kind::Net),
+    ("udp_recvmsg", Kind::Net),
+    ("tcp_recvmsg", Kind::Net),
+    ("tcp_sendmsg", Kind::Net),
     ("sock_recvmsg", Kind::Net),
     ("sock_sendmsg", Kind::Net),
     // Block I/O.
@@ -132,6 +137,11 @@ const KERNEL: &[(&str, Kind)] = &[
     // Pipes and children.
     ("pipe_read", Kind::Ipc),
     ("pipe_write", Kind::Ipc),
+    // Their names since Linux 6.15.
+    ("anon_pipe_read", Kind::Ipc),
+    ("anon_pipe_write", Kind::Ipc),
+    ("fifo_pipe_read", Kind::Ipc),
+    ("fifo_pipe_write", Kind::Ipc),
     ("wait_for_partner", Kind::Ipc),
     ("do_wait", Kind::Ipc),
     // Timers.
@@ -140,6 +150,7 @@ const KERNEL: &[(&str, Kind)] = &[
     ("common_nsleep", Kind::Sleep),
     // Futexes: what for is in the user frames.
     ("futex_wait", Kind::Lock),
+    ("futex_do_wait", Kind::Lock),
     ("__futex_wait", Kind::Lock),
     ("futex_wait_queue", Kind::Lock),
     ("futex_lock_pi", Kind::Lock),
@@ -536,6 +547,14 @@ mod tests {
             Kind::Net
         );
         assert_eq!(k("W", &["main", "nap"], &["do_nanosleep"]), Kind::Cpu);
+        assert_eq!(
+            k(
+                "S",
+                &["main", "xfer", "syscall"],
+                &["do_readv", "vfs_readv", "anon_pipe_read"]
+            ),
+            Kind::Ipc
+        );
         assert_eq!(k("R", &["main", "spin"], &[]), Kind::Cpu);
         assert_eq!(k("S", &["main", "odd"], &["schedule"]), Kind::Blocked);
         assert_eq!(k("D", &["main", "odd"], &["schedule"]), Kind::Io);
