@@ -11,7 +11,7 @@ use inferno::{
 };
 use switchyard_model::{
     Run,
-    units::{counted, ns_f, percent_change},
+    units::{counted, ns, ns_f, percent_change},
 };
 use switchyard_report::{
     ProfileKind, Threads, document, embed_flamegraph, escape_html as esc, folded_threads,
@@ -150,6 +150,54 @@ fn diff_section(out: &mut String, kind: ProfileKind, a: &[Run], b: &[Run]) -> Re
         kind.name(),
         kind.title()
     );
+    if kind != ProfileKind::OffCpu {
+        diff_graphs(out, kind, a, b, "")?;
+        out.push_str("</section>\n");
+        return Ok(());
+    }
+    // Off CPU, idle waits (threads waiting for work) are left out, and one click away.
+    let strip = |runs: &[Run]| -> (Vec<Run>, u64) {
+        let mut idle = 0;
+        let runs = runs
+            .iter()
+            .map(|r| {
+                let (r, ns) = switchyard_report::without_idle(r);
+                idle += ns;
+                r
+            })
+            .collect();
+        (runs, idle)
+    };
+    let ((a_busy, a_idle), (b_busy, b_idle)) = (strip(a), strip(b));
+    if a_idle + b_idle == 0 {
+        diff_graphs(out, kind, a, b, "")?;
+        out.push_str("</section>\n");
+        return Ok(());
+    }
+    let _ = writeln!(
+        out,
+        "<p class=\"note\">Idle waits, threads waiting for work (an event wait such as \
+         <code>epoll_wait</code> or <code>accept</code>, or a park), are left out: {} in A, {} in \
+         B (over all runs). They are drawn below, one click away.</p>",
+        ns(a_idle),
+        ns(b_idle)
+    );
+    diff_graphs(out, kind, &a_busy, &b_busy, "")?;
+    out.push_str("<details class=\"idle\">\n<summary>With idle waits</summary>\n");
+    diff_graphs(out, kind, a, b, "-all")?;
+    out.push_str("</details>\n</section>\n");
+    Ok(())
+}
+
+/// The differential graphs of one kind, merged by role and (folded) per thread; `tag` keeps
+/// the ids of a second set apart.
+fn diff_graphs(
+    out: &mut String,
+    kind: ProfileKind,
+    a: &[Run],
+    b: &[Run],
+    tag: &str,
+) -> Result<(), Error> {
     let per_thread = a.iter().chain(b).any(|r| merges_threads(r, kind));
     for (threads, fold) in [(Threads::ByRole, false), (Threads::Each, true)] {
         if fold && !per_thread {
@@ -164,7 +212,7 @@ fn diff_section(out: &mut String, kind: ProfileKind, a: &[Run], b: &[Run]) -> Re
                 Direction::AOverB => "A over B (negated)",
             };
             let id = format!(
-                "diff-{}{}{}-graph",
+                "diff-{}{}{}{tag}-graph",
                 kind.name(),
                 dir.suffix().replace('.', "-"),
                 if fold { "-threads" } else { "" }
@@ -188,7 +236,6 @@ fn diff_section(out: &mut String, kind: ProfileKind, a: &[Run], b: &[Run]) -> Re
             }
         }
     }
-    out.push_str("</section>\n");
     Ok(())
 }
 
@@ -256,7 +303,18 @@ fn what_changed(out: &mut String, ch: &switchyard_findings::Changes) {
             k = c.kind.name(),
         );
     }
-    out.push_str("</ol>\n</section>\n");
+    out.push_str("</ol>\n");
+    if ch.idle_a + ch.idle_b > 0.0 {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">Idle, not on the request path (threads waiting for work): {} → \
+             {} per {}.</p>",
+            esc(&ns_f(ch.idle_a)),
+            esc(&ns_f(ch.idle_b)),
+            esc(&ch.per)
+        );
+    }
+    out.push_str("</section>\n");
 }
 
 /// The comparison page.

@@ -34,8 +34,12 @@ pub struct Changes {
     /// Total thread time per `per`, ns, medians of A and B.
     pub total_a: f64,
     pub total_b: f64,
-    /// Ranked by |delta|, largest first.
+    /// Ranked by |delta|, largest first; idle waits are not among them.
     pub changes: Vec<Change>,
+    /// Idle waits (threads waiting for work) per `per`, ns, medians of A and B: apart from the
+    /// request path's changes.
+    pub idle_a: f64,
+    pub idle_b: f64,
 }
 
 /// Matches findings across runs: same kind, site, pool and culprit pool.
@@ -98,9 +102,24 @@ pub fn changes(a: &[Run], b: &[Run]) -> Changes {
         }
         (m, totals)
     };
-    let (ma, ta) = side(a);
-    let (mb, tb) = side(b);
+    let (mut ma, ta) = side(a);
+    let (mut mb, tb) = side(b);
     let median = |v: &[f64]| spread(v).map_or(0.0, |s| s.median);
+    // Idle waits, summed per run, then apart.
+    let idle = |m: &mut Side, runs: usize| -> f64 {
+        let mut per_run = vec![0.0; runs];
+        m.retain(|k, (v, _)| {
+            if k.0 != Kind::Idle {
+                return true;
+            }
+            for (p, x) in per_run.iter_mut().zip(v.iter()) {
+                *p += x;
+            }
+            false
+        });
+        median(&per_run)
+    };
+    let (idle_a, idle_b) = (idle(&mut ma, a.len()), idle(&mut mb, b.len()));
     let mut keys: Vec<_> = ma.keys().chain(mb.keys()).cloned().collect();
     keys.sort();
     keys.dedup();
@@ -147,6 +166,8 @@ pub fn changes(a: &[Run], b: &[Run]) -> Changes {
         total_a: median(&ta),
         total_b: median(&tb),
         changes: out,
+        idle_a,
+        idle_b,
     }
 }
 
@@ -169,6 +190,14 @@ impl Changes {
                 c.kind.name(),
                 c.summary,
                 c.explains * 100.0
+            ));
+        }
+        if self.idle_a + self.idle_b > 0.0 {
+            out.push_str(&format!(
+                "  idle, not on the request path (waiting for work): {} → {}/{}\n",
+                ns_f(self.idle_a),
+                ns_f(self.idle_b),
+                self.per
             ));
         }
         out

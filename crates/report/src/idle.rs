@@ -47,3 +47,30 @@ pub(crate) fn idle_ns(run: &Run, kind: ProfileKind) -> u64 {
         .map(|s| s.value)
         .sum()
 }
+
+/// `run` without its idle waits in the off-CPU and wakeup profiles, and their time, ns: what a
+/// comparison's differential graphs draw by default.
+pub fn without_idle(run: &Run) -> (Run, u64) {
+    let mut out = run.clone();
+    let mut idle = 0;
+    for kind in [ProfileKind::OffCpu, ProfileKind::Wakeup] {
+        let keep: Vec<Stack> = kind
+            .of(&run.profiles)
+            .stacks
+            .iter()
+            .filter(|s| {
+                let i = is_idle(run, s);
+                if i && kind == ProfileKind::OffCpu {
+                    idle += s.value;
+                }
+                !i
+            })
+            .cloned()
+            .collect();
+        match kind {
+            ProfileKind::OffCpu => out.profiles.offcpu.stacks = keep,
+            _ => out.profiles.wakeup.stacks = keep,
+        }
+    }
+    (out, idle)
+}

@@ -23,6 +23,7 @@ pub use escape::html as escape_html;
 pub use flame::{flamegraph, flamegraph_threads};
 pub use folded::{Threads, folded, folded_threads, role, sanitize_frame};
 pub use html::{document, embed_flamegraph, folded_view, html, merges_threads};
+pub use idle::without_idle;
 pub use pprof::{pprof, pprof_profile};
 pub use trace::chrome_trace;
 
