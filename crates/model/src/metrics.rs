@@ -425,7 +425,9 @@ pub fn unit_label(pattern: &str) -> String {
         "heap.bytes.per_op" => Unit::BytesPerOp,
         "perf.<counter>" => return "count (task-clock: ms)".into(),
         p if p.starts_with("latency.") || p.ends_with(".avg_us") => Unit::Micros,
-        p if p.ends_with("time.per_op") || p == "cpu.per_op" => Unit::MicrosPerOp,
+        p if p.ends_with("time.per_op") || p == "cpu.per_op" || p == "runqueue.wait.per_op" => {
+            Unit::MicrosPerOp
+        }
         p if p.ends_with(".per_op") => Unit::PerOp,
         p if p.ends_with(".per_s") => Unit::PerSecond,
         p if p.ends_with("time")
