@@ -15,6 +15,13 @@ use serde_json::Value;
 #[track_caller]
 fn within(what: &str, got: f64, want: f64, pct: f64) {
     let off = (got - want).abs() / want * 100.0;
+    // `--nocapture` shows every comparison, the figures a reader checks.
+    eprintln!(
+        "{what}: {:.1} ms against {:.1} ms ({:+.1}%)",
+        got / 1e6,
+        want / 1e6,
+        (got - want) / want * 100.0
+    );
     assert!(
         off <= pct,
         "{what}: switchyard says {:.1} ms, the reference {:.1} ms ({off:.1}% apart, {pct}% allowed)",
