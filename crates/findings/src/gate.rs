@@ -33,11 +33,16 @@ fn kinds(name: &str) -> &'static [Kind] {
 /// "70% lock waits …". Empty for a figure findings do not explain (memory, heap).
 pub fn behind<'a>(name: &str, ex: &'a Explanation, n: usize) -> Vec<(f64, &'a Finding)> {
     let kinds = kinds(name);
-    let matched: Vec<&Finding> = ex
+    let mut matched: Vec<&Finding> = ex
         .findings
         .iter()
         .filter(|f| kinds.contains(&f.kind))
         .collect();
+    // Idle waits only when nothing on the request path makes up the figure: they are rarely
+    // what a budget is about.
+    if matched.iter().any(|f| f.kind != Kind::Idle) {
+        matched.retain(|f| f.kind != Kind::Idle);
+    }
     let total: f64 = matched.iter().map(|f| f.seconds).sum();
     if total <= 0.0 {
         return Vec::new();
@@ -46,12 +51,7 @@ pub fn behind<'a>(name: &str, ex: &'a Explanation, n: usize) -> Vec<(f64, &'a Fi
         .into_iter()
         .map(|f| (f.seconds / total, f))
         .collect();
-    // Idle waits last: they are rarely what a budget is about.
-    out.sort_by(|a, b| {
-        (a.1.kind == Kind::Idle)
-            .cmp(&(b.1.kind == Kind::Idle))
-            .then(b.0.total_cmp(&a.0))
-    });
+    out.sort_by(|a, b| b.0.total_cmp(&a.0));
     out.truncate(n);
     out
 }
