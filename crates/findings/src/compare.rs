@@ -42,15 +42,21 @@ pub struct Changes {
     pub idle_b: f64,
 }
 
-/// Matches findings across runs: same kind, site, pool and culprit pool.
+/// Matches findings across runs: same kind, site, pool and culprit pool. Time on CPU matches by
+/// pool alone: a build that moves the hot code moves the site, not the pool's work.
 fn key(f: &Finding) -> (Kind, String, String, String) {
+    let site = if f.kind == Kind::Oncpu {
+        String::new()
+    } else {
+        f.site.clone()
+    };
     let pool = f.threads.first().map(|t| pattern(t)).unwrap_or_default();
     let culprit = f
         .culprit
         .as_ref()
         .map(|c| pattern(&c.thread))
         .unwrap_or_default();
-    (f.kind, f.site.clone(), pool, culprit)
+    (f.kind, site, pool, culprit)
 }
 
 fn describe(f: &Finding) -> String {
