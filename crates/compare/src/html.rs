@@ -297,9 +297,11 @@ fn what_changed(out: &mut String, ch: &switchyard_findings::Changes) {
     for c in ch.changes.iter().take(5) {
         let _ = writeln!(
             out,
-            "<li><span class=\"kind {k}\">{k}</span> {} <b>explains {:.0}%</b></li>",
-            esc(&c.summary),
+            "<li class=\"finding k-{k}\"><span class=\"kind\">{k}</span> \
+             <span class=\"f-time\">explains {:.0}%</span>\
+             <span class=\"f-summary\">{}</span></li>",
             c.explains * 100.0,
+            esc(&c.summary),
             k = c.kind.name(),
         );
     }

@@ -57,7 +57,7 @@ fn page_structure(page: &str) -> String {
                 || l.starts_with("<p class=\"empty")
                 || l.starts_with("<p class=\"headline")
                 || l.starts_with("<p class=\"note verdicts")
-                || l.starts_with("<li><span class=\"kind")
+                || l.starts_with("<li class=\"finding")
         })
         .map(|l| format!("{l}\n"))
         .collect()
