@@ -6,8 +6,9 @@
 //! a resource its work needs:
 //! - an event-wait call: `epoll_wait`, `poll`, `select` (and their `p` forms), `accept`;
 //! - a park: a condition variable (`pthread_cond_*wait`, Rust's `Condvar`), a thread park,
-//!   a channel receive, or the Go scheduler putting a thread to sleep (`runtime.stopm`,
-//!   `runtime.notesleep`).
+//!   a channel receive, joining a thread, or the Go scheduler looking for work or putting a
+//!   thread to sleep (`runtime.findRunnable`, `runtime.stopm`, `runtime.notesleep`), and its
+//!   monitor (`runtime.sysmon`).
 //!
 //! A socket read or write that blocks is a network wait, a mutex is a lock, whatever woke
 //! them. The rule needs stacks; without them no wait is called idle.
@@ -198,6 +199,32 @@ const GC: &[&str] = &[
     "runtime.forEachP",
 ];
 
+/// User frames of the Go scheduler finding no work, and of its background monitor.
+const GO_SCHEDULER: &[&str] = &[
+    "runtime.findRunnable",
+    "runtime.findrunnable",
+    "runtime.stopm",
+    "runtime.sysmon",
+    "runtime.runqgrab",
+    "runtime.notesleep",
+];
+
+/// User frames of the Go GC's own work on CPU: mark workers, assists, sweeping.
+const GC_WORK: &[&str] = &[
+    "runtime.gcBgMarkWorker",
+    "runtime.gcAssistAlloc",
+    "runtime.gcDrain",
+    "runtime.bgsweep",
+    "runtime.markroot",
+];
+
+/// Whether an on-CPU stack is the Go GC at work.
+pub fn in_gc(frames: &[&Frame]) -> bool {
+    frames
+        .iter()
+        .any(|f| f.kind != FrameKind::Kernel && GC_WORK.iter().any(|g| f.name.starts_with(g)))
+}
+
 /// Syscall names, for stacks recorded without kernel frames (label), by kind.
 const SYSCALLS: &[(&str, Kind)] = &[
     ("epoll_wait", Kind::Idle),
@@ -365,6 +392,14 @@ pub fn classify(label: &str, frames: &[&Frame]) -> Reading {
         .find(|f| GC.iter().any(|g| f.name.starts_with(g)))
     {
         return reading(Kind::Gc, &f.name);
+    }
+    // The Go scheduler looking for work, and its monitor: idle whatever the wait (a futex,
+    // a usleep, the netpoller's epoll).
+    if let Some(f) = user
+        .iter()
+        .find(|f| GO_SCHEDULER.iter().any(|g| f.name.starts_with(g)))
+    {
+        return reading(Kind::Idle, &f.name);
     }
     // Kernel frames, innermost first: the first that says anything decides.
     let kernel_hit = frames
@@ -556,6 +591,14 @@ mod tests {
             Kind::Ipc
         );
         assert_eq!(k("R", &["main", "spin"], &[]), Kind::Cpu);
+        assert_eq!(
+            k(
+                "S",
+                &["runtime.mstart", "runtime.sysmon", "runtime.usleep"],
+                &["do_nanosleep"]
+            ),
+            Kind::Idle
+        );
         assert_eq!(k("S", &["main", "odd"], &["schedule"]), Kind::Blocked);
         assert_eq!(k("D", &["main", "odd"], &["schedule"]), Kind::Io);
         assert_eq!(

@@ -684,6 +684,30 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         if total <= 0.0 || rest / total < 0.05 {
             continue;
         }
+        // One wait that outlasted the recording: the thread never ran, so it had no work
+        // (its stack is taken when a wait ends, and this one did not).
+        if covered == 0.0 && t.voluntary + t.involuntary <= 2 && rest / total > 0.95 {
+            out.push(Finding {
+                kind: Kind::Idle,
+                seconds: rest / 1e9,
+                share: rest / total,
+                threads: vec![t.comm.clone()],
+                tids: vec![t.tid],
+                site: String::new(),
+                culprit: None,
+                evidence: "thread rows: one wait over the whole recording, never woken".into(),
+                summary: format!(
+                    "{} was parked the whole recording ({}), never woken",
+                    t.comm,
+                    ns(rest as u64)
+                ),
+                address: None,
+                symbol: None,
+                then_cpu_s: 0.0,
+                when: None,
+            });
+            continue;
+        }
         out.push(Finding {
             kind: Kind::Blocked,
             seconds: rest / 1e9,
@@ -809,10 +833,20 @@ fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
     let run = cx.run;
     let p = &run.profiles;
     let mut sites: BTreeMap<u32, BTreeMap<String, u64>> = BTreeMap::new();
+    // Samples in the Go GC (mark workers, assists, sweeping), by thread: (in it, all).
+    let mut gc: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
     for s in &p.oncpu.stacks {
-        let site = classify::site(&frames_of(run, s));
+        let frames = frames_of(run, s);
+        let e = gc.entry(s.tid).or_default();
+        e.1 += s.value;
+        if classify::in_gc(&frames) {
+            e.0 += s.value;
+            continue;
+        }
+        let site = classify::site(&frames);
         *sites.entry(s.tid).or_default().entry(site).or_default() += s.value;
     }
+    let mut gc_groups: BTreeMap<String, Group> = BTreeMap::new();
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     let mut share_of_site: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
     for t in run.threads.iter().filter(|t| t.oncpu_ns > 0) {
@@ -823,16 +857,66 @@ fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
         let all: u64 = sites.get(&t.tid).map_or(0, |m| m.values().sum());
         let site = top.as_ref().map_or(String::new(), |(s, _)| s.clone());
         let key = (pattern(&t.comm), site);
+        // The exact on-CPU time, shared between the GC and the rest by samples.
+        let (in_gc, samples) = gc.get(&t.tid).copied().unwrap_or((0, 0));
+        let gc_ns = if samples > 0 {
+            t.oncpu_ns as f64 * in_gc as f64 / samples as f64
+        } else {
+            0.0
+        };
+        if gc_ns > 0.0 {
+            gc_groups
+                .entry(pattern(&t.comm))
+                .or_default()
+                .add(t.tid, gc_ns, "");
+        }
         groups
             .entry(key.clone())
             .or_default()
-            .add(t.tid, t.oncpu_ns as f64, "");
+            .add(t.tid, t.oncpu_ns as f64 - gc_ns, "");
         let e = share_of_site.entry(key).or_default();
         e.0 += top.map_or(0, |(_, v)| v);
         e.1 += all;
     }
+    let gc_findings: Vec<Finding> = gc_groups
+        .into_values()
+        .map(|g| {
+            let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
+            let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
+            let total = cx.threads_time(&tids);
+            let share = if total > 0.0 { g.ns / total } else { 0.0 };
+            let (in_gc, all) = tids.iter().fold((0, 0), |(a, b), t| {
+                let (x, y) = gc.get(t).copied().unwrap_or((0, 0));
+                (a + x, b + y)
+            });
+            Finding {
+                kind: Kind::Gc,
+                seconds: g.ns / 1e9,
+                share,
+                summary: format!(
+                    "{} ran the Go GC {} on CPU ({} of {} time): mark workers, assists and sweeping, CPU the requests did not get",
+                    thread_list(&names),
+                    ns(g.ns as u64),
+                    percent(share),
+                    if names.len() == 1 { "its" } else { "their" },
+                ),
+                evidence: format!(
+                    "thread rows (on-CPU time); on-CPU profile: {in_gc} of {all} samples under runtime.gcBgMarkWorker, gcAssistAlloc, gcDrain or bgsweep"
+                ),
+                threads: names,
+                tids: tids.into_iter().collect(),
+                site: "runtime.gcBgMarkWorker".into(),
+                culprit: None,
+                address: None,
+                symbol: None,
+                then_cpu_s: 0.0,
+                when: None,
+            }
+        })
+        .collect();
     groups
         .into_iter()
+        .filter(|(_, g)| g.ns > 0.0)
         .map(|(key, g)| {
             let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
             let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
@@ -874,6 +958,7 @@ fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
                 when: None,
             }
         })
+        .chain(gc_findings)
         .collect()
 }
 

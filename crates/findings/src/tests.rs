@@ -402,3 +402,46 @@ fn a_failed_figure_names_the_findings_behind_it() {
         let _ = behind(name, &ex, 3);
     }
 }
+
+#[test]
+fn the_go_gc_on_cpu_is_its_own_finding() {
+    let mut run = waits_run();
+    run.threads
+        .push(thread(7, "cache", 1_000 * MS, 2_000 * MS, 0));
+    let gc = stack(
+        &mut run,
+        7,
+        "",
+        &[
+            "runtime.gcBgMarkWorker",
+            "runtime.gcDrain",
+            "runtime.scanobject",
+        ],
+        &[],
+        30,
+    );
+    let serve = stack(&mut run, 7, "", &["main.serve", "main.handle"], &[], 70);
+    run.profiles.oncpu.stacks.extend([gc, serve]);
+    let ex = explain(&run);
+    let f = find(&ex, Kind::Gc, "cache");
+    assert!((f.seconds - 0.3).abs() < 1e-9, "{f:?}");
+    let on = find(&ex, Kind::Oncpu, "cache");
+    assert!((on.seconds - 0.7).abs() < 1e-9, "{on:?}");
+    assert_eq!(on.site, "main.handle");
+}
+
+#[test]
+fn a_thread_parked_the_whole_recording_is_idle() {
+    let mut run = waits_run();
+    let mut parked = thread(8, "sysmon-ish", 0, 3_000 * MS, 0);
+    parked.voluntary = 1;
+    parked.involuntary = 0;
+    run.threads.push(parked);
+    let ex = explain(&run);
+    let f = find(&ex, Kind::Idle, "sysmon-ish");
+    assert!(
+        f.summary.contains("parked the whole recording"),
+        "{}",
+        f.summary
+    );
+}
