@@ -218,6 +218,22 @@ const GC_WORK: &[&str] = &[
     "runtime.markroot",
 ];
 
+/// Whether a stack is in the recorder's own uprobe machinery (the single-step trap of a probed
+/// instruction, the return trampoline).
+pub fn in_probe(frames: &[&Frame]) -> bool {
+    const PROBE: &[&str] = &[
+        "[uprobes]",
+        "asm_exc_debug",
+        "exc_debug_user",
+        "asm_exc_int3",
+        "uprobe_notify_resume",
+        "arch_uprobe_post_xol",
+        "uprobe_handle_trampoline",
+        "__do_sys_uretprobe",
+    ];
+    frames.iter().any(|f| PROBE.contains(&f.name.as_str()))
+}
+
 /// Whether an on-CPU stack is the Go GC at work.
 pub fn in_gc(frames: &[&Frame]) -> bool {
     frames
@@ -276,6 +292,24 @@ fn is_library(f: &Frame) -> bool {
         "parking_lot",
         "<parking_lot",
         "libc::",
+        // Go's standard library: the program's own functions are main.… and its packages'.
+        "net.",
+        "net/",
+        "bufio.",
+        "io.",
+        "os.",
+        "sync.",
+        "fmt.",
+        "time.",
+        "bytes.",
+        "strings.",
+        "strconv.",
+        "encoding/",
+        "crypto/",
+        "compress/",
+        "context.",
+        "reflect.",
+        "sort.",
     ];
     // libc's wrappers, as a frame-pointer or CFI walk names them.
     const WRAPPERS: &[&str] = &[

@@ -340,7 +340,9 @@ pub fn explain(run: &Run) -> Explanation {
     findings.extend(wait_findings(&cx, &mut out.limits));
     findings.extend(oncpu_findings(&cx));
     findings.extend(gc_pauses(&cx));
-    findings.retain(|f| f.seconds * 1e9 >= MIN_NS && f.share >= MIN_SHARE);
+    // The Go GC's work is kept whatever its share of mostly idle threads' time: it is CPU the
+    // requests did not get.
+    findings.retain(|f| f.seconds * 1e9 >= MIN_NS && (f.share >= MIN_SHARE || f.kind == Kind::Gc));
     if let Some(t) = &run.timeline {
         for f in &mut findings {
             f.when = when(run, t, f);
@@ -423,8 +425,28 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
             let total = cx.threads_time(&tids);
             let share = if total > 0.0 { g.ns / total } else { 0.0 };
-            let top = g.culprits.iter().max_by(|a, b| a.1.total_cmp(b.1));
-            let culprit = top.and_then(|(&tid, &held)| {
+            // Holders pool by process and name without numbers (a driver's connection-1 …
+            // connection-4 are one culprit); the pool's busiest thread names it.
+            let mut pools: BTreeMap<(u32, String), (f64, u32, f64, usize)> = BTreeMap::new();
+            for (&tid, &held) in &g.culprits {
+                let Some(h) = holder_rows.get(&tid) else {
+                    continue;
+                };
+                let e = pools
+                    .entry((h.holder_tgid, pattern(&h.holder_comm)))
+                    .or_insert((0.0, tid, 0.0, 0));
+                e.0 += held;
+                e.3 += 1;
+                if held > e.2 {
+                    (e.1, e.2) = (tid, held);
+                }
+            }
+            let top = pools
+                .values()
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|&(held, tid, _, n)| (tid, held, n));
+            let pool_size = top.map_or(1, |t| t.2);
+            let culprit = top.and_then(|(tid, held, _)| {
                 let h = holder_rows.get(&tid)?;
                 let (process, same) = cx.process_of(h.holder_tgid);
                 let (doing, frames) = if same {
@@ -463,9 +485,14 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             );
             if let Some((c, held)) = &culprit {
                 summary += &format!(
-                    "{}, held by {} ({}{}{}){}",
+                    "{}, held by {}{} ({}{}{}){}",
                     c.cpu.map_or(String::new(), |n| format!(" (CPU {n} mostly)")),
                     c.thread,
+                    if pool_size > 1 {
+                        format!(" and {} more threads like it", pool_size - 1)
+                    } else {
+                        String::new()
+                    },
                     if c.same_process {
                         "this process".to_string()
                     } else {
@@ -478,7 +505,9 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                         String::new()
                     },
                     match c.frames.first() {
-                        Some(f) if c.same_process => format!(" in {f}"),
+                        Some(f) if c.same_process && c.doing.starts_with("running") => {
+                            format!(" in {f}")
+                        }
                         _ => String::new(),
                     }
                 );
@@ -488,7 +517,10 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                     percent(*held)
                 );
                 if c.same_process && !c.frames.is_empty() {
-                    evidence += &format!("; {}'s on-CPU profile: {}", c.thread, c.doing);
+                    evidence += &format!(
+                        "; {} spent most of its own time {} (its profiles)",
+                        c.thread, c.doing
+                    );
                 }
             }
             Finding {
@@ -717,7 +749,8 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             site: String::new(),
             culprit: None,
             evidence: if stacks_on {
-                "thread rows: blocked time no off-CPU stack covers (waits shorter than --min-block)"
+                "thread rows: blocked time no off-CPU stack covers (a wait under way when the \
+                 recording began, or short waits under --min-block or not sampled)"
                     .into()
             } else {
                 "thread rows: blocked time (recorded without stacks)".into()
@@ -841,6 +874,10 @@ fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
         e.1 += s.value;
         if classify::in_gc(&frames) {
             e.0 += s.value;
+            continue;
+        }
+        // The recorder's own uprobe traps say nothing of where the program was.
+        if classify::in_probe(&frames) {
             continue;
         }
         let site = classify::site(&frames);

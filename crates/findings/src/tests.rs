@@ -445,3 +445,41 @@ fn a_thread_parked_the_whole_recording_is_idle() {
         f.summary
     );
 }
+
+#[test]
+fn holders_pool_by_process_and_name() {
+    let mut run = waits_run();
+    // The worker's CPU is now held by a driver's three connections and one server thread:
+    // each connection less than the server thread, together more.
+    let holder = |tgid, tid, comm: &str, ns| CpuHolder {
+        tgid: 100,
+        tid: 1,
+        cpu: 0,
+        holder_tgid: tgid,
+        holder_tid: tid,
+        holder_comm: comm.into(),
+        holder_nice: 0,
+        count: 10,
+        ns,
+    };
+    run.cpu_holders = vec![
+        holder(100, 2, "hog", 1_000 * MS),
+        holder(900, 901, "connection-1", 700 * MS),
+        holder(900, 902, "connection-2", 600 * MS),
+        holder(900, 903, "connection-3", 600 * MS),
+    ];
+    let ex = explain(&run);
+    let f = find(&ex, Kind::Cpu, "worker");
+    let c = f.culprit.as_ref().unwrap();
+    assert_eq!(
+        (c.thread.as_str(), c.tid, c.pid),
+        ("connection-1", 901, 900)
+    );
+    assert!(!c.same_process);
+    assert!(
+        f.summary
+            .contains("held by connection-1 and 2 more threads like it (another process, pid 900"),
+        "{}",
+        f.summary
+    );
+}
