@@ -79,10 +79,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     let cmp = switchyard_compare::compare(&a_label, &a, &b_label, &b);
     out(switchyard_compare::render_text(&cmp, args.all))?;
     // Which few findings explain the difference.
-    out(format!(
-        "\n{}",
-        switchyard_findings::changes(&a, &b).render(5)
-    ))?;
+    out(format!("\n{}", cmp.changed.render(5)))?;
     if let Some(dir) = &args.output {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let page = switchyard_compare::html(&cmp, &a, &b, args.all)

@@ -322,7 +322,7 @@ fn what_changed(out: &mut String, ch: &switchyard_findings::Changes) {
 /// The comparison page.
 pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, Error> {
     let mut main = String::new();
-    what_changed(&mut main, &switchyard_findings::changes(a, b));
+    what_changed(&mut main, &c.changed);
     let _ = writeln!(
         main,
         "<section id=\"summary\">\n<h2>Summary</h2>\n<p class=\"headline\"><b>{}</b></p>\n\

@@ -118,6 +118,9 @@ pub struct Comparison {
     /// What records [`MIN_RUNS`] runs of each build: `just compare WORKLOAD A B 3`, with the
     /// runs' workload and builds when they name them.
     pub rerun: String,
+    /// The findings that explain the difference, ranked: the terminal's and the page's "what
+    /// changed".
+    pub changed: switchyard_findings::Changes,
 }
 
 /// Figures shown by default: the headline ones, then syscalls by name.
@@ -241,6 +244,7 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
         b_runs: b.len(),
         rows,
         rerun: rerun(a, b),
+        changed: switchyard_findings::changes(a, b),
     }
 }
 

@@ -22,7 +22,7 @@ pub mod classify;
 mod compare;
 mod gate;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, btree_map::Entry};
 
 use serde::{Deserialize, Serialize};
 use switchyard_model::{
@@ -135,18 +135,16 @@ struct Piece<'a> {
     stack: &'a Stack,
 }
 
-fn frames_of<'a>(run: &'a Run, s: &Stack) -> Vec<&'a Frame> {
-    s.frames
+/// The run's frames at `indices` (a stack's, a timeline stack's), root first.
+pub fn frames<'a>(run: &'a Run, indices: &[u32]) -> Vec<&'a Frame> {
+    indices
         .iter()
         .filter_map(|&i| run.profiles.frames.get(i as usize))
         .collect()
 }
 
-fn waker_frames_of<'a>(run: &'a Run, s: &Stack) -> Vec<&'a Frame> {
-    s.waker_frames
-        .iter()
-        .filter_map(|&i| run.profiles.frames.get(i as usize))
-        .collect()
+fn frames_of<'a>(run: &'a Run, s: &Stack) -> Vec<&'a Frame> {
+    frames(run, &s.frames)
 }
 
 /// A thread name with its numbers taken out, so a pool's threads group: "producer-3" →
@@ -565,8 +563,8 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         *then_cpu.entry((s.tid, r.kind, r.site)).or_default() += s.value as f64;
     }
     // Releasers of each (waiter, site) wait, from the wakeup profile.
-    // (waiter tid, site) → (waker tgid, tid, name) → ns.
-    type Releasers = BTreeMap<(u32, u32, String), f64>;
+    // (waiter tid, site) → (waker tid, name) → ns.
+    type Releasers = BTreeMap<(u32, String), f64>;
     let mut wakers: BTreeMap<(u32, String), Releasers> = BTreeMap::new();
     let mut waker_stacks: BTreeMap<u32, (f64, Vec<String>)> = BTreeMap::new();
     for s in &p.wakeup.stacks {
@@ -574,20 +572,27 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         if r.kind != Kind::Lock {
             continue;
         }
-        let Some(w) = waker_of(run, s) else { continue };
+        // An interrupt's wakeup names no thread.
+        let tid = waker_tid(run, s);
+        if tid == 0 {
+            continue;
+        }
+        let v = s.value as f64;
         *wakers
             .entry((s.tid, r.site))
             .or_default()
-            .entry(w)
-            .or_default() += s.value as f64;
-        let e = waker_stacks
-            .entry(waker_tid(run, s))
-            .or_insert((0.0, classify::user_names(&waker_frames_of(run, s))));
-        if (s.value as f64) > e.0 {
-            *e = (
-                s.value as f64,
-                classify::user_names(&waker_frames_of(run, s)),
-            );
+            .entry((tid, s.waker_comm.clone()))
+            .or_default() += v;
+        // The releaser's heaviest waking stack.
+        let names = || classify::user_names(&frames(run, &s.waker_frames));
+        match waker_stacks.entry(tid) {
+            Entry::Vacant(e) => {
+                e.insert((v, names()));
+            }
+            Entry::Occupied(mut e) if v > e.get().0 => {
+                e.insert((v, names()));
+            }
+            Entry::Occupied(_) => {}
         }
     }
     let mut groups: BTreeMap<(Kind, String, String), Group> = BTreeMap::new();
@@ -600,7 +605,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             wakers
                 .get(&(piece.tid, piece.reading.site.clone()))
                 .and_then(|w| w.iter().max_by(|a, b| a.1.total_cmp(b.1)))
-                .map_or(String::new(), |((_, _, comm), _)| pattern(comm))
+                .map_or(String::new(), |((_, comm), _)| pattern(comm))
         } else {
             String::new()
         };
@@ -615,7 +620,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             .remove(&(piece.tid, piece.reading.kind, piece.reading.site.clone()))
             .unwrap_or(0.0);
         if let Some(w) = wakers.get(&(piece.tid, piece.reading.site.clone())) {
-            for ((_, wtid, _), v) in w {
+            for ((wtid, _), v) in w {
                 *g.culprits.entry(*wtid).or_default() += v;
             }
         }
@@ -768,12 +773,6 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         });
     }
     out
-}
-
-/// (tgid, tid, comm) of a wakeup stack's waker; `None` for an interrupt.
-fn waker_of(run: &Run, s: &Stack) -> Option<(u32, u32, String)> {
-    let tid = waker_tid(run, s);
-    (tid != 0).then(|| (0, tid, s.waker_comm.clone()))
 }
 
 /// The waker's thread id: as recorded, or, in a run from before ids were kept, the thread of
@@ -1083,14 +1082,10 @@ fn when(run: &Run, t: &switchyard_model::Timeline, f: &Finding) -> Option<When> 
                 if !tids.contains(&tid) {
                     continue;
                 }
-                let Some(frames) = t.stacks.get(stack as usize) else {
+                let Some(indices) = t.stacks.get(stack as usize) else {
                     continue;
                 };
-                let frames: Vec<&Frame> = frames
-                    .iter()
-                    .filter_map(|&i| run.profiles.frames.get(i as usize))
-                    .collect();
-                let r = classify(label, &frames);
+                let r = classify(label, &frames(run, indices));
                 if r.kind == f.kind && r.site == f.site {
                     times.push(at);
                 }

@@ -220,6 +220,8 @@ pub fn check_repeats(
     for (label, runs) in groups {
         let Some(first) = runs.first() else { continue };
         let figures: Vec<_> = runs.iter().map(|r| metrics::extract(r)).collect();
+        // The group's findings, read once, when a budget fails.
+        let mut findings = None;
         for b in budgets.iter().filter(|b| b.applies(first)) {
             let found: Vec<Metric> = runs
                 .iter()
@@ -242,7 +244,10 @@ pub fn check_repeats(
                 .map(|m| m.value);
             let status = match judge(b, fig, base_value, baseline.is_some()) {
                 // A figure that failed says what is behind it, from the findings.
-                Status::Fail(why) if fig.is_some() => Status::Fail(with_causes(why, first, b)),
+                Status::Fail(why) if fig.is_some() => {
+                    let ex = findings.get_or_insert_with(|| switchyard_findings::explain(first));
+                    Status::Fail(with_causes(why, ex, b))
+                }
                 s => s,
             };
             out.push(Check {
@@ -259,9 +264,8 @@ pub fn check_repeats(
 }
 
 /// `why`, and the top findings behind the budget's figure: "…; of which 70% [lock] …".
-fn with_causes(why: String, run: &Run, b: &Budget) -> String {
-    let ex = switchyard_findings::explain(run);
-    let behind = switchyard_findings::behind(&b.metric, &ex, 2);
+fn with_causes(why: String, ex: &switchyard_findings::Explanation, b: &Budget) -> String {
+    let behind = switchyard_findings::behind(&b.metric, ex, 2);
     if behind.is_empty() {
         return why;
     }

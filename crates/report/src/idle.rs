@@ -4,7 +4,7 @@
 //! files and pprof profiles keep every stack.
 
 use switchyard_findings::{Kind, classify};
-use switchyard_model::{Frame, Run, Stack};
+use switchyard_model::{Run, Stack};
 
 use crate::ProfileKind;
 
@@ -28,11 +28,7 @@ pub(crate) fn is_idle(run: &Run, stack: &Stack) -> bool {
 /// Whether a thread that went off CPU in state `label` ("S", "D", …) with `frames` (indices
 /// into the run's frames, root first) waited for work.
 pub(crate) fn waits_for_work(run: &Run, label: &str, frames: &[u32]) -> bool {
-    let frames: Vec<&Frame> = frames
-        .iter()
-        .filter_map(|&i| run.profiles.frames.get(i as usize))
-        .collect();
-    classify(label, &frames).kind == Kind::Idle
+    classify(label, &switchyard_findings::frames(run, frames)).kind == Kind::Idle
 }
 
 /// The time of `kind`'s idle stacks, ns; 0 for a profile whose graph shows them all.
