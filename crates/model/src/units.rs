@@ -213,6 +213,20 @@ pub fn bytes(v: u64) -> String {
     )
 }
 
+/// Seconds of wall time with one decimal: 2.04 → "2.0 s" (a recording's or a window's length).
+pub fn seconds(secs: f64) -> String {
+    format!("{secs:.1} s")
+}
+
+/// A length as a progress bar's total, whole seconds when it is one: "30s", "1.5s".
+pub fn seconds_short(secs: f64) -> String {
+    if secs.fract() == 0.0 {
+        format!("{secs:.0}s")
+    } else {
+        format!("{secs:.1}s")
+    }
+}
+
 /// KiB (as the kernel reports resident memory) in MiB with one decimal: 2048 → "2.0 MiB".
 pub fn kib_as_mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
@@ -360,6 +374,9 @@ mod tests {
         assert_eq!(rate(1000, 2.0), "500");
         assert_eq!(rate(25, 2.0), "12.5");
         assert_eq!(percent(0.6723), "67.2%");
+        assert_eq!(seconds(2.04), "2.0 s");
+        assert_eq!(seconds_short(30.0), "30s");
+        assert_eq!(seconds_short(1.5), "1.5s");
         assert_eq!(significant(3.0214), "3.02");
         assert_eq!(significant(0.004123), "0.00412");
         assert_eq!(significant(1234.5), "1,235");
