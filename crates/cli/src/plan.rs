@@ -12,7 +12,11 @@ use anyhow::Result;
 use switchyard_loader::{Span, StackConfig, Syscalls, TimelineConfig, Unwind};
 use switchyard_model::TargetMode;
 
-use crate::{RecordArgs, UnwindArg, fail::hinted, procfs, spawn};
+use crate::{
+    args::{OtlpProtocolArg, RecordArgs, UnwindArg},
+    fail::hinted,
+    procfs, spawn,
+};
 
 /// What to record, validated.
 pub struct Plan {
@@ -328,8 +332,8 @@ fn export_config(args: &RecordArgs) -> Result<Option<switchyard_export::Config>>
         .as_deref()
         .map(|url| {
             let protocol = args.otlp_protocol.map(|p| match p {
-                crate::OtlpProtocolArg::Http => switchyard_export::Protocol::Http,
-                crate::OtlpProtocolArg::Grpc => switchyard_export::Protocol::Grpc,
+                OtlpProtocolArg::Http => switchyard_export::Protocol::Http,
+                OtlpProtocolArg::Grpc => switchyard_export::Protocol::Grpc,
             });
             switchyard_export::Otlp::parse(url, protocol).map_err(|e| {
                 hinted(

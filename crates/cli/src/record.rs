@@ -21,7 +21,7 @@ use switchyard_model::{
 use switchyard_symbolize::Maps;
 
 use crate::{
-    RecordArgs,
+    args::RecordArgs,
     assemble::{DEGRADED_TICK_MS, Recording, Source, assemble},
     collect::Collection,
     fail::{hinted, signal_name},
