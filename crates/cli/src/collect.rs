@@ -84,7 +84,7 @@ impl Collection {
     pub fn start(&mut self, pid: u32) -> Result<u64> {
         match self {
             Collection::Ebpf { probes, .. } => probes.start(pid).context("starting the recording"),
-            Collection::Degraded { .. } => Ok(switchyard_model::driver::monotonic_ns()),
+            Collection::Degraded { .. } => Ok(crate::clock::monotonic_ns()),
         }
     }
 
@@ -92,7 +92,7 @@ impl Collection {
     pub fn stop(&mut self) -> Result<u64> {
         match self {
             Collection::Ebpf { probes, .. } => probes.stop().context("stopping the recording"),
-            Collection::Degraded { .. } => Ok(switchyard_model::driver::monotonic_ns()),
+            Collection::Degraded { .. } => Ok(crate::clock::monotonic_ns()),
         }
     }
 

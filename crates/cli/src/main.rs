@@ -7,6 +7,7 @@
 mod args;
 mod assemble;
 mod cgroup;
+mod clock;
 mod collect;
 mod compare;
 mod doctor;
@@ -19,6 +20,7 @@ mod procfs;
 mod progress;
 mod record;
 mod report;
+mod runs;
 mod spawn;
 mod summary;
 mod timeline;

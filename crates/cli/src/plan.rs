@@ -298,7 +298,7 @@ fn check_windows_dir(dir: PathBuf) -> Result<PathBuf> {
     std::fs::create_dir_all(&dir).map_err(|e| refuse(e.to_string()))?;
     nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK)
         .map_err(|e| refuse(format!("it is not writable ({e})")))?;
-    if !crate::windows::run_files(&dir)
+    if !crate::runs::run_files(&dir)
         .map_err(|e| refuse(e.to_string()))?
         .is_empty()
     {

@@ -8,7 +8,7 @@ use std::{
         Arc,
         atomic::{AtomicUsize, Ordering},
     },
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant, SystemTime},
 };
 
 use anyhow::{Context as _, Result};
@@ -23,6 +23,7 @@ use switchyard_symbolize::Maps;
 use crate::{
     args::RecordArgs,
     assemble::{DEGRADED_TICK_MS, Recording, Source, assemble},
+    clock::unix_ns,
     collect::Collection,
     fail::{hinted, signal_name},
     plan::{Plan, PlannedTarget},
@@ -463,10 +464,4 @@ fn read_workload(path: &std::path::Path, start_mono: u64) -> Result<Workload> {
     let r = DriverResult::read(path)
         .with_context(|| format!("reading the workload result {}", path.display()))?;
     Ok(r.to_workload(start_mono))
-}
-
-pub fn unix_ns(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }

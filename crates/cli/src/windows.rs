@@ -1,10 +1,9 @@
-//! A continuous recording's windows (`record --every`): when to cut the next, what becomes of
-//! each (a `run-<n>.json` in a folder, an export), and a folder of them read back as runs for
-//! `compare`, `gate` and `report`.
+//! A continuous recording's windows (`record --every`): when to cut the next and what becomes of
+//! each (a `run-<n>.json` in a folder, an export). [`crate::runs`] reads a folder of them back.
 
 use std::{
     io,
-    path::{Path, PathBuf},
+    path::PathBuf,
     time::{Duration, Instant, SystemTime},
 };
 
@@ -13,51 +12,9 @@ use switchyard_export::Exporter;
 use switchyard_model::{Counter, Run, Window};
 use switchyard_symbolize::Symbolizer;
 
-use crate::fail::hinted;
-
-/// The `run-<n>.json` files of a folder, in window order.
-pub fn run_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        let n = path.file_name().and_then(|n| n.to_str()).and_then(|n| {
-            n.strip_prefix("run-")?
-                .strip_suffix(".json")?
-                .parse::<u64>()
-                .ok()
-        });
-        if let Some(n) = n {
-            found.push((n, path));
-        }
-    }
-    found.sort();
-    Ok(found.into_iter().map(|(_, p)| p).collect())
-}
-
-/// Run files as given, with each folder replaced by its windows, in order.
-pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for path in paths {
-        if !path.is_dir() {
-            out.push(path.clone());
-            continue;
-        }
-        let files = run_files(path).map_err(|e| {
-            hinted(
-                format!("cannot read the folder {}: {e}", path.display()),
-                "check the path and its permissions",
-            )
-        })?;
-        if files.is_empty() {
-            return Err(hinted(
-                format!("{} holds no run-<n>.json windows", path.display()),
-                "give a run file, or the folder `switchyard record --every … -o FOLDER` wrote",
-            ));
-        }
-        out.extend(files);
-    }
-    Ok(out)
-}
+/// `compare` and `gate` read folders of windows back through this path too.
+#[allow(unused_imports)]
+pub use crate::runs::expand;
 
 /// A window cut and still to be made into a run (assembled and symbolised with the worker's
 /// symbolizer, which keeps what it parsed from one window to the next).
@@ -123,7 +80,7 @@ impl Windows {
             index: 1,
             start_mono,
             start_wall,
-            first_wall_ns: crate::record::unix_ns(start_wall),
+            first_wall_ns: crate::clock::unix_ns(start_wall),
             counters: None,
             tx,
             worker,
