@@ -4,8 +4,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context as _, Result};
-use switchyard_loader::{Config, GcEvent, Probes, TimelineEvent};
-use switchyard_model::TargetMode;
+use switchyard_loader::{GcEvent, Probes, TimelineEvent};
 use switchyard_symbolize::Maps;
 
 use crate::{
@@ -39,17 +38,7 @@ impl Collection {
     }
 
     pub fn attach(plan: &Plan, pid: u32) -> Result<Collection> {
-        let config = Config {
-            tgid: pid,
-            before_exec: plan.target.mode() == TargetMode::Spawn,
-            follow_children: plan.follow_children,
-            stacks: plan.stacks.clone(),
-            spans: plan.spans.clone(),
-            go_gc: plan.go_gc.clone(),
-            syscalls: plan.syscalls.clone(),
-            timeline: plan.timeline,
-        };
-        match Probes::attach(&config) {
+        match Probes::attach(&plan.probe_config(pid)) {
             Ok(p) => Ok(Collection::Ebpf {
                 probes: Box::new(p),
                 gc_events: Vec::new(),

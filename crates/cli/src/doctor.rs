@@ -4,9 +4,10 @@ use std::{fs, path::Path, process::ExitCode};
 
 use anyhow::Result;
 
-use crate::fail::out;
 use switchyard_counters::{Counters, Scope};
-use switchyard_loader::{Config, Probes, tracefs};
+use switchyard_loader::{Probes, tracefs};
+
+use crate::{fail::out, plan::Plan};
 
 struct Check {
     name: String,
@@ -157,24 +158,8 @@ pub fn run() -> Result<ExitCode> {
 
     // The real test: load and attach every program record uses, against this process.
     let me = std::process::id();
-    let probes = Probes::attach(&Config {
-        tgid: me,
-        before_exec: false,
-        follow_children: true,
-        stacks: Some(switchyard_loader::StackConfig {
-            oncpu_hz: 99,
-            min_block_ns: 1000,
-            syscall_every: 16,
-            stack_map_size: 1024,
-            unwind: switchyard_loader::Unwind::Cfi,
-            unwind_rows: 1 << 20,
-            offcpu_period_ns: 100_000,
-        }),
-        spans: Vec::new(),
-        go_gc: None,
-        syscalls: switchyard_loader::Syscalls::All,
-        timeline: None,
-    });
+    // With record's own defaults, so what passes here is what `record` attaches.
+    let probes = Probes::attach(&Plan::defaults(me).probe_config(me));
     match probes {
         Ok(p) => {
             if let Ok(c) = p.finish(me)

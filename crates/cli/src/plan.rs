@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::Result;
-use switchyard_loader::{Span, StackConfig, Syscalls, TimelineConfig, Unwind};
+use switchyard_loader::{Config, Span, StackConfig, Syscalls, TimelineConfig, Unwind};
 use switchyard_model::TargetMode;
 
 use crate::{
@@ -69,10 +69,22 @@ impl PlannedTarget {
     }
 }
 
+/// What [`Plan::new`] found out by checking the flags against the host: the target, its
+/// executable's symbols, files and descriptors, the sinks.
+struct Checked {
+    target: PlannedTarget,
+    spans: Vec<Span>,
+    go_gc: Option<PathBuf>,
+    ready: Option<File>,
+    heap: Option<crate::heap::HeapPlan>,
+    output: Option<PathBuf>,
+    export: Option<switchyard_export::Config>,
+}
+
 impl Plan {
-    pub fn new(args: RecordArgs) -> Result<Plan> {
+    pub fn new(mut args: RecordArgs) -> Result<Plan> {
         let export = export_config(&args)?;
-        let output = match (args.export_only, args.every, args.output) {
+        let output = match (args.export_only, args.every, args.output.take()) {
             (true, _, Some(path)) => {
                 return Err(hinted(
                     format!(
@@ -130,7 +142,7 @@ impl Plan {
             (Some(pid), true) => PlannedTarget::Pid(check_pid(pid)?),
             (None, false) => PlannedTarget::Spawn {
                 program: spawn::resolve(&args.command[0])?,
-                argv: args.command,
+                argv: std::mem::take(&mut args.command),
                 hold: !args.no_stacks && cfi,
             },
             _ => {
@@ -178,6 +190,50 @@ impl Plan {
                 )
             })
         };
+        let heap = args
+            .heap_profile
+            .take()
+            .map(crate::heap::HeapPlan::new)
+            .transpose()?;
+        let checked = Checked {
+            target,
+            spans,
+            go_gc,
+            ready,
+            heap,
+            output,
+            export,
+        };
+        Ok(Plan::from_args(args, checked))
+    }
+
+    /// `record --pid PID` with every other flag at its default, unchecked (no spans, no Go
+    /// GC, nothing written or exported): `doctor` tries the very probes `record` attaches.
+    pub fn defaults(pid: u32) -> Plan {
+        let checked = Checked {
+            target: PlannedTarget::Pid(pid),
+            spans: Vec::new(),
+            go_gc: None,
+            ready: None,
+            heap: None,
+            output: None,
+            export: None,
+        };
+        Plan::from_args(RecordArgs::default(), checked)
+    }
+
+    /// The plan of checked flags; the rest is taken as given.
+    fn from_args(args: RecordArgs, checked: Checked) -> Plan {
+        let Checked {
+            target,
+            spans,
+            go_gc,
+            ready,
+            heap,
+            output,
+            export,
+        } = checked;
+        let cfi = args.unwind == UnwindArg::Cfi;
         let stacks = (!args.no_stacks).then_some(StackConfig {
             oncpu_hz: args.freq,
             min_block_ns: args.min_block.as_nanos() as u64,
@@ -191,7 +247,7 @@ impl Plan {
             },
             unwind_rows: args.unwind_rows,
         });
-        Ok(Plan {
+        Plan {
             target,
             follow_children: !args.no_follow_children,
             stacks,
@@ -207,10 +263,7 @@ impl Plan {
             perf_counters: args.perf_counters,
             duration: args.duration,
             workload_result: args.workload_result,
-            heap: args
-                .heap_profile
-                .map(crate::heap::HeapPlan::new)
-                .transpose()?,
+            heap,
             output,
             top: args.top,
             every: args.every,
@@ -224,7 +277,22 @@ impl Plan {
             .into_iter()
             .filter_map(|(k, v)| Some((k.to_string(), v?)))
             .collect(),
-        })
+        }
+    }
+
+    /// What the loader is asked to attach to `tgid`, the target (for a command, forked and
+    /// waiting before exec).
+    pub fn probe_config(&self, tgid: u32) -> Config {
+        Config {
+            tgid,
+            before_exec: self.target.mode() == TargetMode::Spawn,
+            follow_children: self.follow_children,
+            stacks: self.stacks.clone(),
+            spans: self.spans.clone(),
+            go_gc: self.go_gc.clone(),
+            syscalls: self.syscalls.clone(),
+            timeline: self.timeline,
+        }
     }
 }
 
