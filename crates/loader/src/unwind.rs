@@ -21,7 +21,7 @@ use switchyard_common::{
 use switchyard_model::raw::MapsLine;
 use switchyard_unwind::Table;
 
-use crate::{Error, map_err};
+use crate::{Error, error::map_err};
 
 /// What the unwind tables hold and cost, for the summary.
 #[derive(Clone, Debug, Default)]

@@ -1,0 +1,375 @@
+//! Loading the kernel-side object with the target's settings, and attaching its programs.
+
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{Array, HashMap, MapData, ProgramArray, RingBuf},
+    programs::{
+        PerfEvent, RawTracePoint, TracePoint, UProbe,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
+    },
+};
+use switchyard_common::{MAX_SPANS, gc, globals, maps, programs};
+
+use crate::{
+    Config, Error, Evicted, Probes, Span, Syscalls, Unwind, btf,
+    error::{load_error, map_err, program_error},
+    tracefs, unwind,
+};
+
+/// The kernel-side object, built by build.rs (empty when the build was skipped).
+pub(crate) static OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switchyard-probes"));
+
+impl Probes {
+    /// Loads the programs with the target set and attaches them. Events start counting when
+    /// this returns.
+    pub fn attach(config: &Config) -> Result<Probes, Error> {
+        if OBJECT.is_empty() {
+            return Err(Error::NotBuilt);
+        }
+        tracefs::check_layout()?;
+        let follow = u8::from(config.follow_children);
+        let slots = inflight_slots();
+        let mask = slots - 1;
+        let stacks_on = u8::from(config.stacks.is_some());
+        let (min_block, every, map_size, period) =
+            config.stacks.as_ref().map_or((0, 0, 1, 0), |s| {
+                (
+                    s.min_block_ns,
+                    s.syscall_every,
+                    s.stack_map_size.max(1),
+                    s.offcpu_period_ns,
+                )
+            });
+        let task = btf::TaskOffsets::from_kernel()?;
+        let filter_on = u8::from(matches!(config.syscalls, Syscalls::Only(_)));
+        let cfi = config
+            .stacks
+            .as_ref()
+            .filter(|s| s.unwind == Unwind::Cfi)
+            .map(|s| s.unwind_rows.max(1));
+        let unwind_mode = if cfi.is_some() {
+            switchyard_common::unwind::MODE_CFI
+        } else {
+            switchyard_common::unwind::MODE_FP
+        };
+        let timeline_on = u8::from(config.timeline.is_some());
+        let (timeline_bytes, timeline_syscall_ns) = config
+            .timeline
+            .map_or((4096, 0), |t| (t.buffer_bytes.max(4096), t.syscall_ns));
+        let mut ebpf = EbpfLoader::new()
+            .override_global(globals::TARGET_TGID, &config.tgid, true)
+            .override_global(globals::FOLLOW_CHILDREN, &follow, true)
+            .override_global(globals::INFLIGHT_MASK, &mask, true)
+            .override_global(globals::STACKS_ON, &stacks_on, true)
+            .override_global(globals::MIN_BLOCK_NS, &min_block, true)
+            .override_global(globals::SYSCALL_STACK_EVERY, &every, true)
+            .override_global(globals::UNWIND_MODE, &unwind_mode, true)
+            .override_global(globals::OFFCPU_PERIOD_NS, &period, true)
+            .override_global(globals::TASK_PID_OFFSET, &task.pid, true)
+            .override_global(globals::TASK_TGID_OFFSET, &task.tgid, true)
+            .override_global(globals::TASK_PRIO_OFFSET, &task.static_prio, true)
+            .override_global(globals::SYSCALL_FILTER_ON, &filter_on, true)
+            .override_global(globals::TIMELINE_ON, &timeline_on, true)
+            .override_global(globals::TIMELINE_SYSCALL_NS, &timeline_syscall_ns, true)
+            .map_max_entries(maps::TIMELINE, timeline_bytes)
+            .map_max_entries(maps::INFLIGHT, slots)
+            .map_max_entries(maps::LOCK_INFLIGHT, slots)
+            .map_max_entries(maps::SPAN_INFLIGHT, slots * MAX_SPANS)
+            .map_max_entries(maps::USER_STACKS, map_size)
+            .map_max_entries(maps::KERNEL_STACKS, map_size)
+            // One page's worth when unused: the array is mmap-able, so page-sized at least.
+            .map_max_entries(maps::UNWIND_ROWS, cfi.unwrap_or(512))
+            .load(OBJECT)
+            .map_err(|e| Error::Load(Box::new(e)))?;
+
+        if let Syscalls::Only(numbers) = &config.syscalls {
+            let map = ebpf
+                .map_mut(maps::SYSCALL_FILTER)
+                .ok_or(Error::MissingMap(maps::SYSCALL_FILTER))?;
+            let mut filter: Array<&mut MapData, u8> =
+                Array::try_from(map).map_err(map_err(maps::SYSCALL_FILTER))?;
+            for &nr in numbers {
+                filter
+                    .set(nr, 1, 0)
+                    .map_err(map_err(maps::SYSCALL_FILTER))?;
+            }
+        }
+
+        // The target is in TARGETS too, so followed children and the target look alike.
+        {
+            let map = ebpf
+                .map_mut(maps::TARGETS)
+                .ok_or(Error::MissingMap(maps::TARGETS))?;
+            let mut targets: HashMap<&mut MapData, u32, u8> =
+                HashMap::try_from(map).map_err(map_err(maps::TARGETS))?;
+            targets
+                .insert(config.tgid, 1, 0)
+                .map_err(map_err(maps::TARGETS))?;
+        }
+
+        // The target's tables before the first stack is walked.
+        let tables = match cfi {
+            Some(rows) => {
+                let mut t = unwind::Tables::new(&ebpf, rows)?;
+                if !config.before_exec {
+                    let text = std::fs::read_to_string(format!("/proc/{}/maps", config.tgid)).ok();
+                    t.refresh(&mut ebpf, config.tgid, text.as_deref())?;
+                }
+                Some(t)
+            }
+            None => None,
+        };
+
+        // Follow first, then the scheduler, then syscalls: a child forked while attaching is
+        // not missed, and no syscall exit is seen before its entry program is in place.
+        attach_tracepoint(&mut ebpf, programs::TASK_NEWTASK, "task", "task_newtask")?;
+        attach_switch(&mut ebpf)?;
+        if config.syscalls != Syscalls::None {
+            if config.stacks.is_some() {
+                load_sys_exit_jumps(&mut ebpf)?;
+            }
+            attach_raw(&mut ebpf, programs::SYS_ENTER, "sys_enter")?;
+            attach_raw(&mut ebpf, programs::SYS_EXIT, "sys_exit")?;
+        }
+        if config.stacks.is_some() || config.timeline.is_some() {
+            attach_tracepoint(&mut ebpf, programs::SCHED_WAKEUP, "sched", "sched_wakeup")?;
+        }
+        if let Some(s) = &config.stacks
+            && s.oncpu_hz > 0
+        {
+            attach_oncpu(&mut ebpf, s.oncpu_hz)?;
+        }
+        // Kernels without CONFIG_LOCKDEP-free contention tracepoints simply lack them.
+        let contention = tracefs::find()
+            .is_some_and(|root| root.join("events/lock/contention_begin").is_dir())
+            && attach_tracepoint(
+                &mut ebpf,
+                programs::CONTENTION_BEGIN,
+                "lock",
+                "contention_begin",
+            )
+            .and_then(|()| {
+                attach_tracepoint(
+                    &mut ebpf,
+                    programs::CONTENTION_END,
+                    "lock",
+                    "contention_end",
+                )
+            })
+            .is_ok();
+        if config.spans.len() > MAX_SPANS as usize {
+            return Err(Error::TooManySpans(config.spans.len()));
+        }
+        if !config.spans.is_empty() {
+            attach_spans(&mut ebpf, &config.spans)?;
+        }
+        let (gc_symbols, gc_events) = match &config.go_gc {
+            Some(binary) => {
+                let symbols = attach_go_gc(&mut ebpf, binary)?;
+                let map = ebpf
+                    .take_map(maps::GC_EVENTS)
+                    .ok_or(Error::MissingMap(maps::GC_EVENTS))?;
+                let ring = RingBuf::try_from(map).map_err(map_err(maps::GC_EVENTS))?;
+                (Some(symbols), Some(ring))
+            }
+            None => (None, None),
+        };
+        let timeline = match config.timeline {
+            Some(_) => {
+                let map = ebpf
+                    .take_map(maps::TIMELINE)
+                    .ok_or(Error::MissingMap(maps::TIMELINE))?;
+                Some(RingBuf::try_from(map).map_err(map_err(maps::TIMELINE))?)
+            }
+            None => None,
+        };
+        Ok(Probes {
+            ebpf,
+            spans: config.spans.clone(),
+            contention,
+            gc_symbols,
+            gc_events,
+            timeline,
+            tables,
+            stopped: None,
+            stack_map_size: map_size,
+            windows: None,
+            evicted: Evicted::default(),
+        })
+    }
+}
+
+/// The program `name` of the object as its kind `P` (not loaded yet).
+fn program<'a, P>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut P, Error>
+where
+    &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or(Error::MissingProgram(name))?
+        .try_into()
+        .map_err(program_error(name))
+}
+
+/// Entry-only probes on the Go runtime's GC functions; the cookie is the event kind. A symbol
+/// the binary lacks (another Go version) is reported, not an error; none at all is.
+fn attach_go_gc(ebpf: &mut Ebpf, binary: &std::path::Path) -> Result<Vec<(String, bool)>, Error> {
+    let name = programs::GO_GC;
+    let program: &mut UProbe = program(ebpf, name)?;
+    program.load().map_err(|source| load_error(name, source))?;
+    let mut found = Vec::new();
+    for (kind, symbol) in gc::SYMBOLS {
+        let ok = program
+            .attach(
+                UProbeAttachPoint {
+                    location: UProbeAttachLocation::Symbol(symbol),
+                    cookie: Some(u64::from(kind)),
+                },
+                binary,
+                UProbeScope::AllProcesses,
+            )
+            .is_ok();
+        found.push((symbol.to_string(), ok));
+    }
+    if !found.iter().any(|(_, ok)| *ok) {
+        return Err(Error::NotGo(binary.display().to_string()));
+    }
+    Ok(found)
+}
+
+/// Entry and return probes on every span's symbol; the cookie is the span's index.
+fn attach_spans(ebpf: &mut Ebpf, spans: &[Span]) -> Result<(), Error> {
+    for name in [programs::SPAN_ENTER, programs::SPAN_EXIT] {
+        let program: &mut UProbe = program(ebpf, name)?;
+        program.load().map_err(|source| load_error(name, source))?;
+        for (i, span) in spans.iter().enumerate() {
+            program
+                .attach(
+                    UProbeAttachPoint {
+                        location: UProbeAttachLocation::Symbol(&span.symbol),
+                        cookie: Some(i as u64),
+                    },
+                    &span.binary,
+                    UProbeScope::AllProcesses,
+                )
+                .map_err(|source| Error::Uprobe {
+                    symbol: span.symbol.clone(),
+                    binary: span.binary.display().to_string(),
+                    source: Box::new(source),
+                })?;
+        }
+    }
+    Ok(())
+}
+
+/// The on-CPU sampler: cpu-clock at `hz` on every online CPU, all processes (the program
+/// filters the target), as `perf record -F hz -a` would.
+fn attach_oncpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), Error> {
+    let name = programs::ONCPU;
+    let program: &mut PerfEvent = program(ebpf, name)?;
+    program.load().map_err(|source| load_error(name, source))?;
+    let cpus = aya::util::online_cpus().map_err(|(_, e)| Error::Cpus(e))?;
+    for cpu in cpus {
+        program
+            .attach(
+                PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                PerfEventScope::AllProcessesOneCpu { cpu },
+                SamplePolicy::Frequency(hz),
+                false,
+            )
+            .map_err(program_error(name))?;
+    }
+    Ok(())
+}
+
+/// INFLIGHT's size: pid_max rounded up to a power of two (one exact slot per tid), capped.
+fn inflight_slots() -> u32 {
+    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(switchyard_common::MAX_INFLIGHT);
+    pid_max
+        .clamp(1024, switchyard_common::MAX_INFLIGHT)
+        .next_power_of_two()
+}
+
+fn attach_tracepoint(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+    category: &str,
+    event: &str,
+) -> Result<(), Error> {
+    let program: &mut TracePoint = program(ebpf, name)?;
+    program.load().map_err(|source| load_error(name, source))?;
+    program
+        .attach(category, event)
+        .map_err(program_error(name))?;
+    Ok(())
+}
+
+/// `sched_switch` as a BTF tracepoint, with the programs it tail-calls for user-stack walks
+/// loaded into `SWITCH_JUMP` first.
+fn attach_switch(ebpf: &mut Ebpf) -> Result<(), Error> {
+    let btf = aya::Btf::from_sys_fs().map_err(|e| Error::Btf(e.to_string()))?;
+    for (index, name) in [programs::SCHED_SWITCH_WALK, programs::SCHED_SWITCH_FINISH]
+        .into_iter()
+        .enumerate()
+    {
+        let p: &mut aya::programs::BtfTracePoint = program(ebpf, name)?;
+        p.load("sched_switch", &btf)
+            .map_err(|e| load_error(name, e))?;
+        set_jump(ebpf, maps::SWITCH_JUMP, index as u32, name)?;
+    }
+    let name = programs::SCHED_SWITCH;
+    let switch: &mut aya::programs::BtfTracePoint = program(ebpf, name)?;
+    switch
+        .load("sched_switch", &btf)
+        .map_err(|e| load_error(name, e))?;
+    switch.attach().map_err(program_error(name))?;
+    Ok(())
+}
+
+/// `sys_exit`'s tail-called programs, into `SYSCALL_JUMP`.
+fn load_sys_exit_jumps(ebpf: &mut Ebpf) -> Result<(), Error> {
+    for (index, name) in [programs::SYS_EXIT_WALK, programs::SYS_EXIT_FINISH]
+        .into_iter()
+        .enumerate()
+    {
+        let p: &mut RawTracePoint = program(ebpf, name)?;
+        p.load().map_err(|e| load_error(name, e))?;
+        set_jump(ebpf, maps::SYSCALL_JUMP, index as u32, name)?;
+    }
+    Ok(())
+}
+
+/// Puts the loaded program `name` at `index` of the program array `map`.
+fn set_jump(
+    ebpf: &mut Ebpf,
+    map: &'static str,
+    index: u32,
+    name: &'static str,
+) -> Result<(), Error> {
+    let fd = {
+        let p: &mut aya::programs::Program =
+            ebpf.program_mut(name).ok_or(Error::MissingProgram(name))?;
+        p.fd()
+            .map_err(program_error(name))?
+            .try_clone()
+            .map_err(|e| Error::Program {
+                name,
+                source: Box::new(aya::programs::ProgramError::IOError(e)),
+            })?
+    };
+    let array = ebpf.map_mut(map).ok_or(Error::MissingMap(map))?;
+    let mut jump: ProgramArray<&mut MapData> =
+        ProgramArray::try_from(array).map_err(map_err(map))?;
+    jump.set(index, &fd, 0).map_err(map_err(map))
+}
+
+fn attach_raw(ebpf: &mut Ebpf, name: &'static str, event: &str) -> Result<(), Error> {
+    let program: &mut RawTracePoint = program(ebpf, name)?;
+    program.load().map_err(|source| load_error(name, source))?;
+    program.attach(event).map_err(program_error(name))?;
+    Ok(())
+}

@@ -1,0 +1,591 @@
+//! The kernel's map contents ([`Snapshot`], [`Stacks`]) as model rows. Pure: no maps, no
+//! system calls, no clock; a continuous recording's [`Windows`] say what earlier cuts already
+//! reported.
+
+use std::collections::BTreeMap;
+
+use switchyard_common::{
+    HIST_BUCKETS, SyscallStats, ThreadStats, UserStack, WaitStats, maps, sampling, tp,
+};
+use switchyard_model::raw::{Raw, RawSample, RawWaker};
+use switchyard_model::{
+    CpuHolder, DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow,
+    WaitSummary, errno_name, syscall_name,
+};
+
+use crate::{
+    Collected, DropKind, GcCollected, GcKind, Span,
+    read::{PerCpu, Snapshot, Stacks},
+    window::{Cumulative, Seen, ThreadTimes, Windows},
+};
+
+/// What a reading needs besides the maps.
+pub(crate) struct Input<'a> {
+    /// The target's tgid: every other followed process is a child.
+    pub target: u32,
+    /// Where the intervals in progress end (CLOCK_MONOTONIC ns); `None` leaves them out.
+    pub end: Option<u64>,
+    /// The spans timed, in `SPANS` order.
+    pub spans: &'a [Span],
+    /// The Go GC probes' symbols, when they are attached.
+    pub gc_symbols: Option<&'a [(String, bool)]>,
+}
+
+/// Every row of a reading but the stacks' frames (see [`stack_frames`]) and the unwind
+/// tables' figures. `windows`: a continuous recording's values at the last cut; the rows are
+/// then what was added since, and `windows` moves on to this cut.
+pub(crate) fn collected(
+    snap: &Snapshot,
+    input: &Input,
+    mut windows: Option<&mut Windows>,
+) -> Collected {
+    let syscalls = syscall_rows(snap, windows.as_deref_mut());
+    let threads = thread_rows(snap, input.end, windows.as_deref_mut());
+    let cpu_holders = cpu_holders(snap, windows.as_deref_mut());
+    let (drops, drop_counts) = drops(snap, windows.as_deref_mut());
+    let mut per = |i: u32| {
+        let now = snap.sampling.get(i as usize).map_or(0, |v| v.iter().sum());
+        added(windows.as_deref_mut().map(|w| &mut w.sampling), i, now)
+    };
+    let offcpu_sampling = (per(sampling::INTERVALS), per(sampling::WALKED));
+    let mut children: Vec<u32> = snap
+        .targets
+        .iter()
+        .copied()
+        .filter(|&t| t != input.target)
+        .collect();
+    children.sort_unstable();
+    let mut raw = samples(snap, windows.as_deref_mut());
+    let locks = locks(snap, input.spans, &mut raw, windows.as_deref_mut());
+    let gc = input.gc_symbols.map(|symbols| gc(snap, symbols, windows));
+    Collected {
+        syscalls,
+        threads,
+        cpu_holders,
+        drops,
+        drop_counts,
+        children,
+        raw,
+        locks,
+        gc,
+        unwind: None,
+        offcpu_sampling,
+    }
+}
+
+/// Syscall rows in number order, each with its errnos (most frequent first).
+fn syscall_rows(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Vec<SyscallRow> {
+    // Errnos first, so each syscall row can carry its own.
+    let mut errnos: BTreeMap<u32, Vec<ErrnoCount>> = BTreeMap::new();
+    for (key, values) in &snap.errnos {
+        let count = added(
+            windows.as_deref_mut().map(|w| &mut w.errnos),
+            *key,
+            values.iter().sum(),
+        );
+        if count == 0 {
+            continue;
+        }
+        errnos.entry(key.nr).or_default().push(ErrnoCount {
+            errno: key.errno,
+            name: errno_name(key.errno),
+            count,
+        });
+    }
+    let mut rows = Vec::new();
+    for (nr, values) in snap.syscalls.iter().enumerate() {
+        let nr = nr as u32;
+        let sum = added(
+            windows.as_deref_mut().map(|w| &mut w.syscalls),
+            nr,
+            sum_syscalls(values),
+        );
+        if sum.count == 0 {
+            continue;
+        }
+        let mut errs = errnos.remove(&nr).unwrap_or_default();
+        errs.sort_by(|a, b| b.count.cmp(&a.count).then(a.errno.cmp(&b.errno)));
+        rows.push(SyscallRow {
+            nr,
+            name: syscall_name(nr),
+            count: sum.count,
+            errors: sum.errors,
+            errnos: errs,
+            total_ns: sum.total_ns,
+            max_ns: sum.max_ns,
+            latency: Log2Hist::from_buckets(&sum.hist),
+        });
+    }
+    rows
+}
+
+fn sum_syscalls(values: &PerCpu<SyscallStats>) -> SyscallStats {
+    let mut sum = SyscallStats {
+        count: 0,
+        errors: 0,
+        total_ns: 0,
+        max_ns: 0,
+        hist: [0; HIST_BUCKETS],
+    };
+    for v in values {
+        sum.count += v.count;
+        sum.errors += v.errors;
+        sum.total_ns += v.total_ns;
+        sum.max_ns = sum.max_ns.max(v.max_ns);
+        for (a, b) in sum.hist.iter_mut().zip(v.hist.iter()) {
+            *a += b;
+        }
+    }
+    sum
+}
+
+/// True when a thread's last switch-out was its exit (state dead or zombie): it is gone, not
+/// off CPU.
+fn exited(t: &ThreadStats) -> bool {
+    t.state as i64 & (tp::STATE_DEAD | tp::STATE_ZOMBIE) != 0
+}
+
+/// A thread's figures, with the interval in progress at `end` (on CPU since its last
+/// switch-in, or off since its last switch-out) counted up to `end`.
+fn thread_times(t: &ThreadStats, end: Option<u64>) -> ThreadTimes {
+    let (mut oncpu, mut blocked, mut runqueue) = (t.oncpu_ns, t.blocked_ns, t.runqueue_ns);
+    let mut woken_wait = t.woken_wait_ns;
+    if let Some(end) = end {
+        if t.last_in > t.last_out {
+            oncpu += end.saturating_sub(t.last_in);
+        } else if t.last_out_involuntary != 0 {
+            runqueue += end.saturating_sub(t.last_out);
+        } else if !exited(t) {
+            // Woken and not yet run: blocked up to the wakeup, waiting since.
+            let woke = t.wakeup_at.clamp(t.last_out, end.max(t.last_out));
+            let woke = if t.wakeup_at == 0 { end } else { woke };
+            blocked += woke.saturating_sub(t.last_out);
+            runqueue += end.saturating_sub(woke);
+            woken_wait += end.saturating_sub(woke);
+        }
+    }
+    ThreadTimes {
+        voluntary: t.voluntary,
+        involuntary: t.involuntary,
+        oncpu_ns: oncpu,
+        blocked_ns: blocked,
+        runqueue_ns: runqueue,
+        woken_wait_ns: woken_wait,
+        offcpu_hist: t.offcpu_hist,
+        delay_hist: t.delay_hist,
+    }
+}
+
+/// Thread rows by (tgid, tid); threads that never switched, or added nothing to this window,
+/// are left out. A window's exited threads are noted for eviction.
+fn thread_rows(
+    snap: &Snapshot,
+    end: Option<u64>,
+    mut windows: Option<&mut Windows>,
+) -> Vec<ThreadRow> {
+    let mut threads = Vec::new();
+    for (tid, t) in &snap.threads {
+        let tid = *tid;
+        // Entries made at the start or at a thread's creation, for a thread that never
+        // switched: nothing was counted.
+        if t.voluntary + t.involuntary == 0 {
+            continue;
+        }
+        let times = thread_times(t, end);
+        let times = match windows.as_deref_mut() {
+            Some(w) => {
+                if exited(t) {
+                    w.exited.push(tid);
+                }
+                w.threads.take(tid, times)
+            }
+            None => times,
+        };
+        if times.is_zero() {
+            continue;
+        }
+        threads.push(ThreadRow {
+            tid,
+            tgid: t.tgid,
+            // A live thread's name now: the kernel side reads it only now and then.
+            comm: snap
+                .comms
+                .get(&tid)
+                .cloned()
+                .unwrap_or_else(|| comm_string(t.comm)),
+            voluntary: times.voluntary,
+            involuntary: times.involuntary,
+            oncpu_ns: times.oncpu_ns,
+            blocked_ns: times.blocked_ns,
+            runqueue_ns: times.runqueue_ns,
+            woken_wait_ns: times.woken_wait_ns,
+            offcpu: Log2Hist::from_buckets(&times.offcpu_hist),
+            sched_delay: Log2Hist::from_buckets(&times.delay_hist),
+        });
+    }
+    threads.sort_by_key(|t| (t.tgid, t.tid));
+    threads
+}
+
+/// Who held the CPU, longest first.
+fn cpu_holders(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Vec<CpuHolder> {
+    let mut rows = Vec::new();
+    for (k, v) in &snap.cpu_holders {
+        let v = added(windows.as_deref_mut().map(|w| &mut w.cpu_holders), *k, *v);
+        if v.count == 0 {
+            continue;
+        }
+        rows.push(CpuHolder {
+            tgid: k.tgid,
+            tid: k.tid,
+            cpu: k.cpu,
+            holder_tgid: k.holder_tgid,
+            holder_tid: k.holder_tid,
+            holder_comm: comm_string(v.comm),
+            holder_nice: v.prio as i32 - 120,
+            count: v.count,
+            ns: v.ns,
+        });
+    }
+    rows.sort_by(|a, b| {
+        b.ns.cmp(&a.ns)
+            .then((a.tid, a.holder_tid, a.cpu).cmp(&(b.tid, b.holder_tid, b.cpu)))
+    });
+    rows
+}
+
+/// Drop rows in index order (inferred switches are counted, not shown as losses).
+fn drops(
+    snap: &Snapshot,
+    mut windows: Option<&mut Windows>,
+) -> (Vec<DropRow>, BTreeMap<DropKind, u64>) {
+    let mut rows = Vec::new();
+    let mut counts = BTreeMap::new();
+    for (i, values) in snap.drops.iter().enumerate() {
+        let count = added(
+            windows.as_deref_mut().map(|w| &mut w.drops),
+            i as u32,
+            values.iter().sum(),
+        );
+        if count == 0 {
+            continue;
+        }
+        let kind = DropKind::from_index(i as u32);
+        if let Some(kind) = kind {
+            counts.insert(kind, count);
+        }
+        // Not a loss: the run's metadata says how many switches were inferred.
+        if matches!(
+            kind,
+            Some(DropKind::SwitchInMissed | DropKind::SwitchOutMissed)
+        ) {
+            continue;
+        }
+        rows.push(DropRow {
+            reason: kind.map_or("unknown", DropKind::reason).to_string(),
+            count,
+        });
+    }
+    (rows, counts)
+}
+
+/// The stack-keyed samples, in map order (the frames come later, from [`stack_frames`]).
+fn samples(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Raw {
+    let mut raw = Raw::default();
+    for (k, v) in &snap.oncpu {
+        let v = added(windows.as_deref_mut().map(|w| &mut w.oncpu), *k, *v);
+        if v == 0 {
+            continue;
+        }
+        raw.oncpu.push(RawSample {
+            tgid: k.tgid,
+            tid: k.tid,
+            user_stack: k.user_stack,
+            kernel_stack: k.kernel_stack,
+            value: v,
+            ..Default::default()
+        });
+    }
+    for (k, v) in &snap.offcpu {
+        let v = added(windows.as_deref_mut().map(|w| &mut w.offcpu), *k, *v);
+        if v == 0 {
+            continue;
+        }
+        raw.offcpu.push(RawSample {
+            tgid: k.tgid,
+            tid: k.tid,
+            user_stack: k.user_stack,
+            kernel_stack: k.kernel_stack,
+            label: state_label(k.state, tp::PREEMPT_FLAG as u32),
+            value: v,
+            waker: None,
+        });
+    }
+    for (k, v) in &snap.wakeups {
+        let v = added(windows.as_deref_mut().map(|w| &mut w.wakeups), *k, *v);
+        if v == 0 {
+            continue;
+        }
+        raw.wakeup.push(RawSample {
+            tgid: k.tgid,
+            tid: k.tid,
+            user_stack: k.user_stack,
+            kernel_stack: k.kernel_stack,
+            label: String::new(),
+            value: v,
+            waker: Some(RawWaker {
+                tgid: k.waker_tgid,
+                tid: k.waker_tid,
+                comm: comm_string(k.waker_comm),
+                user_stack: k.waker_user_stack,
+                kernel_stack: k.waker_kernel_stack,
+            }),
+        });
+    }
+    for (k, v) in &snap.syscall_stacks {
+        let v = added(
+            windows.as_deref_mut().map(|w| &mut w.syscall_stacks),
+            *k,
+            *v,
+        );
+        if v == 0 {
+            continue;
+        }
+        raw.syscalls.push(RawSample {
+            tgid: k.tgid,
+            tid: k.tid,
+            user_stack: k.user_stack,
+            kernel_stack: -1,
+            label: syscall_name(k.nr),
+            value: v,
+            waker: None,
+        });
+    }
+    raw
+}
+
+/// Futex waits, kernel lock contention and spans; futex stacks go into `raw.futex`.
+fn locks(
+    snap: &Snapshot,
+    spans: &[Span],
+    raw: &mut Raw,
+    mut windows: Option<&mut Windows>,
+) -> Locks {
+    let mut wait = |name: &'static str, index: u32, values: &PerCpu<WaitStats>| {
+        wait_summary(
+            windows.as_deref_mut().map(|w| &mut w.waits),
+            (name, index),
+            values,
+        )
+    };
+    let mut locks = Locks {
+        futex: wait(maps::FUTEX_WAITS, 0, &snap.futex_waits),
+        contention: snap
+            .lock_contention
+            .as_ref()
+            .map(|v| wait(maps::LOCK_CONTENTION, 0, v)),
+        ..Default::default()
+    };
+    let empty = Vec::new();
+    for (i, span) in spans.iter().enumerate() {
+        let values = snap.spans.get(i).unwrap_or(&empty);
+        locks.spans.push(SpanRow {
+            stats: wait(maps::SPANS, i as u32, values),
+            label: span.label.clone(),
+            symbol: span.symbol.clone(),
+            binary: span.binary.display().to_string(),
+        });
+    }
+    let mut by_addr: BTreeMap<(u32, u64), (u64, u64)> = BTreeMap::new();
+    for (k, v) in &snap.futexes {
+        let v = added(windows.as_deref_mut().map(|w| &mut w.futexes), *k, *v);
+        if v.is_zero() {
+            continue;
+        }
+        let e = by_addr.entry((k.tgid, k.uaddr)).or_default();
+        e.0 += v.count;
+        e.1 += v.total_ns;
+        raw.futex.push(RawSample {
+            tgid: k.tgid,
+            tid: k.tgid,
+            user_stack: k.user_stack,
+            kernel_stack: -1,
+            label: format!("{:#x}", k.uaddr),
+            value: v.total_ns,
+            waker: None,
+        });
+    }
+    locks.futex_top = by_addr
+        .into_iter()
+        .map(|((tgid, uaddr), (count, total_ns))| FutexRow {
+            tgid,
+            uaddr: format!("{uaddr:#x}"),
+            symbol: None,
+            count,
+            total_ns,
+        })
+        .collect();
+    locks
+        .futex_top
+        .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(b.count.cmp(&a.count)));
+    locks
+}
+
+/// One wait statistic, summed over CPUs.
+fn wait_summary(
+    seen: Option<&mut Seen<(&'static str, u32), WaitStats>>,
+    key: (&'static str, u32),
+    values: &PerCpu<WaitStats>,
+) -> WaitSummary {
+    let mut sum = WaitStats {
+        count: 0,
+        total_ns: 0,
+        max_ns: 0,
+        timeouts: 0,
+        eagain: 0,
+        hist: [0; HIST_BUCKETS],
+    };
+    for v in values {
+        sum.count += v.count;
+        sum.total_ns += v.total_ns;
+        sum.max_ns = sum.max_ns.max(v.max_ns);
+        sum.timeouts += v.timeouts;
+        sum.eagain += v.eagain;
+        for (a, b) in sum.hist.iter_mut().zip(v.hist.iter()) {
+            *a += b;
+        }
+    }
+    let v = added(seen, key, sum);
+    WaitSummary {
+        count: v.count,
+        total_ns: v.total_ns,
+        max_ns: v.max_ns,
+        timeouts: v.timeouts,
+        eagain: v.eagain,
+        hist: Log2Hist::from_buckets(&v.hist),
+    }
+}
+
+/// Go GC events by kind.
+fn gc(
+    snap: &Snapshot,
+    symbols: &[(String, bool)],
+    mut windows: Option<&mut Windows>,
+) -> GcCollected {
+    let mut counts = BTreeMap::new();
+    for kind in GcKind::ALL {
+        let now = snap
+            .gc_counts
+            .get(kind.index() as usize)
+            .map_or(0, |v| v.iter().sum());
+        let seen = windows.as_deref_mut().map(|w| &mut w.gc);
+        counts.insert(kind, added(seen, kind.index(), now));
+    }
+    GcCollected {
+        symbols: symbols.to_vec(),
+        counts,
+    }
+}
+
+/// The stack ids a window's samples refer to whose frames are not kept yet: (user, kernel).
+pub(crate) fn stacks_to_read(
+    raw: &Raw,
+    windows: &Windows,
+) -> (
+    std::collections::HashSet<i32>,
+    std::collections::HashSet<i32>,
+) {
+    let (mut user, mut kernel) = raw.referenced();
+    user.retain(|id| *id >= 0 && !windows.user_frames.contains_key(id));
+    kernel.retain(|id| *id >= 0 && !windows.kernel_frames.contains_key(id));
+    (user, kernel)
+}
+
+/// The frames of the stacks into `raw`: every stack read, for a recording read once; for a
+/// window, those its samples refer to, from `stacks` (the ones [`stacks_to_read`] named) and
+/// from the frames kept from earlier windows (a stack id is a hash of its frames, written
+/// once: it never changes while it exists).
+pub(crate) fn stack_frames(raw: &mut Raw, stacks: &Stacks, windows: Option<&mut Windows>) {
+    let Some(w) = windows else {
+        for (id, s) in &stacks.kernel {
+            raw.stacks.insert(*id, frames(s).0);
+        }
+        for (id, s) in &stacks.user {
+            let (f, complete) = frames(s);
+            raw.user_stacks.insert(*id, f);
+            if complete {
+                raw.complete_user_stacks.insert(*id);
+            }
+        }
+        return;
+    };
+    for (id, s) in &stacks.kernel {
+        w.kernel_frames.entry(*id).or_insert_with(|| frames(s).0);
+    }
+    for (id, s) in &stacks.user {
+        w.user_frames.entry(*id).or_insert_with(|| frames(s));
+    }
+    let (user_ids, kernel_ids) = raw.referenced();
+    for id in kernel_ids {
+        if let Some(f) = w.kernel_frames.get(&id) {
+            raw.stacks.insert(id, f.clone());
+        }
+    }
+    for id in user_ids {
+        if let Some((f, complete)) = w.user_frames.get(&id) {
+            raw.user_stacks.insert(id, f.clone());
+            if *complete {
+                raw.complete_user_stacks.insert(id);
+            }
+        }
+    }
+}
+
+/// A stack entry's frames, and whether the walk reached the outermost frame (user stacks
+/// carry `unwind::COMPLETE` in their length; kernel stacks never have it set).
+fn frames(s: &UserStack) -> (Vec<u64>, bool) {
+    let complete = s.len & switchyard_common::unwind::COMPLETE != 0;
+    let len = ((s.len & !switchyard_common::unwind::COMPLETE) as usize).min(s.frames.len());
+    (s.frames[..len].to_vec(), complete)
+}
+
+/// What `key` added since the last cut of a continuous recording (`seen`), or all of `now`
+/// in a recording that is read once.
+fn added<K: std::hash::Hash + Eq + Copy, V: Cumulative>(
+    seen: Option<&mut Seen<K, V>>,
+    key: K,
+    now: V,
+) -> V {
+    match seen {
+        Some(s) => s.take(key, now),
+        None => now,
+    }
+}
+
+/// A task name kept as two native-endian words.
+fn comm_string(words: [u64; 2]) -> String {
+    let mut comm = [0u8; 16];
+    comm[..8].copy_from_slice(&words[0].to_ne_bytes());
+    comm[8..].copy_from_slice(&words[1].to_ne_bytes());
+    let len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..len]).into_owned()
+}
+
+/// The label of an off-CPU state as the kernel reports `prev_state`; "W" for the wait for a
+/// CPU after a wakeup (runnable, woken: scheduler delay).
+pub fn state_label(state: u32, preempt_flag: u32) -> String {
+    if state & tp::WOKEN_FLAG as u32 != 0 {
+        return "W".into();
+    }
+    if state == 0 || state & preempt_flag != 0 {
+        return "R".into();
+    }
+    match state {
+        1 => "S".into(),
+        2 => "D".into(),
+        4 => "T".into(),
+        8 => "t".into(),
+        0x80 => "I".into(),
+        s => format!("state {s:#x}"),
+    }
+}

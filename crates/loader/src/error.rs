@@ -1,0 +1,127 @@
+//! The loader's error, and the small constructors that turn aya's errors into it.
+
+use crate::tracefs;
+use switchyard_common::MAX_SPANS;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the probes were not built into this binary (AYA_BUILD_SKIP was set)")]
+    NotBuilt,
+    #[error(transparent)]
+    Tracefs(#[from] tracefs::Error),
+    #[error("loading the probes")]
+    Load(#[source] Box<aya::EbpfError>),
+    #[error("program `{0}` is missing from the object")]
+    MissingProgram(&'static str),
+    #[error("map `{0}` is missing from the object")]
+    MissingMap(&'static str),
+    #[error("mapping `{name}` into memory")]
+    Mmap {
+        name: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the kernel verifier rejected program `{name}` ({errno})")]
+    Verifier {
+        name: &'static str,
+        errno: std::io::Error,
+        log: String,
+    },
+    #[error("loading program `{name}`")]
+    Program {
+        name: &'static str,
+        #[source]
+        source: Box<aya::programs::ProgramError>,
+    },
+    #[error("{0} has none of the Go runtime's GC functions (not a Go binary, or stripped)")]
+    NotGo(String),
+    #[error("at most {MAX_SPANS} --uprobe-span functions, got {0}")]
+    TooManySpans(usize),
+    #[error("attaching a uprobe to `{symbol}` in {binary}")]
+    Uprobe {
+        symbol: String,
+        binary: String,
+        #[source]
+        source: Box<aya::programs::ProgramError>,
+    },
+    #[error("listing online CPUs")]
+    Cpus(#[source] std::io::Error),
+    #[error("kernel BTF: {0}")]
+    Btf(String),
+    #[error("reading map `{name}`")]
+    Map {
+        name: &'static str,
+        #[source]
+        source: aya::maps::MapError,
+    },
+}
+
+impl Error {
+    /// The last `lines` lines of the verifier log, when the kernel rejected a program.
+    pub fn verifier_log_tail(&self, lines: usize) -> Option<String> {
+        let Error::Verifier { name, log, .. } = self else {
+            return None;
+        };
+        let all: Vec<&str> = log.lines().collect();
+        let tail = &all[all.len().saturating_sub(lines)..];
+        Some(format!(
+            "verifier log of `{name}` (last {} lines):\n{}",
+            tail.len(),
+            tail.join("\n")
+        ))
+    }
+
+    /// True when the underlying cause is a missing privilege (EPERM/EACCES).
+    pub fn is_permission(&self) -> bool {
+        // The verifier also answers EACCES; that is a rejected program, not a privilege.
+        if matches!(self, Error::Verifier { .. }) {
+            return false;
+        }
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cur {
+            if let Some(io) = e.downcast_ref::<std::io::Error>()
+                && matches!(io.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES))
+            {
+                return true;
+            }
+            let text = e.to_string();
+            if text.contains("Operation not permitted") || text.contains("Permission denied") {
+                return true;
+            }
+            cur = e.source();
+        }
+        false
+    }
+}
+
+/// The error of map `name`, for `map_err`.
+pub(crate) fn map_err(name: &'static str) -> impl Fn(aya::maps::MapError) -> Error + Copy {
+    move |source| Error::Map { name, source }
+}
+
+pub(crate) fn program_error(
+    name: &'static str,
+) -> impl FnOnce(aya::programs::ProgramError) -> Error {
+    move |source| Error::Program {
+        name,
+        source: Box::new(source),
+    }
+}
+
+/// A load failure with a verifier log becomes `Verifier`, so its log is shown once, apart.
+pub(crate) fn load_error(name: &'static str, source: aya::programs::ProgramError) -> Error {
+    match source {
+        aya::programs::ProgramError::LoadError {
+            io_error,
+            verifier_log,
+        } if !verifier_log.to_string().trim().is_empty() => Error::Verifier {
+            name,
+            errno: io_error,
+            log: verifier_log.to_string(),
+        },
+        source => Error::Program {
+            name,
+            source: Box::new(source),
+        },
+    }
+}

@@ -1,0 +1,302 @@
+//! A recording's life once attached: its clock, the event streams, reading the maps (at the
+//! end, or window by window) and bounding a continuous recording's maps.
+
+use aya::{
+    Ebpf,
+    maps::{Array, HashMap, MapData},
+};
+use switchyard_common::{GcEvent as RawGcEvent, ThreadStats, UserStack, maps, programs};
+
+use crate::{
+    Collected, Error, Evicted, GcEvent, GcKind, Probes, TimelineEvent, convert,
+    error::map_err,
+    read,
+    window::{Cumulative, Seen, Windows},
+};
+
+/// bpf_map_update_elem's flag: insert only where the key has no entry.
+const BPF_NOEXIST: u64 = 1;
+
+impl Probes {
+    /// Loads the unwind tables of a followed process that started, exec'd or mapped new code
+    /// since the last call, from the text of its `/proc/<pid>/maps` (`None`: it has gone).
+    /// Call it often: until then its stacks fall back to frame pointers.
+    pub fn refresh_unwind(&mut self, pid: u32, maps_text: Option<&str>) -> Result<(), Error> {
+        match &mut self.tables {
+            Some(t) => t.refresh(&mut self.ebpf, pid, maps_text),
+            None => Ok(()),
+        }
+    }
+
+    /// Moves the Go GC events recorded so far into `out` (call it often: the ring is finite).
+    pub fn drain_gc_events(&mut self, out: &mut Vec<GcEvent>) {
+        if let Some(ring) = &mut self.gc_events {
+            while let Some(item) = ring.next() {
+                if item.len() >= std::mem::size_of::<RawGcEvent>() {
+                    // SAFETY: the kernel side writes whole GcEvents; read unaligned.
+                    let e = unsafe { std::ptr::read_unaligned(item.as_ptr() as *const RawGcEvent) };
+                    if let Some(kind) = GcKind::from_index(e.kind) {
+                        out.push(GcEvent {
+                            mono_ns: e.ts,
+                            kind,
+                            tid: e.tid,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves the timeline events streamed so far into `out` (call it often: the ring is
+    /// finite; a full one loses events, counted as `DropKind::TimelineFull`).
+    pub fn drain_timeline(&mut self, out: &mut Vec<TimelineEvent>) {
+        if let Some(ring) = &mut self.timeline {
+            while let Some(item) = ring.next() {
+                if item.len() >= std::mem::size_of::<TimelineEvent>() {
+                    // SAFETY: the kernel side writes whole TimelineEvents; read unaligned.
+                    out.push(unsafe {
+                        std::ptr::read_unaligned(item.as_ptr() as *const TimelineEvent)
+                    });
+                }
+            }
+        }
+    }
+
+    /// Starts the recording's clock: gives every existing thread of `tgid` its (zeroed)
+    /// entry, so that on-CPU time is counted from this moment for threads already running,
+    /// then publishes the start to the kernel side, which times nothing before it. Returns
+    /// the start (CLOCK_MONOTONIC ns, the clock of every kernel-side timestamp).
+    pub fn start(&mut self, tgid: u32) -> Result<u64, Error> {
+        {
+            let map = self
+                .ebpf
+                .map_mut(maps::THREADS)
+                .ok_or(Error::MissingMap(maps::THREADS))?;
+            let mut threads: HashMap<&mut MapData, u32, ThreadStats> =
+                HashMap::try_from(map).map_err(map_err(maps::THREADS))?;
+            let tasks = procfs::process::Process::new(tgid as i32)
+                .and_then(|p| p.tasks())
+                .into_iter()
+                .flatten()
+                .flatten();
+            for task in tasks {
+                // SAFETY: ThreadStats is plain integers (aya::Pod); all-zero is a valid value.
+                let mut zero: ThreadStats = unsafe { std::mem::zeroed() };
+                zero.tgid = tgid;
+                // Runnable now (R): until it runs, it waits on a run queue, not blocked.
+                let runnable = task.stat().is_ok_and(|st| st.state == 'R');
+                zero.last_out_involuntary = u32::from(runnable);
+                // Asleep: inside a syscall, almost always, so its user stack is the one it
+                // has when that syscall returns.
+                zero.in_syscall = u32::from(!runnable);
+                // Off CPU since before the start (1: any time before it): its first switch
+                // must be a switch-in, and one the kernel does not report is then seen.
+                zero.last_out = u64::from(!runnable);
+                zero.user_stack = -1;
+                zero.kernel_stack = -1;
+                // BPF_NOEXIST: a thread that already switched keeps what it counted.
+                let _ = threads.insert(task.tid as u32, zero, BPF_NOEXIST);
+            }
+        }
+        // CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
+        let start = switchyard_model::driver::monotonic_ns();
+        self.set_start(start)?;
+        Ok(start)
+    }
+
+    /// Stops the recording's clock: the kernel side counts and times nothing from here on
+    /// (detaching takes a second or more, while a live target goes on), and the
+    /// intervals in progress (threads on or off CPU now) are closed at this moment when the
+    /// maps are read. Returns the end, CLOCK_MONOTONIC ns.
+    pub fn stop(&mut self) -> Result<u64, Error> {
+        // u64::MAX: every timestamp is before the start again.
+        self.set_start(u64::MAX)?;
+        let end = switchyard_model::driver::monotonic_ns();
+        self.stopped = Some(end);
+        Ok(end)
+    }
+
+    fn set_start(&mut self, start: u64) -> Result<(), Error> {
+        let err = map_err(maps::START);
+        let map = self
+            .ebpf
+            .map_mut(maps::START)
+            .ok_or(Error::MissingMap(maps::START))?;
+        let mut array: Array<&mut MapData, u64> = Array::try_from(map).map_err(err)?;
+        array.set(0, start, 0).map_err(err)
+    }
+
+    /// The processes followed so far (the target and its children).
+    pub fn followed(&self) -> Vec<u32> {
+        let Some(map) = self.ebpf.map(maps::TARGETS) else {
+            return Vec::new();
+        };
+        let Ok(targets) = HashMap::<&MapData, u32, u8>::try_from(map) else {
+            return Vec::new();
+        };
+        targets.keys().filter_map(Result::ok).collect()
+    }
+
+    /// Detaches every program and reads the maps (counting stopped at [`Probes::stop`]).
+    pub fn finish(mut self, target: u32) -> Result<Collected, Error> {
+        for name in [
+            programs::GO_GC,
+            programs::SPAN_ENTER,
+            programs::SPAN_EXIT,
+            programs::CONTENTION_BEGIN,
+            programs::CONTENTION_END,
+            programs::ONCPU,
+            programs::SYS_ENTER,
+            programs::SYS_EXIT,
+            programs::SCHED_WAKEUP,
+            programs::SCHED_SWITCH,
+            programs::TASK_NEWTASK,
+        ] {
+            if let Some(p) = self.ebpf.program_mut(name) {
+                // Unloading detaches the links; errors here only mean it was not attached.
+                let _ = match p {
+                    aya::programs::Program::TracePoint(p) => p.unload(),
+                    aya::programs::Program::RawTracePoint(p) => p.unload(),
+                    aya::programs::Program::BtfTracePoint(p) => p.unload(),
+                    aya::programs::Program::PerfEvent(p) => p.unload(),
+                    aya::programs::Program::UProbe(p) => p.unload(),
+                    _ => Ok(()),
+                };
+            }
+        }
+        self.read(target, self.stopped)
+    }
+
+    /// Cuts a window of a continuous recording (`record --every`): what the maps added since
+    /// the last cut (or the start), with the intervals in progress counted up to now. The
+    /// programs stay attached and keep counting. Returns the window and its end
+    /// (CLOCK_MONOTONIC ns). Once a recording is cut, [`Probes::finish`] reads its last
+    /// window.
+    pub fn cut(&mut self, target: u32) -> Result<(Collected, u64), Error> {
+        self.windows.get_or_insert_with(Windows::default);
+        let at = switchyard_model::driver::monotonic_ns();
+        let collected = self.read(target, Some(at))?;
+        self.evict();
+        Ok((collected, at))
+    }
+
+    /// What eviction removed from the kernel's maps so far (continuous recordings).
+    pub fn evicted(&self) -> Evicted {
+        self.evicted
+    }
+
+    /// Every map, read; the intervals in progress are closed at `end`.
+    fn read(&mut self, target: u32, end: Option<u64>) -> Result<Collected, Error> {
+        let reading = read::Reading {
+            spans: self.spans.len(),
+            contention: self.contention,
+            gc: self.gc_symbols.is_some(),
+        };
+        let snapshot = read::snapshot(&self.ebpf, &reading)?;
+        let input = convert::Input {
+            target,
+            end,
+            spans: &self.spans,
+            gc_symbols: self.gc_symbols.as_deref(),
+        };
+        let mut collected = convert::collected(&snapshot, &input, self.windows.as_mut());
+        let wanted = self
+            .windows
+            .as_ref()
+            .map(|w| convert::stacks_to_read(&collected.raw, w));
+        let stacks = read::stacks(&self.ebpf, wanted)?;
+        convert::stack_frames(&mut collected.raw, &stacks, self.windows.as_mut());
+        collected.unwind = self.tables.as_ref().map(|t| t.stats().clone());
+        Ok(collected)
+    }
+
+    /// Bounds a continuous recording's maps: stack-keyed entries idle for a whole window go at
+    /// every cut (so a cut reads what is active, not all that ever was), the stacks no kept
+    /// entry refers to once a stack map is half full, and exited threads' entries once their
+    /// last window was read. An entry made anew counts from zero. A program that looked an
+    /// entry up just before it went loses that one addition: a window boundary's worth of one
+    /// idle key, counted nowhere else.
+    fn evict(&mut self) {
+        let Some(w) = self.windows.as_mut() else {
+            return;
+        };
+        let ebpf = &mut self.ebpf;
+        let mut idle = 0;
+        idle += evict_idle(ebpf, maps::ONCPU, &mut w.oncpu);
+        idle += evict_idle(ebpf, maps::OFFCPU, &mut w.offcpu);
+        idle += evict_idle(ebpf, maps::WAKEUPS, &mut w.wakeups);
+        idle += evict_idle(ebpf, maps::SYSCALL_STACKS, &mut w.syscall_stacks);
+        idle += evict_idle(ebpf, maps::FUTEXES, &mut w.futexes);
+        idle += evict_idle(ebpf, maps::CPU_HOLDERS, &mut w.cpu_holders);
+        // Maps of small fixed keys (syscall numbers, drop kinds, errnos) never need it.
+        w.clear_idle();
+        self.evicted.idle_keys += idle;
+        let (user, kernel) = w.referenced_stacks();
+        let half_stacks = (self.stack_map_size / 2) as usize;
+        // Every stack a sample refers to is read into the caches at its window's cut, so
+        // their sizes tell how full the maps are without walking them.
+        let cached = [w.user_frames.len(), w.kernel_frames.len()];
+        for ((name, kept), cached) in [(maps::USER_STACKS, &user), (maps::KERNEL_STACKS, &kernel)]
+            .into_iter()
+            .zip(cached)
+        {
+            if cached <= half_stacks {
+                continue;
+            }
+            let Some(map) = ebpf.map_mut(name) else {
+                continue;
+            };
+            let Ok(mut stacks) = HashMap::<&mut MapData, i32, UserStack>::try_from(map) else {
+                continue;
+            };
+            let ids: Vec<i32> = stacks.keys().filter_map(Result::ok).collect();
+            if ids.len() <= half_stacks {
+                continue;
+            }
+            for id in ids.into_iter().filter(|id| !kept.contains(id)) {
+                if stacks.remove(&id).is_ok() {
+                    w.user_frames.remove(&id);
+                    w.kernel_frames.remove(&id);
+                    self.evicted.stacks += 1;
+                }
+            }
+        }
+        if let Some(map) = ebpf.map_mut(maps::THREADS)
+            && let Ok(mut threads) = HashMap::<&mut MapData, u32, ThreadStats>::try_from(map)
+        {
+            for tid in std::mem::take(&mut w.exited) {
+                if threads.remove(&tid).is_ok() {
+                    w.threads.forget(&tid);
+                    self.evicted.threads += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Removes the keys of map `name` that were idle in the window just read; returns how many
+/// went.
+fn evict_idle<K: aya::Pod + std::hash::Hash + Eq, V: aya::Pod + Cumulative>(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+    seen: &mut Seen<K, V>,
+) -> u64 {
+    let idle = seen.take_idle();
+    if idle.is_empty() {
+        return 0;
+    }
+    let Some(map) = ebpf.map_mut(name) else {
+        return 0;
+    };
+    let Ok(mut entries) = HashMap::<&mut MapData, K, V>::try_from(map) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for key in idle {
+        if entries.remove(&key).is_ok() {
+            seen.forget(&key);
+            removed += 1;
+        }
+    }
+    removed
+}

@@ -1,0 +1,186 @@
+//! Reading the kernel's maps into plain values: what each map holds, as it holds it (per-CPU
+//! values unsummed, cumulative counts not yet windowed). [`crate::convert`] makes rows of it.
+
+use std::collections::{BTreeMap, HashSet};
+
+use aya::{
+    Ebpf, Pod,
+    maps::{HashMap, Map, MapData, PerCpuArray, PerCpuHashMap},
+};
+use switchyard_common::{
+    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, OffCpuKey, OnCpuKey,
+    SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey, gc, maps,
+    sampling,
+};
+
+use crate::{Error, error::map_err};
+
+/// One value per CPU, in CPU order.
+pub(crate) type PerCpu<V> = Vec<V>;
+
+/// The contents of every map a reading turns into rows (all but the stack maps, which are read
+/// after, for the stacks the rows refer to: [`Stacks`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Snapshot {
+    /// `SYSCALLS`, by syscall number.
+    pub syscalls: Vec<PerCpu<SyscallStats>>,
+    /// `ERRNOS`.
+    pub errnos: Vec<(ErrnoKey, PerCpu<u64>)>,
+    /// `THREADS`, by tid.
+    pub threads: Vec<(u32, ThreadStats)>,
+    /// The names of the threads of `threads` that switched, from `/proc` (absent when it has
+    /// gone): the kernel side reads a thread's name only now and then.
+    pub comms: BTreeMap<u32, String>,
+    /// `CPU_HOLDERS`.
+    pub cpu_holders: Vec<(CpuHolderKey, CpuHolderStats)>,
+    /// `DROPS`, by [`switchyard_common::drops`] index.
+    pub drops: Vec<PerCpu<u64>>,
+    /// `SAMPLING`, by [`switchyard_common::sampling`] index.
+    pub sampling: Vec<PerCpu<u64>>,
+    /// `TARGETS`' keys: the processes followed.
+    pub targets: Vec<u32>,
+    /// `ONCPU`, `OFFCPU`, `WAKEUPS` and `SYSCALL_STACKS`: samples by stack.
+    pub oncpu: Vec<(OnCpuKey, u64)>,
+    pub offcpu: Vec<(OffCpuKey, u64)>,
+    pub wakeups: Vec<(WakeupKey, u64)>,
+    pub syscall_stacks: Vec<(SyscallStackKey, u64)>,
+    /// `FUTEXES`.
+    pub futexes: Vec<(FutexKey, FutexStats)>,
+    /// `FUTEX_WAITS`' one entry.
+    pub futex_waits: PerCpu<WaitStats>,
+    /// `LOCK_CONTENTION`'s one entry, when its tracepoints are attached.
+    pub lock_contention: Option<PerCpu<WaitStats>>,
+    /// `SPANS`, one entry per span.
+    pub spans: Vec<PerCpu<WaitStats>>,
+    /// `GC_COUNTS` by [`switchyard_common::gc`] kind, when the GC probes are attached (empty
+    /// otherwise).
+    pub gc_counts: Vec<PerCpu<u64>>,
+}
+
+/// What to read besides the maps every recording has.
+pub(crate) struct Reading {
+    pub spans: usize,
+    pub contention: bool,
+    pub gc: bool,
+}
+
+/// Every map but the stack maps.
+pub(crate) fn snapshot(ebpf: &Ebpf, what: &Reading) -> Result<Snapshot, Error> {
+    let threads: Vec<(u32, ThreadStats)> = hash(ebpf, maps::THREADS)?;
+    let comms = threads
+        .iter()
+        .filter(|(_, t)| t.voluntary + t.involuntary != 0)
+        .filter_map(|(tid, t)| {
+            let comm = std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", t.tgid)).ok()?;
+            Some((*tid, comm.trim_end().to_string()))
+        })
+        .collect();
+    let errnos: PerCpuHashMap<&MapData, ErrnoKey, u64> =
+        PerCpuHashMap::try_from(map(ebpf, maps::ERRNOS)?).map_err(map_err(maps::ERRNOS))?;
+    let errnos = errnos
+        .iter()
+        .map(|item| {
+            item.map(|(k, v)| (k, v.to_vec()))
+                .map_err(map_err(maps::ERRNOS))
+        })
+        .collect::<Result<_, _>>()?;
+    let targets: HashMap<&MapData, u32, u8> =
+        HashMap::try_from(map(ebpf, maps::TARGETS)?).map_err(map_err(maps::TARGETS))?;
+    let targets = targets.keys().filter_map(Result::ok).collect();
+    Ok(Snapshot {
+        syscalls: per_cpu_array(ebpf, maps::SYSCALLS)?,
+        errnos,
+        threads,
+        comms,
+        cpu_holders: hash(ebpf, maps::CPU_HOLDERS)?,
+        drops: per_cpu_array(ebpf, maps::DROPS)?,
+        sampling: (0..sampling::COUNT)
+            .map(|i| per_cpu_entry(ebpf, maps::SAMPLING, i))
+            .collect::<Result<_, _>>()?,
+        targets,
+        oncpu: hash(ebpf, maps::ONCPU)?,
+        offcpu: hash(ebpf, maps::OFFCPU)?,
+        wakeups: hash(ebpf, maps::WAKEUPS)?,
+        syscall_stacks: hash(ebpf, maps::SYSCALL_STACKS)?,
+        futexes: hash(ebpf, maps::FUTEXES)?,
+        futex_waits: per_cpu_entry(ebpf, maps::FUTEX_WAITS, 0)?,
+        lock_contention: match what.contention {
+            true => Some(per_cpu_entry(ebpf, maps::LOCK_CONTENTION, 0)?),
+            false => None,
+        },
+        spans: (0..what.spans as u32)
+            .map(|i| per_cpu_entry(ebpf, maps::SPANS, i))
+            .collect::<Result<_, _>>()?,
+        gc_counts: match what.gc {
+            true => (0..gc::KINDS)
+                .map(|i| per_cpu_entry(ebpf, maps::GC_COUNTS, i))
+                .collect::<Result<_, _>>()?,
+            false => Vec::new(),
+        },
+    })
+}
+
+/// Entries of the stack maps, by id.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Stacks {
+    pub kernel: Vec<(i32, UserStack)>,
+    pub user: Vec<(i32, UserStack)>,
+}
+
+/// The stacks of the given ids (user ids, kernel ids), or every stack when `None`. An id the
+/// map lacks is left out.
+pub(crate) fn stacks(
+    ebpf: &Ebpf,
+    ids: Option<(HashSet<i32>, HashSet<i32>)>,
+) -> Result<Stacks, Error> {
+    let Some((user_ids, kernel_ids)) = ids else {
+        return Ok(Stacks {
+            kernel: hash(ebpf, maps::KERNEL_STACKS)?,
+            user: hash(ebpf, maps::USER_STACKS)?,
+        });
+    };
+    let some = |name: &'static str, ids: HashSet<i32>| -> Result<Vec<(i32, UserStack)>, Error> {
+        let stacks: HashMap<&MapData, i32, UserStack> =
+            HashMap::try_from(map(ebpf, name)?).map_err(map_err(name))?;
+        Ok(ids
+            .into_iter()
+            .filter(|&id| id >= 0)
+            .filter_map(|id| Some((id, stacks.get(&id, 0).ok()?)))
+            .collect())
+    };
+    Ok(Stacks {
+        kernel: some(maps::KERNEL_STACKS, kernel_ids)?,
+        user: some(maps::USER_STACKS, user_ids)?,
+    })
+}
+
+fn map<'a>(ebpf: &'a Ebpf, name: &'static str) -> Result<&'a Map, Error> {
+    ebpf.map(name).ok_or(Error::MissingMap(name))
+}
+
+/// Every entry of the hash map `name`.
+fn hash<K: Pod, V: Pod>(ebpf: &Ebpf, name: &'static str) -> Result<Vec<(K, V)>, Error> {
+    let entries: HashMap<&MapData, K, V> =
+        HashMap::try_from(map(ebpf, name)?).map_err(map_err(name))?;
+    entries
+        .iter()
+        .map(|item| item.map_err(map_err(name)))
+        .collect()
+}
+
+/// Every entry of the per-CPU array `name`, in index order.
+fn per_cpu_array<V: Pod>(ebpf: &Ebpf, name: &'static str) -> Result<Vec<PerCpu<V>>, Error> {
+    let array: PerCpuArray<&MapData, V> =
+        PerCpuArray::try_from(map(ebpf, name)?).map_err(map_err(name))?;
+    array
+        .iter()
+        .map(|item| item.map(|v| v.to_vec()).map_err(map_err(name)))
+        .collect()
+}
+
+/// Entry `index` of the per-CPU array `name`.
+fn per_cpu_entry<V: Pod>(ebpf: &Ebpf, name: &'static str, index: u32) -> Result<PerCpu<V>, Error> {
+    let array: PerCpuArray<&MapData, V> =
+        PerCpuArray::try_from(map(ebpf, name)?).map_err(map_err(name))?;
+    Ok(array.get(&index, 0).map_err(map_err(name))?.to_vec())
+}
