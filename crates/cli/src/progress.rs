@@ -11,7 +11,7 @@ use std::{
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use switchyard_counters::Counters;
-use switchyard_report::units;
+use switchyard_model::units;
 
 /// How often the figures are read and the line redrawn.
 const EVERY: Duration = Duration::from_millis(250);
@@ -42,11 +42,7 @@ impl Progress {
                     .expect("a valid template")
                     .progress_chars("=> "),
                 );
-                bar.set_prefix(if d.subsec_millis() == 0 {
-                    format!("{}s", d.as_secs())
-                } else {
-                    format!("{:.1}s", d.as_secs_f64())
-                });
+                bar.set_prefix(units::seconds_short(d.as_secs_f64()));
                 bar
             }
             None => {

@@ -9,7 +9,7 @@ use std::{
 
 use anyhow::Result;
 use switchyard_export::Exporter;
-use switchyard_model::{Counter, Run, Window};
+use switchyard_model::{Counter, Run, Window, units};
 use switchyard_symbolize::Symbolizer;
 
 /// `compare` and `gate` read folders of windows back through this path too.
@@ -179,8 +179,8 @@ fn deliver(
         let run = job(&symbolizer);
         let index = run.meta.window.map_or(0, |w| w.index);
         let mut line = format!(
-            "window {index}: {:.1} s, {} switches, {} syscalls, {} on-CPU samples",
-            run.meta.duration_ns() as f64 / 1e9,
+            "window {index}: {}, {} switches, {} syscalls, {} on-CPU samples",
+            units::seconds(run.meta.duration_ns() as f64 / 1e9),
             run.voluntary() + run.involuntary(),
             run.syscall_total(),
             run.profiles.oncpu.total(),

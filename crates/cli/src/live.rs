@@ -1,0 +1,260 @@
+//! A recording under way: the target started (a command forked, or a live process found), the
+//! probes attached and the clock running; then polled until it ends (target exit, --duration,
+//! Ctrl-C or SIGTERM), cutting the windows due on the way (`--every`).
+
+use std::{
+    io::Write as _,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant, SystemTime},
+};
+
+use anyhow::{Context as _, Result};
+use switchyard_counters::{Counters, Scope};
+use switchyard_model::{Collector, EndReason, Meta, TargetMode, units};
+use switchyard_symbolize::Maps;
+
+use crate::{
+    assemble::{DEGRADED_TICK_MS, Recording, assemble},
+    cgroup,
+    clock::unix_ns,
+    collect::Collection,
+    plan::{Plan, PlannedTarget},
+    procfs::{self, PidFd},
+    progress::Progress,
+    spawn,
+    windows::Windows,
+};
+
+/// How often the loop checks for the end (and samples /proc in degraded mode).
+const TICK: Duration = Duration::from_millis(DEGRADED_TICK_MS);
+
+/// SIGINT and SIGTERM, caught: the signal's number once one came, else 0.
+pub fn catch_signals() -> Result<Arc<AtomicUsize>> {
+    let signal = Arc::new(AtomicUsize::new(0));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)
+            .context("installing signal handlers")?;
+    }
+    Ok(signal)
+}
+
+/// A started recording and what it reads from.
+pub struct Live<'p> {
+    pub plan: &'p Plan,
+    pub pid: u32,
+    pub collection: Collection,
+    /// The perf counters, when asked for (and in degraded mode, their only source).
+    pub counters: Option<Counters>,
+    pidfd: PidFd,
+    /// Memory maps of the targets, so stacks symbolise after they exit.
+    pub maps: Maps,
+    /// A spawned command, stopped when the recording ends, however it ends.
+    pub child: Option<spawn::Child>,
+    command: Vec<String>,
+    pub start_wall: SystemTime,
+    /// CLOCK_MONOTONIC ns.
+    pub start_mono: u64,
+    started: Instant,
+    /// The target's CPU quota and throttling, read again at every window and at the end.
+    pub cgroup_start: Option<cgroup::Reading>,
+}
+
+impl<'p> Live<'p> {
+    /// Starts the target and the recording, and says so (on stderr, and on `--ready-fd`).
+    pub fn start(plan: &'p mut Plan) -> Result<Live<'p>> {
+        let ready = plan.ready.take();
+        let plan: &'p Plan = plan;
+        // A spawned command waits before exec until the probes are attached; dropped on an
+        // error, it is abandoned before it runs.
+        let (pid, stopped) = match &plan.target {
+            PlannedTarget::Pid(pid) => (*pid, None),
+            PlannedTarget::Spawn {
+                argv,
+                program,
+                hold,
+            } => {
+                let s = spawn::fork_stopped(argv, program, *hold)?;
+                (s.pid, Some(s))
+            }
+        };
+        let mut collection = Collection::attach(plan, pid)?;
+        // Degraded mode has no other source of CPU time and switches.
+        let counters = (plan.perf_counters || collection.is_degraded())
+            .then(|| {
+                Counters::open(match plan.target.mode() {
+                    TargetMode::Pid => Scope::Pid(pid),
+                    TargetMode::Spawn => Scope::SpawnedBeforeExec(pid),
+                })
+                .map_err(|e| eprintln!("warning: perf counters unavailable: {e:#}"))
+                .ok()
+            })
+            .flatten();
+
+        // Before the start is announced (`--ready-fd`): a target that exits right after must
+        // still be seen to exit.
+        let pidfd = PidFd::open(pid);
+        let start_wall = SystemTime::now();
+        let start_mono = collection.start(pid)?;
+        let started = Instant::now();
+        let mut maps = Maps::default();
+        // From here on, a spawned child is stopped when the recording ends, however it ends.
+        let (child, command) = match (stopped, &plan.target) {
+            (Some(s), PlannedTarget::Spawn { argv, .. }) => {
+                let child = s.go(|| collection.refresh(&mut maps, pid))?;
+                (Some(child), argv.clone())
+            }
+            _ => (None, procfs::cmdline(pid)),
+        };
+        eprintln!(
+            "switchyard: recording pid {pid} ({}){}; Ctrl-C to stop",
+            procfs::comm(pid).unwrap_or_else(|| "?".into()),
+            plan.duration
+                .map(|d| format!(" for {}", units::seconds(d.as_secs_f64())))
+                .unwrap_or_default()
+        );
+        if let Some(mut ready) = ready {
+            // A reader that has gone away is not an error of the recording.
+            let _ = writeln!(ready, "recording {pid}");
+        }
+        Ok(Live {
+            plan,
+            pid,
+            collection,
+            counters,
+            pidfd,
+            maps,
+            child,
+            command,
+            start_wall,
+            start_mono,
+            started,
+            cgroup_start: cgroup::read(pid),
+        })
+    }
+
+    /// Every window's and the run's metadata, but for when each starts and ends and how.
+    pub fn meta(
+        &self,
+        start_wall: SystemTime,
+        end_wall: SystemTime,
+        start_mono: u64,
+        end_mono: u64,
+        end: EndReason,
+    ) -> Meta {
+        Meta {
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            command: self.command.clone(),
+            mode: self.plan.target.mode(),
+            pid: self.pid,
+            follow_children: self.plan.follow_children,
+            children: Vec::new(),
+            host: nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            kernel: nix::sys::utsname::uname()
+                .map(|u| u.release().to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            start_wall_ns: unix_ns(start_wall),
+            end_wall_ns: unix_ns(end_wall),
+            start_mono_ns: start_mono,
+            end_mono_ns: end_mono,
+            end,
+            collector: Collector::Ebpf,
+            unreported_switches: 0,
+            window: None,
+            labels: self.plan.labels.clone(),
+        }
+    }
+
+    /// Polls until the recording ends, cutting the windows due; returns how it ended.
+    pub fn poll(
+        &mut self,
+        mut windows: Option<&mut Windows>,
+        signal: &AtomicUsize,
+    ) -> Result<EndReason> {
+        // A spawned command writes to this terminal too, and a redrawn line would erase what
+        // it wrote last: the line is only drawn for a target whose output goes elsewhere;
+        // windows say their own line as they are cut.
+        let shares_terminal = self.child.is_some() || windows.is_some();
+        let mut progress = Progress::start(self.plan.duration, shares_terminal);
+        let mut last_maps = Instant::now();
+        let end = loop {
+            // New processes, exec and dlopen: their maps for symbols and their unwind tables,
+            // as soon as seen: every tick in the first second (the dynamic loader maps
+            // libraries early), then every 100 ms.
+            let maps_due = self.plan.stacks.is_some()
+                && (self.started.elapsed() < Duration::from_secs(1)
+                    || last_maps.elapsed() >= Duration::from_millis(100));
+            if maps_due {
+                last_maps = Instant::now();
+            }
+            self.collection.tick(self.pid, &mut self.maps, maps_due);
+            // A window due as the duration runs out is the last one, read at the end: cutting
+            // it here would leave a last window of a few milliseconds.
+            let over = self
+                .plan
+                .duration
+                .is_some_and(|d| self.started.elapsed() >= d);
+            if let Some(w) = windows.as_deref_mut().filter(|w| !over && w.due()) {
+                self.cut(w)?;
+            }
+            let sig = signal.load(Ordering::Relaxed);
+            if sig != 0 {
+                break EndReason::Interrupted { signal: sig as i32 };
+            }
+            let exited = match &mut self.child {
+                Some(c) => c.exited(),
+                None => self.pidfd.exited().then_some(spawn::Exit::default()),
+            };
+            if let Some(e) = exited {
+                break EndReason::TargetExited {
+                    code: e.code,
+                    signal: e.signal,
+                };
+            }
+            if over {
+                break EndReason::Duration;
+            }
+            progress.tick(self.started.elapsed(), self.counters.as_mut());
+            self.pidfd.wait(TICK);
+        };
+        progress.finish();
+        Ok(end)
+    }
+
+    /// Cuts the window in progress: read from the probes now, made into a run by the windows'
+    /// worker.
+    fn cut(&mut self, w: &mut Windows) -> Result<()> {
+        let (source, gc_events, at) = self.collection.cut(self.pid)?;
+        let end_wall = SystemTime::now();
+        let counter_rows = w.counters(self.counters.as_mut().map(Counters::read));
+        let window_meta = self.meta(w.start_wall, end_wall, w.start_mono, at, EndReason::Window);
+        let (stacks, go_gc) = (self.plan.stacks.clone(), self.plan.go_gc.clone());
+        let (window_maps, max_rss_kb) = (self.maps.clone(), procfs::max_rss_kb(self.pid));
+        let cgroup = self.cgroup_start.as_ref().map(cgroup::Reading::since_start);
+        self.cgroup_start = cgroup::read(self.pid).or(self.cgroup_start.take());
+        w.cut(
+            move |symbolizer| {
+                assemble(Recording {
+                    meta: window_meta,
+                    source,
+                    counters: counter_rows,
+                    stacks,
+                    maps: &window_maps,
+                    go_gc: go_gc.map(|binary| (binary, gc_events)),
+                    workload: None,
+                    max_rss_kb,
+                    timeline: None,
+                    cgroup,
+                    symbolizer: Some(symbolizer),
+                })
+            },
+            at,
+            end_wall,
+        );
+        Ok(())
+    }
+}
