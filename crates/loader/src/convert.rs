@@ -589,3 +589,6 @@ pub fn state_label(state: u32, preempt_flag: u32) -> String {
         s => format!("state {s:#x}"),
     }
 }
+
+#[cfg(test)]
+mod tests;
