@@ -1,8 +1,16 @@
-//! Named figures of a run, the vocabulary shared by comparisons and budgets.
+//! Named figures of a run, the vocabulary shared by the summary, the page, comparisons and
+//! budgets.
 //!
-//! Every figure has a stable dotted name (`switches.voluntary.per_op`), a unit and the
-//! direction that counts as better. Per-second figures divide by the recording's duration;
-//! per-operation figures exist only when the run carries an operation count.
+//! Every figure is defined once, in [`FIGURES`]: its stable dotted name or pattern
+//! (`switches.voluntary[.per_s|.per_op]`, `syscalls.<name>.avg_us`), its unit, the direction
+//! that counts as better, what it measures and whether the terminal summary leads with it.
+//! [`extract`] only computes values; each name it produces takes its unit and direction from
+//! its one definition, and [`NAMES`], [`unit_label`] and [`is_known`] are read off the table.
+//! Per-second figures divide by the recording's duration; per-operation figures exist only
+//! when the run carries an operation count.
+//!
+//! A new figure is a line in [`FIGURES`] and a value in [`extract`]; the summary's figures,
+//! the page's table of figures, comparisons and budgets show it from there.
 
 use std::collections::BTreeMap;
 
@@ -23,69 +31,655 @@ pub struct Metric {
     pub better: Better,
 }
 
-const MIB: f64 = 1024.0 * 1024.0;
+/// The definition of a figure, or of a family of figures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Figure {
+    /// The name, or a pattern of names: `<name>` stands for a syscall as the run names it,
+    /// `<label>` for a span's label (no dots), `<counter>` for a perf counter that counts
+    /// events; a trailing `[.per_s|.per_op]` adds the count's rates.
+    pub pattern: &'static str,
+    /// The figure's unit; a count's rates are per second and per operation.
+    pub unit: Unit,
+    pub better: Better,
+    /// A short noun for sentences: "context switches".
+    pub label: &'static str,
+    /// What it measures, in one line.
+    pub about: &'static str,
+    /// The terminal summary leads with it (per operation, when the run has operations).
+    pub headline: bool,
+}
 
-fn put(
-    m: &mut BTreeMap<String, Metric>,
-    name: impl Into<String>,
-    value: f64,
+/// The rates a count family adds to its base name.
+const RATES: &str = "[.per_s|.per_op]";
+
+/// Which form of a figure a name is: the figure itself, or one of a count's rates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    Base,
+    PerSecond,
+    PerOp,
+}
+
+/// time(2) is spelled like `syscalls.time`, the time inside all syscalls; its own count is
+/// not a named figure (on x86-64 it is a vDSO call and all but never a syscall).
+const SYSCALL_NAMED_LIKE_A_FIGURE: &str = "time";
+
+/// task-clock counts nanoseconds, not events: it has a definition of its own
+/// (`perf.task-clock`, in ms), and `<counter>` stands for the other counters.
+const TIME_COUNTER: &str = "task-clock";
+
+impl Figure {
+    /// The pattern without its rates, and whether it has them.
+    fn base(&self) -> (&'static str, bool) {
+        match self.pattern.strip_suffix(RATES) {
+            Some(b) => (b, true),
+            None => (self.pattern, false),
+        }
+    }
+
+    /// Which form of this figure `name` is, if it is one.
+    pub fn matches(&self, name: &str) -> Option<Form> {
+        let (base, rates) = self.base();
+        let forms: &[(&str, Form)] = if rates {
+            &[
+                ("", Form::Base),
+                (".per_s", Form::PerSecond),
+                (".per_op", Form::PerOp),
+            ]
+        } else {
+            &[("", Form::Base)]
+        };
+        forms.iter().find_map(|&(suffix, form)| {
+            let stem = name.strip_suffix(suffix)?;
+            base_matches(base, stem).then_some(form)
+        })
+    }
+
+    /// The unit of `form` of this figure.
+    pub fn unit_of(&self, form: Form) -> Unit {
+        match form {
+            Form::Base => self.unit,
+            Form::PerSecond => Unit::PerSecond,
+            Form::PerOp => Unit::PerOp,
+        }
+    }
+
+    /// The unit a budget's number is in, as `gate --list` gives it: "µs", or
+    /// "count; .per_s: 1/s; .per_op: 1/op" for a count with its rates.
+    pub fn unit_label(&self) -> String {
+        let unit = self.unit.suffix();
+        if self.base().1 {
+            format!("{unit}; .per_s: 1/s; .per_op: 1/op")
+        } else {
+            unit.to_string()
+        }
+    }
+
+    /// The name of this figure's per-operation form, for a figure with one: `cpu.per_op`,
+    /// `syscalls.total.per_op`.
+    pub fn per_op_name(&self) -> Option<String> {
+        let (base, rates) = self.base();
+        if base.contains('<') {
+            return None;
+        }
+        if rates {
+            Some(format!("{base}.per_op"))
+        } else {
+            base.ends_with(".per_op").then(|| base.to_string())
+        }
+    }
+}
+
+/// Whether `name` is `base` with its placeholder (if any) filled in.
+fn base_matches(base: &str, name: &str) -> bool {
+    let Some((head, rest)) = base.split_once('<') else {
+        return base == name;
+    };
+    let Some((kind, tail)) = rest.split_once('>') else {
+        return false;
+    };
+    let Some(value) = name.strip_prefix(head).and_then(|v| v.strip_suffix(tail)) else {
+        return false;
+    };
+    if value.is_empty() || value.contains('.') {
+        return false;
+    }
+    match kind {
+        "name" => names_a_syscall(value),
+        "label" => true,
+        "counter" => value != TIME_COUNTER && crate::COUNTER_NAMES.contains(&value),
+        _ => false,
+    }
+}
+
+/// Whether `value` is a syscall as runs name them (`read`, `syscall_451` for one the name
+/// table lacks), other than time(2).
+fn names_a_syscall(value: &str) -> bool {
+    value != SYSCALL_NAMED_LIKE_A_FIGURE
+        && (crate::syscall_nr(value).is_some()
+            || value
+                .strip_prefix("syscall_")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())))
+}
+
+const fn figure(
+    pattern: &'static str,
     unit: Unit,
     better: Better,
-) {
+    label: &'static str,
+    about: &'static str,
+) -> Figure {
+    Figure {
+        pattern,
+        unit,
+        better,
+        label,
+        about,
+        headline: false,
+    }
+}
+
+/// A figure the terminal summary leads with.
+const fn headline(f: Figure) -> Figure {
+    Figure {
+        headline: true,
+        ..f
+    }
+}
+
+use Better::{Higher, Lower, Neither};
+use Unit::{BytesPerOp, Count, MiB, Micros, MicrosPerOp, Millis, PerSecond, Percent, Seconds};
+
+/// Every figure a run can have, each defined once; in the order `gate --list` and the page
+/// show them.
+pub const FIGURES: &[Figure] = &[
+    figure(
+        "duration",
+        Seconds,
+        Neither,
+        "recorded",
+        "how long the recording lasted",
+    ),
+    figure(
+        "operations",
+        Count,
+        Neither,
+        "operations",
+        "operations the workload completed (its driver's count, or --operations)",
+    ),
+    figure(
+        "throughput",
+        PerSecond,
+        Higher,
+        "throughput",
+        "operations per second, by the driver's own clock when it reported one",
+    ),
+    figure(
+        "latency.p50",
+        Micros,
+        Lower,
+        "P50 latency",
+        "the driver's median operation latency",
+    ),
+    figure(
+        "latency.p90",
+        Micros,
+        Lower,
+        "P90 latency",
+        "the driver's 90th percentile latency",
+    ),
+    figure(
+        "latency.p99",
+        Micros,
+        Lower,
+        "P99 latency",
+        "the driver's 99th percentile latency",
+    ),
+    figure(
+        "latency.p99_9",
+        Micros,
+        Lower,
+        "P99.9 latency",
+        "the driver's 99.9th percentile latency",
+    ),
+    figure(
+        "latency.p99_99",
+        Micros,
+        Lower,
+        "P99.99 latency",
+        "the driver's 99.99th percentile latency",
+    ),
+    figure(
+        "latency.max",
+        Micros,
+        Lower,
+        "longest latency",
+        "the driver's slowest operation",
+    ),
+    figure(
+        "workload.errors",
+        Count,
+        Lower,
+        "workload errors",
+        "operations the driver counted as failed",
+    ),
+    headline(figure(
+        "syscalls.total[.per_s|.per_op]",
+        Count,
+        Lower,
+        "syscalls",
+        "syscalls the target made, counted at exit",
+    )),
+    figure(
+        "syscalls.errors[.per_s|.per_op]",
+        Count,
+        Lower,
+        "failed syscalls",
+        "syscalls that returned an error",
+    ),
+    figure(
+        "syscalls.time",
+        Millis,
+        Lower,
+        "time inside syscalls",
+        "time inside syscalls, entry to exit, over all threads",
+    ),
+    figure(
+        "syscalls.<name>[.per_s|.per_op]",
+        Count,
+        Lower,
+        "calls",
+        "calls of one syscall",
+    ),
+    figure(
+        "syscalls.<name>.avg_us",
+        Micros,
+        Lower,
+        "average call",
+        "the average time of one call of the syscall, entry to exit",
+    ),
+    figure(
+        "offcpu.blocked",
+        Millis,
+        Lower,
+        "blocked",
+        "thread time blocked: off CPU from a voluntary switch to the wakeup that ended it",
+    ),
+    figure(
+        "offcpu.share",
+        Percent,
+        Lower,
+        "off-CPU share",
+        "the share of thread time off CPU, blocked or waiting for a CPU",
+    ),
+    figure(
+        "runqueue.wait",
+        Millis,
+        Lower,
+        "waiting for a CPU",
+        "thread time runnable but not running",
+    ),
+    figure(
+        "runqueue.wait.per_op",
+        MicrosPerOp,
+        Lower,
+        "waiting for a CPU",
+        "thread time runnable but not running, per operation",
+    ),
+    figure(
+        "runqueue.after_wakeup",
+        Millis,
+        Lower,
+        "scheduler delay",
+        "of the waits for a CPU, the part after wakeups",
+    ),
+    headline(figure(
+        "futex.waits[.per_s|.per_op]",
+        Count,
+        Lower,
+        "futex waits",
+        "futex waits of the target's threads",
+    )),
+    figure(
+        "futex.wait_time",
+        Millis,
+        Lower,
+        "futex wait time",
+        "time threads spent in futex waits",
+    ),
+    figure(
+        "futex.wait_time.per_op",
+        MicrosPerOp,
+        Lower,
+        "futex wait time",
+        "time threads spent in futex waits, per operation",
+    ),
+    figure(
+        "futex.wait_max",
+        Millis,
+        Lower,
+        "longest futex wait",
+        "the longest futex wait",
+    ),
+    figure(
+        "kernel_locks.contended[.per_s|.per_op]",
+        Count,
+        Lower,
+        "kernel lock waits",
+        "waits on contended kernel locks (lock:contention_begin)",
+    ),
+    figure(
+        "kernel_locks.wait_time",
+        Millis,
+        Lower,
+        "kernel lock wait time",
+        "time waiting on contended kernel locks",
+    ),
+    figure(
+        "span.<label>[.per_s|.per_op]",
+        Count,
+        Neither,
+        "span calls",
+        "calls of a --uprobe-span function",
+    ),
+    figure(
+        "span.<label>.time",
+        Millis,
+        Lower,
+        "span time",
+        "time from entry to return of a --uprobe-span function, over all calls",
+    ),
+    figure(
+        "span.<label>.time.per_op",
+        MicrosPerOp,
+        Lower,
+        "span time",
+        "time from entry to return of a --uprobe-span function, per operation",
+    ),
+    figure(
+        "switches.voluntary[.per_s|.per_op]",
+        Count,
+        Lower,
+        "voluntary switches",
+        "context switches where the thread blocked (I/O, a lock, a sleep)",
+    ),
+    figure(
+        "switches.involuntary[.per_s|.per_op]",
+        Count,
+        Lower,
+        "involuntary switches",
+        "context switches where the thread was preempted while still runnable",
+    ),
+    headline(figure(
+        "switches.total[.per_s|.per_op]",
+        Count,
+        Lower,
+        "context switches",
+        "context switches of the target's threads, voluntary and involuntary",
+    )),
+    figure(
+        "cpu.time",
+        Millis,
+        Lower,
+        "CPU time",
+        "CPU time of the target (task-clock when counted, else its threads' time on CPU)",
+    ),
+    headline(figure(
+        "cpu.per_op",
+        MicrosPerOp,
+        Lower,
+        "CPU",
+        "CPU time per operation",
+    )),
+    figure(
+        "cpu.utilisation",
+        Percent,
+        Lower,
+        "CPU utilisation",
+        "CPU time over the recording's length; 100% is one CPU busy",
+    ),
+    figure(
+        "perf.task-clock",
+        Millis,
+        Lower,
+        "task-clock",
+        "the task-clock perf counter: CPU time of the target",
+    ),
+    figure(
+        "perf.<counter>",
+        Count,
+        Lower,
+        "perf counter",
+        "a perf counter of the target (context-switches, cycles, instructions, …)",
+    ),
+    figure(
+        "memory.max_rss",
+        MiB,
+        Lower,
+        "peak RSS",
+        "the target's peak resident memory",
+    ),
+    figure(
+        "gc.cycles[.per_s|.per_op]",
+        Count,
+        Lower,
+        "GC cycles",
+        "Go garbage collection cycles",
+    ),
+    figure(
+        "gc.pauses",
+        Count,
+        Lower,
+        "GC pauses",
+        "Go stop-the-world pauses",
+    ),
+    figure(
+        "gc.pause_total",
+        Millis,
+        Lower,
+        "GC pause time",
+        "time in Go stop-the-world pauses",
+    ),
+    figure(
+        "gc.pause_max",
+        Millis,
+        Lower,
+        "longest GC pause",
+        "the longest Go stop-the-world pause",
+    ),
+    figure(
+        "gc.mark_assists[.per_s|.per_op]",
+        Count,
+        Lower,
+        "GC mark assists",
+        "Go mark assists: goroutines made to help the collector",
+    ),
+    figure(
+        "heap.allocs[.per_s|.per_op]",
+        Count,
+        Lower,
+        "heap allocations",
+        "heap allocations counted by dhat",
+    ),
+    figure(
+        "heap.bytes",
+        MiB,
+        Lower,
+        "heap allocated",
+        "bytes allocated on the heap, counted by dhat",
+    ),
+    figure(
+        "heap.bytes.per_op",
+        BytesPerOp,
+        Lower,
+        "heap bytes",
+        "bytes allocated on the heap per operation, counted by dhat",
+    ),
+    figure(
+        "heap.peak",
+        MiB,
+        Lower,
+        "heap peak",
+        "the most bytes live on the heap at once, counted by dhat",
+    ),
+];
+
+/// Figure names with a fixed spelling; `<…>` parts stand for a syscall name, a span label or a
+/// perf counter, and `[.per_s|.per_op]` for the rates of a count. [`FIGURES`]' patterns.
+pub const NAMES: [&str; FIGURES.len()] = {
+    let mut names = [""; FIGURES.len()];
+    let mut i = 0;
+    while i < FIGURES.len() {
+        names[i] = FIGURES[i].pattern;
+        i += 1;
+    }
+    names
+};
+
+/// The definitions `name` is a form of: exactly one for every name a run can have.
+pub fn definitions(name: &str) -> Vec<(&'static Figure, Form)> {
+    definitions_in(FIGURES, name)
+}
+
+fn definitions_in<'a>(table: &'a [Figure], name: &str) -> Vec<(&'a Figure, Form)> {
+    table
+        .iter()
+        .filter_map(|f| f.matches(name).map(|form| (f, form)))
+        .collect()
+}
+
+/// The one definition of `name`, with the form it is.
+pub fn definition(name: &str) -> Option<(&'static Figure, Form)> {
+    match definitions(name)[..] {
+        [one] => Some(one),
+        _ => None,
+    }
+}
+
+/// Names a pattern may spell, its placeholders filled with likely values (some of which the
+/// placeholder refuses: task-clock is no `<counter>`).
+fn examples(pattern: &str) -> Vec<String> {
+    let (base, rates) = match pattern.strip_suffix(RATES) {
+        Some(b) => (b, true),
+        None => (pattern, false),
+    };
+    let bases: Vec<String> = match base.split_once('<') {
+        None => vec![base.to_string()],
+        Some((head, rest)) => {
+            let (kind, tail) = rest.split_once('>').unwrap_or((rest, ""));
+            let values: Vec<&str> = match kind {
+                "name" => vec!["read", "getppid", "futex", "syscall_451"],
+                "label" => vec!["acquire", "time", "per_op", "avg_us", "total"],
+                "counter" => crate::COUNTER_NAMES.to_vec(),
+                _ => vec![kind],
+            };
+            values
+                .into_iter()
+                .map(|v| format!("{head}{v}{tail}"))
+                .collect()
+        }
+    };
+    let suffixes: &[&str] = if rates {
+        &["", ".per_s", ".per_op"]
+    } else {
+        &[""]
+    };
+    bases
+        .iter()
+        .flat_map(|b| suffixes.iter().map(move |s| format!("{b}{s}")))
+        .collect()
+}
+
+/// Each way `table` defines a figure twice: a pattern listed twice, or a name one pattern
+/// spells that another pattern also matches. Empty for a sound table.
+pub fn double_definitions(table: &[Figure]) -> Vec<String> {
+    let mut doubles = Vec::new();
+    for (i, f) in table.iter().enumerate() {
+        if table[..i].iter().any(|g| g.pattern == f.pattern) {
+            doubles.push(format!("`{}` is listed twice", f.pattern));
+        }
+        for name in examples(f.pattern) {
+            if f.matches(&name).is_none() {
+                continue;
+            }
+            let others: Vec<&str> = definitions_in(table, &name)
+                .iter()
+                .map(|(g, _)| g.pattern)
+                .filter(|p| *p != f.pattern)
+                .collect();
+            if !others.is_empty() {
+                doubles.push(format!(
+                    "`{name}` is both `{}` and `{}`",
+                    f.pattern,
+                    others.join("`, `")
+                ));
+            }
+        }
+    }
+    doubles
+}
+
+/// A figure's value under `name`, with the unit and direction of its definition. A name with
+/// no one definition is a mistake of [`extract`]'s, caught by the tests over recorded runs;
+/// left out in a release build.
+fn put(m: &mut BTreeMap<String, Metric>, name: impl Into<String>, value: f64) {
+    let name = name.into();
+    let defs = definitions(&name);
+    let [(figure, form)] = defs[..] else {
+        debug_assert!(
+            false,
+            "`{name}` matches {} figure definitions, not one",
+            defs.len()
+        );
+        return;
+    };
     m.insert(
-        name.into(),
+        name,
         Metric {
             value,
-            unit,
-            better,
+            unit: figure.unit_of(form),
+            better: figure.better,
         },
     );
 }
 
 /// A count with its per-second and (when known) per-operation rates.
-fn rates(
-    m: &mut BTreeMap<String, Metric>,
-    name: &str,
-    count: f64,
-    secs: f64,
-    ops: Option<f64>,
-    better: Better,
-) {
-    put(m, name, count, Unit::Count, better);
+fn rates(m: &mut BTreeMap<String, Metric>, name: &str, count: f64, secs: f64, ops: Option<f64>) {
+    put(m, name, count);
     if secs > 0.0 {
-        put(
-            m,
-            format!("{name}.per_s"),
-            count / secs,
-            Unit::PerSecond,
-            better,
-        );
+        put(m, format!("{name}.per_s"), count / secs);
     }
     if let Some(ops) = ops.filter(|o| *o > 0.0) {
-        put(
-            m,
-            format!("{name}.per_op"),
-            count / ops,
-            Unit::PerOp,
-            better,
-        );
+        put(m, format!("{name}.per_op"), count / ops);
     }
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// A span's label as a figure name spells it: dots (a symbol's `.cold`, `.part.0`) become
+/// underscores, so the name has one reading.
+fn span_label(s: &crate::SpanRow) -> String {
+    let label = if s.label.is_empty() {
+        &s.symbol
+    } else {
+        &s.label
+    };
+    label.replace('.', "_")
 }
 
 /// Every named figure of `run`.
 pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
-    use Better::*;
-    use Unit::*;
     let mut m = BTreeMap::new();
     let secs = run.meta.duration_ns() as f64 / 1e9;
     let ops = run.operations.map(|o| o as f64);
-    put(&mut m, "duration", secs, Seconds, Neither);
+    let per_op = ops.filter(|o| *o > 0.0);
+    put(&mut m, "duration", secs);
     if let Some(ops) = ops {
-        put(&mut m, "operations", ops, Count, Neither);
+        put(&mut m, "operations", ops);
         match &run.workload {
             // The driver's own clock covers exactly the load.
-            Some(w) => put(&mut m, "throughput", w.throughput_per_s, PerSecond, Higher),
-            None if secs > 0.0 => put(&mut m, "throughput", ops / secs, PerSecond, Higher),
+            Some(w) => put(&mut m, "throughput", w.throughput_per_s),
+            None if secs > 0.0 => put(&mut m, "throughput", ops / secs),
             None => {}
         }
     }
@@ -98,9 +692,9 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
             ("latency.p99_99", w.p99_99_ns),
             ("latency.max", w.max_ns),
         ] {
-            put(&mut m, name, v as f64 / 1e3, Micros, Lower);
+            put(&mut m, name, v as f64 / 1e3);
         }
-        put(&mut m, "workload.errors", w.errors as f64, Count, Lower);
+        put(&mut m, "workload.errors", w.errors as f64);
     }
 
     if run.meta.collector == crate::Collector::Ebpf {
@@ -110,221 +704,117 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
             run.syscall_total() as f64,
             secs,
             ops,
-            Lower,
         );
         let errors: u64 = run.syscalls.iter().map(|s| s.errors).sum();
-        rates(&mut m, "syscalls.errors", errors as f64, secs, ops, Lower);
+        rates(&mut m, "syscalls.errors", errors as f64, secs, ops);
         let time: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
-        put(&mut m, "syscalls.time", time as f64 / 1e6, Millis, Lower);
-        for s in &run.syscalls {
+        put(&mut m, "syscalls.time", time as f64 / 1e6);
+        // A name no kernel gives (a hand-made run file) has no figure; nor has time(2).
+        for s in run.syscalls.iter().filter(|s| names_a_syscall(&s.name)) {
             rates(
                 &mut m,
                 &format!("syscalls.{}", s.name),
                 s.count as f64,
                 secs,
                 ops,
-                Lower,
             );
             if s.count > 0 {
                 put(
                     &mut m,
                     format!("syscalls.{}.avg_us", s.name),
                     s.total_ns as f64 / s.count as f64 / 1e3,
-                    Micros,
-                    Lower,
                 );
             }
         }
         let blocked: u64 = run.threads.iter().map(|t| t.blocked_ns).sum();
         let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
-        put(
-            &mut m,
-            "offcpu.blocked",
-            blocked as f64 / 1e6,
-            Millis,
-            Lower,
-        );
+        put(&mut m, "offcpu.blocked", blocked as f64 / 1e6);
         if let Some(share) = run.offcpu_share() {
-            put(&mut m, "offcpu.share", share * 100.0, Percent, Lower);
+            put(&mut m, "offcpu.share", share * 100.0);
         }
-        put(&mut m, "runqueue.wait", runq as f64 / 1e6, Millis, Lower);
+        put(&mut m, "runqueue.wait", runq as f64 / 1e6);
         // Of the wait for a CPU, the part after wakeups: scheduler delay.
         let woken: u64 = run.threads.iter().map(|t| t.woken_wait_ns).sum();
-        put(
-            &mut m,
-            "runqueue.after_wakeup",
-            woken as f64 / 1e6,
-            Millis,
-            Lower,
-        );
-        if let Some(ops) = ops.filter(|o| *o > 0.0) {
-            put(
-                &mut m,
-                "runqueue.wait.per_op",
-                runq as f64 / 1e3 / ops,
-                MicrosPerOp,
-                Lower,
-            );
+        put(&mut m, "runqueue.after_wakeup", woken as f64 / 1e6);
+        if let Some(ops) = per_op {
+            put(&mut m, "runqueue.wait.per_op", runq as f64 / 1e3 / ops);
         }
-    }
 
-    let l = &run.locks;
-    if run.meta.collector == crate::Collector::Ebpf {
-        rates(
-            &mut m,
-            "futex.waits",
-            l.futex.count as f64,
-            secs,
-            ops,
-            Lower,
-        );
-        put(
-            &mut m,
-            "futex.wait_time",
-            l.futex.total_ns as f64 / 1e6,
-            Millis,
-            Lower,
-        );
-        if let Some(ops) = ops.filter(|o| *o > 0.0) {
+        let l = &run.locks;
+        rates(&mut m, "futex.waits", l.futex.count as f64, secs, ops);
+        put(&mut m, "futex.wait_time", l.futex.total_ns as f64 / 1e6);
+        if let Some(ops) = per_op {
             put(
                 &mut m,
                 "futex.wait_time.per_op",
                 l.futex.total_ns as f64 / 1e3 / ops,
-                MicrosPerOp,
-                Lower,
             );
         }
-        put(
-            &mut m,
-            "futex.wait_max",
-            l.futex.max_ns as f64 / 1e6,
-            Millis,
-            Lower,
-        );
+        put(&mut m, "futex.wait_max", l.futex.max_ns as f64 / 1e6);
         if let Some(c) = &l.contention {
-            rates(
-                &mut m,
-                "kernel_locks.contended",
-                c.count as f64,
-                secs,
-                ops,
-                Lower,
-            );
-            put(
-                &mut m,
-                "kernel_locks.wait_time",
-                c.total_ns as f64 / 1e6,
-                Millis,
-                Lower,
-            );
+            rates(&mut m, "kernel_locks.contended", c.count as f64, secs, ops);
+            put(&mut m, "kernel_locks.wait_time", c.total_ns as f64 / 1e6);
         }
         for s in &l.spans {
-            let label = if s.label.is_empty() {
-                &s.symbol
-            } else {
-                &s.label
-            };
-            let name = format!("span.{label}");
-            rates(&mut m, &name, s.stats.count as f64, secs, ops, Neither);
+            let name = format!("span.{}", span_label(s));
+            rates(&mut m, &name, s.stats.count as f64, secs, ops);
             put(
                 &mut m,
                 format!("{name}.time"),
                 s.stats.total_ns as f64 / 1e6,
-                Millis,
-                Lower,
             );
-            if let Some(ops) = ops.filter(|o| *o > 0.0) {
+            if let Some(ops) = per_op {
                 put(
                     &mut m,
                     format!("{name}.time.per_op"),
                     s.stats.total_ns as f64 / 1e3 / ops,
-                    MicrosPerOp,
-                    Lower,
                 );
             }
         }
     }
 
     if let Some(kb) = run.max_rss_kb {
-        put(&mut m, "memory.max_rss", kb as f64 / 1024.0, MiB, Lower);
+        put(&mut m, "memory.max_rss", kb as f64 / 1024.0);
     }
     if let Some(h) = &run.heap {
-        rates(
-            &mut m,
-            "heap.allocs",
-            h.allocations as f64,
-            secs,
-            ops,
-            Lower,
-        );
-        put(&mut m, "heap.bytes", h.bytes as f64 / MIB, MiB, Lower);
-        if let Some(ops) = ops.filter(|o| *o > 0.0) {
-            put(
-                &mut m,
-                "heap.bytes.per_op",
-                h.bytes as f64 / ops,
-                BytesPerOp,
-                Lower,
-            );
+        rates(&mut m, "heap.allocs", h.allocations as f64, secs, ops);
+        put(&mut m, "heap.bytes", h.bytes as f64 / MIB);
+        if let Some(ops) = per_op {
+            put(&mut m, "heap.bytes.per_op", h.bytes as f64 / ops);
         }
-        put(&mut m, "heap.peak", h.peak_bytes as f64 / MIB, MiB, Lower);
+        put(&mut m, "heap.peak", h.peak_bytes as f64 / MIB);
     }
     if let Some(g) = &run.gc {
-        rates(&mut m, "gc.cycles", g.cycles as f64, secs, ops, Lower);
-        put(&mut m, "gc.pauses", g.pauses as f64, Count, Lower);
-        put(
-            &mut m,
-            "gc.pause_total",
-            g.pause_total_ns as f64 / 1e6,
-            Millis,
-            Lower,
-        );
-        put(
-            &mut m,
-            "gc.pause_max",
-            g.pause_max_ns as f64 / 1e6,
-            Millis,
-            Lower,
-        );
-        rates(
-            &mut m,
-            "gc.mark_assists",
-            g.mark_assists as f64,
-            secs,
-            ops,
-            Lower,
-        );
+        rates(&mut m, "gc.cycles", g.cycles as f64, secs, ops);
+        put(&mut m, "gc.pauses", g.pauses as f64);
+        put(&mut m, "gc.pause_total", g.pause_total_ns as f64 / 1e6);
+        put(&mut m, "gc.pause_max", g.pause_max_ns as f64 / 1e6);
+        rates(&mut m, "gc.mark_assists", g.mark_assists as f64, secs, ops);
     }
 
     let vol = run.voluntary() as f64;
     let invol = run.involuntary() as f64;
-    rates(&mut m, "switches.voluntary", vol, secs, ops, Lower);
-    rates(&mut m, "switches.involuntary", invol, secs, ops, Lower);
-    rates(&mut m, "switches.total", vol + invol, secs, ops, Lower);
+    rates(&mut m, "switches.voluntary", vol, secs, ops);
+    rates(&mut m, "switches.involuntary", invol, secs, ops);
+    rates(&mut m, "switches.total", vol + invol, secs, ops);
 
     let oncpu: u64 = run.threads.iter().map(|t| t.oncpu_ns).sum();
-    let cpu_ns = run.counter("task-clock").unwrap_or(oncpu) as f64;
-    put(&mut m, "cpu.time", cpu_ns / 1e6, Millis, Lower);
-    if let Some(ops) = ops.filter(|o| *o > 0.0) {
-        put(&mut m, "cpu.per_op", cpu_ns / 1e3 / ops, MicrosPerOp, Lower);
+    let cpu_ns = run.counter(TIME_COUNTER).unwrap_or(oncpu) as f64;
+    put(&mut m, "cpu.time", cpu_ns / 1e6);
+    if let Some(ops) = per_op {
+        put(&mut m, "cpu.per_op", cpu_ns / 1e3 / ops);
     }
     if secs > 0.0 {
-        put(
-            &mut m,
-            "cpu.utilisation",
-            cpu_ns / 1e9 / secs * 100.0,
-            Percent,
-            Lower,
-        );
+        put(&mut m, "cpu.utilisation", cpu_ns / 1e9 / secs * 100.0);
     }
     for c in &run.counters {
-        if let Some(v) = c.value {
-            // task-clock counts nanoseconds of CPU: a time, shown and budgeted in ms.
-            if c.name == "task-clock" {
-                put(&mut m, "perf.task-clock", v as f64 / 1e6, Millis, Lower);
-            } else {
-                put(&mut m, format!("perf.{}", c.name), v as f64, Count, Lower);
-            }
+        let Some(v) = c.value else { continue };
+        if c.name == TIME_COUNTER {
+            put(&mut m, "perf.task-clock", v as f64 / 1e6);
+        } else if crate::COUNTER_NAMES.contains(&c.name.as_str()) {
+            // A counter the recorder does not count (an older or hand-made run file) has
+            // no figure.
+            put(&mut m, format!("perf.{}", c.name), v as f64);
         }
     }
     m
@@ -339,156 +829,38 @@ pub fn lookup(run: &Run, figures: &BTreeMap<String, Metric>, name: &str) -> Opti
     }
     let counted = run.meta.collector == crate::Collector::Ebpf;
     let per_op_ok = !name.ends_with(".per_op") || run.operations.is_some_and(|o| o > 0);
-    let unit = if name.ends_with(".per_op") {
-        Unit::PerOp
-    } else if name.ends_with(".per_s") {
-        Unit::PerSecond
-    } else if name.ends_with(".avg_us") {
-        Unit::Micros
-    } else {
-        Unit::Count
-    };
-    (counted && per_op_ok && name.starts_with("syscalls.") && is_known(name)).then_some(Metric {
+    let (figure, form) = definition(name)?;
+    (counted && per_op_ok && name.starts_with("syscalls.")).then_some(Metric {
         value: 0.0,
-        unit,
-        better: Better::Lower,
+        unit: figure.unit_of(form),
+        better: figure.better,
     })
 }
 
-/// Figure names with a fixed spelling; `<…>` parts stand for a syscall name, a span label or a
-/// perf counter, and `[.per_s|.per_op]` for the rates of a count.
-pub const NAMES: &[&str] = &[
-    "duration",
-    "operations",
-    "throughput",
-    "latency.p50",
-    "latency.p90",
-    "latency.p99",
-    "latency.p99_9",
-    "latency.p99_99",
-    "latency.max",
-    "workload.errors",
-    "syscalls.total[.per_s|.per_op]",
-    "syscalls.errors[.per_s|.per_op]",
-    "syscalls.time",
-    "syscalls.<name>[.per_s|.per_op]",
-    "syscalls.<name>.avg_us",
-    "offcpu.blocked",
-    "offcpu.share",
-    "runqueue.wait",
-    "runqueue.wait.per_op",
-    "runqueue.after_wakeup",
-    "futex.waits[.per_s|.per_op]",
-    "futex.wait_time",
-    "futex.wait_time.per_op",
-    "futex.wait_max",
-    "kernel_locks.contended[.per_s|.per_op]",
-    "kernel_locks.wait_time",
-    "span.<label>[.per_s|.per_op]",
-    "span.<label>.time",
-    "span.<label>.time.per_op",
-    "switches.voluntary[.per_s|.per_op]",
-    "switches.involuntary[.per_s|.per_op]",
-    "switches.total[.per_s|.per_op]",
-    "cpu.time",
-    "cpu.per_op",
-    "cpu.utilisation",
-    "perf.<counter>",
-    "memory.max_rss",
-    "gc.cycles[.per_s|.per_op]",
-    "gc.pauses",
-    "gc.pause_total",
-    "gc.pause_max",
-    "gc.mark_assists[.per_s|.per_op]",
-    "heap.allocs[.per_s|.per_op]",
-    "heap.bytes",
-    "heap.bytes.per_op",
-    "heap.peak",
-];
-
-/// The unit a budget's number is in, for a [`NAMES`] entry: "µs", "count, /s, /op" for a
-/// count with its rates.
+/// The unit a budget's number is in, for a [`NAMES`] entry: "µs", "count; .per_s: 1/s; .per_op:
+/// 1/op" for a count with its rates. A figure's own name gives its own unit.
 pub fn unit_label(pattern: &str) -> String {
-    if let Some(base) = pattern.strip_suffix("[.per_s|.per_op]") {
-        let unit = if base.ends_with("time") {
-            "ms"
-        } else {
-            "count"
-        };
-        return format!("{unit}; .per_s: 1/s; .per_op: 1/op");
+    if let Some(f) = FIGURES.iter().find(|f| f.pattern == pattern) {
+        return f.unit_label();
     }
-    let unit = match pattern {
-        "duration" => Unit::Seconds,
-        "throughput" => Unit::PerSecond,
-        "offcpu.share" | "cpu.utilisation" => Unit::Percent,
-        "memory.max_rss" | "heap.bytes" | "heap.peak" => Unit::MiB,
-        "heap.bytes.per_op" => Unit::BytesPerOp,
-        "perf.<counter>" => return "count (task-clock: ms)".into(),
-        p if p.starts_with("latency.") || p.ends_with(".avg_us") => Unit::Micros,
-        p if p.ends_with("time.per_op") || p == "cpu.per_op" || p == "runqueue.wait.per_op" => {
-            Unit::MicrosPerOp
-        }
-        p if p.ends_with(".per_op") => Unit::PerOp,
-        p if p.ends_with(".per_s") => Unit::PerSecond,
-        p if p.ends_with("time")
-            || p.ends_with("_max")
-            || p.ends_with("_total")
-            || p.ends_with(".blocked")
-            || p.ends_with(".wait")
-            || p.ends_with(".after_wakeup") =>
-        {
-            Unit::Millis
-        }
-        _ => Unit::Count,
-    };
-    unit.suffix().to_string()
+    definition(pattern).map_or_else(String::new, |(f, form)| f.unit_of(form).suffix().into())
 }
 
 /// Whether `name` is a figure some run can have (for validating budgets).
 pub fn is_known(name: &str) -> bool {
-    let rates = |rest: &str| matches!(rest, "" | ".per_s" | ".per_op");
-    if let Some(rest) = name.strip_prefix("perf.") {
-        return crate::COUNTER_NAMES.contains(&rest);
-    }
-    if let Some(rest) = name.strip_prefix("syscalls.") {
-        for fixed in ["total", "errors"] {
-            if let Some(r) = rest.strip_prefix(fixed) {
-                return rates(r);
-            }
-        }
-        if rest == "time" {
-            return true;
-        }
-        let (sys, r) = rest.split_once('.').map_or((rest, ""), |(a, b)| (a, b));
-        let r = if r.is_empty() {
-            String::new()
-        } else {
-            format!(".{r}")
-        };
-        return crate::syscall_nr(sys).is_some() && (rates(&r) || r == ".avg_us");
-    }
-    if let Some(rest) = name.strip_prefix("span.") {
-        let (label, r) = rest.split_once('.').map_or((rest, ""), |(a, b)| (a, b));
-        let r = if r.is_empty() {
-            String::new()
-        } else {
-            format!(".{r}")
-        };
-        return !label.is_empty() && (rates(&r) || r == ".time" || r == ".time.per_op");
-    }
-    // Every fixed count listed with its rates: `gc.cycles[.per_s|.per_op]` and the like.
-    let families = NAMES
+    definition(name).is_some()
+}
+
+/// The headline figures `figures` has, in [`FIGURES`]' order: each in its per-operation form
+/// when the run has one, as (definition, value).
+pub fn headline_per_op<'a>(
+    figures: &'a BTreeMap<String, Metric>,
+) -> Vec<(&'static Figure, &'a Metric)> {
+    FIGURES
         .iter()
-        .filter_map(|n| n.strip_suffix("[.per_s|.per_op]"))
-        .filter(|base| !base.contains('<'));
-    for base in families {
-        if let Some(r) = name.strip_prefix(base)
-            && rates(r)
-        {
-            return true;
-        }
-    }
-    NAMES.contains(&name)
+        .filter(|f| f.headline)
+        .filter_map(|f| Some((f, figures.get(&f.per_op_name()?)?)))
+        .collect()
 }
 
 /// A figure over repeated runs: its median, range and how many runs had it.
@@ -611,6 +983,65 @@ mod tests {
             };
             assert!(listed, "{name}: extracted in {unit}, listed as {label}");
         }
+    }
+
+    #[test]
+    fn no_figure_is_defined_twice() {
+        let doubles = double_definitions(FIGURES);
+        assert!(doubles.is_empty(), "{}", doubles.join("\n"));
+        for f in FIGURES {
+            assert!(!f.about.is_empty() && !f.label.is_empty(), "{}", f.pattern);
+        }
+    }
+
+    #[test]
+    fn a_double_definition_is_caught() {
+        let voluntary = FIGURES
+            .iter()
+            .find(|f| f.pattern == "switches.voluntary[.per_s|.per_op]")
+            .unwrap();
+        // The same pattern twice.
+        let twice = [*voluntary, *voluntary];
+        assert!(!double_definitions(&twice).is_empty());
+        // A fixed name that a family's pattern also spells.
+        let read = Figure {
+            pattern: "syscalls.read.per_op",
+            ..*voluntary
+        };
+        let family = *FIGURES
+            .iter()
+            .find(|f| f.pattern == "syscalls.<name>[.per_s|.per_op]")
+            .unwrap();
+        let doubles = double_definitions(&[family, read]);
+        assert!(
+            doubles.iter().any(|d| d.contains("syscalls.read.per_op")),
+            "{doubles:?}"
+        );
+        // time(2) would be read as the time inside all syscalls.
+        assert_eq!(definitions("syscalls.time").len(), 1);
+        assert_eq!(definitions("syscalls.time")[0].0.unit, Unit::Millis);
+    }
+
+    #[test]
+    fn names_and_units_are_read_off_the_table() {
+        assert_eq!(NAMES.len(), FIGURES.len());
+        assert_eq!(unit_label("perf.task-clock"), "ms");
+        assert_eq!(unit_label("perf.<counter>"), "count");
+        assert_eq!(unit_label("heap.bytes.per_op"), "B/op");
+        assert_eq!(
+            unit_label("gc.cycles[.per_s|.per_op]"),
+            "count; .per_s: 1/s; .per_op: 1/op"
+        );
+        assert!(is_known("syscalls.syscall_451.per_s"));
+        assert!(!is_known("perf.<cycles>") && !is_known("span.a.b"));
+        let mut run = crate::tests::sample_run();
+        run.operations = Some(10);
+        let m = extract(&run);
+        let heads: Vec<&str> = headline_per_op(&m).iter().map(|(f, _)| f.label).collect();
+        assert_eq!(
+            heads,
+            ["syscalls", "futex waits", "context switches", "CPU"]
+        );
     }
 
     #[test]
