@@ -17,6 +17,7 @@
 
 mod follow;
 mod gc;
+mod inflight;
 mod locks;
 mod oncpu;
 mod sched;

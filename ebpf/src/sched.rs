@@ -40,9 +40,9 @@ use switchyard_common::{
 };
 
 use crate::{
+    inflight::{in_syscall, slot},
     shared::{current_comm, drop_event, is_target, start_ns},
     stacks::{KEYS, add, blocked_kernel_stack, stacks_on, user_stack},
-    syscalls::in_syscall,
     timeline,
 };
 
@@ -462,7 +462,7 @@ fn offcpu_stacks(
     t.pending_wake_ns = wake_ns;
     t.kernel_stack = kernel;
     let pid_tgid = (tgid as u64) << 32 | tid as u64;
-    if let Some(e) = crate::syscalls::slot(pid_tgid) {
+    if let Some(e) = slot(pid_tgid) {
         // SAFETY: the thread is off CPU, so its own syscall probes are not running; a slot
         // another thread is using is left alone (the switch-out then takes the stack).
         let e = unsafe { &mut *e };

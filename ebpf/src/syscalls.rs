@@ -16,9 +16,10 @@ use switchyard_common::{
 };
 
 use crate::{
+    inflight::slot,
     locks::futex_done,
     sched::{discard_pending, flush_pending, walk_then_finish, walked},
-    shared::{drop_event, inflight_mask, is_target, recording},
+    shared::{drop_event, is_target, recording},
     stacks::{KEYS, add, stacks_on, user_stack},
     timeline,
 };
@@ -35,13 +36,6 @@ static SYSCALLS: PerCpuArray<SyscallStats> = PerCpuArray::with_max_entries(MAX_S
 
 #[map(name = "ERRNOS")]
 static ERRNOS: PerCpuHashMap<ErrnoKey, u64> = PerCpuHashMap::with_max_entries(MAX_ERRNOS, 0);
-
-/// The syscall each thread is inside, in the slot `tid & INFLIGHT_MASK`. An array, not a hash:
-/// its lookup is inlined by the verifier, which is most of the difference between adding
-/// ~50 ns and ~300 ns per syscall. The loader sizes it to cover pid_max when it can, so slots
-/// are then exact; beyond that a clash is detected by `pid_tgid` and counted as a drop.
-#[map(name = "INFLIGHT")]
-static INFLIGHT: Array<InFlight> = Array::with_max_entries(1, 0);
 
 /// 0: `sys_exit_walk`; 1: `sys_exit_finish` (see `sched::SWITCH_JUMP`).
 #[map(name = "SYSCALL_JUMP")]
@@ -62,15 +56,6 @@ fn recorded(nr: u64) -> bool {
         return true;
     }
     nr < MAX_SYSCALLS as u64 && SYSCALL_FILTER.get(nr as u32).copied().unwrap_or(0) != 0
-}
-
-/// The syscall thread `pid_tgid` is inside, if the probes follow it.
-#[inline(always)]
-pub fn in_syscall(pid_tgid: u64) -> Option<*mut InFlight> {
-    let e = slot(pid_tgid)?;
-    // SAFETY: a live array value; a stale or clashing slot is told apart by `pid_tgid`.
-    let v = unsafe { &*e };
-    (v.ts != 0 && v.pid_tgid == pid_tgid).then_some(e)
 }
 
 #[map(name = "SYSCALL_STACKS")]
@@ -108,11 +93,6 @@ fn sample_stack(ctx: &RawTracePointContext, pid_tgid: u64, nr: u64) {
         user_stack: user_stack(ctx, unwind::SLOT_RAW_TRACEPOINT, true),
     };
     add(&SYSCALL_STACKS, &key, 1);
-}
-
-#[inline(always)]
-pub fn slot(pid_tgid: u64) -> Option<*mut InFlight> {
-    INFLIGHT.get_ptr_mut(pid_tgid as u32 & inflight_mask())
 }
 
 const NR_FUTEX: u64 = 202;
