@@ -853,9 +853,7 @@ pub fn is_known(name: &str) -> bool {
 
 /// The headline figures `figures` has, in [`FIGURES`]' order: each in its per-operation form
 /// when the run has one, as (definition, value).
-pub fn headline_per_op<'a>(
-    figures: &'a BTreeMap<String, Metric>,
-) -> Vec<(&'static Figure, &'a Metric)> {
+pub fn headline_per_op(figures: &BTreeMap<String, Metric>) -> Vec<(&'static Figure, &Metric)> {
     FIGURES
         .iter()
         .filter(|f| f.headline)

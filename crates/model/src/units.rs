@@ -68,6 +68,21 @@ impl Unit {
         self.attach(plain(v))
     }
 
+    /// `v` in this unit as people read it, with significant digits: a count or a rate
+    /// "3.02", "1,235" (its "/s" or "/op" left to the sentence); a time "12.3 µs"; a share
+    /// "67.2%"; a size "12.0 MiB", "312 B". The summary and the page give figures so.
+    pub fn human(self, v: f64) -> String {
+        match self {
+            Unit::Count | Unit::PerSecond | Unit::PerOp => significant(v),
+            Unit::Micros | Unit::MicrosPerOp => ns_f(v * 1e3),
+            Unit::Millis => ns_f(v * 1e6),
+            Unit::Seconds => ns_f(v * 1e9),
+            Unit::Percent => percent(v / 100.0),
+            Unit::MiB => bytes((v * 1024.0 * 1024.0).round() as u64),
+            Unit::BytesPerOp => bytes(v.round() as u64),
+        }
+    }
+
     /// A number already written, `n`, with this unit after it.
     pub fn attach(self, n: String) -> String {
         match self {
@@ -417,6 +432,18 @@ mod tests {
         assert_eq!(compact_delta(0.0), "0");
         assert_eq!(percent_change(10.04), "+10.0%");
         assert_eq!(percent_change(-71.5), "-71.5%");
+    }
+
+    #[test]
+    fn figures_read_humanly() {
+        assert_eq!(Unit::PerOp.human(10747.0), "10,747");
+        assert_eq!(Unit::PerOp.human(4457.1667), "4,457");
+        assert_eq!(Unit::PerOp.human(3.0014), "3.00");
+        assert_eq!(Unit::MicrosPerOp.human(12.34), "12.3 µs");
+        assert_eq!(Unit::Millis.human(0.5), "500.0 µs");
+        assert_eq!(Unit::Percent.human(67.23), "67.2%");
+        assert_eq!(Unit::MiB.human(12.0), "12.0 MiB");
+        assert_eq!(Unit::BytesPerOp.human(311.6), "312 B");
     }
 
     fn unit(s: &str) -> Option<Unit> {
