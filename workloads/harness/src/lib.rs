@@ -18,9 +18,13 @@
 //!   inherited descriptor instead (`switchyard record --ready-fd 3`) is started with
 //!   [`ServerProcess::spawn_with_ready_fd`], and stopped the same way ([`ServerProcess::interrupt`]
 //!   is Ctrl-C).
+//! - [`driver`]: what every driver's `main` shares (its common flags, connecting, starting its
+//!   load threads together, its summary line); [`heap`]: the servers' dhat heap profile.
 
 mod bound;
+pub mod driver;
 mod duration;
+pub mod heap;
 mod launch;
 mod ready;
 mod recorder;

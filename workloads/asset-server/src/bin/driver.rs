@@ -38,7 +38,9 @@ use anyhow::{Context as _, bail};
 use asset_server::{Codec, WORKLOAD, glb, licence_bytes, models, protect};
 use clap::Parser;
 use sha2::{Digest as _, Sha256};
-use switchyard_harness::{DEFAULT_WINDOW, DriverResult, Measured as _, Recorder, parse_duration};
+use switchyard_harness::{
+    DEFAULT_WINDOW, DriverResult, Measured as _, Recorder, connect_tcp, driver::BoundFlags,
+};
 
 #[derive(Debug, Parser)]
 #[command(name = "asset-server-driver", version)]
@@ -55,12 +57,8 @@ struct Args {
     /// Keep-alive connections.
     #[arg(long, default_value_t = 4)]
     connections: usize,
-    /// Run for this long [default: 10s].
-    #[arg(long, value_parser = parse_duration, conflicts_with = "ops")]
-    duration: Option<Duration>,
-    /// Send this many requests in all.
-    #[arg(long)]
-    ops: Option<u64>,
+    #[command(flatten)]
+    bound: BoundFlags<10>,
     /// Distinct licences (clients) the requests carry.
     #[arg(long, default_value_t = 4)]
     licences: usize,
@@ -95,10 +93,7 @@ fn main() -> ExitCode {
     match run(Args::parse()) {
         Ok(0) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(1),
-        Err(e) => {
-            eprintln!("asset-server-driver: error: {e:#}");
-            ExitCode::from(2)
-        }
+        Err(e) => switchyard_harness::exit_code("asset-server-driver", Err(e)),
     }
 }
 
@@ -130,7 +125,7 @@ fn run(args: Args) -> anyhow::Result<u64> {
     let expected = Arc::new(expected);
     let names = Arc::new(names);
 
-    let total = match (args.ops, args.duration) {
+    let total = match (args.bound.ops, args.bound.duration) {
         (Some(n), _) => n,
         (None, d) => (d.unwrap_or(Duration::from_secs(10)).as_secs_f64() * args.rate).ceil() as u64,
     };
@@ -177,9 +172,8 @@ fn run(args: Args) -> anyhow::Result<u64> {
     let conns = args.connections.max(1);
     let mut workers = Vec::new();
     for c in 0..conns {
-        let stream = TcpStream::connect_timeout(&args.addr, Duration::from_secs(5))
+        let stream = connect_tcp(args.addr, Duration::from_secs(5))
             .with_context(|| format!("connecting to {}", args.addr))?;
-        stream.set_nodelay(true)?;
         let mut writer = stream.try_clone()?;
         let mut reader = BufReader::with_capacity(1 << 20, stream);
         let (tx, rx) = mpsc::channel::<Sent>();

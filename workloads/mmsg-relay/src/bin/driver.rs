@@ -24,7 +24,7 @@
 
 use std::{
     collections::BTreeMap,
-    io::{self, Write as _},
+    io,
     net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket},
     path::PathBuf,
     process::ExitCode,
@@ -43,13 +43,17 @@ use mmsg_relay::{
     udp,
 };
 use switchyard_harness::{
-    Budget, DEFAULT_WINDOW, DriverResult, LatencyRecorder, Measured as _, Recorder, RunBound,
-    Shutdown, human_ns, parse_duration,
+    Budget, DriverResult, LatencyRecorder, Measured as _, Recorder, RunBound, Shutdown,
+    driver::{TimingFlags, print_line},
+    human_ns, parse_duration,
 };
 
 /// Speakers in rooms, sending voice packets through mmsg-relay.
 #[derive(Debug, Parser)]
 #[command(name = "mmsg-relay-driver", version)]
+#[command(mut_arg("connect_timeout", |a| {
+    a.help("How long to keep resending joins until the relay acks them all")
+}))]
 struct Args {
     /// The relay's address (loopback only), e.g. 127.0.0.1:40123.
     #[arg(long)]
@@ -84,22 +88,12 @@ struct Args {
     /// After the last send, how long to wait for what is still expected.
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     drain: Duration,
-    /// Width of the latency windows.
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
-    window: Duration,
-    /// How long to keep resending joins until the relay acks them all.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    connect_timeout: Duration,
+    #[command(flatten)]
+    timing: TimingFlags,
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("mmsg-relay-driver: error: {e:#}");
-            ExitCode::from(2)
-        }
-    }
+    switchyard_harness::exit_code("mmsg-relay-driver", run(Args::parse()))
 }
 
 /// One speaker: its socket, its room and its place in it. Speaker ids (in headers) are the
@@ -418,16 +412,12 @@ fn run(args: Args) -> anyhow::Result<()> {
     let bound = RunBound::from_flags(args.duration, args.packets, Duration::from_secs(5))
         .map_err(|e| anyhow::anyhow!(e.to_string().replace("--ops", "--packets")))?;
     let shutdown = Shutdown::install().context("failed to install the SIGINT/SIGTERM handler")?;
-    let window = if args.window.is_zero() {
-        DEFAULT_WINDOW
-    } else {
-        args.window
-    };
+    let window = args.timing.window();
     let per_room = args.speakers as usize;
     let payload: Vec<u8> = (0..args.size).map(|i| b'a' + (i % 26) as u8).collect();
 
     let speakers = open_speakers(args.rooms, args.speakers)?;
-    join(&speakers, args.addr, args.connect_timeout)?;
+    join(&speakers, args.addr, args.timing.connect_timeout)?;
 
     let issued: Vec<AtomicU64> = speakers.iter().map(|_| AtomicU64::new(0)).collect();
     let progress = Progress {
@@ -666,9 +656,5 @@ fn run(args: Args) -> anyhow::Result<()> {
         human_ns(p.max),
         args.out.display()
     );
-    let mut out = io::stdout().lock();
-    match writeln!(out, "{line}") {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.context("failed to print the summary"),
-    }
+    print_line(&line).context("failed to print the summary")
 }

@@ -34,12 +34,11 @@ use std::{
     process::ExitCode,
     str::FromStr,
     sync::{
-        OnceLock,
         atomic::{AtomicBool, Ordering},
         mpsc,
     },
     thread,
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, bail};
@@ -51,8 +50,9 @@ use read_state_cache::{
     protocol::{Key, RESPONSE_LEN, ReadState, Request, Response, STATUS_OK},
 };
 use switchyard_harness::{
-    Budget, DEFAULT_WINDOW, DriverResult, Measured as _, Recorder, RunBound, Shutdown, StartGate,
-    connect_tcp, human_ns, monotonic_ns, parse_duration,
+    Budget, DriverResult, Measured as _, Recorder, Shutdown,
+    driver::{BoundFlags, TimingFlags, print_line, run_together},
+    human_ns,
 };
 
 /// Load for read-state-cache: Zipf-distributed keys, a mix of ack/mention/get.
@@ -68,12 +68,8 @@ struct Args {
     /// Requests per second across all connections; 0 = closed loop (as fast as answered).
     #[arg(long, default_value_t = 0)]
     rate: u64,
-    /// Run for this long [default: 10s].
-    #[arg(long, value_parser = parse_duration, conflicts_with = "ops")]
-    duration: Option<Duration>,
-    /// Send this many requests in all.
-    #[arg(long)]
-    ops: Option<u64>,
+    #[command(flatten)]
+    bound: BoundFlags<10>,
     /// Users: ids 1..=USERS, drawn from a Zipf distribution (1 the hottest).
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     users: u64,
@@ -102,15 +98,11 @@ struct Args {
     /// The server's build, recorded in the result (go, rust).
     #[arg(long, default_value = "unspecified")]
     build: String,
-    /// Width of the latency windows.
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
-    window: Duration,
     /// Seed of the key and op choices (connection i uses seed + i).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// How long to keep trying to connect.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    connect_timeout: Duration,
+    #[command(flatten)]
+    timing: TimingFlags,
 }
 
 /// The request mix: weights of ack, mention and get.
@@ -220,19 +212,7 @@ fn plausible(req: &Request, resp: &Response) -> bool {
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("read-state-cache-driver: error: {e:#}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-fn connect(addr: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
-    connect_tcp(addr, timeout).map_err(|e| {
-        anyhow::anyhow!("failed to connect to {addr}: {e}\nhint: start `read-state-cache` (or the Go build) first; it prints `ready <port>`")
-    })
+    switchyard_harness::exit_code("read-state-cache-driver", run(Args::parse()))
 }
 
 /// Lets this thread's sleeps end within a few microseconds of their deadline (the default
@@ -484,19 +464,18 @@ fn run(args: Args) -> anyhow::Result<()> {
     if args.capacity == Some(0) {
         bail!("--capacity must be at least 1");
     }
-    let bound = RunBound::from_flags(args.duration, args.ops, Duration::from_secs(10))?;
+    let bound = args.bound.bound()?;
     let shutdown = Shutdown::install().context("failed to install the SIGINT/SIGTERM handler")?;
-    let window = if args.window.is_zero() {
-        DEFAULT_WINDOW
-    } else {
-        args.window
-    };
+    let window = args.timing.window();
     let users = Zipf::new(args.users as f64, args.zipf)
         .map_err(|e| anyhow::anyhow!("--users {} --zipf {}: {e}", args.users, args.zipf))?;
 
     let mut streams = (0..args.connections)
-        .map(|_| connect(args.addr, args.connect_timeout))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .map(|_| {
+            args.timing
+                .connect(args.addr, "`read-state-cache` (or the Go build)")
+        })
+        .collect::<Result<Vec<_>, _>>()?;
 
     let prefilled = match (args.prefill || args.prefill_only, args.capacity) {
         (true, Some(capacity)) => {
@@ -543,68 +522,32 @@ fn run(args: Args) -> anyhow::Result<()> {
             }
         })
     };
-    let gate = StartGate::new();
-    let budget = OnceLock::<Budget>::new();
-    let (start, start_unix_ns, start_monotonic_ns, connections) =
-        thread::scope(|s| -> anyhow::Result<_> {
-            let mut handles = Vec::new();
-            let mut spawn_error = None;
-            for (i, stream) in streams.into_iter().enumerate() {
-                let i = i as u32;
-                let generator = Generator {
-                    rng: SmallRng::seed_from_u64(args.seed.wrapping_add(u64::from(i))),
-                    users,
-                    channels: args.channels_per_user,
-                    mix: args.mix,
-                    next_id: u64::from(i) + 1,
-                    id_step: u64::from(args.connections),
-                };
-                let (gate, budget, schedule) = (&gate, &budget, schedule(i));
-                let spawned = thread::Builder::new()
-                    .name(format!("connection-{i}"))
-                    .spawn_scoped(s, move || {
-                        let start = gate.wait();
-                        let Some(budget) = budget.get() else {
-                            unreachable!("the budget is set before the gate opens")
-                        };
-                        drive(
-                            stream,
-                            generator,
-                            schedule,
-                            start,
-                            budget,
-                            Recorder::new(start, window),
-                        )
-                    });
-                match spawned {
-                    Ok(handle) => handles.push(handle),
-                    Err(e) => {
-                        spawn_error = Some(e);
-                        break;
-                    }
-                }
-            }
-            if spawn_error.is_some() {
-                // Release the threads already started, with nothing to do.
-                shutdown.request();
-            }
-            let start = Instant::now();
-            let start_monotonic_ns = monotonic_ns();
-            let start_unix_ns = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
-            let _ = budget.set(Budget::new(bound, start, shutdown.clone()));
-            gate.open(start);
-            let connections = handles
-                .into_iter()
-                .map(|h| h.join())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|_| anyhow::anyhow!("a connection thread panicked"))?;
-            if let Some(e) = spawn_error {
-                return Err(e).context("failed to start a connection thread");
-            }
-            Ok((start, start_unix_ns, start_monotonic_ns, connections))
-        })?;
+    let generators = (0..args.connections).map(|i| Generator {
+        rng: SmallRng::seed_from_u64(args.seed.wrapping_add(u64::from(i))),
+        users,
+        channels: args.channels_per_user,
+        mix: args.mix,
+        next_id: u64::from(i) + 1,
+        id_step: u64::from(args.connections),
+    });
+    let (started, connections) = run_together(
+        "connection",
+        streams.into_iter().zip(generators).collect(),
+        bound,
+        &shutdown,
+        |i, (stream, generator), start, budget| {
+            let recorder = Recorder::new(start, window);
+            drive(
+                stream,
+                generator,
+                schedule(i as u32),
+                start,
+                budget,
+                recorder,
+            )
+        },
+    )?;
+    let start = started.at;
 
     let mut recorder = Recorder::new(start, window);
     let mut errors = 0;
@@ -641,10 +584,13 @@ fn run(args: Args) -> anyhow::Result<()> {
             "cores".to_owned(),
             serde_json::json!(thread::available_parallelism().map_or(1, |n| n.get())),
         ),
-        ("start_unix_ns".to_owned(), serde_json::json!(start_unix_ns)),
+        (
+            "start_unix_ns".to_owned(),
+            serde_json::json!(started.unix_ns),
+        ),
         (
             "start_monotonic_ns".to_owned(),
-            serde_json::json!(start_monotonic_ns),
+            serde_json::json!(started.monotonic_ns),
         ),
     ]);
     let (key, value) = bound.parameter();
@@ -679,11 +625,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         )),
         out_path.display()
     );
-    let mut out = io::stdout().lock();
-    match writeln!(out, "{line}") {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-        other => other.context("failed to print the summary")?,
-    }
+    print_line(&line).context("failed to print the summary")?;
     if connections.iter().any(|c| c.failure.is_some()) && !shutdown.requested() {
         bail!("the server closed connections during the run (result written with the errors)");
     }

@@ -16,9 +16,8 @@ use std::{
     net::{SocketAddr, TcpStream},
     path::PathBuf,
     process::ExitCode,
-    sync::OnceLock,
     thread,
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use anyhow::{Context as _, bail};
@@ -28,13 +27,15 @@ use spinlock_broker::{
     protocol::{ACK_ERROR, encode_frame, read_ack},
 };
 use switchyard_harness::{
-    Budget, DEFAULT_WINDOW, DriverResult, Measured as _, Recorder, RunBound, Shutdown, StartGate,
-    connect_tcp, human_ns, parse_duration,
+    Budget, DriverResult, Measured as _, Recorder, Shutdown,
+    driver::{BoundFlags, TimingFlags, print_line, run_together},
+    human_ns,
 };
 
 /// Closed-loop producers for spinlock-broker.
 #[derive(Debug, Parser)]
 #[command(name = "spinlock-broker-driver", version)]
+#[command(mut_arg("ops", |a| a.help("Send this many messages in all")))]
 struct Args {
     /// The broker's address (loopback only), e.g. 127.0.0.1:40123.
     #[arg(long)]
@@ -45,40 +46,20 @@ struct Args {
     /// Message payload size in bytes (the comparison uses 2 and 1024).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=16 << 20))]
     size: u32,
-    /// Run for this long [default: 5s].
-    #[arg(long, value_parser = parse_duration, conflicts_with = "ops")]
-    duration: Option<Duration>,
-    /// Send this many messages in all.
-    #[arg(long)]
-    ops: Option<u64>,
+    #[command(flatten)]
+    bound: BoundFlags<5>,
     /// Where to write the driver result (JSON).
     #[arg(long)]
     out: PathBuf,
     /// The server's build, recorded in the result (spin, mutex, abs).
     #[arg(long, default_value = "unspecified")]
     build: String,
-    /// Width of the latency windows.
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
-    window: Duration,
-    /// How long to keep trying to connect.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    connect_timeout: Duration,
+    #[command(flatten)]
+    timing: TimingFlags,
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("spinlock-broker-driver: error: {e:#}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-fn connect(addr: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
-    connect_tcp(addr, timeout).map_err(|e| {
-        anyhow::anyhow!("failed to connect to {addr}: {e}\nhint: start `spinlock-broker --lock …` first; it prints `ready <port>`")
-    })
+    switchyard_harness::exit_code("spinlock-broker-driver", run(Args::parse()))
 }
 
 /// What one producer thread brings back.
@@ -127,61 +108,24 @@ fn run(args: Args) -> anyhow::Result<()> {
             args.addr
         );
     }
-    let bound = RunBound::from_flags(args.duration, args.ops, Duration::from_secs(5))?;
+    let bound = args.bound.bound()?;
     let shutdown = Shutdown::install().context("failed to install the SIGINT/SIGTERM handler")?;
-    let window = if args.window.is_zero() {
-        DEFAULT_WINDOW
-    } else {
-        args.window
-    };
+    let window = args.timing.window();
     let payload: Vec<u8> = (0..args.size).map(|i| b'a' + (i % 26) as u8).collect();
     let frame = encode_frame(&payload);
 
     let streams = (0..args.producers)
-        .map(|_| connect(args.addr, args.connect_timeout))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .map(|_| args.timing.connect(args.addr, "`spinlock-broker --lock …`"))
+        .collect::<Result<Vec<_>, _>>()?;
 
-    let gate = StartGate::new();
-    let budget = OnceLock::<Budget>::new();
-    let (start, producers) = thread::scope(|s| -> anyhow::Result<_> {
-        let mut handles = Vec::new();
-        let mut spawn_error = None;
-        for (i, stream) in streams.into_iter().enumerate() {
-            let (gate, budget, frame) = (&gate, &budget, &frame);
-            let spawned = thread::Builder::new()
-                .name(format!("producer-{i}"))
-                .spawn_scoped(s, move || {
-                    let start = gate.wait();
-                    let Some(budget) = budget.get() else {
-                        unreachable!("the budget is set before the gate opens")
-                    };
-                    produce(stream, frame, budget, Recorder::new(start, window))
-                });
-            match spawned {
-                Ok(handle) => handles.push(handle),
-                Err(e) => {
-                    spawn_error = Some(e);
-                    break;
-                }
-            }
-        }
-        if spawn_error.is_some() {
-            // Release the threads already started, with nothing to do.
-            shutdown.request();
-        }
-        let start = Instant::now();
-        let _ = budget.set(Budget::new(bound, start, shutdown.clone()));
-        gate.open(start);
-        let producers = handles
-            .into_iter()
-            .map(|h| h.join())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| anyhow::anyhow!("a producer thread panicked"))?;
-        if let Some(e) = spawn_error {
-            return Err(e).context("failed to start a producer thread");
-        }
-        Ok((start, producers))
-    })?;
+    let (started, producers) = run_together(
+        "producer",
+        streams,
+        bound,
+        &shutdown,
+        |_, stream, start, budget| produce(stream, &frame, budget, Recorder::new(start, window)),
+    )?;
+    let start = started.at;
 
     let mut recorder = Recorder::new(start, window);
     let mut errors = 0;
@@ -230,11 +174,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         human_ns(p.max),
         args.out.display()
     );
-    let mut out = io::stdout().lock();
-    match writeln!(out, "{line}") {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-        other => other.context("failed to print the summary")?,
-    }
+    print_line(&line).context("failed to print the summary")?;
     if producers.iter().any(|p| p.failure.is_some()) && !shutdown.requested() {
         bail!("the broker closed connections during the run (result written with the errors)");
     }
