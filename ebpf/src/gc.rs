@@ -13,10 +13,10 @@ use switchyard_common::{GcEvent, drops, gc};
 
 use crate::shared::{drop_event, is_target, recording};
 
-#[map(name = "GC_EVENTS")]
+#[map]
 static GC_EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
 
-#[map(name = "GC_COUNTS")]
+#[map]
 static GC_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(gc::KINDS, 0);
 
 #[uprobe]

@@ -11,7 +11,7 @@ use crate::shared::inflight_mask;
 /// its lookup is inlined by the verifier, which is most of the difference between adding
 /// ~50 ns and ~300 ns per syscall. The loader sizes it to cover pid_max when it can, so slots
 /// are then exact; beyond that a clash is detected by `pid_tgid` and counted as a drop.
-#[map(name = "INFLIGHT")]
+#[map]
 static INFLIGHT: Array<InFlight> = Array::with_max_entries(1, 0);
 
 /// Thread `pid_tgid`'s slot, whoever holds it.

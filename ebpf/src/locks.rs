@@ -16,24 +16,24 @@ use crate::{
     stacks::KEYS,
 };
 
-#[map(name = "FUTEXES")]
+#[map]
 static FUTEXES: HashMap<FutexKey, FutexStats> = HashMap::with_max_entries(KEYS, 0);
 
-#[map(name = "FUTEX_WAITS")]
+#[map]
 static FUTEX_WAITS: PerCpuArray<WaitStats> = PerCpuArray::with_max_entries(1, 0);
 
-#[map(name = "LOCK_CONTENTION")]
+#[map]
 static LOCK_CONTENTION: PerCpuArray<WaitStats> = PerCpuArray::with_max_entries(1, 0);
 
 /// Sized by the loader like INFLIGHT.
-#[map(name = "LOCK_INFLIGHT")]
+#[map]
 static LOCK_INFLIGHT: Array<u64> = Array::with_max_entries(1, 0);
 
-#[map(name = "SPANS")]
+#[map]
 static SPANS: PerCpuArray<WaitStats> = PerCpuArray::with_max_entries(MAX_SPANS, 0);
 
 /// Sized by the loader: INFLIGHT's size × MAX_SPANS.
-#[map(name = "SPAN_INFLIGHT")]
+#[map]
 static SPAN_INFLIGHT: Array<u64> = Array::with_max_entries(1, 0);
 
 const ETIMEDOUT: i64 = 110;

@@ -15,7 +15,7 @@ use crate::{
     timeline,
 };
 
-#[map(name = "ONCPU")]
+#[map]
 static ONCPU: HashMap<OnCpuKey, u64> = HashMap::with_max_entries(KEYS, 0);
 
 #[perf_event]

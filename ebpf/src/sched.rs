@@ -46,32 +46,32 @@ use crate::{
     timeline,
 };
 
-#[map(name = "THREADS")]
+#[map]
 pub static THREADS: HashMap<u32, ThreadStats> = HashMap::with_max_entries(MAX_THREADS, 0);
 
 /// One zeroed entry, the template for a new thread's entry.
-#[map(name = "ZERO_THREAD")]
+#[map]
 static ZERO_THREAD: PerCpuArray<ThreadStats> = PerCpuArray::with_max_entries(1, 0);
 
-#[map(name = "OFFCPU")]
+#[map]
 static OFFCPU: HashMap<OffCpuKey, u64> = HashMap::with_max_entries(KEYS, 0);
 
-#[map(name = "WAKEUPS")]
+#[map]
 static WAKEUPS: HashMap<WakeupKey, u64> = HashMap::with_max_entries(KEYS, 0);
 
 /// Who held the CPU while a target thread waited for one, by waiter, holder and CPU.
-#[map(name = "CPU_HOLDERS")]
+#[map]
 static CPU_HOLDERS: HashMap<CpuHolderKey, CpuHolderStats> =
     HashMap::with_max_entries(MAX_THREADS, 0);
 
 /// The user-stack walk of a switch-out, in programs of their own, reached by tail calls only
 /// when a walk is due: 0, `sched_switch_walk`; 1, `sched_switch_finish`. Each is verified
 /// apart: code after a walk would be verified once for every way the walk can end.
-#[map(name = "SWITCH_JUMP")]
+#[map]
 static SWITCH_JUMP: ProgramArray = ProgramArray::with_max_entries(2, 0);
 
 /// A walked user stack's id, handed from a walk program to the next, per CPU and scratch slot.
-#[map(name = "WALKED")]
+#[map]
 pub static WALKED: PerCpuArray<i32> = PerCpuArray::with_max_entries(unwind::SLOTS, 0);
 
 /// Walks the current task's user stack into `WALKED[slot]`, then tail-calls `jump[1]`.
@@ -115,13 +115,13 @@ struct Interval {
 /// that runs next was never seen to switch in. When such a thread switches out, its
 /// switch-in is taken to be this CPU's last reported switch, the latest it can have been
 /// seen: its on-CPU and off-CPU intervals then still add up to the window, never overlap.
-#[map(name = "LAST_SWITCH")]
+#[map]
 static LAST_SWITCH: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
-#[map(name = "SWITCH_OUT")]
+#[map]
 static SWITCH_OUT: PerCpuArray<Interval> = PerCpuArray::with_max_entries(1, 0);
 
-#[map(name = "SAMPLING")]
+#[map]
 static SAMPLING: PerCpuArray<u64> = PerCpuArray::with_max_entries(sampling::COUNT, 0);
 
 /// Set by the loader before load.

@@ -15,12 +15,12 @@ static TARGET_TGID: u32 = 0;
 #[unsafe(no_mangle)]
 static FOLLOW_CHILDREN: u8 = 0;
 
-#[map(name = "TARGETS")]
+#[map]
 pub static TARGETS: HashMap<u32, u8> = HashMap::with_max_entries(MAX_TARGETS, 0);
 
 /// Written by the loader once every program is attached and the target's threads are known:
 /// the recording's start (CLOCK_MONOTONIC ns). 0 before: nothing is timed yet.
-#[map(name = "START")]
+#[map]
 static START: Array<u64> = Array::with_max_entries(1, 0);
 
 /// The recording's start, or 0 while the probes are still being set up.
@@ -38,7 +38,7 @@ pub fn recording() -> bool {
     start != 0 && start != u64::MAX
 }
 
-#[map(name = "DROPS")]
+#[map]
 static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(drops::COUNT, 0);
 
 /// Set by the loader: INFLIGHT's size minus one; thread slots of every per-thread array.
@@ -59,7 +59,7 @@ pub fn follow_children() -> bool {
 
 /// How many child processes have been followed: until the first, `is_target` needs no hash
 /// lookup (it runs for every switch and syscall on the host).
-#[map(name = "FOLLOWED")]
+#[map]
 pub static FOLLOWED: Array<u64> = Array::with_max_entries(1, 0);
 
 /// True when `tgid` is the target or a followed child process.

@@ -9,7 +9,7 @@ use crate::shared::drop_event;
 pub use crate::unwind::user_stack;
 
 /// Kernel stacks, by id (see `KERNEL_STACK_ID`); sized by the loader (`--stack-map-size`).
-#[map(name = "KERNEL_STACKS")]
+#[map]
 static KERNEL_STACKS: HashMap<i32, UserStack> = HashMap::with_max_entries(1, 0);
 
 /// The kernel stack of `task`, which is about to run again after being off CPU: where it

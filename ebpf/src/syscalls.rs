@@ -31,18 +31,18 @@ const NR_EXIT_GROUP: u64 = 231;
 /// Return values in [-4095, -1] are errnos.
 const MAX_ERRNO: i64 = 4095;
 
-#[map(name = "SYSCALLS")]
+#[map]
 static SYSCALLS: PerCpuArray<SyscallStats> = PerCpuArray::with_max_entries(MAX_SYSCALLS, 0);
 
-#[map(name = "ERRNOS")]
+#[map]
 static ERRNOS: PerCpuHashMap<ErrnoKey, u64> = PerCpuHashMap::with_max_entries(MAX_ERRNOS, 0);
 
 /// 0: `sys_exit_walk`; 1: `sys_exit_finish` (see `sched::SWITCH_JUMP`).
-#[map(name = "SYSCALL_JUMP")]
+#[map]
 static SYSCALL_JUMP: ProgramArray = ProgramArray::with_max_entries(2, 0);
 
 /// 1 at each syscall number to record, when `SYSCALL_FILTER_ON` (`--syscalls`).
-#[map(name = "SYSCALL_FILTER")]
+#[map]
 static SYSCALL_FILTER: Array<u8> = Array::with_max_entries(MAX_SYSCALLS, 0);
 
 /// Set by the loader before load: 1 to record only the syscalls in `SYSCALL_FILTER`.
@@ -58,10 +58,10 @@ fn recorded(nr: u64) -> bool {
     nr < MAX_SYSCALLS as u64 && SYSCALL_FILTER.get(nr as u32).copied().unwrap_or(0) != 0
 }
 
-#[map(name = "SYSCALL_STACKS")]
+#[map]
 static SYSCALL_STACKS: HashMap<SyscallStackKey, u64> = HashMap::with_max_entries(KEYS, 0);
 
-#[map(name = "SYSCALL_TICK")]
+#[map]
 static SYSCALL_TICK: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
 /// Set by the loader: take the user stack of one syscall in this many (0: none).

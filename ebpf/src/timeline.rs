@@ -16,7 +16,7 @@ static TIMELINE_ON: u8 = 0;
 static TIMELINE_SYSCALL_NS: u64 = 0;
 
 /// Sized by the loader (`--timeline-buffer`); one page when the timeline is off.
-#[map(name = "TIMELINE")]
+#[map]
 static TIMELINE: RingBuf = RingBuf::with_byte_size(4096, 0);
 
 #[inline(always)]

@@ -37,34 +37,34 @@ use switchyard_common::{
 use crate::shared::{drop_event, is_target};
 
 /// Sized by the loader (`--stack-map-size`).
-#[map(name = "USER_STACKS")]
+#[map]
 static USER_STACKS: HashMap<i32, UserStack> = HashMap::with_max_entries(1, 0);
 
-#[map(name = "UNWIND_SCRATCH")]
+#[map]
 static UNWIND_SCRATCH: PerCpuArray<UserStack> = PerCpuArray::with_max_entries(SLOTS, 0);
 
 /// Sized by the loader (`--unwind-rows`); user space writes the rows through a memory
 /// mapping, not one syscall per row.
-#[map(name = "UNWIND_ROWS")]
+#[map]
 static UNWIND_ROWS: Array<UnwindRow> = Array::with_max_entries(1, BPF_F_MMAPABLE);
 
-#[map(name = "PROC_MAPS")]
+#[map]
 static PROC_MAPS: HashMap<u32, UnwindProc> = HashMap::with_max_entries(MAX_TARGETS, 0);
 
 /// Searched by key, not by index into a value: the verifier then need not track the search
 /// bounds precisely, and one step verifies as one state.
-#[map(name = "MAPPINGS")]
+#[map]
 static MAPPINGS: Array<UnwindMapping> = Array::with_max_entries(2 * MAX_PROCS * MAX_MAPPINGS, 0);
 
 /// Bumped by user space whenever a process's mapping list changes: cached rules of an older
 /// generation are not used.
-#[map(name = "UNWIND_GENERATION")]
+#[map]
 static UNWIND_GENERATION: Array<u32> = Array::with_max_entries(1, 0);
 
 /// The rules of recently walked pcs, per CPU and per program kind (a perf event may interrupt
 /// a raw tracepoint's walk, and must not write into its entries), direct-mapped by pc: a
 /// server's stacks repeat, and a hit costs one lookup instead of two binary searches.
-#[map(name = "RULE_CACHE")]
+#[map]
 static RULE_CACHE: PerCpuArray<CachedRule> =
     PerCpuArray::with_max_entries(RULE_CACHE_SIZE * SLOTS, 0);
 

@@ -5,7 +5,10 @@
 //! constants so the loader's lookups cannot drift from the kernel side.
 #![no_std]
 
-/// Map names, as the loader looks them up.
+/// Map names: the one list of them. The kernel side names each map by its static's
+/// identifier (`#[map]` with no name string), so each identifier there is one of these; the
+/// loader looks maps up by these constants, and its tests check the built object's maps
+/// against [`maps::ALL`].
 pub mod maps {
     /// `HashMap<u32 tgid, u8>`: processes followed (the target, and children forked after attach).
     pub const TARGETS: &str = "TARGETS";
@@ -83,6 +86,61 @@ pub mod maps {
     /// `Array<u32>` of one entry: bumped whenever a mapping list changes (the kernel side
     /// caches rules per pc within one generation).
     pub const UNWIND_GENERATION: &str = "UNWIND_GENERATION";
+    /// `Array<u64>` of one entry: how many child processes have been followed (until the
+    /// first, the target filter needs no hash lookup).
+    pub const FOLLOWED: &str = "FOLLOWED";
+    /// `PerCpuArray` indexed by [`crate::unwind::SLOTS`]: recently walked pcs' rules.
+    pub const RULE_CACHE: &str = "RULE_CACHE";
+    /// `PerCpuArray<i32>` indexed by [`crate::unwind::SLOTS`]: a walked user stack's id,
+    /// handed from a tail-called walk program to the next.
+    pub const WALKED: &str = "WALKED";
+    /// `PerCpuArray<u64>` of one entry: each CPU's last reported switch.
+    pub const LAST_SWITCH: &str = "LAST_SWITCH";
+    /// `PerCpuArray` of one entry: the switch-out being recorded, between tail calls.
+    pub const SWITCH_OUT: &str = "SWITCH_OUT";
+
+    /// Every map of the kernel-side object, each once.
+    pub const ALL: &[&str] = &[
+        TARGETS,
+        THREADS,
+        START,
+        SYSCALLS,
+        ERRNOS,
+        INFLIGHT,
+        DROPS,
+        ONCPU,
+        OFFCPU,
+        WAKEUPS,
+        CPU_HOLDERS,
+        SYSCALL_STACKS,
+        ZERO_THREAD,
+        SYSCALL_TICK,
+        FUTEXES,
+        FUTEX_WAITS,
+        LOCK_CONTENTION,
+        LOCK_INFLIGHT,
+        SPANS,
+        SPAN_INFLIGHT,
+        GC_EVENTS,
+        TIMELINE,
+        GC_COUNTS,
+        USER_STACKS,
+        KERNEL_STACKS,
+        SAMPLING,
+        SWITCH_JUMP,
+        SYSCALL_JUMP,
+        SYSCALL_FILTER,
+        UNWIND_SCRATCH,
+        UNWIND_ROWS,
+        PROC_MAPS,
+        MAPPINGS,
+        UNWIND_GENERATION,
+        FOLLOWED,
+        RULE_CACHE,
+        WALKED,
+        LAST_SWITCH,
+        SWITCH_OUT,
+    ];
 }
 
 /// Read-only globals the loader sets before load (`EbpfLoader::override_global`).

@@ -373,3 +373,69 @@ fn attach_raw(ebpf: &mut Ebpf, name: &'static str, event: &str) -> Result<(), Er
     program.attach(event).map_err(program_error(name))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// The embedded object, parsed; `None` (with the reason printed) when build.rs skipped the
+    /// kernel side, which CI must not.
+    fn object() -> Option<aya_obj::Object> {
+        if OBJECT.is_empty() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "the probes were not built (AYA_BUILD_SKIP): CI must check the real object"
+            );
+            println!("skipped: the probes were not built into this binary (AYA_BUILD_SKIP)");
+            return None;
+        }
+        Some(aya_obj::Object::parse(OBJECT).expect("the embedded object parses"))
+    }
+
+    #[test]
+    fn the_object_has_exactly_the_maps_common_names() {
+        let Some(object) = object() else { return };
+        // `.rodata`, `.bss` and `.data` hold the globals: sections, not maps of ours.
+        let found: BTreeSet<&str> = object
+            .maps
+            .keys()
+            .map(String::as_str)
+            .filter(|name| !name.starts_with('.'))
+            .collect();
+        let named: BTreeSet<&str> = maps::ALL.iter().copied().collect();
+        assert_eq!(
+            named.len(),
+            maps::ALL.len(),
+            "a map is named twice in maps::ALL"
+        );
+        assert_eq!(found, named);
+    }
+
+    #[test]
+    fn the_object_has_exactly_the_programs_common_names() {
+        let Some(object) = object() else { return };
+        let found: BTreeSet<&str> = object.programs.keys().map(String::as_str).collect();
+        let named: BTreeSet<&str> = [
+            programs::SCHED_SWITCH,
+            programs::SCHED_SWITCH_WALK,
+            programs::SCHED_SWITCH_FINISH,
+            programs::SYS_EXIT_WALK,
+            programs::SYS_EXIT_FINISH,
+            programs::TASK_NEWTASK,
+            programs::SYS_ENTER,
+            programs::SYS_EXIT,
+            programs::SCHED_WAKEUP,
+            programs::ONCPU,
+            programs::CONTENTION_BEGIN,
+            programs::CONTENTION_END,
+            programs::SPAN_ENTER,
+            programs::GO_GC,
+            programs::SPAN_EXIT,
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(found, named);
+    }
+}
