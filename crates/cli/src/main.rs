@@ -18,6 +18,7 @@ mod gate;
 mod heap;
 mod live;
 mod plan;
+mod preflight;
 mod procfs;
 mod progress;
 mod record;

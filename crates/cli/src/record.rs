@@ -42,7 +42,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         None => (None, exporter),
     };
     let end = live.poll(windows.as_mut(), &signal)?;
-    let ended = collect(live, end, windows.as_mut())?;
+    let ended = stop(live, end, windows.as_mut())?;
     match windows {
         Some(w) => finish::windows(ended.run, w, &plan, ended.evicted),
         None => finish::single(ended.run, &plan, ended.heap_error, exporter),
@@ -61,7 +61,7 @@ struct Ended {
 /// Ends the recording: the counters and probes read, a spawned command stopped, a driver's
 /// result and a heap profile read, and all of it assembled into the run (with `--every`, the
 /// last window).
-fn collect(mut live: Live, end: EndReason, windows: Option<&mut Windows>) -> Result<Ended> {
+fn stop(mut live: Live, end: EndReason, windows: Option<&mut Windows>) -> Result<Ended> {
     let (plan, pid) = (live.plan, live.pid);
     // The counters' window ends with the recording's, before the probes are read and a
     // spawned command is stopped (which can take a second).
