@@ -31,9 +31,8 @@ use hyper::{Request, Response, StatusCode, body::Frame, server::conn::http1, ser
 use hyper_util::rt::TokioIo;
 use switchyard_harness::{Shutdown, announce_ready, parse_millis};
 
-#[cfg(feature = "dhat")]
-#[global_allocator]
-static ALLOC: dhat::Alloc = dhat::Alloc;
+// Built with `--features dhat`: dhat's allocator, for a heap profile of the whole run.
+switchyard_harness::heap_allocator!();
 
 /// A 3D-model asset server: parse, relicense, compress, encrypt, stream.
 #[derive(Debug, Parser)]
@@ -75,12 +74,9 @@ struct State {
 type Body = BoxBody<Bytes, Infallible>;
 
 fn main() -> ExitCode {
-    // Built with `--features dhat`: a heap profile of the whole run, written as it exits to
+    // Built with `--features dhat`: the heap profile, written as `main` returns to
     // $DHAT_HEAP_FILE (default: dhat-heap.json in the working directory).
-    #[cfg(feature = "dhat")]
-    let _heap_profile = dhat::Profiler::builder()
-        .file_name(std::env::var_os("DHAT_HEAP_FILE").unwrap_or_else(|| "dhat-heap.json".into()))
-        .build();
+    switchyard_harness::heap_profile!();
     switchyard_harness::exit_code("asset-server", run(Args::parse()))
 }
 

@@ -1,9 +1,9 @@
 //! What every driver's `main` does the same way: the shared flags (flattened into its own
-//! clap `Args`), connecting with retries and a hint, starting its load threads together, and
-//! printing its summary line.
+//! clap `Args`), connecting with retries and a hint, and starting its load threads together.
+//! Its summary line goes out through [`crate::print_line`], as a server's does.
 
 use std::{
-    io::{self, Write as _},
+    io,
     net::{SocketAddr, TcpStream},
     thread,
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
@@ -181,16 +181,6 @@ where
         }
         Ok((started, results))
     })
-}
-
-/// Prints `line` on stdout. Nobody reading any more (a closed pipe) is not an error: there
-/// is nothing left to tell.
-pub fn print_line(line: &str) -> io::Result<()> {
-    let mut out = io::stdout().lock();
-    match writeln!(out, "{line}").and_then(|()| out.flush()) {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
-    }
 }
 
 #[cfg(test)]

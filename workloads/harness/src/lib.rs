@@ -19,7 +19,8 @@
 //!   [`ServerProcess::spawn_with_ready_fd`], and stopped the same way ([`ServerProcess::interrupt`]
 //!   is Ctrl-C).
 //! - [`driver`]: what every driver's `main` shares (its common flags, connecting, starting its
-//!   load threads together, its summary line); [`heap`]: the servers' dhat heap profile.
+//!   load threads together); [`heap`]: the servers' dhat heap profile; [`print_line`] and
+//!   [`exit_code`] for the end of every `main`.
 
 mod bound;
 pub mod driver;
@@ -55,5 +56,17 @@ pub fn exit_code<E: std::fmt::Display>(
             eprintln!("{name}: error: {e:#}");
             std::process::ExitCode::from(2)
         }
+    }
+}
+
+/// Prints `line` on stdout (a driver's or a server's summary). Nobody reading any more (a
+/// closed pipe) is not an error: whoever started us stopped listening, nothing left to tell.
+pub fn print_line(line: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{line}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
     }
 }

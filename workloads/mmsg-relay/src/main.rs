@@ -9,18 +9,12 @@
 //! Prints `ready <port>` once listening on 127.0.0.1 (UDP), and one JSON summary line when it
 //! ends (SIGINT/SIGTERM, or `--exit-after-idle`).
 
-use std::{
-    io::{self, Write as _},
-    num::NonZeroU64,
-    process::ExitCode,
-    thread,
-    time::Duration,
-};
+use std::{num::NonZeroU64, process::ExitCode, thread, time::Duration};
 
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use mmsg_relay::server::{self, MAX_BATCH, Mode, ServerConfig};
-use switchyard_harness::{Shutdown, announce_ready, parse_millis};
+use switchyard_harness::{Shutdown, announce_ready, parse_millis, print_line};
 
 /// A UDP voice relay: acks each speaker's packet and forwards it to the rest of the room.
 #[derive(Debug, Parser)]
@@ -53,17 +47,13 @@ struct Args {
     drop_every: Option<NonZeroU64>,
 }
 
-#[cfg(feature = "dhat")]
-#[global_allocator]
-static ALLOC: dhat::Alloc = dhat::Alloc;
+// Built with `--features dhat`: dhat's allocator, for a heap profile of the whole run.
+switchyard_harness::heap_allocator!();
 
 fn main() -> ExitCode {
-    // Built with `--features dhat`: a heap profile of the whole run, written as it exits to
+    // Built with `--features dhat`: the heap profile, written as `main` returns to
     // $DHAT_HEAP_FILE (default: dhat-heap.json in the working directory).
-    #[cfg(feature = "dhat")]
-    let _heap_profile = dhat::Profiler::builder()
-        .file_name(std::env::var_os("DHAT_HEAP_FILE").unwrap_or_else(|| "dhat-heap.json".into()))
-        .build();
+    switchyard_harness::heap_profile!();
     switchyard_harness::exit_code("mmsg-relay", run(Args::parse()))
 }
 
@@ -102,10 +92,5 @@ fn run(args: Args) -> anyhow::Result<()> {
     let shutdown = Shutdown::install().context("failed to install the SIGINT/SIGTERM handler")?;
     let summary = server::run(&config, &shutdown, |addr| announce_ready(addr.port()))?;
     let line = serde_json::to_string(&summary).context("failed to encode the summary")?;
-    let mut out = io::stdout().lock();
-    match writeln!(out, "{line}").and_then(|()| out.flush()) {
-        // Whoever started us stopped listening: nothing left to tell.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.context("failed to print the summary"),
-    }
+    print_line(&line).context("failed to print the summary")
 }

@@ -8,17 +8,12 @@
 //! Prints `ready <port>` once listening on 127.0.0.1, and one JSON summary line when it ends
 //! (SIGINT/SIGTERM, or `--exit-after-idle`), after a final flush pass.
 
-use std::{
-    io::{self, Write as _},
-    path::PathBuf,
-    process::ExitCode,
-    time::Duration,
-};
+use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::Context as _;
 use clap::Parser;
 use read_state_cache::server::{self, ServerConfig};
-use switchyard_harness::{Shutdown, announce_ready, parse_duration, parse_millis};
+use switchyard_harness::{Shutdown, announce_ready, parse_duration, parse_millis, print_line};
 
 /// A read-state cache: an LRU of per-user/per-channel counters, written behind to a store.
 #[derive(Debug, Parser)]
@@ -45,17 +40,13 @@ struct Args {
     exit_after_idle: Option<Duration>,
 }
 
-#[cfg(feature = "dhat")]
-#[global_allocator]
-static ALLOC: dhat::Alloc = dhat::Alloc;
+// Built with `--features dhat`: dhat's allocator, for a heap profile of the whole run.
+switchyard_harness::heap_allocator!();
 
 fn main() -> ExitCode {
-    // Built with `--features dhat`: a heap profile of the whole run, written as it exits to
+    // Built with `--features dhat`: the heap profile, written as `main` returns to
     // $DHAT_HEAP_FILE (default: dhat-heap.json in the working directory).
-    #[cfg(feature = "dhat")]
-    let _heap_profile = dhat::Profiler::builder()
-        .file_name(std::env::var_os("DHAT_HEAP_FILE").unwrap_or_else(|| "dhat-heap.json".into()))
-        .build();
+    switchyard_harness::heap_profile!();
     switchyard_harness::exit_code("read-state-cache", run(Args::parse()))
 }
 
@@ -84,10 +75,5 @@ fn run(args: Args) -> anyhow::Result<()> {
     let summary = server::run(config, &shutdown, |addr| announce_ready(addr.port()))?;
 
     let line = serde_json::to_string(&summary).context("failed to encode the summary")?;
-    let mut out = io::stdout().lock();
-    match writeln!(out, "{line}").and_then(|()| out.flush()) {
-        // Whoever started us stopped listening: nothing left to tell.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.context("failed to print the summary"),
-    }
+    print_line(&line).context("failed to print the summary")
 }

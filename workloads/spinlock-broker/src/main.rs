@@ -9,13 +9,7 @@
 //! Prints `ready <port>` once listening on 127.0.0.1, and one JSON summary line when it ends
 //! (SIGINT/SIGTERM, or `--exit-after-idle`).
 
-use std::{
-    fs,
-    io::{self, Write as _},
-    path::PathBuf,
-    process::ExitCode,
-    time::Duration,
-};
+use std::{fs, path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -24,11 +18,10 @@ use spinlock_broker::{
     locks::{AbsConfig, LockKind},
     server::{self, ServerConfig},
 };
-use switchyard_harness::{Shutdown, announce_ready, parse_duration, parse_millis};
+use switchyard_harness::{Shutdown, announce_ready, parse_duration, parse_millis, print_line};
 
-#[cfg(feature = "dhat")]
-#[global_allocator]
-static ALLOC: dhat::Alloc = dhat::Alloc;
+// Built with `--features dhat`: dhat's allocator, for a heap profile of the whole run.
+switchyard_harness::heap_allocator!();
 
 /// A message broker appending to a commit log under one lock.
 #[derive(Debug, Parser)]
@@ -70,12 +63,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    // Built with `--features dhat`: a heap profile of the whole run, written as it exits to
+    // Built with `--features dhat`: the heap profile, written as `main` returns to
     // $DHAT_HEAP_FILE (default: dhat-heap.json in the working directory).
-    #[cfg(feature = "dhat")]
-    let _heap_profile = dhat::Profiler::builder()
-        .file_name(std::env::var_os("DHAT_HEAP_FILE").unwrap_or_else(|| "dhat-heap.json".into()))
-        .build();
+    switchyard_harness::heap_profile!();
     let args = Args::parse();
     switchyard_harness::exit_code("spinlock-broker", run(args))
 }
@@ -122,12 +112,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         write_pprof(&profiler, path)?;
     }
     let line = serde_json::to_string(&summary).context("failed to encode the summary")?;
-    let mut out = io::stdout().lock();
-    match writeln!(out, "{line}").and_then(|()| out.flush()) {
-        // Whoever started us stopped listening: nothing left to tell.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.context("failed to print the summary"),
-    }
+    print_line(&line).context("failed to print the summary")
 }
 
 /// Starts pprof's SIGPROF sampler. Its unwinder builds its table of loaded objects on first

@@ -16,10 +16,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use switchyard_harness::{DriverResult, Measured, Recorder};
+use switchyard_harness::{DriverResult, Measured, Recorder, heap};
 
 #[global_allocator]
-static ALLOC: dhat::Alloc = dhat::Alloc;
+static ALLOC: heap::Alloc = heap::Alloc;
 
 fn main() {
     let mut ops = 0u64;
@@ -51,7 +51,7 @@ fn main() {
         }
     }
     let result = result.unwrap_or_else(|| usage("--result FILE is required"));
-    let profiler = dhat::Profiler::builder().file_name(&dhat_file).build();
+    let profiler = heap::profiler(&dhat_file);
 
     let start = Instant::now();
     let mut recorder = Recorder::new(start, Duration::from_millis(100));

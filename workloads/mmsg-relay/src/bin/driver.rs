@@ -44,8 +44,7 @@ use mmsg_relay::{
 };
 use switchyard_harness::{
     Budget, DriverResult, LatencyRecorder, Measured as _, Recorder, RunBound, Shutdown,
-    driver::{TimingFlags, print_line},
-    human_ns, parse_duration,
+    driver::TimingFlags, human_ns, parse_duration, print_line,
 };
 
 /// Speakers in rooms, sending voice packets through mmsg-relay.

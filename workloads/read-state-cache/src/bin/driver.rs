@@ -51,8 +51,8 @@ use read_state_cache::{
 };
 use switchyard_harness::{
     Budget, DriverResult, Measured as _, Recorder, Shutdown,
-    driver::{BoundFlags, TimingFlags, print_line, run_together},
-    human_ns,
+    driver::{BoundFlags, TimingFlags, run_together},
+    human_ns, print_line,
 };
 
 /// Load for read-state-cache: Zipf-distributed keys, a mix of ack/mention/get.

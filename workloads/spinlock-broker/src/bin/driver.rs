@@ -28,8 +28,8 @@ use spinlock_broker::{
 };
 use switchyard_harness::{
     Budget, DriverResult, Measured as _, Recorder, Shutdown,
-    driver::{BoundFlags, TimingFlags, print_line, run_together},
-    human_ns,
+    driver::{BoundFlags, TimingFlags, run_together},
+    human_ns, print_line,
 };
 
 /// Closed-loop producers for spinlock-broker.
