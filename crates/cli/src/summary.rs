@@ -3,10 +3,13 @@
 use std::fmt::Write as _;
 
 use switchyard_model::{
-    Collector, Run, SyscallRow,
-    units::{kib_as_mib, ns, percent, rate, significant, thousands},
+    Collector, Run, SyscallRow, metrics,
+    units::{bytes, command_line, kib_as_mib, ns, percent, rate, thousands},
 };
-use switchyard_report::units::{futex_waits, offcpu_sampling, stack_quality, unwind_tables};
+use switchyard_report::units::{
+    OffCpu, futex_waits, go_gc, heap_per_operation, kernel_lock_waits, offcpu_sampling,
+    per_operation, span_calls, stack_quality, unwind_tables,
+};
 
 fn syscall_table(out: &mut String, title: &str, rows: &[&SyscallRow]) {
     let _ = writeln!(
@@ -33,12 +36,14 @@ pub fn render(run: &Run, top: usize) -> String {
     let mut out = String::new();
     let m = &run.meta;
     let secs = m.duration_ns() as f64 / 1e9;
+    let figures = metrics::extract(run);
     let ended = m.end.describe();
     let _ = writeln!(
         out,
-        "switchyard: {} (pid {}) for {secs:.2} s — {ended}",
-        m.command.join(" "),
-        m.pid
+        "switchyard: {} (pid {}) for {} — {ended}",
+        command_line(&m.command),
+        m.pid,
+        ns(m.duration_ns())
     );
     if !m.children.is_empty() {
         let _ = writeln!(out, "followed child processes: {:?}", m.children);
@@ -102,26 +107,12 @@ pub fn render(run: &Run, top: usize) -> String {
         run.threads.len()
     );
     let on: u64 = run.threads.iter().map(|t| t.oncpu_ns).sum();
-    let blocked: u64 = run.threads.iter().map(|t| t.blocked_ns).sum();
     let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
     match (m.collector, run.offcpu_share()) {
         (Collector::Ebpf, Some(share)) => {
-            let _ = writeln!(
-                out,
-                "off-CPU: {} of thread time (blocked {}{}, waiting for a CPU {} of which {} after a wakeup, on CPU {})",
-                percent(share),
-                ns(blocked),
-                match findings.idle().map(|f| f.seconds).sum::<f64>() {
-                    0.0 => String::new(),
-                    idle => format!(
-                        " of which idle, waiting for work, {}",
-                        ns((idle * 1e9) as u64)
-                    ),
-                },
-                ns(runq),
-                ns(run.threads.iter().map(|t| t.woken_wait_ns).sum()),
-                ns(on)
-            );
+            let idle = findings.idle().map(|f| f.seconds).sum::<f64>();
+            let off = OffCpu::of(run, share, (idle * 1e9) as u64);
+            let _ = writeln!(out, "off-CPU: {}", off.sentence());
             if m.unreported_switches > 0 {
                 let _ = writeln!(
                     out,
@@ -168,19 +159,8 @@ pub fn render(run: &Run, top: usize) -> String {
             ns(w.max_ns)
         );
     }
-    if let Some(ops) = run.operations.filter(|&o| o > 0) {
-        let per = |v: u64| v as f64 / ops as f64;
-        let cpu = run
-            .counter("task-clock")
-            .unwrap_or_else(|| run.threads.iter().map(|t| t.oncpu_ns).sum());
-        let _ = writeln!(
-            out,
-            "per operation: {} syscalls, {} context switches, {} futex waits, {} CPU",
-            significant(per(run.syscall_total())),
-            significant(per(vol + invol)),
-            significant(per(run.locks.futex.count)),
-            ns(cpu / ops)
-        );
+    if let Some(per_op) = per_operation(&figures) {
+        let _ = writeln!(out, "per operation: {per_op}");
     }
     let l = &run.locks;
     if m.collector == Collector::Ebpf {
@@ -199,46 +179,31 @@ pub fn render(run: &Run, top: usize) -> String {
             );
         }
         if let Some(c) = &l.contention {
-            let _ = writeln!(
-                out,
-                "kernel lock contention: {} waits, {}",
-                thousands(c.count),
-                ns(c.total_ns)
-            );
+            let _ = writeln!(out, "kernel lock contention: {}", kernel_lock_waits(c));
         }
         for s in &l.spans {
-            let avg = s.stats.total_ns.checked_div(s.stats.count).unwrap_or(0);
-            let _ = writeln!(
-                out,
-                "span {}: {} calls, {} total, avg {}, max {}",
-                s.symbol,
-                thousands(s.stats.count),
-                ns(s.stats.total_ns),
-                ns(avg),
-                ns(s.stats.max_ns)
-            );
+            let _ = writeln!(out, "span {}: {}", s.symbol, span_calls(&s.stats));
         }
     }
     if let Some(kb) = run.max_rss_kb {
         let _ = writeln!(out, "peak RSS: {}", kib_as_mib(kb));
     }
     if let Some(h) = &run.heap {
-        let spawned = run.meta.mode == switchyard_model::TargetMode::Spawn;
-        let per_op = match run.operations.filter(|&o| o > 0) {
-            _ if !spawned => " (over the target's life, from before the recording)".to_string(),
-            Some(ops) => format!(
-                " ({:.2}/op, {:.0} B/op)",
-                h.allocations as f64 / ops as f64,
-                h.bytes as f64 / ops as f64
-            ),
-            None => String::new(),
+        // dhat counts an attached target's whole life, from before the recording.
+        let life = (run.meta.mode == switchyard_model::TargetMode::Pid)
+            .then_some("over the target's life, from before the recording");
+        let per_op = match (heap_per_operation(&figures), life) {
+            (Some(p), Some(life)) => format!(" ({life}; {p})"),
+            (Some(p), None) => format!(" ({p})"),
+            (None, Some(life)) => format!(" ({life})"),
+            (None, None) => String::new(),
         };
         let _ = writeln!(
             out,
             "heap (dhat): {} allocations, {}{per_op}; peak {} in {} blocks",
             thousands(h.allocations),
-            switchyard_model::units::bytes(h.bytes),
-            switchyard_model::units::bytes(h.peak_bytes),
+            bytes(h.bytes),
+            bytes(h.peak_bytes),
             thousands(h.peak_blocks)
         );
     }
@@ -259,15 +224,7 @@ pub fn render(run: &Run, top: usize) -> String {
         );
     }
     if let Some(g) = &run.gc {
-        let _ = writeln!(
-            out,
-            "go gc: {} cycles, {} stop-the-world pauses ({} total, max {}), {} mark assists",
-            thousands(g.cycles),
-            thousands(g.pauses),
-            ns(g.pause_total_ns),
-            ns(g.pause_max_ns),
-            thousands(g.mark_assists)
-        );
+        let _ = writeln!(out, "go gc: {}", go_gc(g));
     }
     let p = &run.profiles;
     if p.stats.oncpu_hz > 0 || !p.offcpu.stacks.is_empty() {

@@ -9,7 +9,9 @@
 
 use std::fmt::Write as _;
 
-use switchyard_model::{Collector, Counter, Log2Hist, Profiles, Run, SyscallRow, TargetMode};
+use switchyard_model::{
+    Collector, Counter, Log2Hist, Profiles, Run, SyscallRow, TargetMode, metrics,
+};
 
 use crate::{
     Error, ProfileKind,
@@ -17,8 +19,9 @@ use crate::{
     escape::{Esc, html as esc},
     flame, idle,
     units::{
-        command_line, counted, kib_as_mib, ns, ns_f, percent, rate, significant, stack_quality,
-        thousands, unwind_tables, utc,
+        Figures, OffCpu, command_line, counted, go_gc, heap_per_operation, kernel_lock_waits,
+        kib_as_mib, ns, ns_f, percent, rate, span_calls, stack_quality, thousands, unwind_tables,
+        utc,
     },
 };
 
@@ -37,6 +40,7 @@ pub fn html(run: &Run) -> Result<String, Error> {
         graphs.push(Graphs::new(run, kind)?);
     }
     let explanation = switchyard_findings::explain(run);
+    let figures = metrics::extract(run);
 
     let m = &run.meta;
     let command = command_line(&m.command);
@@ -53,6 +57,7 @@ pub fn html(run: &Run) -> Result<String, Error> {
     let nav = [
         ("findings", "Why it waited"),
         ("summary", "Summary"),
+        ("figures", "Figures"),
         ("syscalls", "Syscalls"),
         ("threads", "Threads"),
         ("latency", "Histograms"),
@@ -77,7 +82,8 @@ pub fn html(run: &Run) -> Result<String, Error> {
     let nav: Vec<(&str, &str)> = nav.into_iter().filter(|(_, t)| !t.is_empty()).collect();
     let mut out = String::with_capacity(64 * 1024);
     crate::why::section(&mut out, &explanation);
-    summary(&mut out, run, &command);
+    summary(&mut out, run, &command, &figures);
+    figures_section(&mut out, &figures);
     syscalls(&mut out, run);
     threads(&mut out, run);
     histograms(&mut out, run);
@@ -138,7 +144,7 @@ fn card(out: &mut String, value: &str, key: &str, sub: &str) {
     );
 }
 
-fn summary(out: &mut String, run: &Run, command: &str) {
+fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
     let m = &run.meta;
     let secs = secs(run);
     let ebpf = m.collector == Collector::Ebpf;
@@ -149,12 +155,6 @@ fn summary(out: &mut String, run: &Run, command: &str) {
     let on: u64 = run.threads.iter().map(|t| t.oncpu_ns).sum();
     let blocked: u64 = run.threads.iter().map(|t| t.blocked_ns).sum();
     let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
-    let woken: u64 = run.threads.iter().map(|t| t.woken_wait_ns).sum();
-    let woken = if delay_recorded(run) {
-        format!(" of which {} after a wakeup", ns(woken))
-    } else {
-        String::new()
-    };
 
     out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n<div class=\"cards\">\n");
     card(
@@ -280,18 +280,7 @@ fn summary(out: &mut String, run: &Run, command: &str) {
         (true, Some(share)) => kv(
             out,
             "Off-CPU share",
-            &format!(
-                "{} of thread time (blocked {}{}, waiting for a CPU {}{woken}, on CPU {})",
-                percent(share),
-                ns(blocked),
-                if idle > 0 {
-                    format!(" of which idle waits {}", ns(idle))
-                } else {
-                    String::new()
-                },
-                ns(runq),
-                ns(on)
-            ),
+            &OffCpu::of(run, share, idle).sentence(),
         ),
         (true, None) => kv(out, "Off-CPU share", &not_available("no thread time")),
         (false, _) => kv(
@@ -310,7 +299,7 @@ fn summary(out: &mut String, run: &Run, command: &str) {
     }
     out.push_str("</table>\n");
     if let Some(ops) = run.operations {
-        per_operation(out, run, ops);
+        per_operation(out, run, ops, figures);
     }
     if let Some(w) = &run.workload {
         workload(out, w);
@@ -359,7 +348,7 @@ fn workload(out: &mut String, w: &switchyard_model::Workload) {
     out.push_str("</table>\n");
 }
 
-fn per_operation(out: &mut String, run: &Run, ops: u64) {
+fn per_operation(out: &mut String, run: &Run, ops: u64, figures: &Figures) {
     out.push_str("<h3>Per operation</h3>\n<table class=\"kv\">\n");
     kv(
         out,
@@ -375,49 +364,67 @@ fn per_operation(out: &mut String, run: &Run, ops: u64) {
         out.push_str("</table>\n");
         return;
     }
+    // The headline figures, as the terminal summary gives them.
+    for (f, m) in metrics::headline_per_op(figures) {
+        kv(out, &capitalised(f.label), &m.unit.human(m.value));
+    }
     let per = |v: u64| v as f64 / ops as f64;
+    let human = |name: &str| figures.get(name).map(|m| m.unit.human(m.value));
+    if let (Some(vol), Some(invol)) = (
+        human("switches.voluntary.per_op"),
+        human("switches.involuntary.per_op"),
+    ) {
+        kv(
+            out,
+            "Of the switches",
+            &format!("{vol} voluntary, {invol} involuntary"),
+        );
+    }
     if run.meta.collector == Collector::Ebpf {
         let in_syscalls: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
-        kv(out, "Syscalls", &significant(per(run.syscall_total())));
         kv(out, "Time inside syscalls", &ns_f(per(in_syscalls)));
-    }
-    let (vol, invol) = (run.voluntary(), run.involuntary());
-    kv(
-        out,
-        "Context switches",
-        &format!(
-            "{} ({} voluntary, {} involuntary)",
-            significant(per(vol + invol)),
-            significant(per(vol)),
-            significant(per(invol))
-        ),
-    );
-    match run.counter("task-clock") {
-        Some(cpu) => kv(out, "CPU time (task-clock)", &ns_f(per(cpu))),
-        None => {
-            let on: u64 = run.threads.iter().map(|t| t.oncpu_ns).sum();
-            kv(out, "CPU time (threads on CPU)", &ns_f(per(on)));
-        }
-    }
-    if run.meta.collector == Collector::Ebpf {
         let off: u64 = run.threads.iter().map(|t| t.offcpu_ns()).sum();
         kv(out, "Off-CPU time", &ns_f(per(off)));
     }
-    // dhat counts a target's whole life: per operation only when it was spawned for the run.
-    if let Some(h) = &run.heap
-        && run.meta.mode == TargetMode::Spawn
-    {
-        kv(
-            out,
-            "Heap allocations (dhat)",
-            &format!(
-                "{} ({} B)",
-                significant(per(h.allocations)),
-                significant(per(h.bytes))
-            ),
-        );
+    if let Some(heap) = heap_per_operation(figures) {
+        let life = if run.meta.mode == TargetMode::Pid {
+            " over the target's life, from before the recording"
+        } else {
+            ""
+        };
+        kv(out, "Heap allocations (dhat)", &format!("{heap}{life}"));
     }
     out.push_str("</table>\n");
+}
+
+/// `label` with a capital first letter, as a table's key: "Context switches".
+fn capitalised(label: &str) -> String {
+    let mut c = label.chars();
+    c.next()
+        .map_or_else(String::new, |first| first.to_uppercase().chain(c).collect())
+}
+
+/// Every named figure of the run, as comparisons and budgets name them, with its value and
+/// what it measures.
+fn figures_section(out: &mut String, figures: &Figures) {
+    out.push_str(
+        "<section id=\"figures\">\n<h2>Figures</h2>\n\
+         <p class=\"note\">The run's named figures: <code>switchyard compare</code> and budgets \
+         (<code>switchyard gate</code>) read these. Click a column to sort.</p>\n\
+         <div class=\"scroll\"><table class=\"data sortable\" id=\"figure-table\">\n<thead><tr>\
+         <th>Figure</th><th class=\"num\">Value</th><th>What it measures</th></tr></thead>\n<tbody>\n",
+    );
+    for (name, m) in figures {
+        let about = metrics::definition(name).map_or("", |(f, _)| f.about);
+        let _ = writeln!(
+            out,
+            "<tr><td><code>{}</code></td>{}<td>{}</td></tr>",
+            Esc(name),
+            num(m.value, &Esc(&m.unit.show(m.value)).to_string()),
+            Esc(about)
+        );
+    }
+    out.push_str("</tbody>\n</table></div>\n</section>\n");
 }
 
 fn counter_value(c: &Counter) -> String {
@@ -1119,13 +1126,8 @@ fn gc_section(out: &mut String, run: &Run, title: &str, timeline: Option<&str>) 
     if let Some(g) = &run.gc {
         let _ = writeln!(
             out,
-            "<p>{} GC cycles; {} stop-the-world pauses, {} in all, longest {}; {} mark \
-                 assists; {} requests to start a cycle (<code>{}</code>).</p>",
-            thousands(g.cycles),
-            thousands(g.pauses),
-            ns(g.pause_total_ns),
-            ns(g.pause_max_ns),
-            thousands(g.mark_assists),
+            "<p>{}; {} requests to start a cycle (<code>{}</code>).</p>",
+            go_gc(g),
             thousands(g.starts),
             Esc(&g.binary)
         );
@@ -1221,25 +1223,19 @@ fn locks(out: &mut String, run: &Run) {
         Some(c) => {
             let _ = writeln!(
                 out,
-                "<p>Kernel lock contention (lock:contention_begin/end): {} waits, {} in all.</p>",
-                thousands(c.count),
-                ns(c.total_ns)
+                "<p>Kernel lock contention (lock:contention_begin/end): {}.</p>",
+                kernel_lock_waits(c)
             );
         }
         None => out.push_str("<p>Kernel lock contention: not available on this kernel.</p>\n"),
     }
     for s in &l.spans {
-        let avg = s.stats.total_ns.checked_div(s.stats.count).unwrap_or(0);
         let _ = writeln!(
             out,
-            "<h3>Span <code>{}</code></h3>\n<p>{} calls in <code>{}</code>, {} from entry to return \
-             in all (average {}, longest {}).</p>",
+            "<h3>Span <code>{}</code></h3>\n<p>In <code>{}</code>: {}.</p>",
             Esc(&s.symbol),
-            thousands(s.stats.count),
             Esc(&s.binary),
-            ns(s.stats.total_ns),
-            ns(avg),
-            ns(s.stats.max_ns)
+            span_calls(&s.stats)
         );
     }
     out.push_str("</section>\n");

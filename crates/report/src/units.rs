@@ -2,10 +2,17 @@
 //! the sentences the terminal summary and the page share, and the shared formatters of [`switchyard_model::units`], re-exported so the report's modules and
 //! the CLI name one path.
 
+use std::collections::BTreeMap;
+
+use switchyard_model::metrics::{self, Metric};
+
 pub use switchyard_model::units::{
     bytes, command_line, counted, kib_as_mib, ns, ns_f, ns_short, percent, rate, significant,
     thousands, utc,
 };
+
+/// A run's named figures, `metrics::extract(run)`.
+pub type Figures = BTreeMap<String, Metric>;
 
 /// The stack-quality line: how user stacks were walked and, per profile, the share whose user
 /// stack reaches the thread's start. `None` for runs that carry no quality figures.
@@ -25,7 +32,7 @@ pub fn stack_quality(stats: &switchyard_model::StackStats) -> Option<String> {
                 "futex" => "futex waits",
                 other => other,
             };
-            format!("{name} {:.1}%", q.percent())
+            format!("{name} {}", percent(q.percent() / 100.0))
         })
         .collect();
     Some(format!(
@@ -80,13 +87,114 @@ pub fn offcpu_sampling(stats: &switchyard_model::StackStats) -> Option<String> {
     Some(format!(
         "off-CPU stacks are sampled: every block of {} or more was walked, a shorter one with \
          probability (its length ÷ {}), its time weighted by the inverse so the times stay \
-         unbiased ({} of {} blocks walked, {:.1}%; --offcpu-period 0 walks all)",
+         unbiased ({} of {} blocks walked, {}; --offcpu-period 0 walks all)",
         ns(stats.offcpu_period_ns),
         ns(stats.offcpu_period_ns),
         thousands(stats.offcpu_walked),
         thousands(stats.offcpu_intervals),
-        100.0 * stats.offcpu_walked as f64 / stats.offcpu_intervals as f64,
+        percent(stats.offcpu_walked as f64 / stats.offcpu_intervals as f64),
     ))
+}
+
+/// The headline figures per operation, in one phrase, as the summary and the page give them:
+/// "3.00 syscalls, 0.500 futex waits, 1.20 context switches, 12.3 µs CPU". `None` without
+/// an operation count.
+pub fn per_operation(figures: &Figures) -> Option<String> {
+    let parts: Vec<String> = metrics::headline_per_op(figures)
+        .into_iter()
+        .map(|(f, m)| format!("{} {}", m.unit.human(m.value), f.label))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// The heap per operation from dhat's counts, "1.50/op, 312 B/op"; `None` when the figures
+/// have none.
+pub fn heap_per_operation(figures: &Figures) -> Option<String> {
+    let allocs = figures.get("heap.allocs.per_op")?;
+    let bytes = figures.get("heap.bytes.per_op")?;
+    Some(format!(
+        "{}/op, {}/op",
+        allocs.unit.human(allocs.value),
+        bytes.unit.human(bytes.value)
+    ))
+}
+
+/// Where the threads' time went, in one sentence, as the summary and the page give it:
+/// "67.2% of thread time off CPU (blocked 1.2 s of which idle, waiting for work, 1.0 s;
+/// waiting for a CPU 30.0 ms of which 12.0 ms after a wakeup; on CPU 600.0 ms)".
+pub struct OffCpu {
+    pub share: f64,
+    pub blocked_ns: u64,
+    /// Of the blocked time, idle waits (waiting for work).
+    pub idle_ns: u64,
+    pub runqueue_ns: u64,
+    /// Of the waits for a CPU, the part after wakeups; `None` when the run does not tell.
+    pub woken_ns: Option<u64>,
+    pub oncpu_ns: u64,
+}
+
+impl OffCpu {
+    /// The thread times of `run` (idle waits are the caller's reading).
+    pub fn of(run: &switchyard_model::Run, share: f64, idle_ns: u64) -> OffCpu {
+        let delays = run.threads.iter().any(|t| t.sched_delay.count() > 0);
+        let woken: u64 = run.threads.iter().map(|t| t.woken_wait_ns).sum();
+        OffCpu {
+            share,
+            blocked_ns: run.threads.iter().map(|t| t.blocked_ns).sum(),
+            idle_ns,
+            runqueue_ns: run.threads.iter().map(|t| t.runqueue_ns).sum(),
+            woken_ns: (delays || woken > 0).then_some(woken),
+            oncpu_ns: run.threads.iter().map(|t| t.oncpu_ns).sum(),
+        }
+    }
+
+    pub fn sentence(&self) -> String {
+        let idle = if self.idle_ns > 0 {
+            format!(" of which idle, waiting for work, {}", ns(self.idle_ns))
+        } else {
+            String::new()
+        };
+        let woken = self.woken_ns.map_or_else(String::new, |w| {
+            format!(" of which {} after a wakeup", ns(w))
+        });
+        format!(
+            "{} of thread time (blocked {}{idle}, waiting for a CPU {}{woken}, on CPU {})",
+            percent(self.share),
+            ns(self.blocked_ns),
+            ns(self.runqueue_ns),
+            ns(self.oncpu_ns)
+        )
+    }
+}
+
+/// Go's garbage collector in one sentence, as the summary and the page give it: "12 GC
+/// cycles, 24 stop-the-world pauses (3.1 ms in all, longest 400.0 µs), 8 mark assists".
+pub fn go_gc(g: &switchyard_model::GoGc) -> String {
+    format!(
+        "{} GC cycles, {} stop-the-world pauses ({} in all, longest {}), {} mark assists",
+        thousands(g.cycles),
+        thousands(g.pauses),
+        ns(g.pause_total_ns),
+        ns(g.pause_max_ns),
+        thousands(g.mark_assists)
+    )
+}
+
+/// A span's calls in one phrase: "1,234 calls, 56.0 ms from entry to return in all (average
+/// 45.4 µs, longest 2.1 ms)".
+pub fn span_calls(s: &switchyard_model::WaitSummary) -> String {
+    format!(
+        "{}, {} from entry to return in all (average {}, longest {})",
+        counted(s.count, "call"),
+        ns(s.total_ns),
+        ns(s.total_ns.checked_div(s.count).unwrap_or(0)),
+        ns(s.max_ns)
+    )
+}
+
+/// Kernel lock contention in one phrase: "12 waits, 3.4 ms in all".
+pub fn kernel_lock_waits(c: &switchyard_model::WaitSummary) -> String {
+    format!("{}, {} in all", counted(c.count, "wait"), ns(c.total_ns))
 }
 
 #[cfg(test)]
