@@ -298,9 +298,9 @@ fn what_changed(out: &mut String, ch: &switchyard_findings::Changes) {
         let _ = writeln!(
             out,
             "<li class=\"finding k-{k}\"><span class=\"kind\">{k}</span> \
-             <span class=\"f-time\">explains {:.0}%</span>\
+             <span class=\"f-time\">explains {}</span>\
              <span class=\"f-summary\">{}</span></li>",
-            c.explains * 100.0,
+            switchyard_model::units::percent_whole(c.explains),
             esc(&c.summary),
             k = c.kind.name(),
         );
@@ -356,7 +356,7 @@ pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, E
                 main,
                 "<p>{}: <code>{}</code></p>",
                 esc(label),
-                esc(&r.meta.command.join(" "))
+                esc(&switchyard_model::units::command_line(&r.meta.command))
             );
         }
     }

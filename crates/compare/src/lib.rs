@@ -366,7 +366,11 @@ pub fn headline(c: &Comparison) -> String {
         .map(|r| {
             let pct = r.delta_pct.unwrap_or(0.0);
             let sign = if pct < 0.0 { "\u{2212}" } else { "+" };
-            format!("{sign}{:.0}% {}", pct.abs(), short_name(&r.name))
+            format!(
+                "{sign}{} {}",
+                switchyard_model::units::percent_whole(pct.abs() / 100.0),
+                short_name(&r.name)
+            )
         })
         .collect();
     let unjudged = unjudged.then(|| {

@@ -362,7 +362,10 @@ pub fn encode(run: &Run) -> ExportProfilesServiceRequest {
                 key_value("os.type", Value::Str("linux".into())),
                 key_value("os.version", Value::Str(meta.kernel.clone())),
                 key_value("process.pid", Value::Int(i64::from(meta.pid))),
-                key_value("process.command_line", Value::Str(meta.command.join(" "))),
+                key_value(
+                    "process.command_line",
+                    Value::Str(switchyard_model::units::command_line(&meta.command)),
+                ),
             ])
             .collect(),
         ..Default::default()

@@ -191,11 +191,11 @@ impl Changes {
         }
         for (i, c) in self.changes.iter().take(n).enumerate() {
             out.push_str(&format!(
-                "  {}. [{}] {} — explains {:.0}% of the change\n",
+                "  {}. [{}] {} — explains {} of the change\n",
                 i + 1,
                 c.kind.name(),
                 c.summary,
-                c.explains * 100.0
+                switchyard_model::units::percent_whole(c.explains)
             ));
         }
         if self.idle_a + self.idle_b > 0.0 {

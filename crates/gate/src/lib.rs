@@ -331,8 +331,9 @@ fn judge(b: &Budget, fig: Option<&Metric>, base: Option<f64>, has_baseline: bool
         };
         if pct > allowed {
             return Status::Fail(format!(
-                "{} is {pct:.1}% worse than the baseline {} (allowed {allowed}%)",
+                "{} is {} worse than the baseline {} (allowed {allowed}%)",
                 fig.unit.show(v),
+                switchyard_model::units::percent(pct / 100.0),
                 fig.unit.show(base)
             ));
         }

@@ -260,6 +260,28 @@ pub fn rate(n: u64, secs: f64) -> String {
     }
 }
 
+/// A share as a whole percentage, where a decimal would claim too much: 0.6723 → "67%".
+pub fn percent_whole(share: f64) -> String {
+    format!("{:.0}%", share * 100.0)
+}
+
+/// Nanoseconds compactly with three significant digits, for a histogram's binary bucket
+/// edges: 2^10 ns → "1.02µs", 2^20 ns → "1.05ms", never a rounded "1.0µs" that would put a
+/// decimal edge where the bucket has a binary one; "512ns" below a microsecond.
+pub fn ns_compact(v: u64) -> String {
+    if v < 1_000 {
+        return format!("{v}ns");
+    }
+    let (div, unit) = match v {
+        1_000_000_000.. => (1e9, "s"),
+        1_000_000.. => (1e6, "ms"),
+        _ => (1e3, "µs"),
+    };
+    let x = v as f64 / div;
+    let digits = decimals(x, 3, 2);
+    format!("{x:.digits$}{unit}")
+}
+
 /// A share as a percentage with one decimal: 0.6723 → "67.2%".
 pub fn percent(share: f64) -> String {
     format!("{:.1}%", share * 100.0)
@@ -389,6 +411,12 @@ mod tests {
         assert_eq!(rate(1000, 2.0), "500");
         assert_eq!(rate(25, 2.0), "12.5");
         assert_eq!(percent(0.6723), "67.2%");
+        assert_eq!(percent_whole(0.6723), "67%");
+        assert_eq!(ns_compact(512), "512ns");
+        assert_eq!(ns_compact(1 << 10), "1.02µs");
+        assert_eq!(ns_compact(1 << 20), "1.05ms");
+        assert_eq!(ns_compact(1 << 17), "131µs");
+        assert_eq!(ns_compact(1 << 14), "16.4µs");
         assert_eq!(seconds(2.04), "2.0 s");
         assert_eq!(seconds_short(30.0), "30s");
         assert_eq!(seconds_short(1.5), "1.5s");

@@ -22,27 +22,9 @@ fn floor(i: usize) -> u64 {
     if i == 0 { 0 } else { 1u64 << i.min(63) }
 }
 
-/// A bucket edge, a power of two of ns, with three significant digits in decimal units:
-/// 2^10 ns is "1.02µs" and 2^20 ns "1.05ms", never a rounded "1.0µs" or "1.0ms" that would
-/// put a decimal edge where the bucket has a binary one.
+/// A bucket edge, a power of two of ns: see [`crate::units::ns_compact`].
 fn edge(v: u64) -> String {
-    if v < 1_000 {
-        return format!("{v}ns");
-    }
-    let (div, unit) = match v {
-        1_000_000_000.. => (1e9, "s"),
-        1_000_000.. => (1e6, "ms"),
-        _ => (1e3, "µs"),
-    };
-    let x = v as f64 / div;
-    let digits = if x >= 100.0 {
-        0
-    } else if x >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{x:.digits$}{unit}")
+    crate::units::ns_compact(v)
 }
 
 /// Bucket `i`'s lower edge as its axis label: "0" for the first.

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use switchyard_model::metrics::{self, Metric};
 
 pub use switchyard_model::units::{
-    bytes, command_line, counted, kib_as_mib, ns, ns_f, ns_short, percent, rate, significant,
-    thousands, utc,
+    bytes, command_line, counted, kib_as_mib, ns, ns_compact, ns_f, ns_short, percent,
+    percent_whole, rate, significant, thousands, utc,
 };
 
 /// A run's named figures, `metrics::extract(run)`.

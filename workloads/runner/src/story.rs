@@ -16,7 +16,7 @@ use std::{
 use switchyard_model::{
     Run,
     metrics::{self, Metric},
-    units::grouped,
+    units::{Unit, bytes, grouped, ns_f},
 };
 
 use crate::fail::Failure;
@@ -356,15 +356,15 @@ pub fn asset_table(groups: &[Group]) -> String {
         "JSON %",
         "JS %",
         "syscalls/req",
-        "KiB/write",
+        "bytes/write",
         "switches/req",
-        "mean ms",
-        "P99 ms",
-        "max ms",
-        "MiB/response",
-        "peak RSS MiB",
+        "mean",
+        "P99",
+        "max",
+        "bytes/response",
+        "peak RSS",
         "allocs/req",
-        "alloc MiB/req",
+        "alloc/req",
     ];
     let mut out = header(&head);
     let param = |g: &Group, name: &str| {
@@ -377,7 +377,7 @@ pub fn asset_table(groups: &[Group]) -> String {
     };
     let mut cpu = BTreeMap::new();
     for g in groups {
-        let served = param(g, "model_bytes_per_response") / 1048576.0;
+        let served = param(g, "model_bytes_per_response") / MIB;
         let wire = param(g, "wire_bytes_per_response");
         let cpu_ms = g.figure("cpu.per_op") / 1000.0;
         cpu.insert(g.build, (cpu_ms, served));
@@ -391,17 +391,17 @@ pub fn asset_table(groups: &[Group]) -> String {
                 .sum();
             (ops > 0.0).then(|| n / ops)
         });
-        let heap = |name: &str| {
-            let v = g.median(|run, figures| metrics::lookup(run, figures, name).map(|m| m.value));
+        // dhat's figures, in their units; "–" for a build without dhat.
+        let heap = |name: &str, unit: Unit| {
             if g.runs.iter().any(|(r, _)| r.heap.is_some()) {
-                format!("{v:.2}")
+                unit.human(g.figure(name))
             } else {
                 "–".into()
             }
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {:.0} | {:.0} | {:.0} | {:.2} | {:.0} | {} | {} |",
+            "| {} | {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
             g.build,
             g.runs.len(),
             cpu_ms,
@@ -411,23 +411,15 @@ pub fn asset_table(groups: &[Group]) -> String {
             share(2),
             share(3),
             g.figure("syscalls.total.per_op"),
-            if writes > 0.0 {
-                wire / writes / 1024.0
-            } else {
-                0.0
-            },
+            bytes(if writes > 0.0 { wire / writes } else { 0.0 }.round() as u64),
             g.figure("switches.total.per_op"),
-            param(g, "mean_latency_ns") / 1e6,
-            g.figure("latency.p99") / 1e3,
-            g.figure("latency.max") / 1e3,
-            wire / 1048576.0,
-            g.figure("memory.max_rss"),
-            heap("heap.allocs.per_op"),
-            if g.runs.iter().any(|(r, _)| r.heap.is_some()) {
-                format!("{:.2}", g.figure("heap.bytes.per_op") / 1048576.0)
-            } else {
-                "–".into()
-            },
+            ns_f(param(g, "mean_latency_ns")),
+            Unit::Micros.human(g.figure("latency.p99")),
+            Unit::Micros.human(g.figure("latency.max")),
+            bytes(wire.round() as u64),
+            Unit::MiB.human(g.figure("memory.max_rss")),
+            heap("heap.allocs.per_op", Unit::PerOp),
+            heap("heap.bytes.per_op", Unit::BytesPerOp),
         );
     }
     if let (Some(node), Some(gzip), Some(zstd)) = (
@@ -445,6 +437,8 @@ pub fn asset_table(groups: &[Group]) -> String {
     }
     out
 }
+
+const MIB: f64 = 1024.0 * 1024.0;
 
 /// `| a | b |` and `|---|---|`.
 pub(crate) fn header(head: &[&str]) -> String {
