@@ -104,6 +104,16 @@ pub struct When {
     pub intervals: u64,
 }
 
+impl When {
+    /// The tail a finding's sentence carries: " [12 intervals from 0.50 s to 2.25 s]".
+    pub fn tail(&self) -> String {
+        format!(
+            " [{} intervals from {:.2} s to {:.2} s]",
+            self.intervals, self.first_s, self.last_s
+        )
+    }
+}
+
 fn is_zero(v: &f64) -> bool {
     *v == 0.0
 }
@@ -345,10 +355,7 @@ pub fn explain(run: &Run) -> Explanation {
         for f in &mut findings {
             f.when = when(run, t, f);
             if let Some(w) = &f.when {
-                f.summary += &format!(
-                    " [{} intervals from {:.2} s to {:.2} s]",
-                    w.intervals, w.first_s, w.last_s
-                );
+                f.summary += &w.tail();
             }
         }
     }

@@ -29,13 +29,7 @@ fn seconds(s: f64) -> String {
 /// The sentence without the timeline's "[N intervals from … to …]", shown on a line of its own.
 fn sentence(f: &Finding) -> &str {
     match &f.when {
-        Some(w) => f
-            .summary
-            .strip_suffix(&format!(
-                " [{} intervals from {:.2} s to {:.2} s]",
-                w.intervals, w.first_s, w.last_s
-            ))
-            .unwrap_or(&f.summary),
+        Some(w) => f.summary.strip_suffix(&w.tail()).unwrap_or(&f.summary),
         None => &f.summary,
     }
 }
