@@ -37,14 +37,13 @@ fn recorded_runs() -> Vec<(PathBuf, Run)> {
 /// `run` with the figures no recorded fixture has: a Go GC, and an operation count.
 fn richer(run: &Run) -> Run {
     let mut run = run.clone();
-    run.gc.get_or_insert(GoGc {
-        cycles: 3,
-        pauses: 6,
-        pause_total_ns: 600_000,
-        pause_max_ns: 200_000,
-        mark_assists: 40,
+    let gc = GoGc {
+        cycles: 5,
+        pauses: 11,
+        mark_assists: 2,
         ..Default::default()
-    });
+    };
+    run.gc.get_or_insert(gc);
     run.operations.get_or_insert(1_000);
     run
 }
