@@ -10,8 +10,8 @@ use std::{
 };
 
 use crate::{
-    BoundError, Budget, DEFAULT_WINDOW, RunBound, Shutdown, StartGate, connect_tcp, parse_duration,
-    result::monotonic_ns,
+    BoundError, Budget, DEFAULT_WINDOW, MergeError, Recorder, RunBound, Shutdown, StartGate,
+    connect_tcp, parse_duration, result::monotonic_ns,
 };
 
 // `--duration | --ops`: what ends a run; `DEFAULT_SECS` is the duration when neither is given.
@@ -183,6 +183,25 @@ where
     })
 }
 
+/// Merges what a run's load threads recorded, each given as (its recorder, its errors, when
+/// it finished): the run's recorder from `start`, its errors, and when its last thread
+/// finished (`start` if none ran).
+pub fn merge_threads<'a>(
+    start: Instant,
+    window: Duration,
+    threads: impl IntoIterator<Item = (&'a Recorder, u64, Instant)>,
+) -> Result<(Recorder, u64, Instant), MergeError> {
+    let mut recorder = Recorder::new(start, window);
+    let mut errors = 0;
+    let mut end = start;
+    for (thread, thread_errors, finished) in threads {
+        recorder.merge(thread)?;
+        errors += thread_errors;
+        end = end.max(finished);
+    }
+    Ok((recorder, errors, end))
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser as _;
@@ -236,6 +255,17 @@ mod tests {
         )
         .expect("run");
         assert_eq!(seen.len(), 3);
+        let idle: Vec<Recorder> = seen
+            .iter()
+            .map(|_| Recorder::new(started.at, DEFAULT_WINDOW))
+            .collect();
+        let (merged, errors, end) = merge_threads(
+            started.at,
+            DEFAULT_WINDOW,
+            idle.iter().map(|r| (r, 1, started.at)),
+        )
+        .expect("merge");
+        assert_eq!((merged.latency().count(), errors, end), (0, 3, started.at));
         assert_eq!(seen.iter().map(|s| s.4).sum::<u64>(), 5);
         for (k, (i, item, start, name, _)) in seen.into_iter().enumerate() {
             assert_eq!((i, item, start), (k, 10 * (k + 1), started.at));
@@ -245,12 +275,7 @@ mod tests {
 
     #[test]
     fn a_connect_error_names_the_server_to_start() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let addr = crate::start::tests::unused_loopback_addr();
         let err = connect(addr, Duration::from_millis(50), "`server --flag …`").unwrap_err();
         let text = err.to_string();
         assert!(

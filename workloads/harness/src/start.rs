@@ -56,8 +56,18 @@ impl StartGate {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A loopback address nothing listens on (yet): a port bound, learnt and closed.
+    pub(crate) fn unused_loopback_addr() -> SocketAddr {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
 
     #[test]
     fn every_waiter_gets_the_same_start() {
@@ -76,13 +86,7 @@ mod tests {
 
     #[test]
     fn connect_retries_until_the_server_listens_then_gives_up() {
-        // A port nothing listens on yet: bind one, learn its number, close it.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let addr = unused_loopback_addr();
         // The server comes up after the first attempts have been refused.
         let late = thread::spawn(move || {
             thread::sleep(Duration::from_millis(100));

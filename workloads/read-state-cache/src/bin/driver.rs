@@ -51,7 +51,7 @@ use read_state_cache::{
 };
 use switchyard_harness::{
     Budget, DriverResult, Measured as _, Recorder, Shutdown,
-    driver::{BoundFlags, TimingFlags, run_together},
+    driver::{BoundFlags, TimingFlags, merge_threads, run_together},
     human_ns, print_line,
 };
 
@@ -549,15 +549,15 @@ fn run(args: Args) -> anyhow::Result<()> {
     )?;
     let start = started.at;
 
-    let mut recorder = Recorder::new(start, window);
-    let mut errors = 0;
-    let mut end = start;
+    let (recorder, errors, end) = merge_threads(
+        start,
+        window,
+        connections
+            .iter()
+            .map(|c| (&c.recorder, c.errors, c.finished)),
+    )
+    .context("failed to merge latencies")?;
     for (i, c) in connections.iter().enumerate() {
-        recorder
-            .merge(&c.recorder)
-            .context("failed to merge latencies")?;
-        errors += c.errors;
-        end = end.max(c.finished);
         if let Some(e) = &c.failure {
             eprintln!("read-state-cache-driver: connection {i}: connection lost: {e}");
         }

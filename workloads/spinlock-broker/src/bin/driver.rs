@@ -28,7 +28,7 @@ use spinlock_broker::{
 };
 use switchyard_harness::{
     Budget, DriverResult, Measured as _, Recorder, Shutdown,
-    driver::{BoundFlags, TimingFlags, run_together},
+    driver::{BoundFlags, TimingFlags, merge_threads, run_together},
     human_ns, print_line,
 };
 
@@ -127,15 +127,15 @@ fn run(args: Args) -> anyhow::Result<()> {
     )?;
     let start = started.at;
 
-    let mut recorder = Recorder::new(start, window);
-    let mut errors = 0;
-    let mut end = start;
+    let (recorder, errors, end) = merge_threads(
+        start,
+        window,
+        producers
+            .iter()
+            .map(|p| (&p.recorder, p.errors, p.finished)),
+    )
+    .context("failed to merge latencies")?;
     for (i, p) in producers.iter().enumerate() {
-        recorder
-            .merge(&p.recorder)
-            .context("failed to merge latencies")?;
-        errors += p.errors;
-        end = end.max(p.finished);
         if let Some(e) = &p.failure {
             eprintln!("spinlock-broker-driver: producer {i}: connection lost: {e}");
         }
