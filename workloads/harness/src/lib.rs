@@ -26,6 +26,7 @@ mod bound;
 pub mod driver;
 mod duration;
 pub mod heap;
+mod hist;
 mod launch;
 mod ready;
 mod recorder;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::recorder::{MergeError, new_histogram, record};
+use crate::hist::{MergeError, new_histogram, record};
 
 /// Width of a window when a driver is not told otherwise.
 pub const DEFAULT_WINDOW: Duration = Duration::from_millis(100);
