@@ -35,7 +35,7 @@ pub struct CompareArgs {
 }
 
 fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
-    crate::windows::expand(paths)?
+    crate::runs::expand(paths)?
         .iter()
         .map(|p| Run::load(p).map_err(crate::fail::run_file_error))
         .collect()

@@ -93,7 +93,7 @@ pub fn run(args: GateArgs) -> Result<ExitCode> {
             "see `switchyard gate --list` for figure names; a budget sets max, min or regression",
         )
     })?;
-    let runs: Vec<(String, Run)> = crate::windows::expand(&args.runs)?
+    let runs: Vec<(String, Run)> = crate::runs::expand(&args.runs)?
         .iter()
         .map(|p| Ok((p.display().to_string(), load(p)?)))
         .collect::<Result<_>>()?;

@@ -12,10 +12,6 @@ use switchyard_export::Exporter;
 use switchyard_model::{Counter, Run, Window, units};
 use switchyard_symbolize::Symbolizer;
 
-/// `compare` and `gate` read folders of windows back through this path too.
-#[allow(unused_imports)]
-pub use crate::runs::expand;
-
 /// A window cut and still to be made into a run (assembled and symbolised with the worker's
 /// symbolizer, which keeps what it parsed from one window to the next).
 type Job = Box<dyn FnOnce(&Symbolizer) -> Run + Send>;

@@ -19,6 +19,14 @@ use std::{
 
 pub use otlp::{Protocol, encode as otlp_request};
 pub use pyroscope::{ingest_name, pprof_bodies};
+
+/// One request to make: a body and where it goes.
+pub struct Body {
+    /// The URL's path and query (HTTP sinks).
+    pub path: String,
+    pub bytes: Vec<u8>,
+    pub content_type: &'static str,
+}
 use switchyard_model::Run;
 
 /// An OpenTelemetry Collector's OTLP endpoint.

@@ -6,8 +6,8 @@ use switchyard_model::Run;
 use switchyard_report::{ProfileKind, pprof};
 
 use crate::{
+    Body,
     otlp::{build_and_workload, service_name},
-    sink::Body,
 };
 
 /// The profiles pushed, by kind.

@@ -13,7 +13,7 @@ use std::{
 use prost::Message as _;
 use switchyard_model::Run;
 
-use crate::{Otlp, Pyroscope, Shared, SinkStats, otlp, pyroscope};
+use crate::{Body, Otlp, Pyroscope, Shared, SinkStats, otlp, pyroscope};
 
 /// The first retry's wait; each failure doubles it, up to [`BACKOFF_MAX`].
 const BACKOFF_START: Duration = Duration::from_millis(250);
@@ -222,14 +222,6 @@ fn until_abandoned<T>(
             } => None,
         }
     })
-}
-
-/// One request to make: a body and where it goes.
-pub struct Body {
-    /// The URL's path and query (HTTP sinks).
-    pub path: String,
-    pub bytes: Vec<u8>,
-    pub content_type: &'static str,
 }
 
 fn encode(target: &Target, run: &Run) -> Result<Vec<Body>, String> {
