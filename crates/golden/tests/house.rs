@@ -1,0 +1,379 @@
+//! The shape of the house: which crate may use which, drawn from `cargo metadata` into
+//! docs/design.md, and no circle of imports between the modules of any crate.
+//!
+//! `SWITCHYARD_BLESS=1 cargo test -p switchyard-golden --test house` redraws the picture in
+//! docs/design.md after a crate or an arrow is added; a crate that uses one of its own layer or
+//! a higher one fails here whatever the picture says.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+/// The layers, bottom first. A crate may use crates of lower layers only; a new crate must be
+/// placed here before it passes.
+const LAYERS: &[(&str, &[&str])] = &[
+    (
+        "shared types",
+        &["switchyard-common", "switchyard-model", "switchyard-golden"],
+    ),
+    (
+        "collect",
+        &[
+            "switchyard-ebpf",
+            "switchyard-unwind",
+            "switchyard-counters",
+            "switchyard-symbolize",
+            "switchyard-harness",
+        ],
+    ),
+    ("read the kernel", &["switchyard-loader"]),
+    ("understand", &["switchyard-findings"]),
+    ("present", &["switchyard-report", "switchyard-gate"]),
+    ("present more", &["switchyard-compare", "switchyard-export"]),
+    (
+        "commands and workloads",
+        &[
+            "switchyard",
+            "switchyard-workloads",
+            "switchyard-demo",
+            "spinlock-broker",
+            "mmsg-relay",
+            "read-state-cache",
+            "asset-server",
+        ],
+    ),
+];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+struct Package {
+    name: String,
+    src: PathBuf,
+    /// Workspace crates it uses (normal and build dependencies; tests may use anything).
+    uses: BTreeSet<String>,
+}
+
+fn workspace() -> Vec<Package> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("running cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let packages = meta["packages"].as_array().expect("packages");
+    let names: BTreeSet<String> = packages
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    packages
+        .iter()
+        .map(|p| {
+            let manifest = PathBuf::from(p["manifest_path"].as_str().unwrap());
+            let uses = p["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["kind"].as_str() != Some("dev"))
+                .filter_map(|d| d["name"].as_str())
+                .filter(|n| names.contains(*n))
+                .map(str::to_string)
+                .collect();
+            Package {
+                name: p["name"].as_str().unwrap().to_string(),
+                src: manifest.parent().unwrap().join("src"),
+                uses,
+            }
+        })
+        .collect()
+}
+
+fn layer_of(name: &str) -> Option<usize> {
+    LAYERS.iter().position(|(_, crates)| crates.contains(&name))
+}
+
+#[test]
+fn nothing_runs_back_up() {
+    let mut wrong = Vec::new();
+    for p in workspace() {
+        let Some(own) = layer_of(&p.name) else {
+            wrong.push(format!(
+                "{} is in no layer: place it in LAYERS in {}",
+                p.name,
+                file!()
+            ));
+            continue;
+        };
+        for dep in &p.uses {
+            let theirs = layer_of(dep).unwrap_or(usize::MAX);
+            if theirs >= own {
+                wrong.push(format!(
+                    "{} ({}) uses {dep} ({}): a crate may use only lower layers",
+                    p.name,
+                    LAYERS[own].0,
+                    LAYERS.get(theirs).map_or("no layer", |l| l.0)
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The mermaid drawing of the crates, layer by layer, with an arrow for each use.
+fn drawing(packages: &[Package]) -> String {
+    let id = |n: &str| n.replace('-', "_");
+    let mut s = String::from("```mermaid\nflowchart BT\n");
+    for (i, (title, crates)) in LAYERS.iter().enumerate() {
+        s += &format!("  subgraph L{i}[\"{title}\"]\n");
+        for c in *crates {
+            s += &format!("    {}[\"{c}\"]\n", id(c));
+        }
+        s += "  end\n";
+    }
+    let mut arrows: Vec<String> = packages
+        .iter()
+        .flat_map(|p| {
+            p.uses
+                .iter()
+                .map(move |d| format!("  {} --> {}\n", id(&p.name), id(d)))
+        })
+        .collect();
+    arrows.sort();
+    s += &arrows.concat();
+    s + "```\n"
+}
+
+#[test]
+fn the_design_page_draws_the_crates_as_they_are() {
+    const BEGIN: &str = "<!-- crates: drawn by crates/golden/tests/house.rs -->\n";
+    const END: &str = "<!-- end of crates -->";
+    let path = root().join("docs/design.md");
+    let page = fs::read_to_string(&path).expect("reading docs/design.md");
+    let (head, rest) = page
+        .split_once(BEGIN)
+        .expect("docs/design.md has the crates marker");
+    let (old, tail) = rest
+        .split_once(END)
+        .expect("docs/design.md has the end marker");
+    let new = drawing(&workspace());
+    if old == new {
+        return;
+    }
+    if std::env::var(switchyard_golden::BLESS_VAR).as_deref() == Ok("1") {
+        fs::write(&path, format!("{head}{BEGIN}{new}{END}{tail}")).expect("writing design.md");
+        return;
+    }
+    panic!(
+        "docs/design.md draws the crates otherwise than cargo metadata says; redraw with \
+         SWITCHYARD_BLESS=1 cargo test -p switchyard-golden --test house\n--- drawn\n{old}\n--- \
+         now\n{new}"
+    );
+}
+
+/// The top-level modules of `src` (a file `x.rs` or a folder `x/`), with the files of each.
+fn modules(src: &Path) -> BTreeMap<String, Vec<PathBuf>> {
+    let mut out: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    let Ok(entries) = fs::read_dir(src) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+        if path.is_dir() {
+            if stem == "bin" {
+                continue;
+            }
+            let mut files = Vec::new();
+            collect_rs(&path, &mut files);
+            out.entry(stem).or_default().extend(files);
+        } else if path.extension().is_some_and(|x| x == "rs")
+            && !matches!(stem.as_str(), "lib" | "main")
+        {
+            out.entry(stem).or_default().push(path);
+        }
+    }
+    out
+}
+
+fn collect_rs(dir: &Path, files: &mut Vec<PathBuf>) {
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            collect_rs(&p, files);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            files.push(p);
+        }
+    }
+}
+
+/// The first path segment of every `crate::…` in `text`, through `use crate::{a, b::c}`
+/// groups too; comment lines (doc links among them) are not uses.
+fn crate_paths(text: &str) -> BTreeSet<String> {
+    let code: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = BTreeSet::new();
+    let mut rest = code.as_str();
+    while let Some(i) = rest.find("crate::") {
+        let before = rest[..i].chars().next_back();
+        rest = &rest[i + "crate::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            // Top-level items of the group: split on commas at depth 0.
+            let mut depth = 0;
+            let mut item = String::new();
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        out.insert(first_segment(&item));
+                        item.clear();
+                        continue;
+                    }
+                    _ => {}
+                }
+                item.push(c);
+            }
+            out.insert(first_segment(&item));
+        } else {
+            out.insert(first_segment(rest));
+        }
+    }
+    out.remove("");
+    out
+}
+
+fn first_segment(s: &str) -> String {
+    s.trim_start()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// Circles in a graph, each as the modules on it.
+fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    // Tarjan's strongly connected components; any component of two or more is a circle.
+    struct State<'a> {
+        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a str) {
+        let n = s.index.len();
+        s.index.insert(v, n);
+        s.low.insert(v, n);
+        s.stack.push(v);
+        s.on.insert(v);
+        if let Some(ws) = s.edges.get(v) {
+            for w in ws {
+                let w = w.as_str();
+                if !s.index.contains_key(w) {
+                    visit(s, w);
+                    let lw = s.low[w];
+                    let lv = s.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(lw);
+                } else if s.on.contains(w) {
+                    let iw = s.index[w];
+                    let lv = s.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(iw);
+                }
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut comp = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on.remove(w);
+                comp.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                s.out.push(comp);
+            }
+        }
+    }
+    let mut s = State {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !s.index.contains_key(v.as_str()) {
+            visit(&mut s, v);
+        }
+    }
+    s.out
+}
+
+#[test]
+fn no_module_imports_itself_through_another() {
+    let mut found = Vec::new();
+    for p in workspace() {
+        let mods = modules(&p.src);
+        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (name, files) in &mods {
+            let used = edges.entry(name.clone()).or_default();
+            for f in files {
+                let text = fs::read_to_string(f).unwrap_or_default();
+                for m in crate_paths(&text) {
+                    if m != *name && mods.contains_key(&m) {
+                        used.insert(m);
+                    }
+                }
+            }
+        }
+        for c in circles(&edges) {
+            found.push(format!("{}: {}", p.name, c.join(" ↔ ")));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "modules that import each other (directly or through others):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_import_reader_reads_groups_and_finds_circles() {
+    let got = crate_paths(
+        "use crate::{a::{x, y}, b, c::d};\n/// [`crate::z`]\nfn f() { crate::e::g(); $crate::h }",
+    );
+    let want: BTreeSet<String> = ["a", "b", "c", "e"].iter().map(|s| s.to_string()).collect();
+    assert_eq!(got, want);
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    edges.entry("a".into()).or_default().insert("b".into());
+    edges.entry("b".into()).or_default().insert("c".into());
+    edges.entry("c".into()).or_default().insert("a".into());
+    edges.entry("d".into()).or_default().insert("a".into());
+    assert_eq!(circles(&edges), vec![vec!["a", "b", "c"]]);
+}
