@@ -110,8 +110,7 @@ pub fn render(run: &Run, top: usize) -> String {
     let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
     match (m.collector, run.offcpu_share()) {
         (Collector::Ebpf, Some(share)) => {
-            let idle = findings.idle().map(|f| f.seconds).sum::<f64>();
-            let off = OffCpu::of(run, share, (idle * 1e9) as u64);
+            let off = OffCpu::of(run, share, switchyard_findings::idle_offcpu_ns(run));
             let _ = writeln!(out, "off-CPU: {}", off.sentence());
             if m.unreported_switches > 0 {
                 let _ = writeln!(

@@ -145,6 +145,19 @@ struct Piece<'a> {
     stack: &'a Stack,
 }
 
+/// Blocked time spent waiting for work, ns: the off-CPU stacks [`classify`] reads as idle.
+/// The summary and the page leave it out of the off-CPU headline, and the page's flame graphs
+/// hide those stacks, by this one reading.
+pub fn idle_offcpu_ns(run: &Run) -> u64 {
+    run.profiles
+        .offcpu
+        .stacks
+        .iter()
+        .filter(|s| classify(&s.label, &frames(run, &s.frames)).kind == Kind::Idle)
+        .map(|s| s.value)
+        .sum()
+}
+
 /// The run's frames at `indices` (a stack's, a timeline stack's), root first.
 pub fn frames<'a>(run: &'a Run, indices: &[u32]) -> Vec<&'a Frame> {
     indices

@@ -83,6 +83,17 @@ impl Unit {
         }
     }
 
+    /// [`Unit::human`] with the unit's rate after it, for a table of named figures:
+    /// "12,345", "3.02/op", "240/s", "1.5 µs/op", "312 B/op", "82.2%".
+    pub fn human_unit(self, v: f64) -> String {
+        match self {
+            Unit::Count if v.fract() == 0.0 && (0.0..1e15).contains(&v) => thousands(v as u64),
+            Unit::PerSecond => format!("{}/s", self.human(v)),
+            Unit::PerOp | Unit::MicrosPerOp | Unit::BytesPerOp => format!("{}/op", self.human(v)),
+            _ => self.human(v),
+        }
+    }
+
     /// A number already written, `n`, with this unit after it.
     pub fn attach(self, n: String) -> String {
         match self {
@@ -418,6 +429,13 @@ mod tests {
         assert_eq!(ns_compact(1 << 17), "131µs");
         assert_eq!(ns_compact(1 << 14), "16.4µs");
         assert_eq!(seconds(2.04), "2.0 s");
+        assert_eq!(Unit::Count.human_unit(12345.0), "12,345");
+        assert_eq!(Unit::Count.human_unit(12.5), "12.5");
+        assert_eq!(Unit::PerOp.human_unit(3.0214), "3.02/op");
+        assert_eq!(Unit::PerSecond.human_unit(240.0), "240/s");
+        assert_eq!(Unit::MicrosPerOp.human_unit(1.5), "1.5 µs/op");
+        assert_eq!(Unit::BytesPerOp.human_unit(312.0), "312 B/op");
+        assert_eq!(Unit::Percent.human_unit(82.16), "82.2%");
         assert_eq!(seconds_short(30.0), "30s");
         assert_eq!(seconds_short(1.5), "1.5s");
         assert_eq!(significant(3.0214), "3.02");

@@ -183,9 +183,9 @@ fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
             thousands(invol)
         ),
     );
-    // Idle waits (waiting for work, by stack) are left out of the headline, as from the
-    // flame graphs; the share with them is beside it.
-    let idle = idle::idle_ns(run, ProfileKind::OffCpu).min(blocked);
+    // Idle waits (waiting for work) are left out of the headline, as from the flame graphs;
+    // the share with them is beside it.
+    let idle = switchyard_findings::idle_offcpu_ns(run).min(blocked);
     let off = blocked + runq;
     match (ebpf, run.offcpu_share()) {
         (true, Some(share)) if idle > 0 && on + off > idle => card(
@@ -420,7 +420,7 @@ fn figures_section(out: &mut String, figures: &Figures) {
             out,
             "<tr><td><code>{}</code></td>{}<td>{}</td></tr>",
             Esc(name),
-            num(m.value, &Esc(&m.unit.show(m.value)).to_string()),
+            num(m.value, &Esc(&m.unit.human_unit(m.value)).to_string()),
             Esc(about)
         );
     }

@@ -36,6 +36,9 @@ pub(crate) fn idle_ns(run: &Run, kind: ProfileKind) -> u64 {
     if !hides_idle(kind) {
         return 0;
     }
+    if kind == ProfileKind::OffCpu {
+        return switchyard_findings::idle_offcpu_ns(run);
+    }
     kind.of(&run.profiles)
         .stacks
         .iter()

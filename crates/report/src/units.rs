@@ -120,7 +120,7 @@ pub fn heap_per_operation(figures: &Figures) -> Option<String> {
 }
 
 /// Where the threads' time went, in one sentence, as the summary and the page give it:
-/// "67.2% of thread time off CPU (blocked 1.2 s of which idle, waiting for work, 1.0 s;
+/// "67.2% of thread time off CPU (blocked 1.2 s of which 1.0 s idle (waiting for work);
 /// waiting for a CPU 30.0 ms of which 12.0 ms after a wakeup; on CPU 600.0 ms)".
 pub struct OffCpu {
     pub share: f64,
@@ -150,7 +150,7 @@ impl OffCpu {
 
     pub fn sentence(&self) -> String {
         let idle = if self.idle_ns > 0 {
-            format!(" of which idle, waiting for work, {}", ns(self.idle_ns))
+            format!(" of which {} idle (waiting for work)", ns(self.idle_ns))
         } else {
             String::new()
         };
