@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use switchyard_model::{
     Collector, Run, SyscallRow, metrics,
-    units::{bytes, command_line, kib_as_mib, ns, percent, rate, thousands},
+    units::{bytes, command_line, counted, kib_as_mib, ns, percent, rate, thousands},
 };
 use switchyard_report::units::{
     OffCpu, futex_waits, go_gc, heap_per_operation, kernel_lock_waits, offcpu_sampling,
@@ -167,13 +167,13 @@ pub fn render(run: &Run, top: usize) -> String {
         for f in l.futex_top.iter().take(3) {
             let _ = writeln!(
                 out,
-                "  futex {}{} (pid {}): {} waits, {}",
+                "  futex {}{} (pid {}): {}, {}",
                 f.uaddr,
                 f.symbol
                     .as_deref()
                     .map_or(String::new(), |s| format!(" {s}")),
                 f.tgid,
-                thousands(f.count),
+                counted(f.count, "wait"),
                 ns(f.total_ns)
             );
         }

@@ -68,9 +68,9 @@ pub fn unwind_tables(t: &switchyard_model::UnwindTables) -> String {
 /// had changed)".
 pub fn futex_waits(w: &switchyard_model::WaitSummary) -> String {
     format!(
-        "{} futex waits, {} in all (average {}, longest {}); {} timed out, {} did not block \
+        "{}, {} in all (average {}, longest {}); {} timed out, {} did not block \
          (the word had changed)",
-        thousands(w.count),
+        counted(w.count, "futex wait"),
         ns(w.total_ns),
         ns(w.total_ns.checked_div(w.count).unwrap_or(0)),
         ns(w.max_ns),
