@@ -515,6 +515,18 @@ pub struct WaitStats {
 }
 const _: () = assert!(core::mem::size_of::<WaitStats>() == 40 + 8 * HIST_BUCKETS);
 
+impl WaitStats {
+    /// Nothing counted yet: where sums over CPUs start.
+    pub const ZERO: WaitStats = WaitStats {
+        count: 0,
+        total_ns: 0,
+        max_ns: 0,
+        timeouts: 0,
+        eagain: 0,
+        hist: [0; HIST_BUCKETS],
+    };
+}
+
 /// `add(ns)` on the statistics that time something: one duration into count, total, maximum
 /// and histogram.
 macro_rules! timed {
@@ -857,14 +869,7 @@ mod tests {
 
     #[test]
     fn timings_add_up() {
-        let mut s = WaitStats {
-            count: 0,
-            total_ns: 0,
-            max_ns: 0,
-            timeouts: 0,
-            eagain: 0,
-            hist: [0; HIST_BUCKETS],
-        };
+        let mut s = WaitStats::ZERO;
         for ns in [3, 1000, 2] {
             s.add(ns);
         }

@@ -437,14 +437,7 @@ fn wait_summary(
     key: (&'static str, u32),
     values: &PerCpu<WaitStats>,
 ) -> WaitSummary {
-    let mut sum = WaitStats {
-        count: 0,
-        total_ns: 0,
-        max_ns: 0,
-        timeouts: 0,
-        eagain: 0,
-        hist: [0; HIST_BUCKETS],
-    };
+    let mut sum = WaitStats::ZERO;
     for v in values {
         sum.count += v.count;
         sum.total_ns += v.total_ns;
