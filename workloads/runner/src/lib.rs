@@ -8,11 +8,13 @@
 //! - [`runner`]: one run, started, made ready and stopped through `switchyard-harness`
 //!   (`ServerProcess` and its ready line; `switchyard record --ready-fd` for attaching).
 //! - [`recipes`]: what the `just` recipes run: profile, compare, the stories, the overhead.
+//! - [`bench`]: how the benches interleave their runs, take medians and ratios, and print.
 //! - [`overhead`]: what recording costs a workload's throughput, untraced against recorded.
 //! - [`story`]: the story tables, from run files through `metrics` and `compare`.
 //!
 //! The crates under `crates/` never depend on this one.
 
+pub mod bench;
 pub mod catalogue;
 pub mod fail;
 pub mod interrupt;

@@ -6,9 +6,9 @@
 //! Each run starts a fresh server (filled by its prefill when the workload has one); a recorded
 //! run attaches `switchyard record --pid` to it and waits for `--ready-fd` to say the probes
 //! are attached before the driver starts, and ends the recording with SIGINT once the driver is
-//! done. Throughput is the driver's operations per second, from its result file. Every
-//! configuration runs once per repeat, in an order rotated by one each repeat, so none always
-//! runs first or always follows the same one.
+//! done. Throughput is the driver's operations per second, from its result file. The runs are
+//! interleaved and compared as [`crate::bench`] does for every bench: once per repeat in a
+//! rotated order, each repeat against its own untraced run.
 //!
 //! Throughput shows the cost where the driver sends as fast as the server answers (the
 //! broker's producers); a driver at a fixed rate (the relay's speakers, the cache's requests)
@@ -29,11 +29,12 @@ use switchyard_model::{
 };
 
 use crate::{
+    bench::{self, Table},
     fail::Failure,
     interrupt::Interrupts,
     plan::Plan,
     runner::{self, RECORD_EXIT_TIMEOUT, Tools},
-    story::{error_chain, header},
+    story::error_chain,
 };
 
 /// One configuration: untraced, or recorded by a switchyard binary.
@@ -58,13 +59,7 @@ pub fn configurations(switchyards: &[PathBuf]) -> Vec<Configuration> {
     all
 }
 
-/// The order the configurations run in during repeat `repeat` (from 0): rotated by one each
-/// repeat.
-pub fn order(configurations: usize, repeat: usize) -> Vec<usize> {
-    (0..configurations)
-        .map(|i| (repeat + i) % configurations)
-        .collect()
-}
+pub use crate::bench::order;
 
 /// What one run measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -169,7 +164,7 @@ of load";
 /// configuration; every row has one sample per repeat, in repeat order.
 pub fn table(rows: &[(String, Vec<Sample>)]) -> String {
     let repeats = rows.iter().map(|(_, s)| s.len()).min().unwrap_or(0);
-    let mut out = header(&[
+    let mut out = Table::new(&[
         "configuration",
         "throughput (median)",
         "of untraced",
@@ -180,18 +175,17 @@ pub fn table(rows: &[(String, Vec<Sample>)]) -> String {
         "context switches/s",
     ]);
     let Some((_, untraced)) = rows.first() else {
-        return out;
+        return out.render();
     };
+    let untraced: Vec<f64> = untraced[..repeats].iter().map(|s| s.throughput).collect();
     for (i, (label, samples)) in rows.iter().enumerate() {
         let samples = &samples[..repeats];
         let throughput: Vec<f64> = samples.iter().map(|s| s.throughput).collect();
-        let fractions: Vec<f64> = samples
-            .iter()
-            .zip(untraced)
-            .map(|(s, u)| s.throughput / u.throughput)
-            .collect();
         let switches: Vec<f64> = samples.iter().filter_map(|s| s.switches_per_s).collect();
-        let (Some(t), Some(f)) = (spread(&throughput), spread(&fractions)) else {
+        let (Some(t), Some(f)) = (
+            spread(&throughput),
+            bench::ratio_spread(&bench::ratios(&throughput, &untraced)),
+        ) else {
             continue;
         };
         let mut range = format!("{}–{} ops/s", grouped(t.min, 0), grouped(t.max, 0));
@@ -204,14 +198,15 @@ pub fn table(rows: &[(String, Vec<Sample>)]) -> String {
             );
         }
         let switches = spread(&switches).map_or_else(|| "–".into(), |s| grouped(s.median, 0));
-        let _ = writeln!(
-            out,
-            "| {label} | {} ops/s | {} | {range} | {switches} |",
-            grouped(t.median, 0),
+        out.row(vec![
+            label.clone(),
+            format!("{} ops/s", grouped(t.median, 0)),
             significant(f.median),
-        );
+            range,
+            switches,
+        ]);
     }
-    out
+    out.render()
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::{
 use switchyard_model::units::counted;
 
 use crate::{
-    catalogue,
+    bench, catalogue,
     fail::Failure,
     interrupt::Interrupts,
     overhead,
@@ -337,30 +337,25 @@ pub fn overhead(
         plan.load_line(),
         counted(u64::from(repeats), "repeat")
     ));
-    let mut rows: Vec<(String, Vec<overhead::Sample>)> = configs
-        .iter()
-        .map(|c| (c.label.clone(), Vec::new()))
-        .collect();
-    'repeats: for r in 0..repeats {
-        for i in overhead::order(configs.len(), r as usize) {
-            let config = &configs[i];
-            step(&format!("repeat {} of {repeats}: {}", r + 1, config.label));
-            let out = dir.path().join(format!("{}-{i}", r + 1));
-            let measured = overhead::measure(&plan, tools, config, &out, interrupts);
-            if interrupts.raised() {
-                break 'repeats;
-            }
-            match measured {
-                Ok(sample) => rows[i].1.push(sample),
-                Err(failure) => {
-                    eprint!("{}", failure.render());
-                    eprintln!("the runs' files are kept in {}", dir.keep().display());
-                    return Ok(failure.code);
-                }
-            }
+    let measured = bench::interleave(&configs, repeats, interrupts, |i, r, config| {
+        step(&format!("repeat {} of {repeats}: {}", r + 1, config.label));
+        let out = dir.path().join(format!("{}-{i}", r + 1));
+        overhead::measure(&plan, tools, config, &out, interrupts)
+    });
+    let samples = match measured {
+        Ok(samples) => samples,
+        Err(failure) => {
+            eprint!("{}", failure.render());
+            eprintln!("the runs' files are kept in {}", dir.keep().display());
+            return Ok(failure.code);
         }
-    }
-    let complete = rows.iter().map(|(_, s)| s.len()).min().unwrap_or(0);
+    };
+    let complete = samples.complete();
+    let rows: Vec<(String, Vec<overhead::Sample>)> = configs
+        .iter()
+        .map(|c| c.label.clone())
+        .zip(samples.rows)
+        .collect();
     if complete > 0 {
         print!(
             "{} ({}): {}, {seconds} s of load, {}, interleaved\n\n{}\n{}\n",
@@ -372,7 +367,7 @@ pub fn overhead(
             overhead::NOTE
         );
     }
-    if interrupts.raised() {
+    if samples.interrupted {
         eprintln!("interrupted: {complete} of {repeats} repeats were complete");
         return Ok(2);
     }
