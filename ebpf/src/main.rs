@@ -15,6 +15,7 @@
     reason = "map keys and values go by reference so they are not copied again on the 512-byte BPF stack"
 )]
 
+mod floor;
 mod follow;
 mod gc;
 mod inflight;

@@ -14,6 +14,7 @@ mod doctor;
 mod explain;
 mod fail;
 mod finish;
+mod floor;
 mod gate;
 mod heap;
 mod live;
@@ -61,6 +62,9 @@ enum Command {
     Gate(gate::GateArgs),
     /// Why a run waited, and who made it wait: ranked findings (--json for scripts).
     Explain(explain::ExplainArgs),
+    /// Attach empty programs to the attach points `record` uses, until Ctrl-C: what they add
+    /// is the least any tracer with these attach points can cost (a benchmark's floor).
+    Floor(floor::FloorArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => compare::run(args),
         Command::Gate(args) => gate::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Floor(args) => floor::run(args),
     };
     match result {
         Ok(code) => code,

@@ -208,6 +208,10 @@ pub mod programs {
     pub const SPAN_ENTER: &str = "span_enter";
     pub const GO_GC: &str = "go_gc";
     pub const SPAN_EXIT: &str = "span_exit";
+    /// Empty programs on the same attach points, for `switchyard floor` only.
+    pub const FLOOR_SYS_ENTER: &str = "floor_sys_enter";
+    pub const FLOOR_SYS_EXIT: &str = "floor_sys_exit";
+    pub const FLOOR_SCHED_SWITCH: &str = "floor_sched_switch";
 }
 
 /// Indexes of the `DROPS` array: every event the kernel side could not record.

@@ -202,7 +202,7 @@ impl Probes {
 }
 
 /// The program `name` of the object as its kind `P` (not loaded yet).
-fn program<'a, P>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut P, Error>
+pub(crate) fn program<'a, P>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut P, Error>
 where
     &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
 {
@@ -433,6 +433,9 @@ mod tests {
             programs::SPAN_ENTER,
             programs::GO_GC,
             programs::SPAN_EXIT,
+            programs::FLOOR_SYS_ENTER,
+            programs::FLOOR_SYS_EXIT,
+            programs::FLOOR_SCHED_SWITCH,
         ]
         .into_iter()
         .collect();

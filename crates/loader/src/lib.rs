@@ -10,6 +10,7 @@ mod attach;
 mod btf;
 mod convert;
 mod error;
+mod floor;
 mod kinds;
 mod probes;
 mod read;
@@ -25,6 +26,7 @@ use aya::{
 };
 pub use convert::state_label;
 pub use error::Error;
+pub use floor::{Floor, FloorKind};
 pub use kinds::{DropKind, GcEvent, GcKind};
 pub use switchyard_common::{TimelineEvent, timeline as event_kind};
 use switchyard_model::raw::Raw;
