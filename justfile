@@ -63,6 +63,13 @@ bench-overhead: build
 bench-broker repeats="5" seconds="5" *switchyards: build
     shift 2; {{runner}} overhead spinlock-broker --repeats {{repeats}} --seconds {{seconds}} "${@/#/--switchyard=}"
 
+# How much slower real servers get while recorded: redis GET and SET (redis-benchmark -c 50),
+# nginx serving 4 KiB over keep-alive (wrk -t2 -c50) and the spin-lock broker, each untraced,
+# under switchyard (defaults, --no-stacks, --syscalls none), perf record -g and bpftrace
+# counting, REPEATS interleaved runs of about SECONDS each; installs the servers with apt-get
+bench-servers repeats="3" seconds="5": build
+    {{runner}} bench-servers {{repeats}} {{seconds}}
+
 # The spin-lock broker story: spin vs mutex vs abs, repeats, two contention levels, two sizes
 compare-broker: build
     {{runner}} compare-broker

@@ -9,11 +9,14 @@
 //!   (`ServerProcess` and its ready line; `switchyard record --ready-fd` for attaching).
 //! - [`recipes`]: what the `just` recipes run: profile, compare, the stories, the overhead.
 //! - [`bench`]: how the benches interleave their runs, take medians and ratios, and print.
+//! - [`attach`]: the tools a bench attaches to a running pid (switchyard, perf, bpftrace).
+//! - [`servers`]: `bench-servers`, what recording costs redis, nginx and the broker.
 //! - [`overhead`]: what recording costs a workload's throughput, untraced against recorded.
 //! - [`story`]: the story tables, from run files through `metrics` and `compare`.
 //!
 //! The crates under `crates/` never depend on this one.
 
+pub mod attach;
 pub mod bench;
 pub mod catalogue;
 pub mod fail;
@@ -22,6 +25,7 @@ pub mod overhead;
 pub mod plan;
 pub mod recipes;
 pub mod runner;
+pub mod servers;
 pub mod story;
 
 pub use fail::Failure;

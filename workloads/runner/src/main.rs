@@ -91,6 +91,19 @@ enum Cmd {
         #[arg(long = "switchyard", value_name = "PATH")]
         switchyards: Vec<PathBuf>,
     },
+    /// `just bench-servers`: how much slower redis (GET, SET), nginx and the spin-lock broker
+    /// get while switchyard (three ways), perf record or bpftrace follows them: REPEATS
+    /// interleaved runs of each condition, one table per server.
+    BenchServers {
+        #[arg(default_value_t = 3)]
+        repeats: u32,
+        /// Seconds of load in each run.
+        #[arg(default_value_t = 5)]
+        seconds: u64,
+        /// The switchyard binary to record with [default: the one in the bin directory].
+        #[arg(long, value_name = "PATH")]
+        switchyard: Option<PathBuf>,
+    },
     /// `just compare-broker`: the spin-lock broker story, then its table.
     CompareBroker {
         #[arg(long, env = "REPEATS", default_value_t = 3)]
@@ -206,6 +219,11 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             seconds,
             switchyards,
         } => recipes::overhead(&workload, &build, (repeats, seconds), &switchyards, &cx),
+        Cmd::BenchServers {
+            repeats,
+            seconds,
+            switchyard,
+        } => recipes::bench_servers((repeats, seconds), switchyard.as_deref(), &cx),
         Cmd::CompareBroker { repeats, seconds } => {
             recipes::story(&story::broker(recipes::cores()), repeats, seconds, &cx)
         }

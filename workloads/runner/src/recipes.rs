@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use switchyard_model::units::counted;
+use switchyard_model::units::{counted, thousands};
 
 use crate::{
     bench, catalogue,
@@ -23,6 +23,7 @@ use crate::{
     overhead,
     plan::{Plan, PlanError, Request},
     runner::{self, Tools, code_of},
+    servers::{self, Server},
     story::{self, Story},
 };
 
@@ -548,4 +549,146 @@ pub fn stamp() -> String {
     jiff::ZonedDateTime::now()
         .strftime("%Y%m%d-%H%M%S")
         .to_string()
+}
+
+/// Programs `bench-servers` runs, and the Debian package of each.
+const SERVER_PACKAGES: [(&str, &str); 4] = [
+    ("redis-server", "redis-server"),
+    ("redis-benchmark", "redis-tools"),
+    ("nginx", "nginx-light"),
+    ("wrk", "wrk"),
+];
+
+/// Whether `program` is on PATH (or in /usr/sbin, where Debian puts nginx).
+fn on_path(program: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin")])
+        .any(|d| d.join(program).is_file())
+}
+
+/// Installs the Debian packages of the programs missing, quietly.
+fn install_missing(packages: &[(&str, &str)]) -> Result<(), Failure> {
+    let missing: Vec<&str> = packages
+        .iter()
+        .filter(|(program, _)| !on_path(program))
+        .map(|(_, package)| *package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    step(&format!("installing {} (apt-get)", missing.join(" ")));
+    let status = Command::new("apt-get")
+        .args(["install", "-y", "-qq"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| Failure::io("running apt-get", e))?;
+    if !status.success() {
+        return Err(Failure::new(format!(
+            "apt-get install {} failed ({status})",
+            missing.join(" ")
+        ))
+        .hint("install them by hand, or run `apt-get update` first"));
+    }
+    Ok(())
+}
+
+/// `just bench-servers [REPEATS] [SECONDS]`: redis GET and SET, nginx and the spin-lock
+/// broker, each untraced and under every condition of [`servers::conditions`], REPEATS
+/// interleaved runs of about SECONDS each, then one table per server.
+pub fn bench_servers(
+    (repeats, seconds): (u32, u64),
+    switchyard: Option<&Path>,
+    cx: &Context<'_>,
+) -> Result<u8, Failure> {
+    let Context {
+        tools,
+        interrupts,
+        as_build,
+    } = *cx;
+    if repeats == 0 || seconds == 0 {
+        return Err(
+            Failure::new("nothing to measure").hint("give REPEATS and SECONDS of 1 or more")
+        );
+    }
+    let switchyard = switchyard.map_or_else(|| tools.switchyard(), Path::to_path_buf);
+    if !switchyard.is_file() {
+        return Err(
+            Failure::new(format!("no switchyard binary at {}", switchyard.display()))
+                .hint("build it first (`just build`), or give another with --switchyard PATH"),
+        );
+    }
+    install_missing(&SERVER_PACKAGES)?;
+    install_missing(&[("bpftrace", "bpftrace"), ("perf", "linux-perf")])?;
+    let broker = default_load("spinlock-broker", "", seconds, as_build)?;
+    let dir = tempfile::Builder::new()
+        .prefix("switchyard-servers-")
+        .tempdir()
+        .map_err(|e| Failure::io("creating a directory for the runs", e))?;
+    let conditions = servers::conditions(&switchyard, &dir.path().join("perf.data"));
+    // redis-benchmark runs a number of requests, not a time: sized from one untraced run.
+    let sized = |test: &str| -> Result<u64, Failure> {
+        let rps = servers::calibrate_redis(test, 20_000, &dir.path().join(format!("size-{test}")))?;
+        Ok(((rps * seconds as f64) as u64).max(10_000))
+    };
+    let redis_requests = (sized("get")?, sized("set")?);
+    let setup = servers::Setup {
+        tools,
+        broker: &broker,
+        seconds,
+        redis_requests,
+        interrupts,
+    };
+    println!(
+        "recorded by {}; {}, interleaved, each condition once per repeat in a rotated order; \
+         redis-benchmark: {} GET and {} SET requests a run (about {seconds} s untraced); wrk and \
+         the broker: {seconds} s a run\n",
+        switchyard.display(),
+        counted(u64::from(repeats), "repeat"),
+        thousands(redis_requests.0),
+        thousands(redis_requests.1),
+    );
+    for server in Server::ALL {
+        let measured = bench::interleave(&conditions, repeats, interrupts, |i, r, c| {
+            step(&format!(
+                "{}, repeat {} of {repeats}: {}",
+                server.name(),
+                r + 1,
+                c.label
+            ));
+            let out = dir.path().join(format!("{}-{}-{i}", server.name(), r + 1));
+            servers::measure(server, c, &setup, &out)
+        });
+        let samples = match measured {
+            Ok(samples) => samples,
+            Err(failure) => {
+                eprint!("{}", failure.render());
+                eprintln!("the runs' files are kept in {}", dir.keep().display());
+                return Ok(failure.code);
+            }
+        };
+        let rows: Vec<(String, Vec<servers::Sample>)> = conditions
+            .iter()
+            .map(|c| c.label.clone())
+            .zip(samples.rows.clone())
+            .collect();
+        if samples.complete() > 0 {
+            println!(
+                "{}\n\n{}",
+                server.title(),
+                servers::table(server.unit(), &rows)
+            );
+            if let Some(line) = servers::counted_line(&rows) {
+                println!("{line}\n");
+            }
+        }
+        if samples.interrupted {
+            eprintln!("interrupted");
+            return Ok(2);
+        }
+    }
+    println!("{}", servers::NOTE);
+    Ok(0)
 }
