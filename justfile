@@ -50,9 +50,11 @@ lint: setup
     cargo clippy --all-targets -- -D warnings
     cd ebpf && rustup run nightly cargo clippy --release --target bpfel-unknown-none -Z build-std=core -- -D warnings
 
-# Added cost per syscall and per context switch: untraced vs switchyard vs bpftrace
+# Knobs from the environment (CALLS, ROUNDS, REPEATS, ITERS, DEPTH, HZ, CPU, SY, DEMO; see
+# `target/release/switchyard-workload bench-overhead --help`); the floor rows need `switchyard floor`
+# Added cost per syscall, per context switch, host-wide and per sample: untraced vs switchyard vs bpftrace vs the floor
 bench-overhead: build
-    bash scripts/bench-overhead.sh
+    {{runner}} bench-overhead
 
 # `just bench-broker [REPEATS] [SECONDS] [SWITCHYARD…]`: REPEATS runs of SECONDS, untraced and
 # recorded (default settings) by each binary named (default: target/release/switchyard),
@@ -63,10 +65,11 @@ bench-overhead: build
 bench-broker repeats="5" seconds="5" *switchyards: build
     shift 2; {{runner}} overhead spinlock-broker --repeats {{repeats}} --seconds {{seconds}} "${@/#/--switchyard=}"
 
-# How much slower real servers get while recorded: redis GET and SET (redis-benchmark -c 50),
-# nginx serving 4 KiB over keep-alive (wrk -t2 -c50) and the spin-lock broker, each untraced,
-# under switchyard (defaults, --no-stacks, --syscalls none), perf record -g and bpftrace
-# counting, REPEATS interleaved runs of about SECONDS each; installs the servers with apt-get
+# redis GET and SET (redis-benchmark -c 50), nginx serving 4 KiB over keep-alive (wrk -t2 -c50)
+# and the spin-lock broker, each untraced, under switchyard (defaults, --no-stacks, --syscalls
+# none), perf record -g and bpftrace counting, REPEATS interleaved runs of about SECONDS each;
+# installs redis-server, redis-tools, nginx-light and wrk with apt-get when missing
+# How much slower real servers get while recorded: throughput as a share of untraced
 bench-servers repeats="3" seconds="5": build
     {{runner}} bench-servers {{repeats}} {{seconds}}
 

@@ -11,6 +11,7 @@
 //! - [`bench`]: how the benches interleave their runs, take medians and ratios, and print.
 //! - [`attach`]: the tools a bench attaches to a running pid (switchyard, perf, bpftrace).
 //! - [`servers`]: `bench-servers`, what recording costs redis, nginx and the broker.
+//! - [`per_event`]: `bench-overhead`, what recording adds per syscall, switch and sample.
 //! - [`overhead`]: what recording costs a workload's throughput, untraced against recorded.
 //! - [`story`]: the story tables, from run files through `metrics` and `compare`.
 //!
@@ -22,6 +23,7 @@ pub mod catalogue;
 pub mod fail;
 pub mod interrupt;
 pub mod overhead;
+pub mod per_event;
 pub mod plan;
 pub mod recipes;
 pub mod runner;

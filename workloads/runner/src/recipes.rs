@@ -20,7 +20,7 @@ use crate::{
     bench, catalogue,
     fail::Failure,
     interrupt::Interrupts,
-    overhead,
+    overhead, per_event,
     plan::{Plan, PlanError, Request},
     runner::{self, Tools, code_of},
     servers::{self, Server},
@@ -690,5 +690,124 @@ pub fn bench_servers(
         }
     }
     println!("{}", servers::NOTE);
+    Ok(0)
+}
+
+/// `just bench-overhead`: what switchyard adds per syscall, per context switch, host-wide and
+/// per on-CPU sample, next to bpftrace, perf trace and the true floor (`switchyard floor`),
+/// the runs interleaved, then one table per section.
+pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, Failure> {
+    let interrupts = cx.interrupts;
+    if knobs.repeats == 0 {
+        return Err(Failure::new("REPEATS 0: nothing to measure").hint("give 1 or more"));
+    }
+    install_missing(&[("bpftrace", "bpftrace")])?;
+    for (path, what) in [
+        (&knobs.switchyard, "switchyard"),
+        (&knobs.demo, "switchyard-demo"),
+    ] {
+        if !path.is_file() {
+            return Err(Failure::new(format!("no {what} at {}", path.display()))
+                .hint("build first: `just build`"));
+        }
+    }
+    // Absolute, as the loops run under taskset and bpftrace -c.
+    let absolute = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let knobs = per_event::Knobs {
+        switchyard: absolute(&knobs.switchyard),
+        demo: absolute(&knobs.demo),
+        ..knobs.clone()
+    };
+    let help = per_event::record_help(&knobs.switchyard)?;
+    let floor = per_event::has_floor(&knobs.switchyard);
+    let rows = per_event::rows(&knobs, &help, floor, on_path("perf"));
+    if !floor {
+        println!(
+            "note: `{} floor --help` failed (this build has no `switchyard floor`): the floor \
+             rows are skipped\n",
+            knobs.switchyard.display()
+        );
+    }
+    let tcpu = per_event::other_cpu(knobs.cpu);
+    let target = per_event::Target::start(&knobs, tcpu)?;
+    let dir = tempfile::Builder::new()
+        .prefix("switchyard-bench-overhead-")
+        .tempdir()
+        .map_err(|e| Failure::io("creating a directory for the runs", e))?;
+    step(&format!(
+        "{} configurations, {}, interleaved",
+        per_event::runnable(&rows).len(),
+        counted(u64::from(knobs.repeats), "repeat")
+    ));
+    let measured = per_event::run_all(&rows, &knobs, target.pid(), dir.path(), interrupts, step);
+    drop(target);
+    let (samples, interrupted) = match measured {
+        Ok(m) => m,
+        Err(failure) => {
+            eprint!("{}", failure.render());
+            eprintln!("the runs' files are kept in {}", dir.keep().display());
+            return Ok(failure.code);
+        }
+    };
+    let complete = samples
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(Vec::len)
+        .min()
+        .unwrap_or(0);
+    let k = &knobs;
+    let n = complete;
+    for section in [
+        per_event::Section::Syscall,
+        per_event::Section::Switch,
+        per_event::Section::HostWide,
+        per_event::Section::Sample,
+    ] {
+        let title = match section {
+            per_event::Section::Syscall => format!(
+                "per syscall (getppid loop pinned to CPU {}, {} calls, median of {n})",
+                k.cpu, k.calls
+            ),
+            per_event::Section::Switch => format!(
+                "per context switch (pipe ping-pong pinned to CPU {}, {} round trips = 2 \
+                 switches each, median of {n})",
+                k.cpu, k.rounds
+            ),
+            per_event::Section::HostWide => format!(
+                "host-wide, per syscall of a process no one traces (getppid loop pinned to CPU \
+                 {}, {} calls, median of {n}) while a tool records another, T (a 100 ms sleep \
+                 over and over on CPU {tcpu})",
+                k.cpu, k.calls
+            ),
+            per_event::Section::Sample => format!(
+                "per on-CPU sample (a loop {} calls deep pinned to CPU {}, sampled at {} Hz, \
+                 median of {n})",
+                k.depth, k.cpu, k.hz
+            ),
+        };
+        let pairs: Vec<(&per_event::Row, &[f64])> = rows
+            .iter()
+            .zip(&samples)
+            .filter(|(r, _)| r.section == section)
+            .map(|(r, s)| (r, s.as_slice()))
+            .collect();
+        println!(
+            "{title}\n\n{}\n{}\n",
+            per_event::table(section, k.hz, &pairs),
+            per_event::note(section)
+        );
+    }
+    println!(
+        "Each cell: the median over the repeats, and for a ratio its min–max in brackets; a \
+         ratio is taken within each repeat (added ns over the same repeat's base, over the \
+         anchor's added ns in that repeat)."
+    );
+    if interrupted {
+        eprintln!(
+            "interrupted: {complete} of {} repeats were complete",
+            knobs.repeats
+        );
+        return Ok(2);
+    }
     Ok(0)
 }

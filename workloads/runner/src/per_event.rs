@@ -1,0 +1,859 @@
+//! `bench-overhead`: what switchyard adds per syscall of the traced process (a `getppid` loop
+//! pinned to one CPU), per context switch (a pipe ping-pong pinned to one CPU), per syscall of
+//! a process no one traces while another is recorded (syscall tracepoints are host-wide), and
+//! per on-CPU sample (a loop DEPTH calls deep), side by side in one run with bpftrace (and
+//! `perf trace`) doing comparable work, and with the true floor: `switchyard floor`, the
+//! project's own empty programs on the attach points the recording uses.
+//!
+//! Every row's figure is what the measured loop says of itself (`ns_per_call`,
+//! `ns_per_round_trip`, `elapsed_ns`), interleaved and repeated as [`crate::bench`] does. A
+//! row's ratio to an anchor is its added cost over the anchor's added cost (each over the
+//! untraced run of the same repeat), the median of the repeats' ratios with their min–max.
+//!
+//! The stack rows compare the two ways user stacks are walked: frame pointers (the kernel's
+//! walker, `--unwind fp`) and call-frame information (`--unwind cfi`, the default), next to
+//! bpftrace taking the same stacks (frame pointers).
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+};
+
+use switchyard_model::{metrics::spread, units::grouped};
+
+use crate::{
+    Failure, Interrupts,
+    attach::Tool,
+    bench::{self, Table},
+    runner,
+};
+
+/// The knobs, as flags or as the environment variables the shell script read.
+#[derive(Debug, Clone)]
+pub struct Knobs {
+    /// getppid calls per run.
+    pub calls: u64,
+    /// Ping-pong round trips per run.
+    pub rounds: u64,
+    pub repeats: u32,
+    /// Iterations of the sampled loop per run.
+    pub iters: u64,
+    /// How many calls deep the sampled loop runs.
+    pub depth: u64,
+    /// Sampling frequency (switchyard --freq, bpftrace profile:hz).
+    pub hz: u64,
+    /// The CPU every measured loop is pinned to.
+    pub cpu: usize,
+    pub switchyard: PathBuf,
+    pub demo: PathBuf,
+}
+
+/// The four tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Syscall,
+    Switch,
+    HostWide,
+    Sample,
+}
+
+/// How a row's measured loop runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wrap {
+    /// On its own (a tool may be attached elsewhere meanwhile).
+    Plain,
+    /// Under `switchyard record FLAGS… -o RUN -- LOOP`.
+    Record(Vec<String>),
+    /// Under `bpftrace -e SCRIPT -c LOOP` (`cpid`: the loop's pid).
+    Bpftrace(String),
+}
+
+/// One row of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub section: Section,
+    /// A key other rows name as their anchor.
+    pub key: &'static str,
+    pub label: String,
+    pub wrap: Wrap,
+    /// A tool attached for the run (host-wide: to the target; floors: host-wide).
+    pub attached: Option<Tool>,
+    /// The key of the row this one is divided by, and the name printed beside the ratio.
+    pub anchor: Option<(&'static str, &'static str)>,
+    /// Why it cannot run with this build or host (`needs --flag`), if it cannot.
+    pub missing: Option<String>,
+}
+
+const BT_COUNT: &str = "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @[args->id] = count(); }";
+const BT_HIST: &str = "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @s[tid] = nsecs; }
+tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @h[args->id] = hist(nsecs - @s[tid]); @c[args->id] = count(); delete(@s[tid]); }";
+const BT_EMPTY: &str = "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { } tracepoint:raw_syscalls:sys_exit /pid == cpid/ { }";
+const BT_SWITCH: &str =
+    "tracepoint:sched:sched_switch /pid == cpid/ { @[tid, args->prev_state] = count(); }";
+/// The stacks switchyard takes by default: kernel and user stack at switch-out, and the
+/// waker's.
+const BT_STACKS: &str =
+    "tracepoint:sched:sched_switch /pid == cpid/ { @out[kstack, ustack] = count(); }
+tracepoint:sched:sched_wakeup /pid == cpid/ { @waker[kstack, ustack] = count(); }";
+/// What a process no one traces pays while bpftrace counts the target's syscalls.
+const BT_TARGET: &str =
+    "tracepoint:raw_syscalls:sys_enter /pid == $PID/ { @[args->id] = count(); }";
+/// The same with an exit probe too, as switchyard has (latency needs both): the anchor.
+const BT_TARGET_BOTH: &str = "tracepoint:raw_syscalls:sys_enter /pid == $PID/ { @s[tid] = nsecs; }
+tracepoint:raw_syscalls:sys_exit /pid == $PID/ { @[args->id] = count(); }";
+
+fn words(flags: &str) -> Vec<String> {
+    flags.split_whitespace().map(str::to_string).collect()
+}
+
+/// Every row, in table order. `record_help` is `switchyard record --help`'s text (a row whose
+/// flag it lacks is kept, marked missing); `floor` whether `switchyard floor` exists; `perf`
+/// whether perf does.
+pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Row> {
+    use Section::*;
+    let sy = &knobs.switchyard;
+    let mut all = Vec::new();
+    type Anchor = Option<(&'static str, &'static str)>;
+    let mut row = |section: Section,
+                   key: &'static str,
+                   label: &str,
+                   wrap: Wrap,
+                   attached: Option<Tool>,
+                   anchor: Anchor| {
+        all.push(Row {
+            section,
+            key,
+            label: label.to_string(),
+            wrap,
+            attached,
+            anchor,
+            missing: None,
+        })
+    };
+    let record = |flags: &str| Wrap::Record(words(flags));
+    let bt = |s: &str| Wrap::Bpftrace(s.to_string());
+    let floor_tool = |kind: &str| {
+        Some(Tool::Floor {
+            switchyard: sy.clone(),
+            kind: kind.into(),
+        })
+    };
+    let floor_anchor = Some(("bpftrace-empty", ""));
+    row(Syscall, "untraced", "untraced", Wrap::Plain, None, None);
+    row(
+        Syscall,
+        "switchyard",
+        "switchyard --no-stacks (counts, errnos, latency)",
+        record("--no-stacks"),
+        None,
+        floor_anchor,
+    );
+    row(
+        Syscall,
+        "switchyard-stacks",
+        "switchyard (+ stacks: 1 syscall in 16, 99 Hz)",
+        record(""),
+        None,
+        floor_anchor,
+    );
+    row(
+        Syscall,
+        "bpftrace-empty",
+        "bpftrace: empty enter+exit probes (floor)",
+        bt(BT_EMPTY),
+        None,
+        floor_anchor,
+    );
+    row(
+        Syscall,
+        "bpftrace-count",
+        "bpftrace: count by syscall",
+        bt(BT_COUNT),
+        None,
+        floor_anchor,
+    );
+    row(
+        Syscall,
+        "bpftrace-hist",
+        "bpftrace: count + latency histogram",
+        bt(BT_HIST),
+        None,
+        floor_anchor,
+    );
+    row(
+        Syscall,
+        "floor",
+        "floor: empty raw tracepoints sys_enter + sys_exit",
+        Wrap::Plain,
+        floor_tool("syscalls"),
+        floor_anchor,
+    );
+
+    let count = Some(("bpftrace-count", "count"));
+    let stacks = Some(("bpftrace-stacks", "stacks"));
+    row(Switch, "untraced", "untraced", Wrap::Plain, None, None);
+    for (flags, anchor) in [
+        ("--no-stacks --syscalls none", count),
+        ("--syscalls none", stacks),
+        ("--syscalls none --offcpu-period 0", stacks),
+        ("--unwind fp --syscalls none --offcpu-period 0", stacks),
+    ] {
+        row(
+            Switch,
+            "sy",
+            &format!("switchyard {flags}"),
+            record(flags),
+            None,
+            anchor,
+        );
+    }
+    row(
+        Switch,
+        "sy",
+        "switchyard (defaults: + syscalls)",
+        record(""),
+        None,
+        stacks,
+    );
+    row(
+        Switch,
+        "bpftrace-count",
+        "bpftrace: count switches by thread/state",
+        bt(BT_SWITCH),
+        None,
+        count,
+    );
+    row(
+        Switch,
+        "bpftrace-stacks",
+        "bpftrace: the same stacks (switch-out, waker)",
+        bt(BT_STACKS),
+        None,
+        stacks,
+    );
+    row(
+        Switch,
+        "floor",
+        "floor: empty tp_btf sched_switch",
+        Wrap::Plain,
+        floor_tool("switch"),
+        None,
+    );
+
+    let both = Some(("bpftrace-both", ""));
+    let attached_record = |flags: &str| {
+        Some(Tool::Record {
+            switchyard: sy.clone(),
+            flags: words(flags),
+        })
+    };
+    row(
+        HostWide,
+        "base",
+        "nothing recording (base)",
+        Wrap::Plain,
+        None,
+        None,
+    );
+    for flags in [
+        "--no-stacks",
+        "--no-stacks --syscalls read,write",
+        "--no-stacks --syscalls none",
+        "",
+    ] {
+        let label = if flags.is_empty() {
+            "switchyard --pid T (defaults)".to_string()
+        } else {
+            format!("switchyard --pid T {flags}")
+        };
+        row(
+            HostWide,
+            "sy",
+            &label,
+            Wrap::Plain,
+            attached_record(flags),
+            both,
+        );
+    }
+    let bpftrace = |script: &str| {
+        Some(Tool::Bpftrace {
+            script: script.into(),
+        })
+    };
+    row(
+        HostWide,
+        "bpftrace-both",
+        "bpftrace: sys_enter + sys_exit /pid == T/",
+        Wrap::Plain,
+        bpftrace(BT_TARGET_BOTH),
+        both,
+    );
+    row(
+        HostWide,
+        "bpftrace",
+        "bpftrace: sys_enter /pid == T/ only, count",
+        Wrap::Plain,
+        bpftrace(BT_TARGET),
+        both,
+    );
+    row(
+        HostWide,
+        "perf-trace",
+        "perf trace -s -p T",
+        Wrap::Plain,
+        Some(Tool::Perf {
+            args: words("trace -s -o /dev/null"),
+        }),
+        both,
+    );
+
+    let bt_stacks = Some(("bpftrace-stacks", ""));
+    let hz = knobs.hz;
+    row(Sample, "untraced", "untraced", Wrap::Plain, None, None);
+    row(
+        Sample,
+        "switchyard-fp",
+        "switchyard --unwind fp (kernel + user stack)",
+        record(&format!("--freq {hz} --unwind fp")),
+        None,
+        bt_stacks,
+    );
+    row(
+        Sample,
+        "switchyard-cfi",
+        "switchyard (kernel + user stack, CFI)",
+        record(&format!("--freq {hz}")),
+        None,
+        bt_stacks,
+    );
+    row(
+        Sample,
+        "bpftrace-stacks",
+        "bpftrace: profile:hz with kstack, ustack",
+        bt(&format!(
+            "profile:hz:{hz} /pid == cpid/ {{ @[kstack, ustack] = count(); }}"
+        )),
+        None,
+        bt_stacks,
+    );
+
+    for r in &mut all {
+        r.missing = missing(r, record_help, floor, perf);
+    }
+    all
+}
+
+/// Why `row` cannot run here: the first `--flag` `switchyard record` lacks, or the tool.
+fn missing(row: &Row, record_help: &str, floor: bool, perf: bool) -> Option<String> {
+    let flags: Vec<String> = match (&row.wrap, &row.attached) {
+        (Wrap::Record(f), _) => f.clone(),
+        (_, Some(Tool::Record { flags, .. })) => {
+            let mut f = flags.clone();
+            f.push("--ready-fd".into());
+            f
+        }
+        (_, Some(Tool::Floor { .. })) if !floor => {
+            return Some("`switchyard floor`".into());
+        }
+        (_, Some(Tool::Perf { .. })) if !perf => return Some("perf".into()),
+        _ => Vec::new(),
+    };
+    flags
+        .into_iter()
+        .filter(|f| f.starts_with("--"))
+        .find(|f| !knows_flag(record_help, f))
+}
+
+/// Whether `help` (a `--help` text) lists `flag`.
+pub fn knows_flag(help: &str, flag: &str) -> bool {
+    help.match_indices(flag).any(|(at, _)| {
+        let before = help[..at].chars().next_back();
+        let after = help[at + flag.len()..].chars().next();
+        before.is_none_or(char::is_whitespace)
+            && after.is_none_or(|c| c.is_whitespace() || c == '=' || c == ',')
+    })
+}
+
+/// The number after `"name":` in a loop's JSON line.
+pub fn field(output: &str, name: &str) -> Option<f64> {
+    let key = format!("\"{name}\":");
+    let at = output.find(&key)? + key.len();
+    let digits: String = output[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    digits.parse().ok()
+}
+
+impl Section {
+    /// The loop's words (after `taskset -c CPU`) and the field it reports.
+    fn workload(self, k: &Knobs) -> (Vec<String>, &'static str) {
+        let demo = k.demo.to_string_lossy().into_owned();
+        let mut w = vec![demo];
+        let field = match self {
+            Section::Syscall | Section::HostWide => {
+                w.extend(words(&format!("getppid-loop --count {}", k.calls)));
+                "ns_per_call"
+            }
+            Section::Switch => {
+                w.extend(words(&format!("pingpong --rounds {}", k.rounds)));
+                "ns_per_round_trip"
+            }
+            Section::Sample => {
+                w.extend(words(&format!(
+                    "spin --iters {} --depth {}",
+                    k.iters, k.depth
+                )));
+                "elapsed_ns"
+            }
+        };
+        (w, field)
+    }
+
+    /// What a figure is divided by to be per event (a round trip is two switches).
+    fn per(self) -> f64 {
+        if self == Section::Switch { 2.0 } else { 1.0 }
+    }
+}
+
+/// One run of `row`: the loop's figure. Its tool (if any) is attached to `target` first and
+/// stopped after; every process's output goes into `out`.
+pub fn measure(row: &Row, knobs: &Knobs, target: u32, out: &Path) -> Result<f64, Failure> {
+    fs::create_dir_all(out).map_err(|e| Failure::io(format!("creating {}", out.display()), e))?;
+    let tool = match &row.attached {
+        Some(t) => Some(t.attach(target, out)?),
+        None => None,
+    };
+    let (mut loop_words, name) = row.section.workload(knobs);
+    // A full path: bpftrace -c takes no bare program names.
+    let mut pinned = vec![taskset(), "-c".into(), knobs.cpu.to_string()];
+    pinned.append(&mut loop_words);
+    let mut c = match &row.wrap {
+        Wrap::Plain => {
+            let mut c = Command::new(&pinned[0]);
+            c.args(&pinned[1..]);
+            c
+        }
+        Wrap::Record(flags) => {
+            let mut c = Command::new(&knobs.switchyard);
+            c.arg("record")
+                .args(flags)
+                .arg("-o")
+                .arg(out.join("run.json"))
+                .arg("--")
+                .args(&pinned);
+            c
+        }
+        Wrap::Bpftrace(script) => {
+            let mut c = Command::new("bpftrace");
+            c.arg("-e").arg(script).arg("-c").arg(pinned.join(" "));
+            c
+        }
+    };
+    let err = out.join("loop.err");
+    let ran = c
+        .stdin(Stdio::null())
+        .stderr(runner::create(&err)?)
+        .output()
+        .map_err(|e| Failure::io(format!("running {}", c.get_program().to_string_lossy()), e));
+    let stopped = tool.map(|t| t.stop(out));
+    let ran = ran?;
+    if let Some(stopped) = stopped {
+        stopped?;
+    }
+    let stdout = String::from_utf8_lossy(&ran.stdout);
+    let _ = fs::write(out.join("loop.out"), stdout.as_bytes());
+    field(&stdout, name).ok_or_else(|| {
+        Failure::new(format!("`{}` gave no figure ({})", row.label, ran.status))
+            .hint(format!("its output is in {}", out.display()))
+            .tail(&err, 20)
+    })
+}
+
+/// taskset as found on PATH (as `command -v` finds it), or its Debian place.
+fn taskset() -> String {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("taskset"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/taskset"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The host-wide section's target, T: a 100 ms nanosleep over and over on `cpu`; killed when
+/// dropped.
+pub struct Target(Child);
+
+impl Target {
+    pub fn start(knobs: &Knobs, cpu: usize) -> Result<Target, Failure> {
+        Command::new(taskset())
+            .args(["-c", &cpu.to_string()])
+            .arg(&knobs.demo)
+            .args(words(
+                "known --getppid 0 --sleeps 1000000000 --sleep-us 100000 --pingpong 0",
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .map(Target)
+            .map_err(|e| Failure::io(format!("starting {}", knobs.demo.display()), e))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Another CPU than `cpu` this process may run on, or `cpu` when there is none.
+pub fn other_cpu(cpu: usize) -> usize {
+    // SAFETY: sched_getaffinity fills the set it is given, of the size it is told.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } != 0 {
+        return cpu;
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: CPU_ISSET reads the set within its size.
+        .find(|&c| c != cpu && unsafe { libc::CPU_ISSET(c, &set) })
+        .unwrap_or(cpu)
+}
+
+/// The header of a section's table, with a ratio column per anchor kind.
+fn section_table(section: Section) -> Table {
+    match section {
+        Section::Sample => {
+            Table::new(&["configuration", "ms", "ns/sample", "× base", "÷ bpftrace"])
+        }
+        Section::Switch => Table::new(&[
+            "configuration",
+            "ns/switch",
+            "added ns",
+            "× base",
+            "÷ anchor",
+            "÷ floor (empty tp_btf)",
+        ]),
+        Section::Syscall => Table::new(&[
+            "configuration",
+            "ns/call",
+            "added ns",
+            "× base",
+            "÷ anchor (bpftrace floor)",
+            "÷ floor (empty raw tp)",
+        ]),
+        Section::HostWide => Table::new(&[
+            "configuration",
+            "ns/call",
+            "added ns",
+            "× base",
+            "÷ bpftrace",
+        ]),
+    }
+}
+
+/// A section's table from its rows and their samples (per row, one figure per repeat in
+/// repeat order; the section's first row is its base). Rows that could not run say why.
+pub fn table(section: Section, hz: u64, rows: &[(&Row, &[f64])]) -> String {
+    let mut t = section_table(section);
+    let width = t.head.len();
+    let find = |key: &str| rows.iter().find(|(r, s)| r.key == key && !s.is_empty());
+    let Some((_, base)) = rows.first() else {
+        return t.render();
+    };
+    let per = section.per();
+    let scaled = |v: &[f64]| v.iter().map(|x| x / per).collect::<Vec<f64>>();
+    let base = scaled(base);
+    for (row, samples) in rows {
+        if let Some(why) = &row.missing {
+            let mut cells = vec![row.label.clone(), format!("(needs {why})")];
+            cells.resize(width, String::new());
+            t.row(cells);
+            continue;
+        }
+        let v = scaled(samples);
+        let Some(median) = spread(&v) else {
+            continue;
+        };
+        let is_base = std::ptr::eq(*row, rows[0].0);
+        let times = bench::ratio_cell(bench::ratio_spread(&bench::ratios(&v, &base)));
+        if section == Section::Sample {
+            // Added time over the samples taken in it (HZ per second of the traced run).
+            let per_sample = |t: f64, b: f64| (t - b) / (hz as f64 * t / 1e9);
+            let added: Vec<f64> = v
+                .iter()
+                .zip(&base)
+                .map(|(t, b)| per_sample(*t, *b))
+                .collect();
+            let ratio = match (is_base, find("bpftrace-stacks")) {
+                (false, Some((_, bt))) => {
+                    let bt: Vec<f64> = bt
+                        .iter()
+                        .zip(&base)
+                        .map(|(t, b)| per_sample(*t, *b))
+                        .collect();
+                    bench::ratio_cell(bench::ratio_spread(&bench::ratios(&added, &bt)))
+                }
+                _ => String::new(),
+            };
+            t.row(vec![
+                row.label.clone(),
+                grouped(median.median / 1e6, 1),
+                spread(&added).map_or("–".into(), |s| grouped(s.median, 0)),
+                times,
+                ratio,
+            ]);
+            continue;
+        }
+        let added: Vec<f64> = v.iter().zip(&base).map(|(x, b)| x - b).collect();
+        let against = |key: &str| -> String {
+            match find(key) {
+                Some((_, a)) if !is_base => {
+                    let a = scaled(a);
+                    bench::ratio_cell(bench::ratio_spread(&bench::added_ratios(&v, &a, &base)))
+                }
+                _ => String::new(),
+            }
+        };
+        let mut cells = vec![
+            row.label.clone(),
+            grouped(median.median, 1),
+            spread(&added).map_or("–".into(), |s| grouped(s.median, 1)),
+            times,
+        ];
+        match row.anchor {
+            Some((key, name)) if !name.is_empty() => {
+                cells.push(format!("{} of {name}", against(key)))
+            }
+            Some((key, _)) => cells.push(against(key)),
+            None => cells.push(String::new()),
+        }
+        match section {
+            Section::Syscall | Section::Switch => cells.push(against("floor")),
+            _ => {}
+        }
+        t.row(cells);
+    }
+    t.render()
+}
+
+/// What each section measured and its anchors mean, printed under its table.
+pub fn note(section: Section) -> &'static str {
+    match section {
+        Section::Syscall => {
+            "anchor: bpftrace's empty enter and exit probes (classic tracepoints: the record is \
+filled before the program runs); floor: switchyard's own empty raw tracepoints on sys_enter and \
+sys_exit (`switchyard floor syscalls`), what being called at every syscall costs at the least"
+        }
+        Section::Switch => {
+            "anchors: count = bpftrace counting switches by thread and state; stacks = bpftrace \
+taking the same stacks at every switch (kernel + user, at switch-out and at wakeup, frame \
+pointers); floor: switchyard's own empty tp_btf sched_switch program (`switchyard floor \
+switch`). --syscalls none attaches no syscall tracepoint, so those rows cost the switches alone; \
+the defaults row also counts the ping-pong's readv/writev. --offcpu-period 0 takes the stacks at \
+every block, as bpftrace does (the default samples them)."
+        }
+        Section::HostWide => {
+            "anchor: bpftrace with an enter and an exit probe filtered on T, as switchyard \
+attaches. Syscall tracepoints are host-wide: while one is enabled every task takes the kernel's \
+slower syscall path, and each attached program runs and turns away the tasks it does not \
+record; a list of syscalls filters inside the programs, so it pays the same. --syscalls none \
+attaches none. perf trace pays less here because its events are per task; a per-task perf \
+event costs the traced task at every context switch."
+        }
+        Section::Sample => {
+            "ns/sample: the added time over the samples taken in it (HZ per second of the run); \
+÷ bpftrace: that per-sample cost over bpftrace's, repeat by repeat"
+        }
+    }
+}
+
+/// Which of `rows` can run here (their indices).
+pub fn runnable(rows: &[Row]) -> Vec<usize> {
+    rows.iter()
+        .enumerate()
+        .filter(|(_, r)| r.missing.is_none())
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Runs every runnable row REPEATS times, interleaved; per row, its figures in repeat order.
+pub fn run_all(
+    rows: &[Row],
+    knobs: &Knobs,
+    target: u32,
+    dir: &Path,
+    interrupts: &Interrupts,
+    progress: impl Fn(&str),
+) -> Result<(Vec<Vec<f64>>, bool), Failure> {
+    let which = runnable(rows);
+    let samples = bench::interleave(&which, knobs.repeats, interrupts, |i, r, &row| {
+        progress(&format!(
+            "repeat {} of {}: {}",
+            r + 1,
+            knobs.repeats,
+            rows[row].label
+        ));
+        measure(
+            &rows[row],
+            knobs,
+            target,
+            &dir.join(format!("{}-{i}", r + 1)),
+        )
+    })?;
+    let complete = samples.complete();
+    let mut all = vec![Vec::new(); rows.len()];
+    for (k, mut s) in which.into_iter().zip(samples.rows) {
+        s.truncate(complete);
+        all[k] = s;
+    }
+    Ok((all, samples.interrupted))
+}
+
+/// Whether `switchyard floor --help` succeeds.
+pub fn has_floor(switchyard: &Path) -> bool {
+    Command::new(switchyard)
+        .args(["floor", "--help"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `switchyard record --help`'s text.
+pub fn record_help(switchyard: &Path) -> Result<String, Failure> {
+    let o = Command::new(switchyard)
+        .args(["record", "--help"])
+        .output()
+        .map_err(|e| Failure::io(format!("running {}", switchyard.display()), e))?;
+    if !o.status.success() {
+        return Err(Failure::new(format!(
+            "{} record --help failed",
+            switchyard.display()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn knobs() -> Knobs {
+        Knobs {
+            calls: 10,
+            rounds: 10,
+            repeats: 2,
+            iters: 10,
+            depth: 4,
+            hz: 1000,
+            cpu: 1,
+            switchyard: "sy".into(),
+            demo: "demo".into(),
+        }
+    }
+
+    #[test]
+    fn fields_of_the_loops_json() {
+        assert_eq!(
+            field("{\"calls\":5000000,\"ns_per_call\":122.5}\n", "ns_per_call"),
+            Some(122.5)
+        );
+        assert_eq!(
+            field(
+                "switchyard: summary\n{\"rounds\":2,\"ns_per_round_trip\":4581.0}",
+                "ns_per_round_trip"
+            ),
+            Some(4581.0)
+        );
+        assert_eq!(
+            field(
+                "{\"iters\":3,\"depth\":24,\"elapsed_ns\":1473600000,\"x\":1}",
+                "elapsed_ns"
+            ),
+            Some(1_473_600_000.0)
+        );
+        assert_eq!(field("nothing", "elapsed_ns"), None);
+    }
+
+    #[test]
+    fn a_flag_is_known_only_as_a_whole_word() {
+        let help = "      --no-stacks\n      --syscalls <LIST>\n      --offcpu-period=<N>\n";
+        assert!(knows_flag(help, "--no-stacks"));
+        assert!(knows_flag(help, "--syscalls"));
+        assert!(knows_flag(help, "--offcpu-period"));
+        assert!(!knows_flag(help, "--no"));
+        assert!(!knows_flag(help, "--unwind"));
+    }
+
+    #[test]
+    fn rows_a_build_cannot_run_say_what_they_need() {
+        let help = "--no-stacks --syscalls --freq --ready-fd";
+        let rows = rows(&knobs(), help, false, true);
+        let need = |label: &str| {
+            rows.iter()
+                .find(|r| r.label == label)
+                .and_then(|r| r.missing.clone())
+        };
+        assert_eq!(
+            need("floor: empty raw tracepoints sys_enter + sys_exit").as_deref(),
+            Some("`switchyard floor`")
+        );
+        assert_eq!(
+            need("floor: empty tp_btf sched_switch").as_deref(),
+            Some("`switchyard floor`")
+        );
+        assert_eq!(
+            need("switchyard --syscalls none --offcpu-period 0").as_deref(),
+            Some("--offcpu-period")
+        );
+        assert_eq!(
+            need("switchyard --no-stacks (counts, errnos, latency)"),
+            None
+        );
+        assert_eq!(
+            need("switchyard --unwind fp (kernel + user stack)").as_deref(),
+            Some("--unwind")
+        );
+        assert_eq!(need("perf trace -s -p T"), None);
+    }
+
+    #[test]
+    fn ratios_are_added_cost_over_the_anchors_added_cost_per_repeat() {
+        let rows = rows(&knobs(), "--no-stacks", true, true);
+        let syscall: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.section == Section::Syscall)
+            .collect();
+        // untraced, switchyard, switchyard-stacks, bpftrace-empty, count, hist, floor.
+        let data: [&[f64]; 7] = [
+            &[100.0, 120.0],
+            &[300.0, 320.0],
+            &[400.0, 420.0],
+            &[300.0, 370.0],
+            &[310.0, 330.0],
+            &[900.0, 920.0],
+            &[200.0, 220.0],
+        ];
+        let pairs: Vec<(&Row, &[f64])> = syscall.iter().copied().zip(data).collect();
+        let t = table(Section::Syscall, 1000, &pairs);
+        assert_eq!(
+            t,
+            "| configuration | ns/call | added ns | × base | ÷ anchor (bpftrace floor) | ÷ floor (empty raw tp) |\n\
+             |---|---|---|---|---|---|\n\
+             | untraced | 110.0 | 0.0 | 1.00 (1.00–1.00) |  |  |\n\
+             | switchyard --no-stacks (counts, errnos, latency) | 310.0 | 200.0 | 2.83 (2.67–3.00) | 0.900 (0.800–1.00) | 2.00 (2.00–2.00) |\n\
+             | switchyard (+ stacks: 1 syscall in 16, 99 Hz) | 410.0 | 300.0 | 3.75 (3.50–4.00) | 1.35 (1.20–1.50) | 3.00 (3.00–3.00) |\n\
+             | bpftrace: empty enter+exit probes (floor) | 335.0 | 225.0 | 3.04 (3.00–3.08) | 1.00 (1.00–1.00) | 2.25 (2.00–2.50) |\n\
+             | bpftrace: count by syscall | 320.0 | 210.0 | 2.92 (2.75–3.10) | 0.945 (0.840–1.05) | 2.10 (2.10–2.10) |\n\
+             | bpftrace: count + latency histogram | 910.0 | 800.0 | 8.33 (7.67–9.00) | 3.60 (3.20–4.00) | 8.00 (8.00–8.00) |\n\
+             | floor: empty raw tracepoints sys_enter + sys_exit | 210.0 | 100.0 | 1.92 (1.83–2.00) | 0.450 (0.400–0.500) | 1.00 (1.00–1.00) |\n"
+        );
+    }
+}
