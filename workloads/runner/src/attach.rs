@@ -41,28 +41,34 @@ pub enum Tool {
 }
 
 /// An attached tool, until [`Attached::stop`].
-pub enum Attached {
+pub struct Attached {
+    process: Process,
+    /// Its files' name in OUT: `record.err`, `record.out`, `bpftrace.out` …
+    stem: &'static str,
+}
+
+enum Process {
     Ready(ServerProcess),
     Child(Child),
 }
 
 impl Attached {
     pub fn pid(&self) -> u32 {
-        match self {
-            Attached::Ready(p) => p.pid(),
-            Attached::Child(c) => c.id(),
+        match &self.process {
+            Process::Ready(p) => p.pid(),
+            Process::Child(c) => c.id(),
         }
     }
 
-    /// SIGINT, then waits for it to write its output and exit (its stdout into OUT/tool.out);
+    /// SIGINT, then waits for it to write its output and exit (its stdout into OUT/STEM.out);
     /// its exit status.
     pub fn stop(self, out: &Path) -> Result<ExitStatus, Failure> {
-        match self {
-            Attached::Ready(p) => {
+        match self.process {
+            Process::Ready(p) => {
                 let _ = p.interrupt();
-                runner::finish(p, &out.join("tool.out"), EXIT_TIMEOUT)
+                runner::finish(p, &out.join(format!("{}.out", self.stem)), EXIT_TIMEOUT)
             }
-            Attached::Child(mut c) => {
+            Process::Child(mut c) => {
                 signal(c.id(), libc::SIGINT);
                 let deadline = Instant::now() + EXIT_TIMEOUT;
                 loop {
@@ -97,6 +103,16 @@ pub(crate) fn signal(pid: u32, sig: libc::c_int) {
 }
 
 impl Tool {
+    /// The name of its files in OUT (`record.err`, `bpftrace.out` …).
+    pub fn stem(&self) -> &'static str {
+        match self {
+            Tool::Record { .. } => "record",
+            Tool::Floor { .. } => "floor",
+            Tool::Perf { .. } => "perf",
+            Tool::Bpftrace { .. } => "bpftrace",
+        }
+    }
+
     /// A short name for errors.
     pub fn name(&self) -> &'static str {
         match self {
@@ -108,9 +124,11 @@ impl Tool {
     }
 
     /// Starts the tool on `pid` and returns once it is attached; its stderr goes to
-    /// OUT/tool.err, its output files into OUT.
+    /// OUT/STEM.err, its output files into OUT.
     pub fn attach(&self, pid: u32, out: &Path) -> Result<Attached, Failure> {
-        let err_path = out.join("tool.err");
+        let stem = self.stem();
+        let wrap = |process| Attached { process, stem };
+        let err_path = out.join(format!("{stem}.err"));
         let err = runner::create(&err_path)?;
         let failed = |what: String| {
             Failure::new(format!(
@@ -132,7 +150,7 @@ impl Tool {
                     .arg("-o")
                     .arg(out.join("run.json"))
                     .stderr(err);
-                ready_fd(c, &format!("recording {pid}"), failed)
+                ready_fd(c, &format!("recording {pid}"), failed).map(wrap)
             }
             Tool::Floor { switchyard, kind } => {
                 let mut c = Command::new(switchyard);
@@ -141,7 +159,7 @@ impl Tool {
                     .arg("--ready-fd")
                     .arg("3")
                     .stderr(err);
-                ready_fd(c, &format!("floor {kind}"), failed)
+                ready_fd(c, &format!("floor {kind}"), failed).map(wrap)
             }
             Tool::Perf { args } => {
                 let mut c = Command::new("perf");
@@ -154,7 +172,7 @@ impl Tool {
                 let child = c
                     .spawn()
                     .map_err(|e| failed(format!("starting perf: {e}")))?;
-                let child = Attached::Child(child);
+                let child = wrap(Process::Child(child));
                 // perf says nothing once attached: its events open, then it enables them.
                 let deadline = Instant::now() + ATTACH_TIMEOUT;
                 while perf_events(child.pid()) == 0 {
@@ -180,8 +198,8 @@ impl Tool {
                     .map_err(|e| failed(format!("starting bpftrace: {e}")))?;
                 let stdout = child.stdout.take().expect("stdout was piped");
                 let (tx, rx) = mpsc::channel();
-                let log = out.join("tool.out");
-                // Its output (the maps, printed at exit) is copied to OUT/tool.out.
+                let log = out.join(format!("{stem}.out"));
+                // Its output (the maps, printed at exit) is copied to OUT/bpftrace.out.
                 thread::spawn(move || {
                     let mut kept = String::new();
                     let mut told = false;
@@ -195,7 +213,7 @@ impl Tool {
                     }
                     let _ = fs::write(log, kept);
                 });
-                let child = Attached::Child(child);
+                let child = wrap(Process::Child(child));
                 if rx.recv_timeout(ATTACH_TIMEOUT).is_err() {
                     let _ = child.stop(out);
                     return Err(failed("it never printed its ready line".into()));
@@ -214,9 +232,9 @@ fn ready_fd(
     command: Command,
     expected: &str,
     failed: impl Fn(String) -> Failure,
-) -> Result<Attached, Failure> {
+) -> Result<Process, Failure> {
     match ServerProcess::spawn_with_ready_fd(command, 3, ATTACH_TIMEOUT) {
-        Ok((p, line)) if line == expected => Ok(Attached::Ready(p)),
+        Ok((p, line)) if line == expected => Ok(Process::Ready(p)),
         Ok((p, line)) => {
             let _ = p.interrupt();
             let _ = p.wait(EXIT_TIMEOUT);

@@ -18,7 +18,7 @@ use std::{
     fmt::Write as _,
     fs,
     path::{Path, PathBuf},
-    process::Command,
+    process::ExitStatus,
 };
 
 use switchyard_harness::DriverResult;
@@ -29,11 +29,12 @@ use switchyard_model::{
 };
 
 use crate::{
+    attach::Tool,
     bench::{self, Table},
     fail::Failure,
     interrupt::Interrupts,
     plan::Plan,
-    runner::{self, RECORD_EXIT_TIMEOUT, Tools},
+    runner::{self, Tools},
     story::error_chain,
 };
 
@@ -81,60 +82,17 @@ pub fn measure(
     out: &Path,
     interrupts: &Interrupts,
 ) -> Result<Sample, Failure> {
-    fs::create_dir_all(out).map_err(|e| Failure::io(format!("creating {}", out.display()), e))?;
-    let scratch =
-        tempfile::tempdir().map_err(|e| Failure::io("creating a scratch directory", e))?;
-    let result = out.join("result.json");
     let run_file = out.join("run.json");
-    let values = |addr: &str| {
-        plan.values(
-            addr,
-            &result.to_string_lossy(),
-            &scratch.path().to_string_lossy(),
-        )
-    };
-    let server = runner::start_filled(plan, tools, out, &values, None)?;
-    let addr = server.addr().to_string();
-    let recorder = match &config.switchyard {
-        None => None,
-        Some(switchyard) => {
-            let mut record = Command::new(switchyard);
-            record.arg("record").arg("-o").arg(&run_file);
-            match runner::attach(record, &server, plan, out) {
-                Ok(recorder) => Some(recorder),
-                Err(failure) => {
-                    runner::stop_server(server, &out.join("server.out"));
-                    return Err(failure);
-                }
-            }
-        }
-    };
-    let forwarding = recorder.as_ref().map(|r| interrupts.forward_to(r.pid()));
-    let driven = runner::drive(plan, tools, &values(&addr), out);
-    let recorded = recorder.map(|r| {
-        let _ = r.interrupt();
-        runner::finish(r, &out.join("record.out"), RECORD_EXIT_TIMEOUT)
+    let tool = config.switchyard.as_ref().map(|switchyard| Tool::Record {
+        switchyard: switchyard.clone(),
+        flags: Vec::new(),
     });
-    drop(forwarding);
-    runner::stop_server(server, &out.join("server.out"));
-    driven?;
-    if let Some(status) = recorded {
-        let status = status?;
-        if !status.success() && !interrupts.raised() {
-            return Err(runner::record_failed(status, &out.join("record.err")));
-        }
-    }
-
-    let result = DriverResult::read(&result).map_err(|e| {
-        Failure::new(error_chain(&e)).hint("the driver's output is in driver.out beside it")
-    })?;
-    if result.errors > 0 {
-        eprintln!(
-            "warning: {} operations of the {} driver failed; see {}",
-            thousands(result.errors),
-            plan.workload.name,
-            out.join("driver.out").display()
-        );
+    let (result, recorded) = run_attached(plan, tools, tool.as_ref(), out, interrupts)?;
+    if let Some(status) = recorded
+        && !status.success()
+        && !interrupts.raised()
+    {
+        return Err(runner::record_failed(status, &out.join("record.err")));
     }
     let switches_per_s = match config.switchyard {
         None => None,
@@ -151,6 +109,59 @@ pub fn measure(
         throughput: result.throughput_per_s,
         switches_per_s,
     })
+}
+
+/// One run of `plan`'s server (filled by its prefill when it has one) with `tool` attached to
+/// its pid from before the load starts until after it ends (`None`: untraced): the driver's
+/// result and, when a tool ran, its exit status. Every process's output goes into `out`; the
+/// server and the tool are stopped before it returns, on failure too. `bench-broker` and
+/// `bench-servers` both run the broker through it.
+pub(crate) fn run_attached(
+    plan: &Plan,
+    tools: &Tools,
+    tool: Option<&Tool>,
+    out: &Path,
+    interrupts: &Interrupts,
+) -> Result<(DriverResult, Option<ExitStatus>), Failure> {
+    fs::create_dir_all(out).map_err(|e| Failure::io(format!("creating {}", out.display()), e))?;
+    let scratch =
+        tempfile::tempdir().map_err(|e| Failure::io("creating a scratch directory", e))?;
+    let result = out.join("result.json");
+    let values = |addr: &str| {
+        plan.values(
+            addr,
+            &result.to_string_lossy(),
+            &scratch.path().to_string_lossy(),
+        )
+    };
+    let server = runner::start_filled(plan, tools, out, &values, None)?;
+    let addr = server.addr().to_string();
+    let attached = match tool.map(|t| t.attach(server.pid(), out)).transpose() {
+        Ok(attached) => attached,
+        Err(failure) => {
+            runner::stop_server(server, &out.join("server.out"));
+            return Err(failure);
+        }
+    };
+    let forwarding = attached.as_ref().map(|t| interrupts.forward_to(t.pid()));
+    let driven = runner::drive(plan, tools, &values(&addr), out);
+    let stopped = attached.map(|t| t.stop(out));
+    drop(forwarding);
+    runner::stop_server(server, &out.join("server.out"));
+    driven?;
+    let status = stopped.transpose()?;
+    let result = DriverResult::read(&result).map_err(|e| {
+        Failure::new(error_chain(&e)).hint("the driver's output is in driver.out beside it")
+    })?;
+    if result.errors > 0 {
+        eprintln!(
+            "warning: {} operations of the {} driver failed; see {}",
+            thousands(result.errors),
+            plan.workload.name,
+            out.join("driver.out").display()
+        );
+    }
+    Ok((result, status))
 }
 
 /// What the table's columns mean, printed under it.

@@ -16,7 +16,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use switchyard_harness::DriverResult;
 use switchyard_model::{
     metrics::spread,
     units::{counted, grouped},
@@ -24,10 +23,9 @@ use switchyard_model::{
 
 use crate::{
     Failure, Interrupts, Plan, Tools,
-    attach::{self, Attached, Tool},
+    attach::{self, Tool},
     bench::{self, Table},
-    runner,
-    story::error_chain,
+    overhead, runner,
 };
 
 /// A server and the load that drives it.
@@ -492,10 +490,10 @@ fn finish_tool(
     let status = status?;
     match &condition.tool {
         Some(Tool::Record { .. }) if !status.success() => {
-            Err(runner::record_failed(status, &out.join("tool.err")))
+            Err(runner::record_failed(status, &out.join("record.err")))
         }
         Some(Tool::Bpftrace { .. }) => {
-            let text = fs::read_to_string(out.join("tool.out")).unwrap_or_default();
+            let text = fs::read_to_string(out.join("bpftrace.out")).unwrap_or_default();
             let maps = attach::bpftrace_maps(&text);
             Ok(Some((
                 *maps.get("s").unwrap_or(&0) as f64 / secs,
@@ -506,42 +504,18 @@ fn finish_tool(
     }
 }
 
-/// The broker as `bench-broker` runs it: filled, the tool attached, its driver, its result.
+/// The broker as `bench-broker` runs it ([`overhead::run_attached`]): filled, the tool
+/// attached, its driver, its result.
 fn measure_broker(condition: &Condition, setup: &Setup<'_>, out: &Path) -> Result<Sample, Failure> {
-    let plan = setup.broker;
-    let scratch =
-        tempfile::tempdir().map_err(|e| Failure::io("creating a scratch directory", e))?;
-    let result = out.join("result.json");
-    let values = |addr: &str| {
-        plan.values(
-            addr,
-            &result.to_string_lossy(),
-            &scratch.path().to_string_lossy(),
-        )
-    };
-    let server = runner::start_filled(plan, setup.tools, out, &values, None)?;
-    let addr = server.addr().to_string();
-    let tool = match &condition.tool {
-        Some(t) => match t.attach(server.pid(), out) {
-            Ok(t) => Some(t),
-            Err(f) => {
-                runner::stop_server(server, &out.join("server.out"));
-                return Err(f);
-            }
-        },
-        None => None,
-    };
-    let forwarding = tool.as_ref().map(|t| setup.interrupts.forward_to(t.pid()));
-    let driven = runner::drive(plan, setup.tools, &values(&addr), out);
-    let stopped = tool.map(|t: Attached| t.stop(out));
-    drop(forwarding);
-    runner::stop_server(server, &out.join("server.out"));
-    driven?;
-    let result = DriverResult::read(&result).map_err(|e| {
-        Failure::new(error_chain(&e)).hint("the driver's output is in driver.out beside it")
-    })?;
+    let (result, status) = overhead::run_attached(
+        setup.broker,
+        setup.tools,
+        condition.tool.as_ref(),
+        out,
+        setup.interrupts,
+    )?;
     let secs = result.duration_ns as f64 / 1e9;
-    let counted = finish_tool(condition, stopped, out, secs.max(1e-9))?;
+    let counted = finish_tool(condition, status.map(Ok), out, secs.max(1e-9))?;
     Ok(Sample {
         throughput: result.throughput_per_s,
         counted,
