@@ -394,24 +394,26 @@ pub(crate) fn drive(
     }
 }
 
-/// Runs `command` to its end with stdout and stderr in `log`.
-fn run_logged(mut command: Command, log: &Path) -> Result<ExitStatus, Failure> {
+/// `command` with no stdin and its stdout and stderr both in `log` (created anew).
+pub(crate) fn logged(mut command: Command, log: &Path) -> Result<Command, Failure> {
     let file = create(log)?;
     let err = file
         .try_clone()
         .map_err(|e| Failure::io(format!("opening {}", log.display()), e))?;
-    command
-        .stdin(Stdio::null())
-        .stdout(file)
-        .stderr(err)
-        .status()
-        .map_err(|e| {
-            Failure::io(
-                format!("running {}", command.get_program().to_string_lossy()),
-                e,
-            )
-            .hint("build the workloads first: `just build`")
-        })
+    command.stdin(Stdio::null()).stdout(file).stderr(err);
+    Ok(command)
+}
+
+/// Runs `command` to its end with stdout and stderr in `log`.
+fn run_logged(command: Command, log: &Path) -> Result<ExitStatus, Failure> {
+    let mut command = logged(command, log)?;
+    command.status().map_err(|e| {
+        Failure::io(
+            format!("running {}", command.get_program().to_string_lossy()),
+            e,
+        )
+        .hint("build the workloads first: `just build`")
+    })
 }
 
 /// Waits for a process started through the harness and writes what it printed after its

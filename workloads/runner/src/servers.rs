@@ -293,15 +293,8 @@ fn await_port(child: &mut Child, port: u16, what: &str, log: &Path) -> Result<()
     }
 }
 
-fn spawn_logged(mut command: Command, log: &Path, what: &str) -> Result<Child, Failure> {
-    let file = runner::create(log)?;
-    let err = file
-        .try_clone()
-        .map_err(|e| Failure::io(format!("opening {}", log.display()), e))?;
-    command
-        .stdin(Stdio::null())
-        .stdout(file)
-        .stderr(err)
+fn spawn_logged(command: Command, log: &Path, what: &str) -> Result<Child, Failure> {
+    runner::logged(command, log)?
         .spawn()
         .map_err(|e| Failure::io(format!("starting {what}"), e).hint(INSTALL_HINT))
 }
