@@ -108,35 +108,7 @@ enum Cmd {
     /// `just bench-overhead`: what switchyard adds per syscall, per context switch, host-wide
     /// and per on-CPU sample, next to bpftrace, perf trace and the true floor (`switchyard
     /// floor`), REPEATS interleaved runs of each row, then a table per section.
-    BenchOverhead {
-        /// getppid calls per run.
-        #[arg(long, env = "CALLS", default_value_t = 5_000_000)]
-        calls: u64,
-        /// Ping-pong round trips per run.
-        #[arg(long, env = "ROUNDS", default_value_t = 200_000)]
-        rounds: u64,
-        /// Runs of each configuration, interleaved; the median is reported.
-        #[arg(long, env = "REPEATS", default_value_t = 5)]
-        repeats: u32,
-        /// Iterations of the sampled loop per run.
-        #[arg(long, env = "ITERS", default_value_t = 3_000_000_000)]
-        iters: u64,
-        /// How many calls deep the sampled loop runs.
-        #[arg(long, env = "DEPTH", default_value_t = 24)]
-        depth: u64,
-        /// Sampling frequency (switchyard --freq, bpftrace profile:hz).
-        #[arg(long, env = "HZ", default_value_t = 2999)]
-        hz: u64,
-        /// The CPU every measured loop is pinned to.
-        #[arg(long, env = "CPU", default_value_t = 1)]
-        cpu: usize,
-        /// The switchyard binary measured.
-        #[arg(long, env = "SY", default_value = "target/release/switchyard")]
-        switchyard: PathBuf,
-        /// The measured loops.
-        #[arg(long, env = "DEMO", default_value = "target/release/switchyard-demo")]
-        demo: PathBuf,
-    },
+    BenchOverhead(per_event::Knobs),
     /// `just compare-broker`: the spin-lock broker story, then its table.
     CompareBroker {
         #[arg(long, env = "REPEATS", default_value_t = 3)]
@@ -257,30 +229,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             seconds,
             switchyard,
         } => recipes::bench_servers((repeats, seconds), switchyard.as_deref(), &cx),
-        Cmd::BenchOverhead {
-            calls,
-            rounds,
-            repeats,
-            iters,
-            depth,
-            hz,
-            cpu,
-            switchyard,
-            demo,
-        } => recipes::bench_overhead(
-            &per_event::Knobs {
-                calls,
-                rounds,
-                repeats,
-                iters,
-                depth,
-                hz,
-                cpu,
-                switchyard,
-                demo,
-            },
-            &cx,
-        ),
+        Cmd::BenchOverhead(knobs) => recipes::bench_overhead(&knobs, &cx),
         Cmd::CompareBroker { repeats, seconds } => {
             recipes::story(&story::broker(recipes::cores()), repeats, seconds, &cx)
         }

@@ -30,22 +30,34 @@ use crate::{
 };
 
 /// The knobs, as flags or as the environment variables the shell script read.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct Knobs {
     /// getppid calls per run.
+    #[arg(long, env = "CALLS", default_value_t = 5_000_000)]
     pub calls: u64,
     /// Ping-pong round trips per run.
+    #[arg(long, env = "ROUNDS", default_value_t = 200_000)]
     pub rounds: u64,
+    /// Runs of each configuration, interleaved; the median is reported.
+    #[arg(long, env = "REPEATS", default_value_t = 5)]
     pub repeats: u32,
     /// Iterations of the sampled loop per run.
+    #[arg(long, env = "ITERS", default_value_t = 3_000_000_000)]
     pub iters: u64,
     /// How many calls deep the sampled loop runs.
+    #[arg(long, env = "DEPTH", default_value_t = 24)]
     pub depth: u64,
     /// Sampling frequency (switchyard --freq, bpftrace profile:hz).
+    #[arg(long, env = "HZ", default_value_t = 2999)]
     pub hz: u64,
     /// The CPU every measured loop is pinned to.
+    #[arg(long, env = "CPU", default_value_t = 1)]
     pub cpu: usize,
+    /// The switchyard binary measured.
+    #[arg(long, env = "SY", default_value = "target/release/switchyard")]
     pub switchyard: PathBuf,
+    /// The measured loops.
+    #[arg(long, env = "DEMO", default_value = "target/release/switchyard-demo")]
     pub demo: PathBuf,
 }
 
