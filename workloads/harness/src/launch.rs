@@ -247,26 +247,20 @@ impl ServerProcess {
     /// Waits up to `timeout` for the server to exit by itself (or after [`Self::terminate`]);
     /// past that it is killed and this is an error.
     pub fn wait(mut self, timeout: Duration) -> Result<ServerExit, LaunchError> {
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
-                Ok(None) => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    return Err(LaunchError::ExitTimeout {
-                        program: self.program.clone(),
-                        pid: self.child.id(),
-                        timeout,
-                    });
-                }
-                Err(source) => {
-                    return Err(LaunchError::Wait {
-                        program: self.program.clone(),
-                        source,
-                    });
-                }
+        let status = match wait_or_kill(&mut self.child, timeout) {
+            Ok(Some(status)) => status,
+            Ok(None) => {
+                return Err(LaunchError::ExitTimeout {
+                    program: self.program.clone(),
+                    pid: self.child.id(),
+                    timeout,
+                });
+            }
+            Err(source) => {
+                return Err(LaunchError::Wait {
+                    program: self.program.clone(),
+                    source,
+                });
             }
         };
         let stdout_lines = self
@@ -278,6 +272,24 @@ impl ServerProcess {
             status,
             stdout_lines,
         })
+    }
+}
+
+/// Waits up to `timeout` for `child` to exit; past that it is killed and reaped, and the
+/// answer is `None`. Every "signal, give it a while, then kill" of the harness and the runner
+/// ends through here.
+pub fn wait_or_kill(child: &mut Child, timeout: Duration) -> io::Result<Option<ExitStatus>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait()? {
+            Some(status) => return Ok(Some(status)),
+            None if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ok(None);
+            }
+        }
     }
 }
 

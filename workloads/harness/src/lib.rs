@@ -37,7 +37,7 @@ mod window;
 
 pub use bound::{BoundError, Budget, RunBound};
 pub use duration::{DurationError, human_ns, parse_duration, parse_millis};
-pub use launch::{LaunchError, ServerExit, ServerProcess};
+pub use launch::{LaunchError, ServerExit, ServerProcess, wait_or_kill};
 pub use ready::{READY_PREFIX, ReadyError, announce_ready, parse_ready_line, read_ready};
 pub use recorder::{LatencyRecorder, MergeError, Percentiles, Recorder, SIGNIFICANT_DIGITS};
 pub use result::{DriverResult, FORMAT, Measured, ResultError, SCHEMA_VERSION, monotonic_ns};

@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use switchyard_harness::ServerProcess;
+use switchyard_harness::{ServerProcess, wait_or_kill};
 
 use crate::{fail::Failure, runner};
 
@@ -70,22 +70,17 @@ impl Attached {
             }
             Process::Child(mut c) => {
                 signal(c.id(), libc::SIGINT);
-                let deadline = Instant::now() + EXIT_TIMEOUT;
-                loop {
-                    match c.try_wait() {
-                        Ok(Some(status)) => return Ok(status),
-                        Ok(None) if Instant::now() < deadline => {
-                            thread::sleep(Duration::from_millis(20))
-                        }
-                        _ => {
-                            let _ = c.kill();
-                            let _ = c.wait();
-                            return Err(Failure::new(format!(
-                                "a tool (pid {}) did not exit within {} s of SIGINT",
-                                c.id(),
-                                EXIT_TIMEOUT.as_secs()
-                            )));
-                        }
+                match wait_or_kill(&mut c, EXIT_TIMEOUT) {
+                    Ok(Some(status)) => Ok(status),
+                    _ => {
+                        // Killed already when it outlived the wait; not when waiting failed.
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        Err(Failure::new(format!(
+                            "a tool (pid {}) did not exit within {} s of SIGINT",
+                            c.id(),
+                            EXIT_TIMEOUT.as_secs()
+                        )))
                     }
                 }
             }

@@ -252,15 +252,7 @@ struct Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         attach::signal(self.child.id(), libc::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = switchyard_harness::wait_or_kill(&mut self.child, Duration::from_secs(10));
     }
 }
 
