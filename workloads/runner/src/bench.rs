@@ -96,6 +96,43 @@ pub fn ratio_spread(ratios: &[f64]) -> Option<Spread> {
     spread(ratios)
 }
 
+/// A throughput bench's row, over the repeats every row completed: its throughput and each
+/// repeat's throughput over the first (untraced) row's in the same repeat.
+pub struct AgainstFirst<'a, S> {
+    pub label: &'a str,
+    /// Its samples of the repeats every row completed.
+    pub samples: &'a [S],
+    pub throughput: Spread,
+    pub of_first: Option<Spread>,
+}
+
+/// The rows of `rows` (the first is the anchor) as [`AgainstFirst`], and how many repeats
+/// every row completed; rows with no throughput are left out.
+pub fn against_first<'a, S>(
+    rows: &'a [(String, Vec<S>)],
+    throughput: impl Fn(&S) -> f64,
+) -> (usize, Vec<AgainstFirst<'a, S>>) {
+    let repeats = rows.iter().map(|(_, s)| s.len()).min().unwrap_or(0);
+    let Some((_, first)) = rows.first() else {
+        return (repeats, Vec::new());
+    };
+    let first: Vec<f64> = first[..repeats].iter().map(&throughput).collect();
+    let out = rows
+        .iter()
+        .filter_map(|(label, samples)| {
+            let samples = &samples[..repeats];
+            let values: Vec<f64> = samples.iter().map(&throughput).collect();
+            Some(AgainstFirst {
+                label,
+                samples,
+                throughput: spread(&values)?,
+                of_first: ratio_spread(&ratios(&values, &first)),
+            })
+        })
+        .collect();
+    (repeats, out)
+}
+
 /// A ratio's cell: "0.775 (0.750–0.800)", the median and the min–max over the repeats; the
 /// median alone when there was one repeat; "–" when there was none.
 pub fn ratio_cell(ratio: Option<Spread>) -> String {

@@ -174,7 +174,7 @@ of load";
 /// median context switches per second of the recorded runs. `rows[0]` is the untraced
 /// configuration; every row has one sample per repeat, in repeat order.
 pub fn table(rows: &[(String, Vec<Sample>)]) -> String {
-    let repeats = rows.iter().map(|(_, s)| s.len()).min().unwrap_or(0);
+    let (repeats, rows) = bench::against_first(rows, |s| s.throughput);
     let mut out = Table::new(&[
         "configuration",
         "throughput (median)",
@@ -185,20 +185,15 @@ pub fn table(rows: &[(String, Vec<Sample>)]) -> String {
         ),
         "context switches/s",
     ]);
-    let Some((_, untraced)) = rows.first() else {
-        return out.render();
-    };
-    let untraced: Vec<f64> = untraced[..repeats].iter().map(|s| s.throughput).collect();
-    for (i, (label, samples)) in rows.iter().enumerate() {
-        let samples = &samples[..repeats];
-        let throughput: Vec<f64> = samples.iter().map(|s| s.throughput).collect();
-        let switches: Vec<f64> = samples.iter().filter_map(|s| s.switches_per_s).collect();
-        let (Some(t), Some(f)) = (
-            spread(&throughput),
-            bench::ratio_spread(&bench::ratios(&throughput, &untraced)),
-        ) else {
+    for (i, row) in rows.iter().enumerate() {
+        let (t, Some(f)) = (&row.throughput, &row.of_first) else {
             continue;
         };
+        let switches: Vec<f64> = row
+            .samples
+            .iter()
+            .filter_map(|s| s.switches_per_s)
+            .collect();
         let mut range = format!("{}–{} ops/s", grouped(t.min, 0), grouped(t.max, 0));
         if i > 0 {
             let _ = write!(
@@ -210,7 +205,7 @@ pub fn table(rows: &[(String, Vec<Sample>)]) -> String {
         }
         let switches = spread(&switches).map_or_else(|| "–".into(), |s| grouped(s.median, 0));
         out.row(vec![
-            label.clone(),
+            row.label.to_string(),
             format!("{} ops/s", grouped(t.median, 0)),
             significant(f.median),
             range,

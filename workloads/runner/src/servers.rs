@@ -184,7 +184,7 @@ pub fn wrk_rps(output: &str) -> Option<f64> {
 /// throughput over that repeat's untraced one, with the min–max over the repeats. `rows[0]`
 /// is untraced.
 pub fn table(unit: &str, rows: &[(String, Vec<Sample>)]) -> String {
-    let repeats = rows.iter().map(|(_, s)| s.len()).min().unwrap_or(0);
+    let (repeats, rows) = bench::against_first(rows, |s| s.throughput);
     let mut t = Table::new(&[
         "condition",
         "throughput (median)",
@@ -193,19 +193,11 @@ pub fn table(unit: &str, rows: &[(String, Vec<Sample>)]) -> String {
             counted(repeats as u64, "repeat")
         ),
     ]);
-    let Some((_, untraced)) = rows.first() else {
-        return t.render();
-    };
-    let untraced: Vec<f64> = untraced[..repeats].iter().map(|s| s.throughput).collect();
-    for (label, samples) in rows {
-        let throughput: Vec<f64> = samples[..repeats].iter().map(|s| s.throughput).collect();
-        let Some(median) = spread(&throughput) else {
-            continue;
-        };
+    for row in rows {
         t.row(vec![
-            label.clone(),
-            format!("{} {unit}", grouped(median.median, 0)),
-            bench::ratio_cell(bench::ratio_spread(&bench::ratios(&throughput, &untraced))),
+            row.label.to_string(),
+            format!("{} {unit}", grouped(row.throughput.median, 0)),
+            bench::ratio_cell(row.of_first),
         ]);
     }
     t.render()
