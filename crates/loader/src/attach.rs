@@ -14,7 +14,7 @@ use switchyard_common::{MAX_SPANS, gc, globals, maps, programs};
 use crate::{
     Config, Error, Evicted, Probes, Span, Syscalls, Unwind, btf,
     error::{load_error, map_err, program_error},
-    tracefs, unwind,
+    goprologue, tracefs, unwind,
 };
 
 /// The kernel-side object, built by build.rs (empty when the build was skipped).
@@ -212,18 +212,22 @@ where
         .map_err(program_error(name))
 }
 
-/// Entry-only probes on the Go runtime's GC functions; the cookie is the event kind. A symbol
-/// the binary lacks (another Go version) is reported, not an error; none at all is.
+/// Entry-only probes on the Go runtime's GC functions, placed past each one's stack check so
+/// that a call which grows its stack counts once; the cookie is the event kind. A symbol the
+/// binary lacks (another Go version) is reported, not an error; none at all is.
 fn attach_go_gc(ebpf: &mut Ebpf, binary: &std::path::Path) -> Result<Vec<(String, bool)>, Error> {
     let name = programs::GO_GC;
     let program: &mut UProbe = program(ebpf, name)?;
     program.load().map_err(|source| load_error(name, source))?;
+    let symbols: Vec<&str> = gc::SYMBOLS.iter().map(|(_, s)| *s).collect();
+    let offsets = goprologue::probe_offsets(binary, &symbols);
     let mut found = Vec::new();
     for (kind, symbol) in gc::SYMBOLS {
+        let offset = offsets.get(symbol).copied().unwrap_or(0);
         let ok = program
             .attach(
                 UProbeAttachPoint {
-                    location: UProbeAttachLocation::Symbol(symbol),
+                    location: UProbeAttachLocation::SymbolOffset(symbol, offset),
                     cookie: Some(u64::from(kind)),
                 },
                 binary,

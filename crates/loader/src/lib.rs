@@ -11,6 +11,7 @@ mod btf;
 mod convert;
 mod error;
 mod floor;
+mod goprologue;
 mod kinds;
 mod probes;
 mod read;
