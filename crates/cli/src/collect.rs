@@ -46,7 +46,7 @@ impl Collection {
                 unwind_warned: false,
             }),
             Err(e) if e.is_permission() && plan.degraded => {
-                eprintln!(
+                say!(
                     "warning: eBPF unavailable ({e}); degraded mode: switches from /proc and perf software counters only"
                 );
                 let first = procfs::threads(pid);
@@ -127,7 +127,7 @@ impl Collection {
             if let Err(e) = probes.refresh_unwind(tgid, text.as_deref())
                 && !std::mem::replace(unwind_warned, true)
             {
-                eprintln!(
+                say!(
                     "warning: loading unwind tables: {e}; those stacks fall back to frame pointers"
                 );
             }

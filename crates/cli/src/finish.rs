@@ -34,7 +34,7 @@ pub fn single(
         None => "the exported run".to_string(),
     };
     if let Some(Ok(())) = saved {
-        eprintln!("run file: {held}");
+        say!("run file: {held}");
     }
     let secs = run.meta.duration_ns() as f64 / 1e9;
     let meta = run.meta.clone();
@@ -69,7 +69,7 @@ pub fn windows(
     let windows = if count == 1 { "window" } else { "windows" };
     let held = match &plan.output {
         Some(dir) => {
-            eprintln!(
+            say!(
                 "switchyard: {count} {windows} over {}; {} written to {}",
                 units::seconds(secs),
                 delivered.written,
@@ -78,7 +78,7 @@ pub fn windows(
             format!("{} ({} written)", dir.display(), delivered.written)
         }
         None => {
-            eprintln!(
+            say!(
                 "switchyard: {count} {windows} over {}",
                 units::seconds(secs)
             );
@@ -86,13 +86,15 @@ pub fn windows(
         }
     };
     if let Some(e) = evicted.filter(|e| e.idle_keys + e.stacks + e.threads > 0) {
-        eprintln!(
+        say!(
             "maps kept bounded: {} idle stack entries, {} stacks and {} exited threads evicted",
-            e.idle_keys, e.stacks, e.threads
+            e.idle_keys,
+            e.stacks,
+            e.threads
         );
     }
     for u in &delivered.unsaved {
-        eprintln!("warning: a window was not written: {u}");
+        say!("warning: a window was not written: {u}");
     }
     if let Some(x) = delivered.exporter {
         report_export(x);
@@ -120,10 +122,10 @@ pub fn windows(
 fn report_export(exporter: Exporter) {
     let stats = exporter.finish(EXPORT_FLUSH);
     for line in stats.lines() {
-        eprintln!("export: {line}");
+        say!("export: {line}");
     }
     if stats.lost() > 0 {
-        eprintln!(
+        say!(
             "warning: {} of {} runs were not delivered to every sink; the run files hold them",
             stats.lost(),
             stats.offered()

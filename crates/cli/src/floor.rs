@@ -61,7 +61,7 @@ pub fn run(args: FloorArgs) -> Result<ExitCode> {
     pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&signals), None)
         .context("blocking SIGINT and SIGTERM")?;
     let floor = Floor::attach(args.what.kind())?;
-    eprintln!(
+    say!(
         "switchyard: floor {}: empty programs on the {} attached; Ctrl-C to detach",
         args.what.name(),
         args.what.attach_points()

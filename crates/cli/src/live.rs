@@ -88,7 +88,7 @@ impl<'p> Live<'p> {
                     TargetMode::Pid => Scope::Pid(pid),
                     TargetMode::Spawn => Scope::SpawnedBeforeExec(pid),
                 })
-                .map_err(|e| eprintln!("warning: perf counters unavailable: {e:#}"))
+                .map_err(|e| say!("warning: perf counters unavailable: {e:#}"))
                 .ok()
             })
             .flatten();
@@ -108,7 +108,7 @@ impl<'p> Live<'p> {
             }
             _ => (None, procfs::cmdline(pid)),
         };
-        eprintln!(
+        say!(
             "switchyard: recording pid {pid} ({}){}; Ctrl-C to stop",
             procfs::comm(pid).unwrap_or_else(|| "?".into()),
             plan.duration

@@ -4,6 +4,17 @@
 //! runs a subcommand, and is the only place that prints and picks exit codes
 //! (0 ok, 1 a budget failed, 2 usage or environment error).
 
+/// `eprintln!`, but the line (newline included) goes out in one `write`: a spawned target
+/// shares stderr, and its lines (a Go program's `gctrace`, say) must not land inside ours.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut line = format!($($arg)*);
+        line.push('\n');
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }};
+}
+
 mod args;
 mod assemble;
 mod cgroup;
@@ -87,12 +98,12 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {err:#}");
+            say!("error: {err:#}");
             if let Some(hint) = fail::hint_for(&err) {
-                eprintln!("hint: {hint}");
+                say!("hint: {hint}");
             }
             if let Some(log) = fail::verifier_log(&err) {
-                eprintln!("{log}");
+                say!("{log}");
             }
             ExitCode::from(2)
         }

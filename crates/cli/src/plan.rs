@@ -185,7 +185,7 @@ impl Plan {
         } else {
             // A Go program's GC is recorded without asking, as far as its symbols allow.
             exe("").ok().filter(|p| has_go_runtime(p)).inspect(|p| {
-                eprintln!(
+                say!(
                     "switchyard: {} is a Go program: recording its GC (--no-go-gc to skip)",
                     p.display()
                 )

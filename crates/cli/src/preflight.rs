@@ -130,7 +130,7 @@ pub fn check_pid(pid: u32) -> Result<u32> {
     }
     // A thread id names its thread's process: record the whole process, and say so.
     if let Some(tgid) = procfs::tgid(pid).filter(|&t| t != pid) {
-        eprintln!(
+        say!(
             "note: {pid} is a thread of process {tgid} ({}); recording the process",
             procfs::comm(tgid).unwrap_or_default()
         );

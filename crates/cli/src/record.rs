@@ -98,7 +98,7 @@ fn stop(mut live: Live, end: EndReason, windows: Option<&mut Windows>) -> Result
     // The driver writes its result as the load ends, about when the target exits.
     let workload = plan.workload_result.as_deref().and_then(|path| {
         read_workload(path, live.start_mono)
-            .map_err(|e| eprintln!("warning: {e:#}; the run has no per-operation figures"))
+            .map_err(|e| say!("warning: {e:#}; the run has no per-operation figures"))
             .ok()
     });
     // A dhat target writes its heap profile as it exits, about when the recording ends.

@@ -176,7 +176,7 @@ fn deliver(
         let index = run.meta.window.map_or(0, |w| w.index);
         let mut line = format!(
             "window {index}: {}, {} switches, {} syscalls, {} on-CPU samples",
-            units::seconds(run.meta.duration_ns() as f64 / 1e9),
+            units::ns_compact(run.meta.duration_ns()),
             run.voluntary() + run.involuntary(),
             run.syscall_total(),
             run.profiles.oncpu.total(),
@@ -203,7 +203,7 @@ fn deliver(
             x.send(run);
             line += &format!("; {}", x.stats().brief());
         }
-        eprintln!("{line}");
+        say!("{line}");
     }
     done
 }
