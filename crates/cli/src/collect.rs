@@ -146,7 +146,9 @@ impl Collection {
                 // Events up to the cut are in the ring by now (CPUs add them out of order);
                 // later ones wait for the next window.
                 probes.drain_gc_events(gc_events);
-                let (window, later) = gc_events.drain(..).partition(|e| e.mono_ns <= at);
+                let (mut window, mut later): (Vec<_>, Vec<_>) =
+                    gc_events.drain(..).partition(|e| e.mono_ns <= at);
+                hold_open_pause(&mut window, &mut later);
                 *gc_events = later;
                 Ok((Source::Ebpf(Box::new(collected)), window, at))
             }
@@ -190,5 +192,54 @@ impl Collection {
                 Vec::new(),
             ),
         })
+    }
+}
+
+/// A stop-the-world still open at a window's cut is the next window's, where its restart is:
+/// a pause is counted once, in the window it ends in, not lost between two.
+fn hold_open_pause(window: &mut Vec<GcEvent>, later: &mut Vec<GcEvent>) {
+    use switchyard_loader::GcKind;
+    window.sort_by_key(|e| e.mono_ns);
+    if let Some(i) = window.iter().rposition(|e| e.kind == GcKind::StopTheWorld)
+        && !window[i..].iter().any(|e| e.kind == GcKind::StartTheWorld)
+    {
+        later.push(window.remove(i));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_loader::GcKind;
+
+    #[test]
+    fn a_pause_open_at_the_cut_goes_to_the_next_window() {
+        let e = |mono_ns, kind| GcEvent {
+            mono_ns,
+            kind,
+            tid: 1,
+        };
+        let mut window = vec![
+            e(30, GcKind::StopTheWorld),
+            e(10, GcKind::StopTheWorld),
+            e(20, GcKind::StartTheWorld),
+            e(40, GcKind::MarkTermination),
+        ];
+        let mut later = vec![e(50, GcKind::StartTheWorld)];
+        hold_open_pause(&mut window, &mut later);
+        let kinds: Vec<_> = window.iter().map(|e| (e.mono_ns, e.kind)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (10, GcKind::StopTheWorld),
+                (20, GcKind::StartTheWorld),
+                (40, GcKind::MarkTermination)
+            ]
+        );
+        assert_eq!(later.len(), 2);
+        // A closed pause stays.
+        let mut window = vec![e(10, GcKind::StopTheWorld), e(20, GcKind::StartTheWorld)];
+        hold_open_pause(&mut window, &mut later);
+        assert_eq!(window.len(), 2);
     }
 }
