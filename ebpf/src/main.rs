@@ -21,6 +21,7 @@ mod gc;
 mod inflight;
 mod locks;
 mod oncpu;
+mod python;
 mod sched;
 mod shared;
 mod stacks;

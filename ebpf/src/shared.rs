@@ -91,3 +91,9 @@ pub fn drop_event(reason: u32) {
         unsafe { *slot += 1 };
     }
 }
+
+/// One step of a stack's hash: the frames so far, and the next word.
+#[inline(always)]
+pub fn mix(hash: u64, word: u64) -> u64 {
+    (hash.rotate_left(5) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}

@@ -34,7 +34,7 @@ use switchyard_common::{
     },
 };
 
-use crate::shared::{drop_event, is_target};
+use crate::shared::{drop_event, is_target, mix};
 
 /// Sized by the loader (`--stack-map-size`).
 #[map]
@@ -186,7 +186,17 @@ pub fn user_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) -> i3
     } else {
         0
     };
-    keep(slot, walk.depth as u64 | complete, walk.hash)
+    let (depth, hash) = with_python(slot, walk.depth, walk.hash);
+    keep(slot, depth as u64 | complete, hash)
+}
+
+/// Appends the thread's Python frames, if its process is Python, to the stack in `slot`.
+#[inline(always)]
+fn with_python(slot: u32, depth: u32, hash: u64) -> (u32, u64) {
+    match UNWIND_SCRATCH.get_ptr_mut(slot) {
+        Some(buf) => crate::python::append(buf, slot, depth, hash),
+        None => (depth, hash),
+    }
 }
 
 /// Frame pointers only, walked by the kernel's own user-stack walker.
@@ -213,6 +223,7 @@ fn frame_pointer_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) 
     let len = (n as u64 / 8) as u32;
     // SAFETY: as above.
     let hash = hash_frames(unsafe { &*buf }, len);
+    let (len, hash) = with_python(slot, len, hash);
     keep(slot, len as u64, hash)
 }
 
@@ -350,10 +361,6 @@ fn hash_frames(stack: &UserStack, len: u32) -> u64 {
     hash
 }
 
-#[inline(always)]
-fn mix(hash: u64, pc: u64) -> u64 {
-    (hash.rotate_left(5) ^ pc).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
 
 /// One `bpf_loop` iteration: records the current frame and moves to its caller. Returns 1 to
 /// stop.

@@ -98,6 +98,16 @@ pub mod maps {
     pub const LAST_SWITCH: &str = "LAST_SWITCH";
     /// `PerCpuArray` of one entry: the switch-out being recorded, between tail calls.
     pub const SWITCH_OUT: &str = "SWITCH_OUT";
+    /// `HashMap<u32 tgid, PyProc>`: Python processes, where their interpreter state is and
+    /// its layout (see [`crate::python`]).
+    pub const PY_PROCS: &str = "PY_PROCS";
+    /// `LruHashMap<u32 tid, u64>`: each Python thread's `PyThreadState` address, once found.
+    pub const PY_TSTATES: &str = "PY_TSTATES";
+    /// `LruHashMap<PyCodeKey, PyCode>`: code objects' names, files and line tables, by address,
+    /// copied the first time a stack holds them (the process may be gone by the end).
+    pub const PY_CODES: &str = "PY_CODES";
+    /// `PerCpuArray<PyCode>` of one entry: a code object being copied.
+    pub const PY_SCRATCH: &str = "PY_SCRATCH";
 
     /// Every map of the kernel-side object, each once.
     pub const ALL: &[&str] = &[
@@ -140,6 +150,10 @@ pub mod maps {
         WALKED,
         LAST_SWITCH,
         SWITCH_OUT,
+        PY_PROCS,
+        PY_TSTATES,
+        PY_CODES,
+        PY_SCRATCH,
     ];
 }
 
@@ -370,6 +384,102 @@ pub struct UnwindProc {
     pub count: u32,
 }
 const _: () = assert!(core::mem::size_of::<UnwindProc>() == 8);
+
+/// CPython frames in user stacks: after a stack's native frames (leaf first) come the
+/// Python frames of the thread (innermost first), each one word:
+/// `TAG | ENTRY? | lasti << LASTI_SHIFT | code address`.
+pub mod python {
+    /// Marks a Python frame (native return addresses are user addresses, below 2^47).
+    pub const TAG: u64 = 1 << 63;
+    /// The outermost Python frame run by one `_PyEval_EvalFrameDefault` call.
+    pub const ENTRY: u64 = 1 << 62;
+    /// The index of the frame's current instruction (code units), capped at `LASTI_MAX`.
+    pub const LASTI_SHIFT: u32 = 47;
+    pub const LASTI_MAX: u64 = (1 << 15) - 1;
+    pub const CODE_MASK: u64 = (1 << 47) - 1;
+    /// Python frames kept per stack, at most (fewer when the native frames leave less room).
+    pub const MAX_FRAMES: u32 = 64;
+    /// Threads of one interpreter searched for the current one.
+    pub const MAX_THREADS: u32 = 64;
+    /// Bytes kept of a code object's qualified name, file name and line table.
+    pub const NAME_LEN: usize = 64;
+    pub const FILE_LEN: usize = 128;
+    pub const LINETABLE_LEN: usize = 1024;
+    /// `PyProc::entry_mode`: 3.11 marks an entry frame with a byte (`is_entry`).
+    pub const ENTRY_FLAG: u8 = 0;
+    /// `PyProc::entry_mode`: 3.12+ push a shim frame owned by the C stack below the entry
+    /// frame (`owner == FRAME_OWNED_BY_CSTACK`).
+    pub const ENTRY_SHIM: u8 = 1;
+    pub const FRAME_OWNED_BY_CSTACK: u8 = 3;
+    /// `PyProc::cframe_frame` when the thread state points at the frame itself (3.13+).
+    pub const NO_CFRAME: u16 = u16::MAX;
+    /// `PyCode::name_kind` and `file_kind`: the string was ASCII and is kept; otherwise it
+    /// was not read (0).
+    pub const ASCII: u8 = 1;
+}
+
+/// Where one Python process's interpreter state lives, and the layout of its version's
+/// structures (offsets in bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PyProc {
+    /// The address of `_PyRuntime.interpreters.head`.
+    pub interp_head: u64,
+    pub interp_threads_head: u16,
+    pub tstate_next: u16,
+    pub tstate_native_tid: u16,
+    /// `PyThreadState.cframe` (3.11, 3.12) or `.current_frame` (3.13+).
+    pub tstate_frame: u16,
+    /// `_PyCFrame.current_frame`, or [`python::NO_CFRAME`].
+    pub cframe_frame: u16,
+    pub frame_code: u16,
+    pub frame_previous: u16,
+    pub frame_instr: u16,
+    /// `is_entry` (3.11) or `owner` (3.12+), by `entry_mode`.
+    pub frame_entry: u16,
+    pub code_qualname: u16,
+    pub code_filename: u16,
+    pub code_firstlineno: u16,
+    pub code_linetable: u16,
+    pub code_adaptive: u16,
+    pub unicode_state: u16,
+    pub unicode_ascii_data: u16,
+    pub bytes_size: u16,
+    pub bytes_data: u16,
+    pub entry_mode: u8,
+    /// 3.12+: `prev_instr`/`instr_ptr` is the instruction being run (3.13's points past it).
+    pub instr_is_next: u8,
+    pub version_minor: u16,
+}
+const _: () = assert!(core::mem::size_of::<PyProc>() == 48);
+
+/// `PY_CODES`' key: code addresses are per process.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct PyCodeKey {
+    pub code: u64,
+    pub tgid: u32,
+    pub _pad: u32,
+}
+
+/// A code object as the kernel side copies it: NUL-padded names and its line table.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PyCode {
+    pub firstlineno: u32,
+    /// Bytes of `linetable` that are the code's (the rest is padding or was not read).
+    pub linetable_len: u32,
+    pub name_kind: u8,
+    pub file_kind: u8,
+    pub _pad: [u8; 6],
+    pub name: [u8; python::NAME_LEN],
+    pub file: [u8; python::FILE_LEN],
+    pub linetable: [u8; python::LINETABLE_LEN],
+}
+const _: () = assert!(
+    core::mem::size_of::<PyCode>()
+        == 16 + python::NAME_LEN + python::FILE_LEN + python::LINETABLE_LEN
+);
 
 /// A user stack as the kernel side keeps it: return addresses, leaf first.
 #[repr(C)]
@@ -851,6 +961,9 @@ mod pod {
     unsafe impl aya::Pod for super::UnwindMapping {}
     unsafe impl aya::Pod for super::UnwindProc {}
     unsafe impl aya::Pod for super::UserStack {}
+    unsafe impl aya::Pod for super::PyProc {}
+    unsafe impl aya::Pod for super::PyCode {}
+    unsafe impl aya::Pod for super::PyCodeKey {}
 }
 
 #[cfg(test)]

@@ -197,6 +197,7 @@ impl Probes {
             stack_map_size: map_size,
             windows: None,
             evicted: Evicted::default(),
+            python: Default::default(),
         })
     }
 }

@@ -14,6 +14,7 @@ mod floor;
 mod goprologue;
 mod kinds;
 mod probes;
+mod python;
 mod read;
 pub mod tracefs;
 mod unwind;
@@ -161,6 +162,8 @@ pub struct Probes {
     windows: Option<Windows>,
     /// What eviction removed so far.
     evicted: Evicted,
+    /// Python processes found among the targets.
+    python: python::Finder,
 }
 
 /// What the kernel side collected.

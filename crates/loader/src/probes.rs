@@ -5,7 +5,7 @@ use aya::{
     Ebpf,
     maps::{Array, HashMap, MapData},
 };
-use switchyard_common::{GcEvent as RawGcEvent, ThreadStats, UserStack, maps, programs};
+use switchyard_common::{GcEvent as RawGcEvent, PyProc, ThreadStats, UserStack, maps, programs};
 
 use crate::{
     Collected, Error, Evicted, GcEvent, GcKind, Probes, TimelineEvent, convert,
@@ -22,10 +22,38 @@ impl Probes {
     /// since the last call, from the text of its `/proc/<pid>/maps` (`None`: it has gone).
     /// Call it often: until then its stacks fall back to frame pointers.
     pub fn refresh_unwind(&mut self, pid: u32, maps_text: Option<&str>) -> Result<(), Error> {
+        self.refresh_python(pid, maps_text)?;
         match &mut self.tables {
             Some(t) => t.refresh(&mut self.ebpf, pid, maps_text),
             None => Ok(()),
         }
+    }
+
+    /// Lists `pid` for the kernel side's Python frame walk once it maps an interpreter (at
+    /// exec, or when a program loads libpython), and forgets it when it has gone.
+    fn refresh_python(&mut self, pid: u32, maps_text: Option<&str>) -> Result<(), Error> {
+        let name = maps::PY_PROCS;
+        let Some(text) = maps_text else {
+            if self.python.procs.remove(&pid).is_some() {
+                let map = self.ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
+                let mut procs: HashMap<&mut MapData, u32, PyProc> =
+                    HashMap::try_from(map).map_err(map_err(name))?;
+                let _ = procs.remove(&pid);
+            }
+            return Ok(());
+        };
+        let Some(proc) = self.python.find(text) else {
+            return Ok(());
+        };
+        if self.python.procs.get(&pid) == Some(&proc) {
+            return Ok(());
+        }
+        let map = self.ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
+        let mut procs: HashMap<&mut MapData, u32, PyProc> =
+            HashMap::try_from(map).map_err(map_err(name))?;
+        procs.insert(pid, proc, 0).map_err(map_err(name))?;
+        self.python.procs.insert(pid, proc);
+        Ok(())
     }
 
     /// Moves the Go GC events recorded so far into `out` (call it often: the ring is finite).
@@ -206,6 +234,9 @@ impl Probes {
             .map(|w| convert::stacks_to_read(&collected.raw, w));
         let stacks = read::stacks(&self.ebpf, wanted)?;
         convert::stack_frames(&mut collected.raw, &stacks, self.windows.as_mut());
+        if !self.python.procs.is_empty() {
+            collected.raw.python_codes = read::python_codes(&self.ebpf, &collected.raw)?;
+        }
         collected.unwind = self.tables.as_ref().map(|t| t.stats().clone());
         Ok(collected)
     }

@@ -8,10 +8,12 @@ use aya::{
     maps::{HashMap, Map, MapData, PerCpuArray, PerCpuHashMap},
 };
 use switchyard_common::{
-    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, OffCpuKey, OnCpuKey,
-    SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey, gc, maps,
-    sampling,
+    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, OffCpuKey, OnCpuKey, PyCode,
+    PyCodeKey, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey, gc,
+    maps, sampling,
 };
+
+use switchyard_model::raw::PythonCode;
 
 use crate::{Error, error::map_err};
 
@@ -152,6 +154,62 @@ pub(crate) fn stacks(
         kernel: some(maps::KERNEL_STACKS, kernel_ids)?,
         user: some(maps::USER_STACKS, user_ids)?,
     })
+}
+
+/// The code objects that the Python frames of `raw`'s user stacks refer to, as the kernel
+/// side copied them. A process gone before its stacks were read is looked up all the same.
+pub(crate) fn python_codes(
+    ebpf: &Ebpf,
+    raw: &switchyard_model::raw::Raw,
+) -> Result<std::collections::HashMap<(u32, u64), PythonCode>, Error> {
+    use switchyard_common::python::{ASCII, CODE_MASK, TAG};
+    let name = maps::PY_CODES;
+    let codes: HashMap<&MapData, PyCodeKey, PyCode> =
+        HashMap::try_from(map(ebpf, name)?).map_err(map_err(name))?;
+    // Which process each stack belongs to: the samples say.
+    let mut wanted = HashSet::new();
+    let mut stack_tgid = std::collections::HashMap::new();
+    for s in raw.samples() {
+        stack_tgid.insert(s.user_stack, s.tgid);
+        if let Some(w) = &s.waker {
+            stack_tgid.insert(w.user_stack, w.tgid);
+        }
+    }
+    for (id, ips) in &raw.user_stacks {
+        let Some(&tgid) = stack_tgid.get(id) else {
+            continue;
+        };
+        for ip in ips.iter().filter(|ip| *ip & TAG != 0) {
+            wanted.insert((tgid, ip & CODE_MASK));
+        }
+    }
+    let text = |kind: u8, bytes: &[u8]| {
+        (kind == ASCII).then(|| {
+            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            String::from_utf8_lossy(&bytes[..end]).into_owned()
+        })
+    };
+    Ok(wanted
+        .into_iter()
+        .filter_map(|(tgid, code)| {
+            let key = PyCodeKey {
+                code,
+                tgid,
+                _pad: 0,
+            };
+            let c = codes.get(&key, 0).ok()?;
+            let len = (c.linetable_len as usize).min(c.linetable.len());
+            Some((
+                (tgid, code),
+                PythonCode {
+                    name: text(c.name_kind, &c.name),
+                    file: text(c.file_kind, &c.file),
+                    firstlineno: c.firstlineno,
+                    linetable: c.linetable[..len].to_vec(),
+                },
+            ))
+        })
+        .collect())
 }
 
 fn map<'a>(ebpf: &'a Ebpf, name: &'static str) -> Result<&'a Map, Error> {

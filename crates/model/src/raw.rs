@@ -45,7 +45,20 @@ pub struct Raw {
     /// The distinct stacks of timeline events (`--timeline`), symbolised in this order into
     /// `Profiles::timeline_stacks`; values unused.
     pub timeline: Vec<RawSample>,
+    /// CPython code objects that Python frames in `user_stacks` refer to, by (tgid, address).
+    pub python_codes: HashMap<(u32, u64), PythonCode>,
     pub stats: StackStats,
+}
+
+/// A CPython code object as the kernel side copied it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PythonCode {
+    /// The qualified name (`Class.method`); `None` when it was not ASCII and was not read.
+    pub name: Option<String>,
+    pub file: Option<String>,
+    pub firstlineno: u32,
+    /// `co_linetable`, or its first bytes (what was copied).
+    pub linetable: Vec<u8>,
 }
 
 impl Raw {

@@ -128,6 +128,8 @@ pub enum FrameKind {
     Jit,
     /// An address no symbol covers; counted in `StackStats::unknown_frames`.
     Unknown,
+    /// A CPython frame, read from the interpreter's frame chain: `function (file:line)`.
+    Python,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]

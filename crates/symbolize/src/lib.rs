@@ -8,6 +8,7 @@
 
 mod maps;
 mod perfmap;
+mod python;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -108,7 +109,7 @@ impl<'a> Resolver<'a> {
                 let ips = if is_kernel {
                     ips.as_slice()
                 } else {
-                    self.walkable(raw, tgid, id, ips)
+                    self.walkable(raw, tgid, id, python::split(ips).0)
                 };
                 for ip in call_sites(ips) {
                     if is_kernel {
@@ -312,16 +313,47 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    /// The frame of a Python frame word of process `tgid`.
+    fn python_frame(&mut self, raw: &Raw, tgid: u32, word: u64) -> u32 {
+        let (code, lasti, _) = python::decode(word);
+        let info = raw.python_codes.get(&(tgid, code));
+        let (name, file, line) = python::label(info, lasti);
+        self.intern(Frame {
+            name,
+            module: "[python]".into(),
+            file,
+            line,
+            kind: if info.is_some() {
+                FrameKind::Python
+            } else {
+                FrameKind::Unknown
+            },
+            inlined: false,
+            addr: code,
+        })
+    }
+
     /// Frames of one task's user + kernel stacks, root first (user, then kernel).
     fn stack(&mut self, raw: &Raw, tgid: u32, user: i32, kernel: i32) -> Vec<u32> {
         let mut out = Vec::new();
         match raw.user_stacks.get(&user) {
             Some(ips) => {
-                let sites: Vec<u64> = call_sites(self.walkable(raw, tgid, user, ips)).collect();
+                let (native, py) = python::split(ips);
+                let sites: Vec<u64> = call_sites(self.walkable(raw, tgid, user, native)).collect();
                 for ip in sites.iter().rev() {
                     if let Some(f) = self.user_cache.get(&(tgid, *ip)) {
                         out.extend_from_slice(f);
                     }
+                }
+                if !py.is_empty() {
+                    let py: Vec<(u32, bool)> = py
+                        .iter()
+                        .map(|&word| (self.python_frame(raw, tgid, word), python::decode(word).2))
+                        .collect();
+                    out = python::merge(&out, &py, |f| {
+                        let f = &self.frames[f as usize];
+                        !f.inlined && f.name == python::EVAL_FRAME
+                    });
                 }
             }
             None => out.push(self.pseudo("[user stack lost]")),

@@ -1,0 +1,230 @@
+//! CPython frames in every profile kind: a script with known stacks
+//! (`workloads/demo/python/threads.py`) run by Debian's `/usr/bin/python3.11`, and by a
+//! pyenv-built 3.12 when the host has one. Needs root and the interpreter (under CI=true its
+//! absence is a failure).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../workloads/demo/python/threads.py")
+}
+
+/// One stack's frames, root first: (name, kind).
+fn frames_of(run: &serde_json::Value, ids: &serde_json::Value) -> Vec<(String, String)> {
+    let frames = run["profiles"]["frames"].as_array().unwrap();
+    ids.as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let f = &frames[i.as_u64().unwrap() as usize];
+            (
+                f["name"].as_str().unwrap().to_string(),
+                f["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The Python frames of a stack, root first, with the standard library's line numbers cut
+/// off (they differ between versions): `Thread.run (threading.py)`, `nap (threads.py:24)`.
+fn python_chain(frames: &[(String, String)]) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|(_, kind)| kind == "python")
+        .map(|(name, _)| match name.find("(threading.py") {
+            Some(at) => format!("{}(threading.py)", &name[..at]),
+            None => name.clone(),
+        })
+        .collect()
+}
+
+/// The value of `profile`'s stacks whose Python chain is exactly `chain`, and the total.
+fn weight_of_chain(run: &serde_json::Value, profile: &str, chain: &[&str]) -> (u64, u64) {
+    let mut hit = 0;
+    let mut total = 0;
+    for s in run["profiles"][profile]["stacks"].as_array().unwrap() {
+        let value = s["value"].as_u64().unwrap();
+        total += value;
+        if python_chain(&frames_of(run, &s["frames"])) == chain {
+            hit += value;
+        }
+    }
+    (hit, total)
+}
+
+const THREAD: [&str; 3] = [
+    "Thread._bootstrap (threading.py)",
+    "Thread._bootstrap_inner (threading.py)",
+    "Thread.run (threading.py)",
+];
+
+fn chain(tail: &[&'static str]) -> Vec<&'static str> {
+    THREAD.iter().copied().chain(tail.iter().copied()).collect()
+}
+
+fn check_interpreter(python: &Path) {
+    let dir = tempdir(&format!(
+        "python-{}",
+        python.file_name().unwrap().to_string_lossy()
+    ));
+    let script = script();
+    let command = [python.as_os_str(), script.as_os_str(), "2".as_ref()];
+    let (run, stderr) = record_spawned(&dir, &[], &command);
+    let show = |profile: &str| {
+        let mut out = String::new();
+        for s in run["profiles"][profile]["stacks"].as_array().unwrap() {
+            let names: Vec<String> = frames_of(&run, &s["frames"])
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect();
+            out += &format!("{} {}\n", s["value"], names.join(";"));
+        }
+        format!("{profile} of {}:\n{out}\n{stderr}", python.display())
+    };
+
+    // On CPU: the cruncher, in crunch's loop (lines 35-36), called from cruncher_loop.
+    let mut on = 0;
+    let mut total = 0;
+    for line in ["35", "36"] {
+        let crunch = format!("crunch (threads.py:{line})");
+        let want = chain(&["cruncher_loop (threads.py:42)", crunch.leak()]);
+        let (hit, all) = weight_of_chain(&run, "oncpu", &want);
+        on += hit;
+        total = all;
+    }
+    // The cruncher runs pure Python for most of the 2 s: half the samples or more, the rest
+    // in the interpreter's own C helpers below crunch (also counted: deeper chains differ).
+    let deeper = run["profiles"]["oncpu"]["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            let c = python_chain(&frames_of(&run, &s["frames"]));
+            c.len() == 5 && c[3] == "cruncher_loop (threads.py:42)" && c[4].starts_with("crunch (")
+        })
+        .map(|s| s["value"].as_u64().unwrap())
+        .sum::<u64>();
+    assert!(
+        on > 0 && deeper * 2 >= total,
+        "crunch leads {deeper} of {total} on-CPU samples ({on} exact):\n{}",
+        show("oncpu")
+    );
+
+    // Off CPU: the sleeper in time.sleep (nap's line 24), called from sleeper_loop's line 29,
+    // with clock_nanosleep below it; and the main thread in ping_loop's sleep.
+    let nap = chain(&["sleeper_loop (threads.py:29)", "nap (threads.py:24)"]);
+    let offcpu = run["profiles"]["offcpu"]["stacks"].as_array().unwrap();
+    let napped = |below: &str| -> u64 {
+        offcpu
+            .iter()
+            .filter(|s| {
+                let f = frames_of(&run, &s["frames"]);
+                python_chain(&f) == nap
+                    && f.iter()
+                        .skip_while(|(n, _)| n != "nap (threads.py:24)")
+                        .any(|(n, _)| n.contains(below))
+            })
+            .map(|s| s["value"].as_u64().unwrap())
+            .sum()
+    };
+    // nap sleeps 5 ms at a time for 2 s, then waits for the GIL the cruncher holds: the
+    // sleeper's time off CPU is nearly all under nap, in the sleep and in taking the GIL back.
+    let (sleeping, regaining) = (napped("clock_nanosleep"), napped("PyEval_RestoreThread"));
+    assert!(
+        sleeping > 100_000_000 && sleeping + regaining >= 1_200_000_000,
+        "nap slept {sleeping} ns and waited {regaining} ns for the GIL:\n{}",
+        show("offcpu")
+    );
+    let main_chain = ["main (threads.py:76)", "ping_loop (threads.py:63)"];
+    assert!(
+        offcpu.iter().any(|s| {
+            python_chain(&frames_of(&run, &s["frames"])).ends_with(&main_chain.map(String::from))
+        }),
+        "no main thread in ping_loop:\n{}",
+        show("offcpu")
+    );
+
+    // Wakeups: the waiter, woken in Event.wait, by the main thread's ping -> Event.set.
+    let waiter = chain(&[
+        "waiter_loop (threads.py:53)",
+        "wait_for_ping (threads.py:47)",
+    ]);
+    let waker_tail = [
+        "main (threads.py:76)",
+        "ping_loop (threads.py:64)",
+        "ping (threads.py:58)",
+        "Event.set (threading.py)",
+    ];
+    let woke = run["profiles"]["wakeup"]["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| {
+            let own = python_chain(&frames_of(&run, &s["frames"]));
+            let waker = python_chain(&frames_of(&run, &s["waker_frames"]));
+            own.starts_with(&waiter.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                && waker
+                    .windows(waker_tail.len())
+                    .any(|w| w == waker_tail.map(String::from))
+        });
+    assert!(
+        woke,
+        "no wakeup of wait_for_ping by ping:\n{}",
+        show("wakeup")
+    );
+
+    // Futex waits and sampled syscalls carry Python frames too.
+    for profile in ["futex", "syscalls"] {
+        let any = run["profiles"][profile]["stacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| {
+                python_chain(&frames_of(&run, &s["frames"]))
+                    .iter()
+                    .any(|n| n.ends_with("(threads.py:47)") || n.ends_with("(threads.py:24)"))
+            });
+        assert!(any, "no script frame in {profile}:\n{}", show(profile));
+    }
+}
+
+#[test]
+fn debian_python_3_11_frames_in_every_profile() {
+    if !privileged("debian_python_3_11_frames_in_every_profile") {
+        return;
+    }
+    let python = Path::new("/usr/bin/python3.11");
+    if !python.exists() {
+        let reason = "skipping: /usr/bin/python3.11 is not installed";
+        assert!(
+            std::env::var("CI").is_err(),
+            "{reason}; CI=true turns a skip into a failure"
+        );
+        eprintln!("{reason}");
+        return;
+    }
+    check_interpreter(python);
+}
+
+/// pyenv's 3.12 (a shared libpython, position-independent), when the host has one.
+#[test]
+fn pyenv_python_3_12_frames_in_every_profile() {
+    if !privileged("pyenv_python_3_12_frames_in_every_profile") {
+        return;
+    }
+    let root = std::env::var("PYENV_ROOT").unwrap_or_else(|_| "/root/.pyenv".into());
+    let found = std::fs::read_dir(Path::new(&root).join("versions"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin/python3.12"))
+        .find(|p| p.exists());
+    match found {
+        Some(python) => check_interpreter(&python),
+        None => eprintln!("no pyenv 3.12 on this host: nothing to check beyond 3.11"),
+    }
+}
