@@ -35,12 +35,20 @@ pub struct Maps {
 /// program's symbol follows it.
 const BPF_IMAGE_MAX: u64 = 64 * 1024;
 
-/// The complete lines of a process's perf map read so far; the file only grows.
+/// The complete lines of a process's perf map read so far. A runtime that writes its map as
+/// it goes only appends; one dumped on request (the JVM's `jcmd <pid> Compiler.perfmap`) is
+/// written whole each time, so a new file, or one marked rewritten, is read again from its
+/// start and only the lines not yet copied are kept.
 #[derive(Clone, Debug, Default)]
 struct PerfMapCopy {
     /// Its path through `/proc/<tgid>/root`, named by the pid the process sees itself as.
     path: Option<PathBuf>,
     text: String,
+    /// The file read from (device, inode), and how far into it.
+    file: (u64, u64),
+    read: u64,
+    /// Hashes of the lines in `text`, so a file read again adds only what is new.
+    lines: std::collections::HashSet<u64>,
 }
 
 impl Maps {
@@ -60,7 +68,7 @@ impl Maps {
         Some(text)
     }
 
-    /// Reads what process `tgid` appended to its perf map since the last call, whole lines
+    /// Reads what process `tgid` added to its perf map since the last call, whole lines
     /// only; a process that exits or a namespace that hides the file leaves what was read.
     fn copy_perf_map(&mut self, tgid: u32) {
         use std::io::{Read as _, Seek as _, SeekFrom};
@@ -85,15 +93,52 @@ impl Maps {
         let Ok(mut file) = fs::File::open(path) else {
             return;
         };
+        let Ok(meta) = file.metadata() else { return };
+        let id = {
+            use std::os::unix::fs::MetadataExt as _;
+            (meta.dev(), meta.ino())
+        };
+        if id != copy.file || meta.len() < copy.read {
+            (copy.file, copy.read) = (id, 0);
+        }
+        // Read on from the end of the last whole line read, which must still end a line there:
+        // otherwise the file was written anew and is read from its start.
         let mut new = Vec::new();
-        if file.seek(SeekFrom::Start(copy.text.len() as u64)).is_err()
-            || file.read_to_end(&mut new).is_err()
-        {
+        let from = copy.read.saturating_sub(1);
+        if file.seek(SeekFrom::Start(from)).is_err() || file.read_to_end(&mut new).is_err() {
             return;
+        }
+        if copy.read > 0 {
+            if new.first() == Some(&b'\n') {
+                new.remove(0);
+            } else {
+                copy.read = 0;
+                new.clear();
+                if file.seek(SeekFrom::Start(0)).is_err() || file.read_to_end(&mut new).is_err() {
+                    return;
+                }
+            }
         }
         // A line still being written waits for the next read.
         let whole = new.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        copy.text.push_str(&String::from_utf8_lossy(&new[..whole]));
+        copy.read += whole as u64;
+        for line in String::from_utf8_lossy(&new[..whole]).split_inclusive('\n') {
+            use std::hash::{BuildHasher as _, BuildHasherDefault, DefaultHasher};
+            let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(line);
+            if copy.lines.insert(hash) {
+                copy.text.push_str(line);
+            }
+        }
+    }
+
+    /// Copies process `tgid`'s perf map again from its start, now: the runtime rewrote it
+    /// whole (a JVM asked to dump its map), so what was read of it before says nothing of
+    /// where its new lines are.
+    pub fn reread_perf_map(&mut self, tgid: u32) {
+        if let Some(copy) = self.perf_maps.get_mut(&tgid) {
+            copy.read = 0;
+        }
+        self.copy_perf_map(tgid);
     }
 
     /// The perf map text copied from process `tgid` while it ran, when it had one.
@@ -235,6 +280,32 @@ mod tests {
         assert_eq!(
             path.file_name(),
             std::env::current_exe().unwrap().file_name()
+        );
+    }
+
+    #[test]
+    fn a_perf_map_written_whole_again_is_copied_again() {
+        let me = std::process::id();
+        let path = format!("/tmp/perf-{me}.map");
+        let mut maps = Maps::default();
+        fs::write(&path, "0x10 0x10 a\n0x20 0x10 b\n").unwrap();
+        maps.refresh(me);
+        // Rewritten in place, longer: a read on from where the last stopped would start
+        // mid-line.
+        fs::write(
+            &path,
+            "0x08 0x08 z\n0x10 0x10 a\n0x20 0x10 b\n0x30 0x10 c\n",
+        )
+        .unwrap();
+        maps.reread_perf_map(me);
+        // Replaced by a new file, shorter.
+        fs::remove_file(&path).unwrap();
+        fs::write(&path, "0x40 0x10 d\n").unwrap();
+        maps.refresh(me);
+        fs::remove_file(&path).unwrap();
+        assert_eq!(
+            maps.perf_map(me),
+            Some("0x10 0x10 a\n0x20 0x10 b\n0x08 0x08 z\n0x30 0x10 c\n0x40 0x10 d\n")
         );
     }
 
