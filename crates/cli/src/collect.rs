@@ -113,6 +113,14 @@ impl Collection {
         }
     }
 
+    /// The processes followed so far (the target and its children; none in degraded mode).
+    pub fn followed(&self) -> Vec<u32> {
+        match self {
+            Collection::Ebpf { probes, .. } => probes.followed(),
+            Collection::Degraded { .. } => Vec::new(),
+        }
+    }
+
     /// Snapshots a followed process's memory maps (for symbols) and loads the unwind tables
     /// of what it mapped since, from one read of its maps; warns once when loading fails
     /// (those stacks fall back to frame pointers).

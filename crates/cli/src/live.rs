@@ -21,6 +21,7 @@ use crate::{
     cgroup,
     clock::unix_ns,
     collect::Collection,
+    jvm::Jvms,
     plan::{Plan, PlannedTarget},
     procfs::{self, PidFd},
     progress::Progress,
@@ -51,6 +52,8 @@ pub struct Live<'p> {
     pidfd: PidFd,
     /// Memory maps of the targets, so stacks symbolise after they exit.
     pub maps: Maps,
+    /// The JVMs among the targets, asked for their JIT code's names (perf maps) into `maps`.
+    pub jvms: Jvms,
     /// A spawned command, stopped when the recording ends, however it ends.
     pub child: Option<spawn::Child>,
     command: Vec<String>,
@@ -126,6 +129,7 @@ impl<'p> Live<'p> {
             counters,
             pidfd,
             maps,
+            jvms: Jvms::new(plan.stacks.is_some()),
             child,
             command,
             start_wall,
@@ -192,6 +196,7 @@ impl<'p> Live<'p> {
                 last_maps = Instant::now();
             }
             self.collection.tick(self.pid, &mut self.maps, maps_due);
+            self.jvms.tick(self.pid, &self.collection, &mut self.maps);
             // A window due as the duration runs out is the last one, read at the end: cutting
             // it here would leave a last window of a few milliseconds.
             let over = self
@@ -233,6 +238,9 @@ impl<'p> Live<'p> {
         let counter_rows = w.counters(self.counters.as_mut().map(Counters::read));
         let window_meta = self.meta(w.start_wall, end_wall, w.start_mono, at, EndReason::Window);
         let (stacks, go_gc) = (self.plan.stacks.clone(), self.plan.go_gc.clone());
+        // The window's JIT code named before its maps are taken.
+        self.jvms
+            .dump_now(self.pid, &self.collection, &mut self.maps);
         let (window_maps, max_rss_kb) = (self.maps.clone(), procfs::max_rss_kb(self.pid));
         let cgroup = self.cgroup_start.as_ref().map(cgroup::Reading::since_start);
         self.cgroup_start = cgroup::read(self.pid).or(self.cgroup_start.take());

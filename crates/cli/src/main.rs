@@ -28,6 +28,7 @@ mod finish;
 mod floor;
 mod gate;
 mod heap;
+mod jvm;
 mod live;
 mod plan;
 mod preflight;

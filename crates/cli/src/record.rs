@@ -71,6 +71,8 @@ fn stop(mut live: Live, end: EndReason, windows: Option<&mut Windows>) -> Result
         None => (counter_rows, (live.start_wall, live.start_mono)),
     };
     let end_mono = live.collection.stop()?;
+    // A JVM still running names its JIT code now, before it is stopped.
+    live.jvms.dump_now(pid, &live.collection, &mut live.maps);
     let cgroup = live.cgroup_start.as_ref().map(cgroup::Reading::since_start);
     // A live target's peak RSS while it still exists; a spawned one's comes from wait4.
     let live_rss = procfs::max_rss_kb(pid);

@@ -20,6 +20,7 @@ use blazesym::symbolize::{
     source::{Elf, Kernel, Source},
 };
 pub use maps::{Mapping, Maps, parse as parse_maps};
+pub use perfmap::JVM_INTERPRETER;
 pub use switchyard_model::raw::{Raw, RawSample, RawWaker};
 use switchyard_model::{
     Binary, Frame, FrameKind, Profile, Profiles, Stack, StackQuality, is_thread_start,
