@@ -426,10 +426,15 @@ pub fn symbolize_with(
             .map(|s| {
                 let frames = r.stack(raw, s.tgid, s.user_stack, s.kernel_stack);
                 q.total += s.value;
-                if raw.complete_user_stacks.contains(&s.user_stack)
+                if (raw.complete_user_stacks.contains(&s.user_stack)
                     || frames.first().is_some_and(|&f| {
                         let f = &r.frames[f as usize];
                         f.kind == FrameKind::User && is_thread_start(&f.name)
+                    }))
+                    // A user frame nothing names hides where the stack came from.
+                    && !frames.iter().any(|&f| {
+                        let f = &r.frames[f as usize];
+                        f.name == "[unknown]" && f.module != "kernel"
                     })
                 {
                     q.complete += s.value;
