@@ -3,13 +3,14 @@
 use std::fmt::Write as _;
 
 use switchyard_model::{
-    Collector, Run, SyscallRow, metrics,
+    Collector, FrameKind, Run, SyscallRow, metrics,
     units::{bytes, command_line, counted, kib_as_mib, ns, percent, rate, thousands},
 };
 use switchyard_report::units::{
     OffCpu, futex_waits, go_gc, heap_per_operation, kernel_lock_waits, offcpu_sampling,
     per_operation, span_calls, stack_quality, unwind_tables,
 };
+use switchyard_symbolize::JVM_INTERPRETER;
 
 fn syscall_table(out: &mut String, title: &str, rows: &[&SyscallRow]) {
     let _ = writeln!(
@@ -248,6 +249,9 @@ pub fn render(run: &Run, top: usize) -> String {
         if let Some(q) = stack_quality(&p.stats) {
             let _ = writeln!(out, "{q}");
         }
+        if let Some(hint) = jvm_frame_pointers(run) {
+            let _ = writeln!(out, "{hint}");
+        }
         if let Some(t) = &p.stats.tables {
             let _ = writeln!(out, "unwind tables: {}", unwind_tables(t));
             for f in &t.failures {
@@ -259,6 +263,46 @@ pub fn render(run: &Run, top: usize) -> String {
         let _ = writeln!(out, "warning: {} {}", thousands(d.count), d.reason);
     }
     out
+}
+
+/// For a Java target run without `-XX:+PreserveFramePointer`: compiled Java code keeps no
+/// frame pointers, so a walk from it skips its caller or stops there; when that is a fair share
+/// of the on-CPU samples (5% or more), the flag to pass.
+fn jvm_frame_pointers(run: &Run) -> Option<String> {
+    let p = &run.profiles;
+    let command = &run.meta.command;
+    let java = command
+        .first()
+        .is_some_and(|c| std::path::Path::new(c).file_name() == Some("java".as_ref()))
+        || p.binaries.iter().any(|b| b.module == "libjvm.so");
+    let total = p.oncpu.total();
+    if !java || total == 0 || command.iter().any(|a| a == "-XX:+PreserveFramePointer") {
+        return None;
+    }
+    // Samples through JIT code (the interpreter keeps frame pointers) or an unnamed frame.
+    let broken: u64 = p
+        .oncpu
+        .stacks
+        .iter()
+        .filter(|s| {
+            s.frames
+                .iter()
+                .filter_map(|&i| p.frames.get(i as usize))
+                .any(|f| {
+                    (f.kind == FrameKind::Jit && f.name != JVM_INTERPRETER)
+                        || (f.name == "[unknown]" && f.module != "kernel")
+                })
+        })
+        .map(|s| s.value)
+        .sum();
+    (broken * 20 >= total).then(|| {
+        format!(
+            "hint: {} of the Java on-CPU samples ran JIT-compiled code, whose callers a stack \
+             walk skips or loses without frame pointers: run the JVM with \
+             -XX:+PreserveFramePointer",
+            percent(broken as f64 / total as f64)
+        )
+    })
 }
 
 /// The share of the target's on-CPU samples taken inside switchyard's own BPF programs: what
