@@ -361,7 +361,6 @@ fn hash_frames(stack: &UserStack, len: u32) -> u64 {
     hash
 }
 
-
 /// One `bpf_loop` iteration: records the current frame and moves to its caller. Returns 1 to
 /// stop.
 #[inline(never)]

@@ -119,6 +119,11 @@ pub struct RecordArgs {
     /// Do not record a Go target's GC.
     #[arg(long)]
     pub no_go_gc: bool,
+    /// Leave CPython frames out of a Python target's stacks (3.11 and 3.12 are recognised
+    /// from the interpreter they run, with no flag in the target; their frames stand in
+    /// place of the `_PyEval_EvalFrameDefault` call that runs them).
+    #[arg(long)]
+    pub no_python_frames: bool,
     /// Also record a timeline: every switch of the target's threads with its state, the
     /// wakeups that ended them, syscalls slower than --timeline-syscalls, futex waits,
     /// timestamped stack samples and GC phases. The report draws per-thread state tracks whose

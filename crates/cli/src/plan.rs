@@ -247,6 +247,7 @@ impl Plan {
                 Unwind::FramePointers
             },
             unwind_rows: args.unwind_rows,
+            python_frames: !args.no_python_frames,
         });
         Plan {
             target,

@@ -197,7 +197,11 @@ impl Probes {
             stack_map_size: map_size,
             windows: None,
             evicted: Evicted::default(),
-            python: Default::default(),
+            python: config
+                .stacks
+                .as_ref()
+                .is_some_and(|s| s.python_frames)
+                .then(Default::default),
         })
     }
 }

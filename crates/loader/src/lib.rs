@@ -129,6 +129,8 @@ pub struct StackConfig {
     pub unwind: Unwind,
     /// Rows of the unwind table array (CFI only), shared by every object.
     pub unwind_rows: u32,
+    /// Walk the CPython frames of Python targets into their user stacks.
+    pub python_frames: bool,
 }
 
 /// How user stacks are walked.
@@ -162,8 +164,9 @@ pub struct Probes {
     windows: Option<Windows>,
     /// What eviction removed so far.
     evicted: Evicted,
-    /// Python processes found among the targets.
-    python: python::Finder,
+    /// Python processes found among the targets (none looked for without stacks, or with
+    /// `StackConfig::python_frames` off).
+    python: Option<python::Finder>,
 }
 
 /// What the kernel side collected.

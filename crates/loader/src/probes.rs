@@ -33,8 +33,11 @@ impl Probes {
     /// exec, or when a program loads libpython), and forgets it when it has gone.
     fn refresh_python(&mut self, pid: u32, maps_text: Option<&str>) -> Result<(), Error> {
         let name = maps::PY_PROCS;
+        let Some(finder) = self.python.as_mut() else {
+            return Ok(());
+        };
         let Some(text) = maps_text else {
-            if self.python.procs.remove(&pid).is_some() {
+            if finder.procs.remove(&pid).is_some() {
                 let map = self.ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
                 let mut procs: HashMap<&mut MapData, u32, PyProc> =
                     HashMap::try_from(map).map_err(map_err(name))?;
@@ -42,17 +45,17 @@ impl Probes {
             }
             return Ok(());
         };
-        let Some(proc) = self.python.find(text) else {
+        let Some(proc) = finder.find(text) else {
             return Ok(());
         };
-        if self.python.procs.get(&pid) == Some(&proc) {
+        if finder.procs.get(&pid) == Some(&proc) {
             return Ok(());
         }
         let map = self.ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
         let mut procs: HashMap<&mut MapData, u32, PyProc> =
             HashMap::try_from(map).map_err(map_err(name))?;
         procs.insert(pid, proc, 0).map_err(map_err(name))?;
-        self.python.procs.insert(pid, proc);
+        finder.procs.insert(pid, proc);
         Ok(())
     }
 
@@ -234,7 +237,7 @@ impl Probes {
             .map(|w| convert::stacks_to_read(&collected.raw, w));
         let stacks = read::stacks(&self.ebpf, wanted)?;
         convert::stack_frames(&mut collected.raw, &stacks, self.windows.as_mut());
-        if !self.python.procs.is_empty() {
+        if self.python.as_ref().is_some_and(|f| !f.procs.is_empty()) {
             collected.raw.python_codes = read::python_codes(&self.ebpf, &collected.raw)?;
         }
         collected.unwind = self.tables.as_ref().map(|t| t.stats().clone());

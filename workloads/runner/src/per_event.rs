@@ -59,15 +59,35 @@ pub struct Knobs {
     /// The measured loops.
     #[arg(long, env = "DEMO", default_value = "target/release/switchyard-demo")]
     pub demo: PathBuf,
+    /// The interpreter of the Python rows (Debian's, as a user's service would run).
+    #[arg(long, env = "PYTHON", default_value = "/usr/bin/python3.11")]
+    pub python: PathBuf,
+    /// The Python loops.
+    #[arg(
+        long,
+        env = "PY_SCRIPT",
+        default_value = "workloads/demo/python/bench.py"
+    )]
+    pub py_script: PathBuf,
+    /// Ping-pong round trips of the Python ping-pong.
+    #[arg(long, env = "PY_ROUNDS", default_value_t = 100_000)]
+    pub py_rounds: u64,
+    /// Iterations of the Python sampled loop.
+    #[arg(long, env = "PY_ITERS", default_value_t = 30_000_000)]
+    pub py_iters: u64,
 }
 
-/// The four tables.
+/// The tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Section {
     Syscall,
     Switch,
     HostWide,
     Sample,
+    /// A Python target's switches, with and without its Python frames walked.
+    PySwitch,
+    /// A Python target's on-CPU samples, the same.
+    PySample,
 }
 
 /// How a row's measured loop runs.
@@ -350,8 +370,45 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
         bt_stacks,
     );
 
+    let no_frames = Some(("py-no-frames", "no Python frames"));
+    row(PySwitch, "untraced", "untraced", Wrap::Plain, None, None);
+    for (key, label, flags) in [
+        (
+            "py-no-frames",
+            "switchyard --no-python-frames",
+            "--syscalls none --offcpu-period 0 --no-python-frames",
+        ),
+        (
+            "sy",
+            "switchyard (Python frames)",
+            "--syscalls none --offcpu-period 0",
+        ),
+    ] {
+        let anchor = if key == "sy" { no_frames } else { None };
+        row(PySwitch, key, label, record(flags), None, anchor);
+    }
+    row(PySample, "untraced", "untraced", Wrap::Plain, None, None);
+    for (key, label, flags) in [
+        (
+            "py-no-frames",
+            "switchyard --no-python-frames",
+            format!("--freq {hz} --syscalls none --no-python-frames"),
+        ),
+        (
+            "sy",
+            "switchyard (Python frames)",
+            format!("--freq {hz} --syscalls none"),
+        ),
+    ] {
+        let anchor = if key == "sy" { no_frames } else { None };
+        row(PySample, key, label, record(&flags), None, anchor);
+    }
+
     for r in &mut all {
         r.missing = missing(r, record_help, floor, perf);
+        if matches!(r.section, PySwitch | PySample) && !knobs.python.is_file() {
+            r.missing = Some(format!("{} (PYTHON=…)", knobs.python.display()));
+        }
     }
     all
 }
@@ -419,13 +476,30 @@ impl Section {
                 )));
                 "elapsed_ns"
             }
+            Section::PySwitch | Section::PySample => {
+                w = vec![
+                    k.python.to_string_lossy().into_owned(),
+                    k.py_script.to_string_lossy().into_owned(),
+                ];
+                if self == Section::PySwitch {
+                    w.extend(words(&format!("pingpong {}", k.py_rounds)));
+                    "ns_per_round_trip"
+                } else {
+                    w.extend(words(&format!("spin {} {}", k.py_iters, k.depth)));
+                    "elapsed_ns"
+                }
+            }
         };
         (w, field)
     }
 
     /// What a figure is divided by to be per event (a round trip is two switches).
     fn per(self) -> f64 {
-        if self == Section::Switch { 2.0 } else { 1.0 }
+        if matches!(self, Section::Switch | Section::PySwitch) {
+            2.0
+        } else {
+            1.0
+        }
     }
 }
 
@@ -544,6 +618,20 @@ fn section_table(section: Section) -> Table {
         Section::Sample => {
             Table::new(&["configuration", "ms", "ns/sample", "× base", "÷ bpftrace"])
         }
+        Section::PySample => Table::new(&[
+            "configuration",
+            "ms",
+            "ns/sample",
+            "× base",
+            "÷ no Python frames",
+        ]),
+        Section::PySwitch => Table::new(&[
+            "configuration",
+            "ns/switch",
+            "added ns",
+            "× base",
+            "÷ anchor",
+        ]),
         Section::Switch => Table::new(&[
             "configuration",
             "ns/switch",
@@ -595,7 +683,7 @@ pub fn table(section: Section, hz: u64, rows: &[(&Row, &[f64])]) -> String {
         };
         let is_base = std::ptr::eq(*row, rows[0].0);
         let times = bench::ratio_cell(bench::ratio_spread(&bench::ratios(&v, &base)));
-        if section == Section::Sample {
+        if matches!(section, Section::Sample | Section::PySample) {
             // Added time over the samples taken in it (HZ per second of the traced run).
             let per_sample = |t: f64, b: f64| (t - b) / (hz as f64 * t / 1e9);
             let added: Vec<f64> = v
@@ -603,7 +691,12 @@ pub fn table(section: Section, hz: u64, rows: &[(&Row, &[f64])]) -> String {
                 .zip(&base)
                 .map(|(t, b)| per_sample(*t, *b))
                 .collect();
-            let ratio = match (is_base, find("bpftrace-stacks")) {
+            let anchor = if section == Section::Sample {
+                "bpftrace-stacks"
+            } else {
+                "py-no-frames"
+            };
+            let ratio = match (is_base || row.key == anchor, find(anchor)) {
                 (false, Some((_, bt))) => {
                     let bt: Vec<f64> = bt
                         .iter()
@@ -682,6 +775,17 @@ event costs the traced task at every context switch."
         Section::Sample => {
             "ns/sample: the added time over the samples taken in it (HZ per second of the run); \
 ÷ bpftrace: that per-sample cost over bpftrace's, repeat by repeat"
+        }
+        Section::PySwitch => {
+            "a Python ping-pong (two threads, two pipes, one CPU) run by the PYTHON interpreter: \
+every switch-out takes its stacks (--offcpu-period 0), native only (--no-python-frames) or with \
+the thread's Python frames walked; ÷ anchor: the added cost with frames over the added cost \
+without"
+        }
+        Section::PySample => {
+            "a Python loop DEPTH calls deep run by the PYTHON interpreter, sampled at HZ: native \
+stacks only (--no-python-frames) or with its Python frames; ÷ no Python frames: the per-sample \
+cost with frames over the cost without, repeat by repeat"
         }
     }
 }
@@ -768,6 +872,10 @@ mod tests {
             cpu: 1,
             switchyard: "sy".into(),
             demo: "demo".into(),
+            python: "/usr/bin/python3.11".into(),
+            py_script: "bench.py".into(),
+            py_rounds: 100,
+            py_iters: 1000,
         }
     }
 

@@ -716,6 +716,7 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
     let knobs = per_event::Knobs {
         switchyard: absolute(&knobs.switchyard),
         demo: absolute(&knobs.demo),
+        py_script: absolute(&knobs.py_script),
         ..knobs.clone()
     };
     let help = per_event::record_help(&knobs.switchyard)?;
@@ -762,6 +763,8 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
         per_event::Section::Switch,
         per_event::Section::HostWide,
         per_event::Section::Sample,
+        per_event::Section::PySwitch,
+        per_event::Section::PySample,
     ] {
         let title = match section {
             per_event::Section::Syscall => format!(
@@ -783,6 +786,22 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
                 "per on-CPU sample (a loop {} calls deep pinned to CPU {}, sampled at {} Hz, \
                  median of {n})",
                 k.depth, k.cpu, k.hz
+            ),
+            per_event::Section::PySwitch => format!(
+                "per context switch of a Python target ({} ping-pong, {} round trips pinned to \
+                 CPU {}, median of {n})",
+                k.python.display(),
+                k.py_rounds,
+                k.cpu
+            ),
+            per_event::Section::PySample => format!(
+                "per on-CPU sample of a Python target ({}, {} iterations {} Python calls deep \
+                 pinned to CPU {}, sampled at {} Hz, median of {n})",
+                k.python.display(),
+                k.py_iters,
+                k.depth,
+                k.cpu,
+                k.hz
             ),
         };
         let pairs: Vec<(&per_event::Row, &[f64])> = rows

@@ -78,9 +78,14 @@ fn overhead_tables_with_the_floor() {
         cpu: 1,
         switchyard: "target/release/switchyard".into(),
         demo: "target/release/switchyard-demo".into(),
+        python: "/usr/bin/python3.11".into(),
+        py_script: "workloads/demo/python/bench.py".into(),
+        py_rounds: 100,
+        py_iters: 1000,
     };
     // A build that knows every flag and has `switchyard floor`; perf present.
-    let help = "--no-stacks --syscalls --offcpu-period --unwind --freq --ready-fd";
+    let help =
+        "--no-stacks --syscalls --offcpu-period --unwind --freq --ready-fd --no-python-frames";
     let rows = per_event::rows(&knobs, help, true, true);
     let figures = |section: Section| -> Vec<Vec<f64>> {
         match section {
@@ -93,6 +98,17 @@ fn overhead_tables_with_the_floor() {
                 vec![339.2, 341.0, 330.5],
                 vec![891.0, 900.2, 880.0],
                 vec![260.4, 266.0, 255.0],
+            ],
+            // untraced, without Python frames, with them.
+            Section::PySwitch => vec![
+                vec![8200.0, 8300.0, 8250.0],
+                vec![10400.0, 10500.0, 10300.0],
+                vec![11800.0, 11900.0, 11700.0],
+            ],
+            Section::PySample => vec![
+                vec![1.30e9, 1.31e9, 1.29e9],
+                vec![1.33e9, 1.34e9, 1.32e9],
+                vec![1.36e9, 1.37e9, 1.35e9],
             ],
             // untraced, four --syscalls none rows, defaults, bpftrace count, stacks, floor.
             _ => vec![
@@ -109,7 +125,12 @@ fn overhead_tables_with_the_floor() {
         }
     };
     let mut text = String::new();
-    for section in [Section::Syscall, Section::Switch] {
+    for section in [
+        Section::Syscall,
+        Section::Switch,
+        Section::PySwitch,
+        Section::PySample,
+    ] {
         let section_rows: Vec<&per_event::Row> =
             rows.iter().filter(|r| r.section == section).collect();
         let data = figures(section);
