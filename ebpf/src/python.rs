@@ -43,6 +43,10 @@ static PY_CODES: LruHashMap<PyCodeKey, PyCode> = LruHashMap::with_max_entries(81
 #[map]
 static PY_SCRATCH: PerCpuArray<PyCode> = PerCpuArray::with_max_entries(SLOTS, 0);
 
+/// The frame being read, per program kind.
+#[map]
+static PY_FRAME: PerCpuArray<[u64; FRAME_WORDS]> = PerCpuArray::with_max_entries(SLOTS, 0);
+
 /// The state of one frame walk, on the calling program's stack.
 #[repr(C)]
 struct PyWalk {
@@ -143,8 +147,27 @@ fn step(w: &mut PyWalk) -> bool {
         return false;
     }
     let p = &w.proc;
-    let entry: u8 = read_u8(f + p.frame_entry as u64);
-    let Some(previous) = read(f + p.frame_previous as u64) else {
+    // The frame's fields in one read where its first words are readable, else one by one.
+    // Read into a map value, not the stack: the fields are picked at offsets the verifier
+    // knows only as bounded, and it wants stack reads aligned.
+    let words = match PY_FRAME.get_ptr_mut(w.slot) {
+        // SAFETY: the per-CPU scratch of this program kind; a fault reads nothing.
+        Some(buf) => unsafe {
+            bpf_probe_read_user_buf(f as *const u8, &mut *(buf as *mut [u8; FRAME_WORDS * 8]))
+                .ok()
+                .map(|()| &*buf)
+        },
+        None => None,
+    };
+    let field = |off: u16| match words {
+        Some(words) => word_at(words, off),
+        None => read(f + off as u64),
+    };
+    let entry: u8 = match words {
+        Some(words) => byte_at(words, p.frame_entry),
+        None => read_u8(f + p.frame_entry as u64),
+    };
+    let Some(previous) = field(p.frame_previous) else {
         return false;
     };
     w.frame = previous;
@@ -167,13 +190,13 @@ fn step(w: &mut PyWalk) -> bool {
     if d >= MAX_FRAMES {
         return false;
     }
-    let Some(code) = read(f + p.frame_code as u64) else {
+    let Some(code) = field(p.frame_code) else {
         return false;
     };
     if code == 0 {
         return true;
     }
-    let instr = read(f + p.frame_instr as u64).unwrap_or(0);
+    let instr = field(p.frame_instr).unwrap_or(0);
     let first = code + p.code_adaptive as u64;
     let lasti = if instr > first {
         ((instr - first) / 2).min(LASTI_MAX)
@@ -250,6 +273,32 @@ fn string(p: &PyProc, obj: Option<u64>, out: &mut [u8]) -> u8 {
         Ok(_) => ASCII,
         Err(_) => 0,
     }
+}
+
+/// The words of a frame read at once: every field the walk reads lies in its first 80 bytes
+/// (3.11's is_entry at 68 is the last).
+const FRAME_WORDS: usize = 10;
+
+/// The word at byte offset `off` of a frame read at once.
+#[inline(always)]
+fn word_at(words: &[u64; FRAME_WORDS], off: u16) -> Option<u64> {
+    let off = off as usize;
+    if off > FRAME_WORDS * 8 - 8 {
+        return None;
+    }
+    // SAFETY: `off + 8` is within the frame's words.
+    Some(unsafe { core::ptr::read_unaligned((words.as_ptr() as *const u8).add(off) as *const u64) })
+}
+
+/// The byte at offset `off` of a frame read at once (0 past its end).
+#[inline(always)]
+fn byte_at(words: &[u64; FRAME_WORDS], off: u16) -> u8 {
+    let off = off as usize;
+    if off >= FRAME_WORDS * 8 {
+        return 0;
+    }
+    // SAFETY: `off` is within the frame's words.
+    unsafe { *(words.as_ptr() as *const u8).add(off) }
 }
 
 #[inline(always)]

@@ -392,6 +392,7 @@ mod tests {
             stack_map_size: 1024,
             unwind: Unwind::Cfi,
             unwind_rows: 1 << 20,
+            python_frames: true,
             offcpu_period_ns: 100_000,
         }
     }

@@ -118,7 +118,7 @@ fn check_interpreter(python: &Path) {
     // with clock_nanosleep below it; and the main thread in ping_loop's sleep.
     let nap = chain(&["sleeper_loop (threads.py:29)", "nap (threads.py:24)"]);
     let offcpu = run["profiles"]["offcpu"]["stacks"].as_array().unwrap();
-    let napped = |below: &str| -> u64 {
+    let napped = |below: &[&str]| -> u64 {
         offcpu
             .iter()
             .filter(|s| {
@@ -126,14 +126,18 @@ fn check_interpreter(python: &Path) {
                 python_chain(&f) == nap
                     && f.iter()
                         .skip_while(|(n, _)| n != "nap (threads.py:24)")
-                        .any(|(n, _)| n.contains(below))
+                        .any(|(n, _)| below.iter().any(|b| n.contains(b)))
             })
             .map(|s| s["value"].as_u64().unwrap())
             .sum()
     };
     // nap sleeps 5 ms at a time for 2 s, then waits for the GIL the cruncher holds: the
     // sleeper's time off CPU is nearly all under nap, in the sleep and in taking the GIL back.
-    let (sleeping, regaining) = (napped("clock_nanosleep"), napped("PyEval_RestoreThread"));
+    // Taking the GIL back: PyEval_RestoreThread (3.11, 3.12), _PyThreadState_Attach (3.13).
+    let (sleeping, regaining) = (
+        napped(&["clock_nanosleep"]),
+        napped(&["PyEval_RestoreThread", "_PyThreadState_Attach", "take_gil"]),
+    );
     assert!(
         sleeping > 100_000_000 && sleeping + regaining >= 1_200_000_000,
         "nap slept {sleeping} ns and waited {regaining} ns for the GIL:\n{}",
@@ -190,6 +194,36 @@ fn check_interpreter(python: &Path) {
             });
         assert!(any, "no script frame in {profile}:\n{}", show(profile));
     }
+    check_gil_is_a_cause(&dir.join("run.json"));
+}
+
+/// `switchyard explain` of the same run: the sleeper's wait to take the GIL back is a lock
+/// wait on the GIL, released by the thread that held it, the cruncher, named by its script
+/// frame.
+fn check_gil_is_a_cause(run_path: &Path) {
+    let out = std::process::Command::new(switchyard())
+        .args(["explain", "--json"])
+        .arg(run_path)
+        .output()
+        .expect("running switchyard explain");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let ex: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let found = ex["findings"].as_array().unwrap().iter().find(|f| {
+        f["kind"] == "lock"
+            && f["site"] == "nap (threads.py:24)"
+            && f["summary"]
+                .as_str()
+                .is_some_and(|s| s.contains("waited for the GIL"))
+    });
+    let Some(f) = found else {
+        panic!("no GIL wait at nap:\n{stdout}");
+    };
+    let doing = f["culprit"]["doing"].as_str().unwrap_or_default();
+    assert!(
+        doing.contains("in crunch (threads.py:3"),
+        "the GIL's holder is not the cruncher: {f}"
+    );
 }
 
 #[test]
@@ -210,21 +244,24 @@ fn debian_python_3_11_frames_in_every_profile() {
     check_interpreter(python);
 }
 
-/// pyenv's 3.12 (a shared libpython, position-independent), when the host has one.
+/// pyenv's 3.12 and 3.13 (a shared libpython, position-independent; 3.13's layout read from
+/// its `_Py_DebugOffsets`), when the host has them.
 #[test]
-fn pyenv_python_3_12_frames_in_every_profile() {
-    if !privileged("pyenv_python_3_12_frames_in_every_profile") {
+fn pyenv_python_3_12_and_3_13_frames_in_every_profile() {
+    if !privileged("pyenv_python_3_12_and_3_13_frames_in_every_profile") {
         return;
     }
     let root = std::env::var("PYENV_ROOT").unwrap_or_else(|_| "/root/.pyenv".into());
-    let found = std::fs::read_dir(Path::new(&root).join("versions"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("bin/python3.12"))
-        .find(|p| p.exists());
-    match found {
-        Some(python) => check_interpreter(&python),
-        None => eprintln!("no pyenv 3.12 on this host: nothing to check beyond 3.11"),
+    for minor in ["3.12", "3.13"] {
+        let found = std::fs::read_dir(Path::new(&root).join("versions"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join(format!("bin/python{minor}")))
+            .find(|p| p.exists());
+        match found {
+            Some(python) => check_interpreter(&python),
+            None => eprintln!("no pyenv {minor} on this host: not checked"),
+        }
     }
 }

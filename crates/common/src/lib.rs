@@ -106,8 +106,10 @@ pub mod maps {
     /// `LruHashMap<PyCodeKey, PyCode>`: code objects' names, files and line tables, by address,
     /// copied the first time a stack holds them (the process may be gone by the end).
     pub const PY_CODES: &str = "PY_CODES";
-    /// `PerCpuArray<PyCode>` of one entry: a code object being copied.
+    /// `PerCpuArray<PyCode>` indexed by [`crate::unwind::SLOTS`]: a code object being copied.
     pub const PY_SCRATCH: &str = "PY_SCRATCH";
+    /// `PerCpuArray<[u64; 10]>` indexed by [`crate::unwind::SLOTS`]: a frame being read.
+    pub const PY_FRAME: &str = "PY_FRAME";
 
     /// Every map of the kernel-side object, each once.
     pub const ALL: &[&str] = &[
@@ -154,6 +156,7 @@ pub mod maps {
         PY_TSTATES,
         PY_CODES,
         PY_SCRATCH,
+        PY_FRAME,
     ];
 }
 

@@ -186,7 +186,38 @@ const PARKS: &[&str] = &[
     "std::thread::lifecycle::JoinInner",
     "pthread_join",
     "__pthread_clockjoin",
+    // Python's own: a condition, an event, a queue, a join (frames `function (file:line)`).
+    "Condition.wait (",
+    "Event.wait (",
+    "Queue.get (",
+    "SimpleQueue.get (",
+    "Thread.join (",
+    "Thread._wait_for_tstate_lock (",
+    "Barrier.wait (",
 ];
+
+/// User frames (by prefix) of a CPython thread taking the GIL back: its futex wait is for
+/// the interpreter lock, whatever condition variable implements it, and the thread that
+/// released it is the one that held it.
+const GIL: &[&str] = &[
+    "take_gil",
+    "PyEval_RestoreThread",
+    "PyEval_AcquireThread",
+    "PyEval_AcquireLock",
+    "PyGILState_Ensure",
+    // 3.13: attaching a thread state is taking the GIL.
+    "_PyThreadState_Attach",
+];
+
+/// What a wait for the GIL is read as being for.
+pub const GIL_WAIT: &str = "the GIL";
+
+/// Whether a stack is a CPython thread taking the GIL back.
+pub fn takes_gil(frames: &[&Frame]) -> bool {
+    frames
+        .iter()
+        .any(|f| f.kind != FrameKind::Kernel && GIL.iter().any(|g| f.name.starts_with(g)))
+}
 
 /// User frames of the Go garbage collector.
 const GC: &[&str] = &[
@@ -452,6 +483,9 @@ pub fn classify(label: &str, frames: &[&Frame]) -> Reading {
         .find(|f| PARKS.iter().any(|p| f.name.starts_with(p)));
     match kernel_hit {
         Some((Kind::Lock, name)) if name.contains("futex") => {
+            if takes_gil(frames) {
+                return reading(Kind::Lock, GIL_WAIT);
+            }
             return match park {
                 Some(p) => reading(Kind::Idle, &p.name),
                 None => reading(Kind::Lock, name),
@@ -477,9 +511,17 @@ pub fn classify(label: &str, frames: &[&Frame]) -> Reading {
     reading(Kind::Blocked, label)
 }
 
-/// The innermost frame of the program's own, else the innermost user frame, else the
-/// innermost frame; empty for an empty stack.
+/// The innermost frame of the program's own (of an interpreted program, its innermost
+/// Python frame), else the innermost user frame, else the innermost frame; empty for an
+/// empty stack.
 pub fn site(frames: &[&Frame]) -> String {
+    let python = || frames.iter().rev().filter(|f| f.kind == FrameKind::Python);
+    if let Some(f) = python()
+        .find(|f| !python_stdlib(f))
+        .or_else(|| python().next())
+    {
+        return f.name.clone();
+    }
     let user = || frames.iter().rev().filter(|f| f.kind != FrameKind::Kernel);
     // A helper inlined into the program's function is that function's.
     let name = user()
@@ -495,6 +537,13 @@ pub fn site(frames: &[&Frame]) -> String {
         name = outer;
     }
     name.to_string()
+}
+
+/// A Python frame of the standard library (`…/lib/python3.X/…`, not an installed package).
+fn python_stdlib(f: &Frame) -> bool {
+    f.file
+        .as_deref()
+        .is_some_and(|p| p.contains("/lib/python3") && !p.contains("-packages/"))
 }
 
 /// The user frames of a stack from its site outward, innermost first, as names: what a
@@ -542,7 +591,19 @@ mod tests {
     fn read(label: &str, user: &[&str], kernel: &[&str]) -> Reading {
         let frames: Vec<Frame> = user
             .iter()
-            .map(|n| frame(n, FrameKind::User))
+            .map(|n| {
+                // `function (file:line)` is a Python frame.
+                let kind = if n.ends_with(')') && n.contains(".py:") {
+                    FrameKind::Python
+                } else {
+                    FrameKind::User
+                };
+                let mut f = frame(n, kind);
+                if n.contains("(threading.py:") {
+                    f.file = Some("/usr/lib/python3.11/threading.py".into());
+                }
+                f
+            })
             .chain(kernel.iter().map(|n| frame(n, FrameKind::Kernel)))
             .collect();
         let refs: Vec<&Frame> = frames.iter().collect();
@@ -655,5 +716,61 @@ mod tests {
         );
         assert_eq!(r.site, "wait_for_lock");
         assert_eq!(r.because, "futex_wait");
+    }
+
+    /// A CPython thread: taking the GIL back is a lock wait, whatever condition variable
+    /// implements it; a Python condition or event is a park; the site is its own code.
+    #[test]
+    fn python_waits_read_as_the_gil_or_a_park_at_the_script_s_site() {
+        let futex = ["__x64_sys_futex", "do_futex", "futex_wait", "futex_do_wait"];
+        let gil = read(
+            "S",
+            &[
+                "Thread.run (threading.py:975)",
+                "sleeper_loop (threads.py:29)",
+                "nap (threads.py:24)",
+                "time_sleep",
+                "PyEval_RestoreThread",
+                "take_gil",
+                "___pthread_cond_timedwait64",
+            ],
+            &futex,
+        );
+        assert_eq!(
+            (gil.kind, gil.because.as_str(), gil.site.as_str()),
+            (Kind::Lock, GIL_WAIT, "nap (threads.py:24)")
+        );
+        // Debian's stripped build names no take_gil, but PyEval_RestoreThread is exported.
+        let stripped = read(
+            "S",
+            &[
+                "nap (threads.py:24)",
+                "[python3.11+0x1d64bd]",
+                "PyEval_RestoreThread",
+                "[python3.11+0xf94ed]",
+                "___pthread_cond_timedwait64",
+            ],
+            &futex,
+        );
+        assert_eq!(
+            (stripped.kind, stripped.because.as_str()),
+            (Kind::Lock, GIL_WAIT)
+        );
+        let event = read(
+            "S",
+            &[
+                "wait_for_ping (threads.py:47)",
+                "Event.wait (threading.py:622)",
+                "Condition.wait (threading.py:324)",
+                "PyThread_acquire_lock_timed",
+                "__new_sem_wait_slow64",
+            ],
+            &futex,
+        );
+        // The site is the script's own frame, not the standard library's.
+        assert_eq!(
+            (event.kind, event.site.as_str()),
+            (Kind::Idle, "wait_for_ping (threads.py:47)")
+        );
     }
 }

@@ -666,7 +666,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         let stack = evidence.get(&key).map(|(_, s)| *s);
         let chain = stack.map(|s| chain(run, s)).unwrap_or_default();
         let address = if *kind == Kind::Lock {
-            lock_address(run, &tids, site)
+            lock_address(run, &tids, site, because == classify::GIL_WAIT)
         } else {
             None
         };
@@ -679,10 +679,15 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             None
         };
         let label = stack.map_or("", |s| s.label.as_str());
+        let verb = if *kind == Kind::Lock && because == classify::GIL_WAIT {
+            "waited for the GIL"
+        } else {
+            kind.verb()
+        };
         let mut summary = format!(
             "{} {} {} ({} of {} time)",
             thread_list(&names),
-            kind.verb(),
+            verb,
             ns((g.ns) as u64),
             percent(share),
             if names.len() == 1 { "its" } else { "their" },
@@ -840,7 +845,7 @@ fn lock_holder(cx: &Ctx, tid: u32, waker_stacks: &BTreeMap<u32, (f64, Vec<String
 }
 
 /// The futex word the threads waited on most at `site`, from the futex profile.
-fn lock_address(run: &Run, tids: &BTreeSet<u32>, site: &str) -> Option<String> {
+fn lock_address(run: &Run, tids: &BTreeSet<u32>, site: &str, gil: bool) -> Option<String> {
     let mut by: BTreeMap<&str, u64> = BTreeMap::new();
     let tgids: BTreeSet<u32> = run
         .threads
@@ -852,7 +857,9 @@ fn lock_address(run: &Run, tids: &BTreeSet<u32>, site: &str) -> Option<String> {
         if !tgids.contains(&s.tgid) {
             continue;
         }
-        if classify::site(&frames_of(run, s)) == site {
+        let frames = frames_of(run, s);
+        // A GIL wait and a wait on the program's own lock may share a site.
+        if classify::site(&frames) == site && classify::takes_gil(&frames) == gil {
             *by.entry(s.label.as_str()).or_default() += s.value;
         }
     }

@@ -2,16 +2,18 @@
 //! (the executable, or `libpython3.X.so`) that defines `_PyRuntime`, the version from its
 //! `Py_Version`, and the layout of that version's structures.
 //!
-//! The layouts are CPython's own structure offsets on x86-64, checked against Debian 12's
-//! `/usr/bin/python3.11` (3.11.2, a static, non-PIE build stripped to `.dynsym`) and pyenv's
-//! 3.11.7 and 3.12.1 (shared libpython).
+//! For 3.11 and 3.12 the layouts are CPython's own structure offsets on x86-64, checked
+//! against Debian 12's `/usr/bin/python3.11` (3.11.2, a static, non-PIE build stripped to
+//! `.dynsym`) and pyenv's 3.11.7 and 3.12.1 (shared libpython). 3.13 publishes them itself:
+//! `_PyRuntime` starts with `_Py_DebugOffsets`, read from the object's initialised data (its
+//! layout is 3.13's; a later version's is not guessed at).
 
 use std::{collections::HashMap, path::Path};
 
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 use switchyard_common::{
     PyProc,
-    python::{ENTRY_FLAG, ENTRY_SHIM},
+    python::{ENTRY_FLAG, ENTRY_SHIM, NO_CFRAME},
 };
 use switchyard_model::raw::MapsLine;
 
@@ -20,6 +22,9 @@ use switchyard_model::raw::MapsLine;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Interpreter {
     pub minor: u16,
+    /// The version's layout, `interp_head` holding `interpreters.head`'s offset in
+    /// `_PyRuntime`.
+    pub layout: PyProc,
     /// `_PyRuntime`'s address in the object, before relocation.
     pub runtime: u64,
     /// The lowest loadable segment's address (the load bias is its mapping's start minus
@@ -80,6 +85,82 @@ pub fn layout(minor: u16) -> Option<PyProc> {
 /// `_PyRuntime.interpreters.head`'s offset (3.11 and 3.12).
 const INTERPRETERS_HEAD: u64 = 40;
 
+/// The words of 3.13's `_Py_DebugOffsets` this walk reads, by index (each a u64): the cookie
+/// is word 0, the version word 1.
+mod debug_offsets {
+    pub const COOKIE: &[u8; 8] = b"xdebugpy";
+    pub const VERSION: usize = 1;
+    pub const INTERPRETERS_HEAD: usize = 5;
+    pub const INTERP_THREADS_HEAD: usize = 9;
+    pub const TSTATE_SIZE: usize = 19;
+    pub const TSTATE_NEXT: usize = 21;
+    pub const TSTATE_CURRENT_FRAME: usize = 23;
+    pub const TSTATE_NATIVE_TID: usize = 25;
+    pub const FRAME_SIZE: usize = 28;
+    pub const FRAME_PREVIOUS: usize = 29;
+    pub const FRAME_EXECUTABLE: usize = 30;
+    pub const FRAME_INSTR_PTR: usize = 31;
+    pub const FRAME_OWNER: usize = 33;
+    pub const CODE_SIZE: usize = 34;
+    pub const CODE_FILENAME: usize = 35;
+    pub const CODE_QUALNAME: usize = 37;
+    pub const CODE_LINETABLE: usize = 38;
+    pub const CODE_FIRSTLINENO: usize = 39;
+    pub const CODE_ADAPTIVE: usize = 43;
+    pub const BYTES_OB_SIZE: usize = 65;
+    pub const BYTES_OB_SVAL: usize = 66;
+    pub const UNICODE_STATE: usize = 68;
+    pub const UNICODE_ASCII_SIZE: usize = 70;
+    pub const WORDS: usize = 73;
+}
+
+/// 3.13's layout from the `_Py_DebugOffsets` at the start of `_PyRuntime`'s initial bytes;
+/// `None` unless the cookie, the version and every offset check out.
+pub fn from_debug_offsets(bytes: &[u8], minor: u16) -> Option<PyProc> {
+    use debug_offsets::*;
+    if minor != 13 || bytes.get(..8)? != COOKIE {
+        return None;
+    }
+    let w = |i: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+        ))
+    };
+    if w(WORDS - 1).is_none() || (w(VERSION)? >> 16) != 0x030d {
+        return None;
+    }
+    // An offset inside its structure, as u16.
+    let within = |i: usize, size: usize| -> Option<u16> {
+        let v = w(i)?;
+        (v < w(size)?).then(|| u16::try_from(v).ok()).flatten()
+    };
+    let small = |i: usize| -> Option<u16> { u16::try_from(w(i)?).ok() };
+    Some(PyProc {
+        interp_head: w(INTERPRETERS_HEAD)?,
+        interp_threads_head: small(INTERP_THREADS_HEAD)?,
+        tstate_next: within(TSTATE_NEXT, TSTATE_SIZE)?,
+        tstate_native_tid: within(TSTATE_NATIVE_TID, TSTATE_SIZE)?,
+        tstate_frame: within(TSTATE_CURRENT_FRAME, TSTATE_SIZE)?,
+        cframe_frame: NO_CFRAME,
+        frame_code: within(FRAME_EXECUTABLE, FRAME_SIZE)?,
+        frame_previous: within(FRAME_PREVIOUS, FRAME_SIZE)?,
+        frame_instr: within(FRAME_INSTR_PTR, FRAME_SIZE)?,
+        frame_entry: within(FRAME_OWNER, FRAME_SIZE)?,
+        code_qualname: within(CODE_QUALNAME, CODE_SIZE)?,
+        code_filename: within(CODE_FILENAME, CODE_SIZE)?,
+        code_firstlineno: within(CODE_FIRSTLINENO, CODE_SIZE)?,
+        code_linetable: within(CODE_LINETABLE, CODE_SIZE)?,
+        code_adaptive: small(CODE_ADAPTIVE)?,
+        unicode_state: small(UNICODE_STATE)?,
+        unicode_ascii_data: small(UNICODE_ASCII_SIZE)?,
+        bytes_size: small(BYTES_OB_SIZE)?,
+        bytes_data: small(BYTES_OB_SVAL)?,
+        entry_mode: ENTRY_SHIM,
+        instr_is_next: 0,
+        version_minor: minor,
+    })
+}
+
 /// Reads `path` and says whether it holds an interpreter this walker knows.
 pub fn inspect(path: &Path) -> Option<Interpreter> {
     let data = std::fs::read(path).ok()?;
@@ -92,7 +173,8 @@ pub fn inspect(path: &Path) -> Option<Interpreter> {
             .chain(file.symbols())
             .find(|s| s.name() == Ok(name))
     };
-    let runtime = symbol("_PyRuntime")?.address();
+    let runtime_symbol = symbol("_PyRuntime")?;
+    let runtime = runtime_symbol.address();
     // `Py_Version` (3.11+): PY_VERSION_HEX, 0xMMmmppXX.
     let version = symbol("Py_Version")?;
     let section = file.section_by_index(version.section_index()?).ok()?;
@@ -104,8 +186,23 @@ pub fn inspect(path: &Path) -> Option<Interpreter> {
         return None;
     }
     let first_vaddr = file.segments().map(|s| s.address()).min().unwrap_or(0);
+    let minor = minor as u16;
+    let layout = match layout(minor) {
+        Some(mut l) => {
+            l.interp_head = INTERPRETERS_HEAD;
+            l
+        }
+        None => {
+            let section = file
+                .section_by_index(runtime_symbol.section_index()?)
+                .ok()?;
+            let at = usize::try_from(runtime.checked_sub(section.address())?).ok()?;
+            from_debug_offsets(section.data().ok()?.get(at..)?, minor)?
+        }
+    };
     Some(Interpreter {
-        minor: minor as u16,
+        minor,
+        layout,
         runtime,
         first_vaddr,
         relocatable: file.kind() == object::ObjectKind::Dynamic,
@@ -136,13 +233,13 @@ impl Finder {
                 .entry(path.to_string())
                 .or_insert_with(|| candidate(path).then(|| inspect(Path::new(path))).flatten());
             let Some(i) = found else { continue };
-            let mut proc = layout(i.minor)?;
+            let mut proc = i.layout;
             let bias = if i.relocatable {
                 start.wrapping_sub(i.first_vaddr & !0xfff)
             } else {
                 0
             };
-            proc.interp_head = i.runtime.wrapping_add(bias) + INTERPRETERS_HEAD;
+            proc.interp_head = i.runtime.wrapping_add(bias) + i.layout.interp_head;
             return Some(proc);
         }
         None
@@ -163,7 +260,10 @@ mod tests {
     #[test]
     fn only_known_versions_have_a_layout() {
         assert!(layout(11).is_some() && layout(12).is_some());
-        assert!(layout(10).is_none() && layout(13).is_none());
+        assert!(
+            layout(10).is_none() && layout(13).is_none(),
+            "3.13 reads its own"
+        );
         assert_eq!(layout(11).unwrap().entry_mode, ENTRY_FLAG);
         assert_eq!(layout(12).unwrap().entry_mode, ENTRY_SHIM);
     }
@@ -192,5 +292,61 @@ mod tests {
         );
         let p = Finder::default().find(&maps).expect("found in maps");
         assert_eq!(p.interp_head, i.runtime + 40);
+    }
+
+    /// pyenv's 3.13, when this host has one: its layout comes from `_Py_DebugOffsets`, and
+    /// matches the offsets measured in a running 3.13.0.
+    #[test]
+    fn python_3_13_publishes_its_offsets() {
+        let Some(lib) = std::fs::read_dir("/root/.pyenv/versions")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join("lib/libpython3.13.so.1.0"))
+            .find(|p| p.exists())
+        else {
+            eprintln!("skipping: no pyenv 3.13 here");
+            return;
+        };
+        let i = inspect(&lib).expect("an interpreter");
+        let l = i.layout;
+        assert_eq!(i.minor, 13);
+        assert_eq!(
+            (
+                l.interp_head,
+                l.tstate_frame,
+                l.tstate_native_tid,
+                l.cframe_frame
+            ),
+            (632, 72, 160, NO_CFRAME)
+        );
+        assert_eq!(
+            (l.frame_code, l.frame_previous, l.frame_instr, l.frame_entry),
+            (0, 8, 56, 70)
+        );
+        assert_eq!(
+            (
+                l.code_qualname,
+                l.code_filename,
+                l.code_firstlineno,
+                l.code_adaptive
+            ),
+            (128, 112, 68, 200)
+        );
+        assert_eq!((l.unicode_ascii_data, l.bytes_data), (40, 32));
+    }
+
+    #[test]
+    fn debug_offsets_are_read_only_when_they_check_out() {
+        let mut bytes = vec![0u8; 8 * debug_offsets::WORDS];
+        assert_eq!(from_debug_offsets(&bytes, 13), None);
+        bytes[..8].copy_from_slice(debug_offsets::COOKIE);
+        // Version 3.14: a layout not known.
+        bytes[8..16].copy_from_slice(&0x030e_00f0u64.to_le_bytes());
+        assert_eq!(from_debug_offsets(&bytes, 13), None);
+        // 3.13 with every offset 0 and every size 0: offsets outside their structures.
+        bytes[8..16].copy_from_slice(&0x030d_00f0u64.to_le_bytes());
+        assert_eq!(from_debug_offsets(&bytes, 13), None);
+        assert_eq!(from_debug_offsets(&bytes[..64], 13), None);
     }
 }

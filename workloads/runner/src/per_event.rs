@@ -448,7 +448,9 @@ pub fn knows_flag(help: &str, flag: &str) -> bool {
 pub fn field(output: &str, name: &str) -> Option<f64> {
     let key = format!("\"{name}\":");
     let at = output.find(&key)? + key.len();
+    // JSON allows a space after the colon (Python's json.dumps writes one).
     let digits: String = output[at..]
+        .trim_start()
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.')
         .collect();
@@ -881,6 +883,11 @@ mod tests {
 
     #[test]
     fn fields_of_the_loops_json() {
+        // Python's json.dumps puts a space after the colon.
+        assert_eq!(
+            field("{\"ns_per_round_trip\": 5935.7}\n", "ns_per_round_trip"),
+            Some(5935.7)
+        );
         assert_eq!(
             field("{\"calls\":5000000,\"ns_per_call\":122.5}\n", "ns_per_call"),
             Some(122.5)
