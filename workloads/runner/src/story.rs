@@ -236,7 +236,8 @@ pub fn relay_table(groups: &[Group]) -> String {
         "CPU µs/pkt",
         "P50 µs",
         "P99 µs",
-        "lost",
+        // Not a median: forwards lost in any run are worth seeing.
+        "lost (sum of runs)",
     ];
     let mut out = header(&head);
     for g in groups {
@@ -414,7 +415,12 @@ pub fn asset_table(groups: &[Group]) -> String {
             bytes(if writes > 0.0 { wire / writes } else { 0.0 }.round() as u64),
             g.figure("switches.total.per_op"),
             ns_f(param(g, "mean_latency_ns")),
-            Unit::Micros.human(g.figure("latency.p99")),
+            // Under 100 requests a run, P99 is its maximum: not given as a percentile.
+            if g.figure("operations") < 100.0 {
+                "–".to_string()
+            } else {
+                Unit::Micros.human(g.figure("latency.p99"))
+            },
             Unit::Micros.human(g.figure("latency.max")),
             bytes(wire.round() as u64),
             Unit::MiB.human(g.figure("memory.max_rss")),
