@@ -77,6 +77,14 @@ bench-servers repeats="3" seconds="5": build
 compare-broker: build
     {{runner}} compare-broker
 
+# The read-state cache's GOGC experiment: Go at GOGC 50, 100 and 400, a GC forced every 4 s
+story-gogc: build
+    {{runner}} story-gogc
+
+# Each story with committed runs: its table and chart recomputed, against the committed ones
+check-stories:
+    cargo test -p switchyard-workloads --test stories
+
 # The mmsg relay story: threads vs mmsg at 4 and 9 speakers per room, 10 and 20 rooms
 compare-relay: build
     {{runner}} compare-relay

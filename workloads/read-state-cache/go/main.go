@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -161,6 +162,7 @@ func realMain() int {
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "directory of the store (default: a temporary one, removed at exit)")
 	fs.Var(millis{&cfg.exitAfterIdle}, "exit-after-idle", "exit once no client has been connected for `MS` milliseconds (after at least one was)")
 	fs.DurationVar(&cfg.gcInterval, "gc-interval", 0, "run a GC cycle (runtime.GC) this often, as the runtime's forced GC does every 2 minutes; 0: off")
+	gogc := fs.Int("gogc", 0, "the GC percentage (debug.SetGCPercent; GOGC's meaning); 0: leave the runtime's (GOGC, else 100)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -170,6 +172,13 @@ func realMain() int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "read-state-cache-go: error: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	if *gogc < 0 {
+		fmt.Fprintf(os.Stderr, "read-state-cache-go: error: --gogc %d: give a percentage above 0 (0 keeps the runtime's)\n", *gogc)
+		return 2
+	}
+	if *gogc > 0 {
+		debug.SetGCPercent(*gogc)
 	}
 	if cfg.port < 0 || cfg.port > 65535 {
 		fmt.Fprintf(os.Stderr, "read-state-cache-go: error: --port %d is out of range\n", cfg.port)

@@ -217,11 +217,13 @@ pub const WORKLOADS: &[Workload] = &[
                     "{capacity}",
                     "--gc-interval",
                     "{gc-interval}",
+                    "--gogc",
+                    "{gogc}",
                 ],
                 package: None,
                 spans: &[],
                 record_flags: &["--go-gc", "--stack-map-size", "65536"],
-                load_note: ", a GC forced every {gc-interval}",
+                load_note: ", a GC forced every {gc-interval}, GOGC {gogc}",
             },
             Build {
                 name: "rust",
@@ -249,6 +251,13 @@ pub const WORKLOADS: &[Workload] = &[
                 about: "requests per second",
             },
             GC_INTERVAL,
+            Knob {
+                name: "gogc",
+                kind: KnobKind::Count,
+                default: KnobDefault::Fixed("100"),
+                env: Some("GOGC"),
+                about: "the Go build's GC percentage (GOGC); the Rust build has no collector",
+            },
         ],
         load: "{capacity} read states (filled before recording), {rate} requests/s",
         // Filling the cache (millions of inserts, and the Go heap growing to hold them) is

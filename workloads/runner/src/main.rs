@@ -116,6 +116,19 @@ enum Cmd {
         #[arg(long, env = "RUN_SECONDS", default_value_t = 3)]
         seconds: u64,
     },
+    /// `just story-gogc`: the Go read-state cache at GOGC 50, 100 and 400 (a GC forced every
+    /// 4 s), then its table (`table.md`) and chart (`chart.svg`) under
+    /// reports/read-state-cache/gogc.
+    StoryGogc {
+        #[arg(long, env = "REPEATS", default_value_t = 2)]
+        repeats: u32,
+        #[arg(long, env = "RUN_SECONDS", default_value_t = 20)]
+        seconds: u64,
+        /// Record nothing: redraw the table and chart from the runs already there (the
+        /// committed `run.slim.json` files).
+        #[arg(long)]
+        redraw: bool,
+    },
     /// `just compare-relay`: the mmsg relay story, then its table.
     CompareRelay {
         #[arg(long, env = "REPEATS", default_value_t = 2)]
@@ -233,6 +246,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Cmd::CompareBroker { repeats, seconds } => {
             recipes::story(&story::broker(recipes::cores()), repeats, seconds, &cx)
         }
+        Cmd::StoryGogc { redraw: true, .. } => out(&recipes::render(&story::gogc())?),
+        Cmd::StoryGogc {
+            repeats, seconds, ..
+        } => recipes::story(&story::gogc(), repeats, seconds, &cx),
         Cmd::CompareRelay { repeats, seconds } => {
             recipes::story(&story::relay(), repeats, seconds, &cx)
         }

@@ -321,7 +321,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             p.load_line(),
-            "500000 read states (filled before recording), 20000 requests/s, a GC forced every 1s"
+            "500000 read states (filled before recording), 20000 requests/s, a GC forced every 1s, GOGC 100"
         );
         let rust = plan(req("read-state-cache", "rust", &[])).unwrap();
         assert_eq!(

@@ -248,6 +248,7 @@ pub fn story(story: &Story, repeats: u32, seconds: u64, cx: &Context<'_>) -> Res
                 eprintln!("run: {}, {} #{r}", c.title, p.build.name);
                 let out = dir.join(format!("{}-{r}", p.build.name));
                 stop_if_interrupted(runner::run(p, tools, &out, interrupts)?, &dir)?;
+                story::slim(&out)?;
             }
         }
         for (base, other) in story.comparisons {
@@ -276,14 +277,31 @@ pub fn story(story: &Story, repeats: u32, seconds: u64, cx: &Context<'_>) -> Res
             }
         }
     }
+    print!("{}", render(story)?);
+    Ok(0)
+}
+
+/// A story's table (and chart, where it has one) from its runs under its root, written there
+/// as `table.md` (and `chart.svg`); returns the table.
+pub fn render(story: &Story) -> Result<String, Failure> {
+    let root = Path::new(story.root);
     let groups = story::load(root, story.builds)?;
     let table = match story.workload {
         "spinlock-broker" => story::broker_table(&groups),
         "asset-server" => story::asset_table(&groups),
+        "read-state-cache" => {
+            let svg = story::gogc_chart(&groups)?;
+            let chart = root.join("chart.svg");
+            fs::write(&chart, svg)
+                .map_err(|e| Failure::io(format!("writing {}", chart.display()), e))?;
+            story::gogc_table(&groups)
+        }
         _ => story::relay_table(&groups),
     };
-    print!("{table}");
-    Ok(0)
+    let written = root.join("table.md");
+    fs::write(&written, &table)
+        .map_err(|e| Failure::io(format!("writing {}", written.display()), e))?;
+    Ok(table)
 }
 
 /// `just bench-broker [REPEATS] [SECONDS] [SWITCHYARD…]`: what recording costs a workload

@@ -105,6 +105,47 @@ pub fn assets() -> Story {
     }
 }
 
+/// The Go read-state cache at GOGC 50, 100 and 400, the GC forced every 4 s (the runtime's
+/// 2-minute forced cycle, brought forward): the article found that tuning GOGC did nothing.
+pub fn gogc() -> Story {
+    Story {
+        workload: "read-state-cache",
+        root: GOGC_ROOT,
+        configs: GOGC_VALUES
+            .iter()
+            .map(|v| Config {
+                dir: format!("gogc-{v:03}"),
+                knobs: vec![
+                    format!("gogc={v}"),
+                    "gc-interval=4s".into(),
+                    "capacity=2000000".into(),
+                    "rate=20000".into(),
+                ],
+                title: format!("GOGC={v}, a GC forced every 4 s"),
+            })
+            .collect(),
+        builds: &["go"],
+        comparisons: &[],
+    }
+}
+
+pub const GOGC_ROOT: &str = "reports/read-state-cache/gogc";
+const GOGC_VALUES: [u32; 3] = [50, 100, 400];
+
+/// The part of a run a story keeps in the repository: everything but the stacks and the
+/// timeline (a few tens of KiB where `run.json` is megabytes). Tables are computed from it.
+pub const SLIM: &str = "run.slim.json";
+
+/// Writes `dir/run.slim.json` from `dir/run.json`.
+pub fn slim(dir: &Path) -> Result<(), Failure> {
+    let path = dir.join("run.json");
+    let mut run = Run::load(&path).map_err(|e| Failure::new(error_chain(&e)))?;
+    run.profiles = Default::default();
+    run.timeline = None;
+    run.save(&dir.join(SLIM))
+        .map_err(|e| Failure::new(format!("writing {}: {e}", dir.join(SLIM).display())))
+}
+
 /// The runs of one build in one configuration, with their figures.
 pub struct Group {
     /// The configuration's directory name.
@@ -129,7 +170,11 @@ pub fn load(root: &Path, builds: &[&'static str]) -> Result<Vec<Group>, Failure>
                     p.file_name()
                         .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
                 })
-                .map(|p| p.join("run.json"))
+                // The whole run where it is here, else the part a story commits.
+                .map(|p| match p.join("run.json") {
+                    whole if whole.is_file() => whole,
+                    _ => p.join(SLIM),
+                })
                 .filter(|p| p.is_file())
                 .collect();
             if files.is_empty() {
@@ -474,6 +519,149 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
         source = c.source();
     }
     s
+}
+
+/// A GOGC configuration's value, from its directory (`gogc-050` → `50`): a server flag, not
+/// one of the driver's parameters.
+fn gogc_of(g: &Group) -> &str {
+    g.config
+        .strip_prefix("gogc-")
+        .map_or("?", |v| v.trim_start_matches('0'))
+}
+
+/// The GOGC table: per GOGC, the latency tail, the GC's cycles, pauses and assists, CPU per
+/// request and the peak RSS, medians over the runs.
+pub fn gogc_table(groups: &[Group]) -> String {
+    let head = [
+        "GOGC",
+        "runs",
+        "P50 µs",
+        "P99 ms",
+        "P99.9 ms",
+        "max ms",
+        "GC cycles",
+        "STW pauses",
+        "longest pause ms",
+        "mark assists",
+        "worst window P99 ms",
+        "CPU µs/req",
+        "peak RSS MiB",
+    ];
+    let mut out = header(&head);
+    for g in groups {
+        let gc = |f: fn(&switchyard_model::GoGc) -> f64| g.median(|run, _| run.gc.as_ref().map(f));
+        let worst = g.median(|run, _| {
+            let w = run.workload.as_ref()?;
+            w.windows.iter().map(|w| w.p99_ns).max().map(|v| v as f64)
+        });
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {:.1} | {:.0} |",
+            gogc_of(g),
+            g.runs.len(),
+            g.figure("latency.p50"),
+            g.figure("latency.p99") / 1e3,
+            g.figure("latency.p99_9") / 1e3,
+            g.figure("latency.max") / 1e3,
+            gc(|g| g.cycles as f64),
+            gc(|g| g.pauses as f64),
+            gc(|g| g.pause_max_ns as f64) / 1e6,
+            gc(|g| g.mark_assists as f64),
+            worst / 1e6,
+            g.figure("cpu.per_op"),
+            g.figure("memory.max_rss"),
+        );
+    }
+    out
+}
+
+/// One panel of a chart: its title, its (s, ms) points and the times of its marks (s).
+type Panel = (String, Vec<(f64, f64)>, Vec<f64>);
+
+/// The GOGC chart, SVG: per GOGC (first run of each), the driver's P99 per 100 ms window over
+/// the recording, with each GC cycle's end marked, one panel each on a shared scale.
+pub fn gogc_chart(groups: &[Group]) -> Result<String, Failure> {
+    use plotters::prelude::*;
+    let series: Vec<Panel> = groups
+        .iter()
+        .filter_map(|g| {
+            let (run, _) = g.runs.first()?;
+            let w = run.workload.as_ref()?;
+            let offset = w.start_offset_ns.unwrap_or(0) as f64 / 1e9;
+            let points = w
+                .windows
+                .iter()
+                .map(|win| (offset + win.start_ms as f64 / 1e3, win.p99_ns as f64 / 1e6))
+                .collect();
+            let cycles = run
+                .gc
+                .as_ref()
+                .map(|gc| {
+                    gc.timeline
+                        .iter()
+                        .filter(|m| m.kind == "cycle")
+                        .map(|m| m.at_ns as f64 / 1e9)
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some((format!("GOGC={}", gogc_of(g)), points, cycles))
+        })
+        .collect();
+    let x_max = series
+        .iter()
+        .flat_map(|(_, p, _)| p.iter().map(|(x, _)| *x))
+        .fold(1.0, f64::max);
+    let y_max = series
+        .iter()
+        .flat_map(|(_, p, _)| p.iter().map(|(_, y)| *y))
+        .fold(1.0, f64::max)
+        * 1.1;
+    let mut svg = String::new();
+    {
+        let height = 40 + 170 * series.len() as u32;
+        let root = SVGBackend::with_string(&mut svg, (760, height)).into_drawing_area();
+        let draw = |e: &dyn std::fmt::Display| Failure::new(format!("drawing the chart: {e}"));
+        root.fill(&WHITE).map_err(|e| draw(&e))?;
+        let root = root
+            .titled(
+                "read-state cache (Go): P99 per 100 ms window; dashed: a GC cycle ends",
+                ("sans-serif", 16),
+            )
+            .map_err(|e| draw(&e))?;
+        for ((name, points, cycles), area) in series
+            .iter()
+            .zip(root.split_evenly((series.len().max(1), 1)))
+        {
+            let mut chart = ChartBuilder::on(&area)
+                .caption(name, ("sans-serif", 14))
+                .margin(8)
+                .x_label_area_size(28)
+                .y_label_area_size(48)
+                .build_cartesian_2d(0f64..x_max, 0f64..y_max)
+                .map_err(|e| draw(&e))?;
+            chart
+                .configure_mesh()
+                .x_desc("s since the recording began")
+                .y_desc("P99 ms")
+                .draw()
+                .map_err(|e| draw(&e))?;
+            for &x in cycles {
+                chart
+                    .draw_series(DashedLineSeries::new(
+                        [(x, 0.0), (x, y_max)],
+                        4,
+                        4,
+                        BLACK.mix(0.4).stroke_width(1),
+                    ))
+                    .map_err(|e| draw(&e))?;
+            }
+            chart
+                .draw_series(LineSeries::new(points.iter().copied(), RED.stroke_width(1)))
+                .map_err(|e| draw(&e))?;
+        }
+        root.present().map_err(|e| draw(&e))?;
+    }
+    Ok(svg)
 }
 
 #[cfg(test)]
