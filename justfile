@@ -81,6 +81,10 @@ compare-broker: build
 story-gogc: build
     {{runner}} story-gogc
 
+# The read-state cache with Go's defaults for 130 s: the runtime's own 2-minute forced GC
+story-forced-gc: build
+    {{runner}} story-forced-gc
+
 # Each story with committed runs: its table and chart recomputed, against the committed ones
 check-stories:
     cargo test -p switchyard-workloads --test stories

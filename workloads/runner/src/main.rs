@@ -129,6 +129,18 @@ enum Cmd {
         #[arg(long)]
         redraw: bool,
     },
+    /// `just story-forced-gc`: the Go read-state cache with the runtime's defaults for 130 s,
+    /// long enough for its own forced GC (every 2 minutes); table and chart under
+    /// reports/read-state-cache/forced-gc.
+    StoryForcedGc {
+        #[arg(long, env = "REPEATS", default_value_t = 1)]
+        repeats: u32,
+        #[arg(long, env = "RUN_SECONDS", default_value_t = 130)]
+        seconds: u64,
+        /// Record nothing: redraw from the committed runs.
+        #[arg(long)]
+        redraw: bool,
+    },
     /// `just compare-relay`: the mmsg relay story, then its table.
     CompareRelay {
         #[arg(long, env = "REPEATS", default_value_t = 2)]
@@ -250,6 +262,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Cmd::StoryGogc {
             repeats, seconds, ..
         } => recipes::story(&story::gogc(), repeats, seconds, &cx),
+        Cmd::StoryForcedGc { redraw: true, .. } => out(&recipes::render(&story::forced_gc())?),
+        Cmd::StoryForcedGc {
+            repeats, seconds, ..
+        } => recipes::story(&story::forced_gc(), repeats, seconds, &cx),
         Cmd::CompareRelay { repeats, seconds } => {
             recipes::story(&story::relay(), repeats, seconds, &cx)
         }

@@ -286,15 +286,20 @@ pub fn story(story: &Story, repeats: u32, seconds: u64, cx: &Context<'_>) -> Res
 pub fn render(story: &Story) -> Result<String, Failure> {
     let root = Path::new(story.root);
     let groups = story::load(root, story.builds)?;
-    let table = match story.workload {
-        "spinlock-broker" => story::broker_table(&groups),
-        "asset-server" => story::asset_table(&groups),
-        "read-state-cache" => {
-            let svg = story::gogc_chart(&groups)?;
-            let chart = root.join("chart.svg");
-            fs::write(&chart, svg)
-                .map_err(|e| Failure::io(format!("writing {}", chart.display()), e))?;
+    let chart = |svg: String| {
+        let path = root.join("chart.svg");
+        fs::write(&path, svg).map_err(|e| Failure::io(format!("writing {}", path.display()), e))
+    };
+    let table = match (story.workload, story.root) {
+        ("spinlock-broker", _) => story::broker_table(&groups),
+        ("asset-server", _) => story::asset_table(&groups),
+        (_, story::GOGC_ROOT) => {
+            chart(story::gogc_chart(&groups)?)?;
             story::gogc_table(&groups)
+        }
+        (_, story::FORCED_ROOT) => {
+            chart(story::forced_gc_chart(&groups)?)?;
+            story::forced_gc_table(&groups)
         }
         _ => story::relay_table(&groups),
     };

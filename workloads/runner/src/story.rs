@@ -130,6 +130,29 @@ pub fn gogc() -> Story {
 }
 
 pub const GOGC_ROOT: &str = "reports/read-state-cache/gogc";
+
+/// The Go build with the runtime's defaults for long enough that its own forced GC (every 2
+/// minutes) comes: the article's actual cadence, which the 4-s interval brings forward.
+pub fn forced_gc() -> Story {
+    Story {
+        workload: "read-state-cache",
+        root: FORCED_ROOT,
+        configs: vec![Config {
+            dir: "runtime-defaults".into(),
+            knobs: vec![
+                "gc-interval=0s".into(),
+                "gogc=100".into(),
+                "capacity=2000000".into(),
+                "rate=20000".into(),
+            ],
+            title: "Go defaults: only the runtime's own forced GC".into(),
+        }],
+        builds: &["go"],
+        comparisons: &[],
+    }
+}
+
+pub const FORCED_ROOT: &str = "reports/read-state-cache/forced-gc";
 const GOGC_VALUES: [u32; 3] = [50, 100, 400];
 
 /// The part of a run a story keeps in the repository: everything but the stacks and the
@@ -532,8 +555,18 @@ fn gogc_of(g: &Group) -> &str {
 /// The GOGC table: per GOGC, the latency tail, the GC's cycles, pauses and assists, CPU per
 /// request and the peak RSS, medians over the runs.
 pub fn gogc_table(groups: &[Group]) -> String {
+    gc_table(groups, "GOGC", |g| gogc_of(g).to_string())
+}
+
+/// The forced-GC run's table: as the GOGC one, by configuration.
+pub fn forced_gc_table(groups: &[Group]) -> String {
+    gc_table(groups, "configuration", |g| g.config.clone())
+}
+
+/// A GC story's table, its first column `first` with `label`'s value.
+fn gc_table(groups: &[Group], first: &str, label: impl Fn(&Group) -> String) -> String {
     let head = [
-        "GOGC",
+        first,
         "runs",
         "P50 µs",
         "P99 ms",
@@ -557,7 +590,7 @@ pub fn gogc_table(groups: &[Group]) -> String {
         let _ = writeln!(
             out,
             "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {:.1} | {:.0} |",
-            gogc_of(g),
+            label(g),
             g.runs.len(),
             g.figure("latency.p50"),
             g.figure("latency.p99") / 1e3,
@@ -581,6 +614,16 @@ type Panel = (String, Vec<(f64, f64)>, Vec<f64>);
 /// The GOGC chart, SVG: per GOGC (first run of each), the driver's P99 per 100 ms window over
 /// the recording, with each GC cycle's end marked, one panel each on a shared scale.
 pub fn gogc_chart(groups: &[Group]) -> Result<String, Failure> {
+    gc_chart(groups, |g| format!("GOGC={}", gogc_of(g)))
+}
+
+/// The forced-GC run's chart: as the GOGC one, a panel per configuration.
+pub fn forced_gc_chart(groups: &[Group]) -> Result<String, Failure> {
+    gc_chart(groups, |g| g.config.clone())
+}
+
+/// A GC story's chart, a panel per group titled by `title`.
+fn gc_chart(groups: &[Group], title: impl Fn(&Group) -> String) -> Result<String, Failure> {
     use plotters::prelude::*;
     let series: Vec<Panel> = groups
         .iter()
@@ -604,7 +647,7 @@ pub fn gogc_chart(groups: &[Group]) -> Result<String, Failure> {
                         .collect()
                 })
                 .unwrap_or_default();
-            Some((format!("GOGC={}", gogc_of(g)), points, cycles))
+            Some((title(g), points, cycles))
         })
         .collect();
     let x_max = series

@@ -5,44 +5,76 @@
 
 use std::{fs, path::PathBuf};
 
-use switchyard_workloads::story;
+use switchyard_workloads::{
+    fail::Failure,
+    story::{self, Group, Story},
+};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-#[test]
-fn the_gogc_experiment_is_what_its_committed_runs_say() {
-    let root = repo().join(story::GOGC_ROOT);
-    let groups = story::load(&root, story::gogc().builds).expect("the committed runs");
+/// Recomputes `story`'s table and chart from its committed runs (`configs` groups of them)
+/// and checks them against `table.md`, `chart.svg` and the rows of `readme`.
+fn check(
+    story: &Story,
+    configs: usize,
+    table: fn(&[Group]) -> String,
+    chart: fn(&[Group]) -> Result<String, Failure>,
+    readme: &str,
+) {
+    let root = repo().join(story.root);
+    let groups = story::load(&root, story.builds).expect("the committed runs");
     assert_eq!(
         groups.len(),
-        3,
-        "one group of runs per GOGC value under {}",
+        configs,
+        "one group of runs per configuration under {}",
         root.display()
     );
     assert!(
         groups.iter().all(|g| !g.runs.is_empty()),
-        "a GOGC value without runs"
+        "a configuration without runs"
     );
-    let table = story::gogc_table(&groups);
+    let redraw = format!(
+        "`switchyard-workload story-… --redraw` under {}",
+        story.root
+    );
+    let table = table(&groups);
     let committed = fs::read_to_string(root.join("table.md")).expect("table.md");
     assert_eq!(
         table, committed,
-        "table.md is not what the committed runs give; redraw it (`just story-gogc` records \
-         anew)"
+        "table.md is not what the committed runs give; {redraw}"
     );
-    let readme = fs::read_to_string(repo().join("reports/read-state-cache/README.md")).unwrap();
+    let text = fs::read_to_string(repo().join(readme)).unwrap();
     for row in table.lines() {
-        assert!(
-            readme.contains(row),
-            "the story's README lacks the table row\n{row}"
-        );
+        assert!(text.contains(row), "{readme} lacks the table row\n{row}");
     }
-    let chart = story::gogc_chart(&groups).expect("drawing the chart");
+    let chart = chart(&groups).expect("drawing the chart");
     let committed = fs::read_to_string(root.join("chart.svg")).expect("chart.svg");
     assert!(
         chart == committed,
-        "chart.svg is not what the committed runs draw"
+        "chart.svg is not what the committed runs draw; {redraw}"
+    );
+}
+
+#[test]
+fn the_gogc_experiment_is_what_its_committed_runs_say() {
+    check(
+        &story::gogc(),
+        3,
+        story::gogc_table,
+        story::gogc_chart,
+        "reports/read-state-cache/README.md",
+    );
+}
+
+#[test]
+fn the_forced_gc_run_is_what_its_committed_run_says() {
+    check(
+        &story::forced_gc(),
+        1,
+        story::forced_gc_table,
+        story::forced_gc_chart,
+        "reports/read-state-cache/README.md",
     );
 }
