@@ -115,6 +115,10 @@ enum Cmd {
         repeats: u32,
         #[arg(long, env = "RUN_SECONDS", default_value_t = 3)]
         seconds: u64,
+        /// Record nothing: redraw the table and chart from the runs already there (the
+        /// committed `run.slim.json` files).
+        #[arg(long)]
+        redraw: bool,
     },
     /// `just story-gogc`: the Go read-state cache at GOGC 50, 100 and 400 (a GC forced every
     /// 4 s), then its table (`table.md`) and chart (`chart.svg`) under
@@ -255,9 +259,12 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             switchyard,
         } => recipes::bench_servers((repeats, seconds), switchyard.as_deref(), &cx),
         Cmd::BenchOverhead(knobs) => recipes::bench_overhead(&knobs, &cx),
-        Cmd::CompareBroker { repeats, seconds } => {
-            recipes::story(&story::broker(recipes::cores()), repeats, seconds, &cx)
+        Cmd::CompareBroker { redraw: true, .. } => {
+            out(&recipes::render(&story::broker(recipes::cores()))?)
         }
+        Cmd::CompareBroker {
+            repeats, seconds, ..
+        } => recipes::story(&story::broker(recipes::cores()), repeats, seconds, &cx),
         Cmd::StoryGogc { redraw: true, .. } => out(&recipes::render(&story::gogc())?),
         Cmd::StoryGogc {
             repeats, seconds, ..

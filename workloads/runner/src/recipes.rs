@@ -291,7 +291,10 @@ pub fn render(story: &Story) -> Result<String, Failure> {
         fs::write(&path, svg).map_err(|e| Failure::io(format!("writing {}", path.display()), e))
     };
     let table = match (story.workload, story.root) {
-        ("spinlock-broker", _) => story::broker_table(&groups),
+        ("spinlock-broker", _) => {
+            chart(story::broker_chart(&groups)?)?;
+            story::broker_table(&groups)
+        }
         ("asset-server", _) => story::asset_table(&groups),
         (_, story::GOGC_ROOT) => {
             chart(story::gogc_chart(&groups)?)?;

@@ -707,6 +707,78 @@ fn gc_chart(groups: &[Group], title: impl Fn(&Group) -> String) -> Result<String
     Ok(svg)
 }
 
+/// The broker chart, SVG: CPU per message against throughput, one point per run, a panel per
+/// configuration (contention and message size), the builds told apart by colour.
+pub fn broker_chart(groups: &[Group]) -> Result<String, Failure> {
+    use plotters::prelude::*;
+    let draw = |e: &dyn std::fmt::Display| Failure::new(format!("drawing the chart: {e}"));
+    let mut configs: Vec<&str> = groups.iter().map(|g| g.config.as_str()).collect();
+    configs.dedup();
+    let point = |run: &Run, figures: &BTreeMap<String, Metric>| -> Option<(f64, f64)> {
+        let rate = metrics::lookup(run, figures, "throughput")?.value;
+        let cpu = metrics::lookup(run, figures, "cpu.per_op")?.value;
+        Some((rate / 1e3, cpu))
+    };
+    let all: Vec<(f64, f64)> = groups
+        .iter()
+        .flat_map(|g| g.runs.iter().filter_map(|(r, m)| point(r, m)))
+        .collect();
+    let x_max = all.iter().map(|p| p.0).fold(1.0, f64::max) * 1.1;
+    let y_max = all.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
+    let colour = |build: &str| match build {
+        "spin" => RED,
+        "mutex" => BLUE,
+        _ => GREEN,
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (760, 560)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| draw(&e))?;
+        let root = root
+            .titled(
+                "spin-lock broker: CPU per message against throughput, one point per run",
+                ("sans-serif", 16),
+            )
+            .map_err(|e| draw(&e))?;
+        for (config, area) in configs.iter().zip(root.split_evenly((2, 2))) {
+            let mut chart = ChartBuilder::on(&area)
+                .caption(config, ("sans-serif", 14))
+                .margin(8)
+                .x_label_area_size(28)
+                .y_label_area_size(44)
+                .build_cartesian_2d(0f64..x_max, 0f64..y_max)
+                .map_err(|e| draw(&e))?;
+            chart
+                .configure_mesh()
+                .x_desc("thousand msgs/s")
+                .y_desc("CPU µs/msg")
+                .draw()
+                .map_err(|e| draw(&e))?;
+            for g in groups.iter().filter(|g| g.config == *config) {
+                let c = colour(g.build);
+                chart
+                    .draw_series(
+                        g.runs
+                            .iter()
+                            .filter_map(|(r, m)| point(r, m))
+                            .map(|p| Circle::new(p, 4, c.filled())),
+                    )
+                    .map_err(|e| draw(&e))?
+                    .label(g.build)
+                    .legend(move |(x, y)| Circle::new((x, y), 4, c.filled()));
+            }
+            chart
+                .configure_series_labels()
+                .border_style(BLACK)
+                .background_style(WHITE.mix(0.8))
+                .draw()
+                .map_err(|e| draw(&e))?;
+        }
+        root.present().map_err(|e| draw(&e))?;
+    }
+    Ok(svg)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

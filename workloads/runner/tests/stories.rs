@@ -78,3 +78,15 @@ fn the_forced_gc_run_is_what_its_committed_run_says() {
         "reports/read-state-cache/README.md",
     );
 }
+
+#[test]
+fn the_broker_story_is_what_its_committed_runs_say() {
+    // Four configurations (contention × message size), three builds each.
+    check(
+        &story::broker(2),
+        12,
+        story::broker_table,
+        story::broker_chart,
+        "reports/spinlock-broker/README.md",
+    );
+}
