@@ -151,6 +151,9 @@ enum Cmd {
         repeats: u32,
         #[arg(long, env = "RUN_SECONDS", default_value_t = 3)]
         seconds: u64,
+        /// Record nothing: redraw the table and chart from the runs already there.
+        #[arg(long)]
+        redraw: bool,
     },
     /// `just compare-assets`: the asset server story (node-gzip, rust-gzip, rust-zstd), then
     /// its table; with HEAP=1 the Rust builds' allocations too.
@@ -273,9 +276,10 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Cmd::StoryForcedGc {
             repeats, seconds, ..
         } => recipes::story(&story::forced_gc(), repeats, seconds, &cx),
-        Cmd::CompareRelay { repeats, seconds } => {
-            recipes::story(&story::relay(), repeats, seconds, &cx)
-        }
+        Cmd::CompareRelay { redraw: true, .. } => out(&recipes::render(&story::relay())?),
+        Cmd::CompareRelay {
+            repeats, seconds, ..
+        } => recipes::story(&story::relay(), repeats, seconds, &cx),
         Cmd::CompareAssets { repeats, seconds } => {
             recipes::story(&story::assets(), repeats, seconds, &cx)
         }

@@ -304,7 +304,10 @@ pub fn render(story: &Story) -> Result<String, Failure> {
             chart(story::forced_gc_chart(&groups)?)?;
             story::forced_gc_table(&groups)
         }
-        _ => story::relay_table(&groups),
+        _ => {
+            chart(story::relay_chart(&groups)?)?;
+            story::relay_table(&groups)
+        }
     };
     let written = root.join("table.md");
     fs::write(&written, &table)

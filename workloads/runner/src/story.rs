@@ -779,6 +779,81 @@ pub fn broker_chart(groups: &[Group]) -> Result<String, Failure> {
     Ok(svg)
 }
 
+/// The relay chart, SVG: context switches per packet against speakers per room, one point per
+/// run, a panel per room count, the builds told apart by colour.
+pub fn relay_chart(groups: &[Group]) -> Result<String, Failure> {
+    use plotters::prelude::*;
+    let draw = |e: &dyn std::fmt::Display| Failure::new(format!("drawing the chart: {e}"));
+    let point = |run: &Run, figures: &BTreeMap<String, Metric>| -> Option<(f64, f64)> {
+        let speakers: f64 = run
+            .workload
+            .as_ref()?
+            .parameters
+            .get("speakers_per_room")?
+            .parse()
+            .ok()?;
+        let switches = metrics::lookup(run, figures, "switches.total.per_op")?.value;
+        Some((speakers, switches))
+    };
+    let y_max = groups
+        .iter()
+        .flat_map(|g| g.runs.iter().filter_map(|(r, m)| point(r, m)))
+        .map(|p| p.1)
+        .fold(1.0, f64::max)
+        * 1.1;
+    let mut rooms: Vec<&str> = groups.iter().filter_map(|g| g.parameter("rooms")).collect();
+    rooms.sort_by_key(|r| r.parse::<u32>().unwrap_or(0));
+    rooms.dedup();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (760, 320)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| draw(&e))?;
+        let root = root
+            .titled(
+                "voice relay: context switches per packet against speakers per room, one point per run",
+                ("sans-serif", 16),
+            )
+            .map_err(|e| draw(&e))?;
+        for (r, area) in rooms.iter().zip(root.split_evenly((1, rooms.len().max(1)))) {
+            let mut chart = ChartBuilder::on(&area)
+                .caption(format!("{r} rooms"), ("sans-serif", 14))
+                .margin(8)
+                .x_label_area_size(28)
+                .y_label_area_size(44)
+                .build_cartesian_2d(0f64..10f64, 0f64..y_max)
+                .map_err(|e| draw(&e))?;
+            chart
+                .configure_mesh()
+                .x_desc("speakers per room")
+                .y_desc("switches/packet")
+                .draw()
+                .map_err(|e| draw(&e))?;
+            for build in ["threads", "mmsg"] {
+                let c = if build == "threads" { RED } else { BLUE };
+                let points: Vec<(f64, f64)> = groups
+                    .iter()
+                    .filter(|g| g.build == build && g.parameter("rooms") == Some(*r))
+                    .flat_map(|g| g.runs.iter().filter_map(|(run, m)| point(run, m)))
+                    .collect();
+                chart
+                    .draw_series(points.into_iter().map(|p| Circle::new(p, 4, c.filled())))
+                    .map_err(|e| draw(&e))?
+                    .label(build)
+                    .legend(move |(x, y)| Circle::new((x, y), 4, c.filled()));
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::LowerLeft)
+                .border_style(BLACK)
+                .background_style(WHITE.mix(0.8))
+                .draw()
+                .map_err(|e| draw(&e))?;
+        }
+        root.present().map_err(|e| draw(&e))?;
+    }
+    Ok(svg)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

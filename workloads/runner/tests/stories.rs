@@ -90,3 +90,15 @@ fn the_broker_story_is_what_its_committed_runs_say() {
         "reports/spinlock-broker/README.md",
     );
 }
+
+#[test]
+fn the_relay_story_is_what_its_committed_runs_say() {
+    // Four configurations (rooms × speakers), two builds each.
+    check(
+        &story::relay(),
+        8,
+        story::relay_table,
+        story::relay_chart,
+        "reports/mmsg-relay/README.md",
+    );
+}
