@@ -14,12 +14,14 @@
 //! - [`per_event`]: `bench-overhead`, what recording adds per syscall, switch and sample.
 //! - [`overhead`]: what recording costs a workload's throughput, untraced against recorded.
 //! - [`story`]: the story tables, from run files through `metrics` and `compare`.
+//! - [`chart`]: the stories' charts, panels of points or lines drawn to SVG.
 //!
 //! The crates under `crates/` never depend on this one.
 
 pub mod attach;
 pub mod bench;
 pub mod catalogue;
+pub mod chart;
 pub mod fail;
 pub mod interrupt;
 pub mod overhead;

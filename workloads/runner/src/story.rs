@@ -19,7 +19,10 @@ use switchyard_model::{
     units::{Unit, bytes, grouped, ns_f},
 };
 
-use crate::fail::Failure;
+use crate::{
+    chart::{Chart, Legend, Panel, Series},
+    fail::Failure,
+};
 
 /// One configuration of a story: its directory name and its load.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -608,9 +611,6 @@ fn gc_table(groups: &[Group], first: &str, label: impl Fn(&Group) -> String) -> 
     out
 }
 
-/// One panel of a chart: its title, its (s, ms) points and the times of its marks (s).
-type Panel = (String, Vec<(f64, f64)>, Vec<f64>);
-
 /// The GOGC chart, SVG: per GOGC (first run of each), the driver's P99 per 100 ms window over
 /// the recording, with each GC cycle's end marked, one panel each on a shared scale.
 pub fn gogc_chart(groups: &[Group]) -> Result<String, Failure> {
@@ -624,8 +624,7 @@ pub fn forced_gc_chart(groups: &[Group]) -> Result<String, Failure> {
 
 /// A GC story's chart, a panel per group titled by `title`.
 fn gc_chart(groups: &[Group], title: impl Fn(&Group) -> String) -> Result<String, Failure> {
-    use plotters::prelude::*;
-    let series: Vec<Panel> = groups
+    let panels: Vec<Panel> = groups
         .iter()
         .filter_map(|g| {
             let (run, _) = g.runs.first()?;
@@ -636,7 +635,7 @@ fn gc_chart(groups: &[Group], title: impl Fn(&Group) -> String) -> Result<String
                 .iter()
                 .map(|win| (offset + win.start_ms as f64 / 1e3, win.p99_ns as f64 / 1e6))
                 .collect();
-            let cycles = run
+            let marks = run
                 .gc
                 .as_ref()
                 .map(|gc| {
@@ -647,71 +646,51 @@ fn gc_chart(groups: &[Group], title: impl Fn(&Group) -> String) -> Result<String
                         .collect()
                 })
                 .unwrap_or_default();
-            Some((title(g), points, cycles))
+            Some(Panel {
+                caption: title(g),
+                series: vec![Series {
+                    label: String::new(),
+                    colour: 0,
+                    points,
+                    line: true,
+                }],
+                marks,
+            })
         })
         .collect();
-    let x_max = series
-        .iter()
-        .flat_map(|(_, p, _)| p.iter().map(|(x, _)| *x))
-        .fold(1.0, f64::max);
-    let y_max = series
-        .iter()
-        .flat_map(|(_, p, _)| p.iter().map(|(_, y)| *y))
-        .fold(1.0, f64::max)
-        * 1.1;
-    let mut svg = String::new();
-    {
-        let height = 40 + 170 * series.len() as u32;
-        let root = SVGBackend::with_string(&mut svg, (760, height)).into_drawing_area();
-        let draw = |e: &dyn std::fmt::Display| Failure::new(format!("drawing the chart: {e}"));
-        root.fill(&WHITE).map_err(|e| draw(&e))?;
-        let root = root
-            .titled(
-                "read-state cache (Go): P99 per 100 ms window; dashed: a GC cycle ends",
-                ("sans-serif", 16),
-            )
-            .map_err(|e| draw(&e))?;
-        for ((name, points, cycles), area) in series
-            .iter()
-            .zip(root.split_evenly((series.len().max(1), 1)))
-        {
-            let mut chart = ChartBuilder::on(&area)
-                .caption(name, ("sans-serif", 14))
-                .margin(8)
-                .x_label_area_size(28)
-                .y_label_area_size(48)
-                .build_cartesian_2d(0f64..x_max, 0f64..y_max)
-                .map_err(|e| draw(&e))?;
-            chart
-                .configure_mesh()
-                .x_desc("s since the recording began")
-                .y_desc("P99 ms")
-                .draw()
-                .map_err(|e| draw(&e))?;
-            for &x in cycles {
-                chart
-                    .draw_series(DashedLineSeries::new(
-                        [(x, 0.0), (x, y_max)],
-                        4,
-                        4,
-                        BLACK.mix(0.4).stroke_width(1),
-                    ))
-                    .map_err(|e| draw(&e))?;
-            }
-            chart
-                .draw_series(LineSeries::new(points.iter().copied(), RED.stroke_width(1)))
-                .map_err(|e| draw(&e))?;
-        }
-        root.present().map_err(|e| draw(&e))?;
+    let all = || panels.iter().flat_map(|p| p.series[0].points.iter());
+    let mut chart = Chart::new(
+        "read-state cache (Go): P99 per 100 ms window; dashed: a GC cycle ends",
+        "s since the recording began",
+        "P99 ms",
+    );
+    chart.grid = (panels.len().max(1), 1);
+    chart.size = (760, 40 + 170 * panels.len() as u32);
+    chart.x_range = Some((0.0, all().map(|p| p.0).fold(1.0, f64::max)));
+    chart.y_range = Some((0.0, all().map(|p| p.1).fold(1.0, f64::max) * 1.1));
+    chart.legend = Legend::None;
+    chart.y_label_area = 48;
+    chart.svg(&panels)
+}
+
+/// A series of dots, one per run of `g` that `point` gives a point for.
+fn dots(
+    g: &Group,
+    label: &str,
+    colour: usize,
+    point: impl Fn(&Run, &BTreeMap<String, Metric>) -> Option<(f64, f64)>,
+) -> Series {
+    Series {
+        label: label.into(),
+        colour,
+        points: g.runs.iter().filter_map(|(r, m)| point(r, m)).collect(),
+        line: false,
     }
-    Ok(svg)
 }
 
 /// The broker chart, SVG: CPU per message against throughput, one point per run, a panel per
 /// configuration (contention and message size), the builds told apart by colour.
 pub fn broker_chart(groups: &[Group]) -> Result<String, Failure> {
-    use plotters::prelude::*;
-    let draw = |e: &dyn std::fmt::Display| Failure::new(format!("drawing the chart: {e}"));
     let mut configs: Vec<&str> = groups.iter().map(|g| g.config.as_str()).collect();
     configs.dedup();
     let point = |run: &Run, figures: &BTreeMap<String, Metric>| -> Option<(f64, f64)> {
@@ -719,71 +698,36 @@ pub fn broker_chart(groups: &[Group]) -> Result<String, Failure> {
         let cpu = metrics::lookup(run, figures, "cpu.per_op")?.value;
         Some((rate / 1e3, cpu))
     };
-    let all: Vec<(f64, f64)> = groups
-        .iter()
-        .flat_map(|g| g.runs.iter().filter_map(|(r, m)| point(r, m)))
-        .collect();
-    let x_max = all.iter().map(|p| p.0).fold(1.0, f64::max) * 1.1;
-    let y_max = all.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
     let colour = |build: &str| match build {
-        "spin" => RED,
-        "mutex" => BLUE,
-        _ => GREEN,
+        "spin" => 0,
+        "mutex" => 1,
+        _ => 2,
     };
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (760, 560)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| draw(&e))?;
-        let root = root
-            .titled(
-                "spin-lock broker: CPU per message against throughput, one point per run",
-                ("sans-serif", 16),
-            )
-            .map_err(|e| draw(&e))?;
-        for (config, area) in configs.iter().zip(root.split_evenly((2, 2))) {
-            let mut chart = ChartBuilder::on(&area)
-                .caption(config, ("sans-serif", 14))
-                .margin(8)
-                .x_label_area_size(28)
-                .y_label_area_size(44)
-                .build_cartesian_2d(0f64..x_max, 0f64..y_max)
-                .map_err(|e| draw(&e))?;
-            chart
-                .configure_mesh()
-                .x_desc("thousand msgs/s")
-                .y_desc("CPU µs/msg")
-                .draw()
-                .map_err(|e| draw(&e))?;
-            for g in groups.iter().filter(|g| g.config == *config) {
-                let c = colour(g.build);
-                chart
-                    .draw_series(
-                        g.runs
-                            .iter()
-                            .filter_map(|(r, m)| point(r, m))
-                            .map(|p| Circle::new(p, 4, c.filled())),
-                    )
-                    .map_err(|e| draw(&e))?
-                    .label(g.build)
-                    .legend(move |(x, y)| Circle::new((x, y), 4, c.filled()));
-            }
-            chart
-                .configure_series_labels()
-                .border_style(BLACK)
-                .background_style(WHITE.mix(0.8))
-                .draw()
-                .map_err(|e| draw(&e))?;
-        }
-        root.present().map_err(|e| draw(&e))?;
-    }
-    Ok(svg)
+    let panels: Vec<Panel> = configs
+        .iter()
+        .map(|config| Panel {
+            caption: config.to_string(),
+            series: groups
+                .iter()
+                .filter(|g| g.config == *config)
+                .map(|g| dots(g, g.build, colour(g.build), point))
+                .collect(),
+            marks: Vec::new(),
+        })
+        .collect();
+    let mut chart = Chart::new(
+        "spin-lock broker: CPU per message against throughput, one point per run",
+        "thousand msgs/s",
+        "CPU µs/msg",
+    );
+    chart.grid = (2, 2);
+    chart.size = (760, 560);
+    chart.svg(&panels)
 }
 
 /// The relay chart, SVG: context switches per packet against speakers per room, one point per
 /// run, a panel per room count, the builds told apart by colour.
 pub fn relay_chart(groups: &[Group]) -> Result<String, Failure> {
-    use plotters::prelude::*;
-    let draw = |e: &dyn std::fmt::Display| Failure::new(format!("drawing the chart: {e}"));
     let point = |run: &Run, figures: &BTreeMap<String, Metric>| -> Option<(f64, f64)> {
         let speakers: f64 = run
             .workload
@@ -795,63 +739,44 @@ pub fn relay_chart(groups: &[Group]) -> Result<String, Failure> {
         let switches = metrics::lookup(run, figures, "switches.total.per_op")?.value;
         Some((speakers, switches))
     };
-    let y_max = groups
-        .iter()
-        .flat_map(|g| g.runs.iter().filter_map(|(r, m)| point(r, m)))
-        .map(|p| p.1)
-        .fold(1.0, f64::max)
-        * 1.1;
     let mut rooms: Vec<&str> = groups.iter().filter_map(|g| g.parameter("rooms")).collect();
     rooms.sort_by_key(|r| r.parse::<u32>().unwrap_or(0));
     rooms.dedup();
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (760, 320)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| draw(&e))?;
-        let root = root
-            .titled(
-                "voice relay: context switches per packet against speakers per room, one point per run",
-                ("sans-serif", 16),
-            )
-            .map_err(|e| draw(&e))?;
-        for (r, area) in rooms.iter().zip(root.split_evenly((1, rooms.len().max(1)))) {
-            let mut chart = ChartBuilder::on(&area)
-                .caption(format!("{r} rooms"), ("sans-serif", 14))
-                .margin(8)
-                .x_label_area_size(28)
-                .y_label_area_size(44)
-                .build_cartesian_2d(0f64..10f64, 0f64..y_max)
-                .map_err(|e| draw(&e))?;
-            chart
-                .configure_mesh()
-                .x_desc("speakers per room")
-                .y_desc("switches/packet")
-                .draw()
-                .map_err(|e| draw(&e))?;
-            for build in ["threads", "mmsg"] {
-                let c = if build == "threads" { RED } else { BLUE };
-                let points: Vec<(f64, f64)> = groups
-                    .iter()
-                    .filter(|g| g.build == build && g.parameter("rooms") == Some(*r))
-                    .flat_map(|g| g.runs.iter().filter_map(|(run, m)| point(run, m)))
-                    .collect();
-                chart
-                    .draw_series(points.into_iter().map(|p| Circle::new(p, 4, c.filled())))
-                    .map_err(|e| draw(&e))?
-                    .label(build)
-                    .legend(move |(x, y)| Circle::new((x, y), 4, c.filled()));
-            }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::LowerLeft)
-                .border_style(BLACK)
-                .background_style(WHITE.mix(0.8))
-                .draw()
-                .map_err(|e| draw(&e))?;
-        }
-        root.present().map_err(|e| draw(&e))?;
-    }
-    Ok(svg)
+    let panels: Vec<Panel> = rooms
+        .iter()
+        .map(|r| Panel {
+            caption: format!("{r} rooms"),
+            series: ["threads", "mmsg"]
+                .iter()
+                .enumerate()
+                .map(|(colour, build)| {
+                    let mut s = Series {
+                        label: build.to_string(),
+                        colour,
+                        points: Vec::new(),
+                        line: false,
+                    };
+                    for g in groups
+                        .iter()
+                        .filter(|g| g.build == *build && g.parameter("rooms") == Some(*r))
+                    {
+                        s.points.extend(dots(g, build, colour, point).points);
+                    }
+                    s
+                })
+                .collect(),
+            marks: Vec::new(),
+        })
+        .collect();
+    let mut chart = Chart::new(
+        "voice relay: context switches per packet against speakers per room, one point per run",
+        "speakers per room",
+        "switches/packet",
+    );
+    chart.grid = (1, panels.len().max(1));
+    chart.x_range = Some((0.0, 10.0));
+    chart.legend = Legend::LowerLeft;
+    chart.svg(&panels)
 }
 
 #[cfg(test)]
