@@ -1,7 +1,7 @@
 //! `spinlock-broker`: the broker server, the target switchyard profiles.
 //!
 //! ```text
-//! spinlock-broker --lock spin|mutex|abs [--port 0] [--dir DIR] [--flush never|every:N|interval:MS]
+//! spinlock-broker --lock spin|mutex|abs|fixed [--spin-k N] [--port 0] [--dir DIR] [--flush never|every:N|interval:MS]
 //!                 [--segment-bytes N] [--retain-segments N] [--exit-after-idle MS]
 //!                 [--abs-window 100ms] [--max-message BYTES] [--pprof FILE] [--pprof-hz HZ]
 //! ```
@@ -30,6 +30,9 @@ struct Args {
     /// The lock around the send path (the build to profile).
     #[arg(long, value_enum)]
     lock: LockKind,
+    /// Attempts per spin round of `--lock fixed` (a yield after each failed round) [default: 1000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    spin_k: Option<u32>,
     /// Port on 127.0.0.1; 0 lets the kernel choose (printed as `ready <port>`).
     #[arg(long, default_value_t = 0)]
     port: u16,
@@ -70,7 +73,16 @@ fn main() -> ExitCode {
     switchyard_harness::exit_code("spinlock-broker", run(args))
 }
 
+/// K of `--lock fixed` when `--spin-k` is not given: the article's k = 10³.
+const DEFAULT_SPIN_K: u32 = 1_000;
+
 fn run(args: Args) -> anyhow::Result<()> {
+    if args.spin_k.is_some() && args.lock != LockKind::Fixed {
+        anyhow::bail!(
+            "--spin-k sets the fixed lock's K, not {}'s; use it with --lock fixed",
+            args.lock
+        );
+    }
     let shutdown = Shutdown::install().context("failed to install the SIGINT/SIGTERM handler")?;
     // The default directory lives as long as this function: removed after the summary.
     let temp;
@@ -93,9 +105,15 @@ fn run(args: Args) -> anyhow::Result<()> {
             retain_segments: args.retain_segments,
             flush: args.flush,
         },
-        abs: AbsConfig {
-            window: args.abs_window,
-            ..AbsConfig::default()
+        abs: match args.lock {
+            LockKind::Fixed => AbsConfig {
+                window: args.abs_window,
+                ..AbsConfig::fixed(args.spin_k.unwrap_or(DEFAULT_SPIN_K))
+            },
+            _ => AbsConfig {
+                window: args.abs_window,
+                ..AbsConfig::default()
+            },
         },
         exit_after_idle: args.exit_after_idle,
         max_message: args.max_message,

@@ -44,6 +44,15 @@
 //! throughput falls below 80% of the rate at the switch); K is halved rather than decremented,
 //! and the fallback is a futex mutex rather than a JVM lock.
 //!
+//! **Fixed K** ([`AbsConfig::fixed`], the broker's `fixed` build): the same spin rounds and
+//! yields with adaptation off: K never changes and the lock never switches to the mutex. This
+//! is the fixed spin count RocketMQ's article sweeps (spin up to k attempts, `Thread.yield`,
+//! repeat); unlike it, attempts here back off exponentially as in spin mode above.
+//!
+//! Every adaptation step that changes K or the mode is logged ([`AbsLock::steps`], the first
+//! [`MAX_STEPS`]) with its time, the window's rate and the K after it, so a run's summary says
+//! when the lock grew K and when it switched.
+//!
 //! [`Adaptive`] is the decision part alone, a pure state machine fed [`Sample`]s, so it is tested
 //! without threads or clocks; [`AbsLock::adapt_now`] feeds one sample to a live lock.
 
@@ -79,6 +88,8 @@ pub struct AbsConfig {
     pub return_ratio: f64,
     /// Upper bound of the exponential backoff between attempts, in `pause` hints.
     pub backoff_cap: u32,
+    /// Whether windows adapt K and the mode; off, K stays at `k_initial` in spin mode.
+    pub adapt: bool,
 }
 
 impl Default for AbsConfig {
@@ -91,6 +102,7 @@ impl Default for AbsConfig {
             retreat_ratio: 320,
             return_ratio: 0.8,
             backoff_cap: 16,
+            adapt: true,
         }
     }
 }
@@ -101,6 +113,17 @@ impl Default for AbsConfig {
 pub struct AbsConfigError(&'static str);
 
 impl AbsConfig {
+    /// The fixed-K lock: `k` attempts a round, then a yield, for ever (no adaptation).
+    pub fn fixed(k: u32) -> Self {
+        Self {
+            k_initial: k,
+            k_min: k,
+            k_max: k,
+            adapt: false,
+            ..Self::default()
+        }
+    }
+
     pub fn validate(&self) -> Result<(), AbsConfigError> {
         if self.k_min == 0 {
             return Err(AbsConfigError("K_min must be at least 1"));
@@ -145,7 +168,8 @@ impl Sample {
 }
 
 /// What one adaptation step did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Step {
     Kept,
     Grew,
@@ -200,6 +224,9 @@ impl Adaptive {
 
     pub fn step(&mut self, sample: Sample) -> Step {
         let c = self.config;
+        if !c.adapt {
+            return Step::Kept;
+        }
         match self.mode {
             Mode::Spin if sample.acquisitions == 0 => Step::Kept,
             Mode::Spin if self.spinning_failed(&sample) => {
@@ -235,6 +262,24 @@ impl Adaptive {
     }
 }
 
+/// One logged adaptation step: one that changed K or the mode.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Logged {
+    /// When, on `CLOCK_MONOTONIC` (its coarse form: a few ms late at most), the clock a
+    /// recording's `meta.start_mono_ns` is on.
+    pub at_ns: u64,
+    pub step: Step,
+    /// K after the step.
+    pub k: u32,
+    /// The window's request rate (acquisitions per second).
+    pub rate: f64,
+    /// The rate at the last switch to the mutex (0 before any).
+    pub rate_at_switch: f64,
+}
+
+/// Steps logged at most (a step ends a 100-ms window at most: over 10 minutes of them).
+pub const MAX_STEPS: usize = 6_000;
+
 const MODE_SPIN: u32 = 0;
 const MODE_MUTEX: u32 = 1;
 
@@ -242,6 +287,7 @@ const MODE_MUTEX: u32 = 1;
 #[derive(Debug)]
 struct Window {
     adaptive: Adaptive,
+    steps: Vec<Logged>,
     start_ns: u64,
     acquisitions: u64,
     length_ns: u64,
@@ -279,6 +325,7 @@ impl AbsLock {
     /// A lock with `config` (validate it first with [`AbsConfig::validate`]).
     pub fn new(config: AbsConfig) -> Self {
         let adaptive = Adaptive::new(config);
+        let now = coarse_now_ns();
         Self {
             word: FutexMutex::new(),
             mode: AtomicU32::new(MODE_SPIN),
@@ -289,7 +336,8 @@ impl AbsLock {
             mode_switches: AtomicU64::new(0),
             window: UnsafeCell::new(Window {
                 adaptive,
-                start_ns: coarse_now_ns(),
+                steps: Vec::new(),
+                start_ns: now,
                 acquisitions: 0,
                 length_ns: u64::try_from(config.window.as_nanos()).unwrap_or(u64::MAX),
             }),
@@ -325,18 +373,28 @@ impl AbsLock {
         self.word.is_locked()
     }
 
+    /// The adaptation steps that changed K or the mode, oldest first (the first
+    /// [`MAX_STEPS`]). Takes the lock to read them.
+    pub fn steps(&self) -> Vec<Logged> {
+        self.with_window(|window| window.steps.clone())
+    }
+
+    /// Runs `f` on the holder's state, the lock taken for it.
+    fn with_window<R>(&self, f: impl FnOnce(&mut Window) -> R) -> R {
+        if !self.word.try_lock() {
+            self.word.lock_contended();
+        }
+        // SAFETY: the lock is held until the unlock below.
+        let r = f(unsafe { &mut *self.window.get() });
+        self.word.unlock();
+        r
+    }
+
     /// Runs one adaptation step with `sample` on the live lock, as if a window had just ended
     /// (the window's own counts are left alone). Takes the lock to do so. For tests and tools
     /// that drive the adaptation deterministically.
     pub fn adapt_now(&self, sample: Sample) -> Step {
-        if !self.word.try_lock() {
-            self.word.lock_contended();
-        }
-        // SAFETY: the lock is held.
-        let window = unsafe { &mut *self.window.get() };
-        let step = self.apply(window, sample);
-        self.word.unlock();
-        step
+        self.with_window(|window| self.apply(window, sample, coarse_now_ns()))
     }
 
     /// One spin round of at most `k` attempts with exponential backoff. Returns whether the
@@ -370,14 +428,23 @@ impl AbsLock {
                 retreats: self.window_retreats.swap(0, Ordering::Relaxed),
                 elapsed: Duration::from_nanos(elapsed),
             };
-            self.apply(window, sample);
+            self.apply(window, sample, now);
             window.acquisitions = 0;
             window.start_ns = now;
         }
     }
 
-    fn apply(&self, window: &mut Window, sample: Sample) -> Step {
+    fn apply(&self, window: &mut Window, sample: Sample, now: u64) -> Step {
         let step = window.adaptive.step(sample);
+        if step != Step::Kept && window.steps.len() < MAX_STEPS {
+            window.steps.push(Logged {
+                at_ns: now,
+                step,
+                k: window.adaptive.k(),
+                rate: sample.rate(),
+                rate_at_switch: window.adaptive.rate_at_switch(),
+            });
+        }
         self.k.store(window.adaptive.k(), Ordering::Relaxed);
         let mode = match window.adaptive.mode() {
             Mode::Spin => MODE_SPIN,
@@ -408,6 +475,20 @@ fn coarse_now_ns() -> u64 {
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn broker_abs_acquire(lock: &AbsLock) -> AcquireWait {
+    acquire(lock)
+}
+
+/// Takes the lock built with [`AbsConfig::fixed`]; the uprobe point for the `fixed` build.
+/// The same path as [`broker_abs_acquire`], under its own name so a probe tells the builds
+/// apart.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn broker_fixed_acquire(lock: &AbsLock) -> AcquireWait {
+    acquire(lock)
+}
+
+#[inline(always)]
+fn acquire(lock: &AbsLock) -> AcquireWait {
     let mut wait = AcquireWait::NONE;
     loop {
         if lock.mode.load(Ordering::Relaxed) == MODE_MUTEX {
@@ -435,6 +516,17 @@ pub extern "C" fn broker_abs_acquire(lock: &AbsLock) -> AcquireWait {
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub unsafe extern "C" fn broker_abs_release(lock: &AbsLock) {
+    lock.word.unlock();
+}
+
+/// Releases the fixed-K lock; the uprobe point for the `fixed` build.
+///
+/// # Safety
+///
+/// The caller holds the lock (took it with [`broker_fixed_acquire`] and has not released it).
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub unsafe extern "C" fn broker_fixed_release(lock: &AbsLock) {
     lock.word.unlock();
 }
 
@@ -470,6 +562,66 @@ mod tests {
             ..AbsConfig::default()
         };
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn fixed_k_never_changes_k_or_the_mode() {
+        let config = AbsConfig::fixed(1_000);
+        assert_eq!(config.validate(), Ok(()));
+        assert_eq!(
+            (config.k_min, config.k_initial, config.k_max),
+            (1_000, 1_000, 1_000)
+        );
+        assert!(
+            AbsConfig::fixed(0).validate().is_err(),
+            "k = 0 spins no attempt"
+        );
+        let mut a = Adaptive::new(config);
+        for s in [failing(), failing(), succeeding(), sample(0, 0), failing()] {
+            assert_eq!(a.step(s), Step::Kept);
+        }
+        assert_eq!((a.k(), a.mode(), a.mode_switches()), (1_000, Mode::Spin, 0));
+        // On a live lock too: failing windows log nothing and leave K where it was.
+        let lock = AbsLock::new(AbsConfig::fixed(10));
+        for _ in 0..10 {
+            assert_eq!(lock.adapt_now(failing()), Step::Kept);
+        }
+        assert_eq!(
+            (lock.k(), lock.mode(), lock.mode_switches()),
+            (10, Mode::Spin, 0)
+        );
+        assert!(lock.steps().is_empty());
+    }
+
+    #[test]
+    fn steps_that_change_k_or_the_mode_are_logged() {
+        let lock = AbsLock::default();
+        assert_eq!(lock.adapt_now(failing()), Step::Grew);
+        while lock.adapt_now(failing()) != Step::ToMutex {}
+        assert_eq!(
+            lock.adapt_now(sample(10_000, 0)),
+            Step::Kept,
+            "the rate held"
+        );
+        assert_eq!(lock.adapt_now(sample(7_000, 0)), Step::ToSpin, "below 80%");
+        let steps: Vec<(Step, u32, f64, f64)> = lock
+            .steps()
+            .iter()
+            .map(|l| (l.step, l.k, l.rate, l.rate_at_switch))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                (Step::Grew, 2_000, 100_000.0, 0.0),
+                (Step::Grew, 4_000, 100_000.0, 0.0),
+                (Step::Grew, 8_000, 100_000.0, 0.0),
+                (Step::Grew, 10_000, 100_000.0, 0.0),
+                (Step::ToMutex, 10_000, 100_000.0, 100_000.0),
+                (Step::ToSpin, 1_000, 70_000.0, 100_000.0),
+            ]
+        );
+        let times: Vec<u64> = lock.steps().iter().map(|l| l.at_ns).collect();
+        assert!(times.is_sorted(), "{times:?}");
     }
 
     #[test]

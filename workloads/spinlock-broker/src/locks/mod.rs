@@ -1,4 +1,4 @@
-//! The three locks the broker's send path can run under, and [`BrokerLock`], the guarded form
+//! The four locks the broker's send path can run under, and [`BrokerLock`], the guarded form
 //! the broker uses.
 //!
 //! Each lock's take and release are `extern "C"`, unmangled and never inlined, so a uprobe can
@@ -9,6 +9,10 @@
 //! | `spin`  | `broker_spin_acquire`  | `broker_spin_release`  |
 //! | `mutex` | `broker_mutex_acquire` | `broker_mutex_release` |
 //! | `abs`   | `broker_abs_acquire`   | `broker_abs_release`   |
+//! | `fixed` | `broker_fixed_acquire` | `broker_fixed_release` |
+//!
+//! `fixed` is the adaptive lock with adaptation off ([`AbsConfig::fixed`]): K attempts, a
+//! yield, repeat.
 //!
 //! All take one argument, a pointer to the lock (`rdi` on x86-64). A take returns an
 //! [`AcquireWait`], 16 bytes returned in registers (`rax` = spins, `rdx` = futex waits on
@@ -23,7 +27,7 @@ use std::{cell::UnsafeCell, fmt, marker::PhantomData, ops};
 
 use serde::Serialize;
 
-pub use abs::{AbsConfig, AbsLock, Mode};
+pub use abs::{AbsConfig, AbsLock, Logged, Mode};
 pub use futex::FutexMutex;
 pub use spin::SpinLock;
 
@@ -54,6 +58,8 @@ pub enum LockKind {
     Mutex,
     /// Adaptive backoff spin lock (falls back to the futex mutex under heavy contention).
     Abs,
+    /// The adaptive lock's spin rounds with K fixed (`--spin-k`): no adaptation, no mutex.
+    Fixed,
 }
 
 impl LockKind {
@@ -62,6 +68,7 @@ impl LockKind {
             Self::Spin => "spin",
             Self::Mutex => "mutex",
             Self::Abs => "abs",
+            Self::Fixed => "fixed",
         }
     }
 }
@@ -72,20 +79,27 @@ impl fmt::Display for LockKind {
     }
 }
 
-/// One of the three locks, without data.
+/// One of the four locks, without data.
 #[derive(Debug)]
 pub enum RawLock {
     Spin(SpinLock),
     Mutex(FutexMutex),
     Abs(AbsLock),
+    /// The adaptive lock built with adaptation off.
+    Fixed(AbsLock),
 }
 
 impl RawLock {
+    /// `abs` configures the `abs` lock; the `fixed` one holds K at `abs.k_initial`.
     pub fn new(kind: LockKind, abs: AbsConfig) -> Self {
         match kind {
             LockKind::Spin => Self::Spin(SpinLock::new()),
             LockKind::Mutex => Self::Mutex(FutexMutex::new()),
             LockKind::Abs => Self::Abs(AbsLock::new(abs)),
+            LockKind::Fixed => Self::Fixed(AbsLock::new(AbsConfig {
+                window: abs.window,
+                ..AbsConfig::fixed(abs.k_initial)
+            })),
         }
     }
 
@@ -94,6 +108,7 @@ impl RawLock {
             Self::Spin(_) => LockKind::Spin,
             Self::Mutex(_) => LockKind::Mutex,
             Self::Abs(_) => LockKind::Abs,
+            Self::Fixed(_) => LockKind::Fixed,
         }
     }
 
@@ -102,6 +117,7 @@ impl RawLock {
             Self::Spin(l) => spin::broker_spin_acquire(l),
             Self::Mutex(l) => futex::broker_mutex_acquire(l),
             Self::Abs(l) => abs::broker_abs_acquire(l),
+            Self::Fixed(l) => abs::broker_fixed_acquire(l),
         }
     }
 
@@ -115,6 +131,7 @@ impl RawLock {
                 Self::Spin(l) => spin::broker_spin_release(l),
                 Self::Mutex(l) => futex::broker_mutex_release(l),
                 Self::Abs(l) => abs::broker_abs_release(l),
+                Self::Fixed(l) => abs::broker_fixed_release(l),
             }
         }
     }
@@ -129,7 +146,7 @@ struct Counters {
 }
 
 /// What a lock did over its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LockStats {
     pub kind: LockKind,
     /// Takes through [`BrokerLock::lock`].
@@ -140,12 +157,12 @@ pub struct LockStats {
     pub futex_waits: u64,
     /// `FUTEX_WAKE` calls made by releases.
     pub futex_wakes: u64,
-    /// The adaptive lock's own figures (`abs` only).
+    /// The adaptive lock's own figures (`abs` and `fixed`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub abs: Option<AbsStats>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AbsStats {
     /// Failed spin rounds (each followed by a yield).
     pub retreats: u64,
@@ -154,6 +171,9 @@ pub struct AbsStats {
     /// K and the mode at the time of the snapshot.
     pub k: u32,
     pub mode: Mode,
+    /// The adaptation steps that changed K or the mode, with their times (see
+    /// [`abs::Logged`]); none for `fixed`.
+    pub steps: Vec<Logged>,
 }
 
 /// Data guarded by one of the three locks; the counters of [`LockStats`] are kept by the
@@ -210,13 +230,14 @@ impl<T> BrokerLock<T> {
         let (futex_wakes, abs) = match &self.raw {
             RawLock::Spin(_) => (0, None),
             RawLock::Mutex(l) => (l.wakes(), None),
-            RawLock::Abs(l) => (
+            RawLock::Abs(l) | RawLock::Fixed(l) => (
                 l.futex_wakes(),
                 Some(AbsStats {
                     retreats: l.retreats(),
                     mode_switches: l.mode_switches(),
                     k: l.k(),
                     mode: l.mode(),
+                    steps: l.steps(),
                 }),
             ),
         };
@@ -323,7 +344,7 @@ mod tests {
         match raw {
             RawLock::Spin(l) => l.is_locked(),
             RawLock::Mutex(l) => l.is_locked(),
-            RawLock::Abs(l) => l.is_locked(),
+            RawLock::Abs(l) | RawLock::Fixed(l) => l.is_locked(),
         }
     }
 
@@ -351,6 +372,32 @@ mod tests {
             AbsConfig::default(),
             Plain { count: 0 },
         ));
+    }
+
+    #[test]
+    fn fixed_k_lock_excludes_and_keeps_its_k() {
+        // K = 10: rounds fail often under 8 threads, so takers yield and retry.
+        let lock = BrokerLock::new(
+            LockKind::Fixed,
+            AbsConfig {
+                k_initial: 10,
+                window: Duration::from_millis(1),
+                ..AbsConfig::default()
+            },
+            Plain { count: 0 },
+        );
+        hammer(&lock);
+        let abs = lock
+            .stats()
+            .abs
+            .expect("fixed reports the adaptive lock's figures");
+        assert_eq!((abs.k, abs.mode, abs.mode_switches), (10, Mode::Spin, 0));
+        assert!(abs.steps.is_empty(), "{:?}", abs.steps);
+        assert_eq!(
+            lock.stats().futex_waits,
+            0,
+            "fixed never sleeps on the futex"
+        );
     }
 
     #[test]
@@ -409,14 +456,22 @@ mod tests {
 
     #[test]
     fn stats_report_each_lock_kind() {
-        for kind in [LockKind::Spin, LockKind::Mutex, LockKind::Abs] {
+        for kind in [
+            LockKind::Spin,
+            LockKind::Mutex,
+            LockKind::Abs,
+            LockKind::Fixed,
+        ] {
             let lock = BrokerLock::new(kind, AbsConfig::default(), 0u32);
             *lock.lock() += 1;
             *lock.lock() += 1;
             let stats = lock.stats();
             assert_eq!(stats.kind, kind);
             assert_eq!(stats.acquisitions, 2);
-            assert_eq!(stats.abs.is_some(), kind == LockKind::Abs);
+            assert_eq!(
+                stats.abs.is_some(),
+                matches!(kind, LockKind::Abs | LockKind::Fixed)
+            );
             assert_eq!(lock.into_inner(), 2);
         }
     }
