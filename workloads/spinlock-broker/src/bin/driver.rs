@@ -4,7 +4,11 @@
 //! spinlock-broker-driver --addr 127.0.0.1:PORT [--producers N] [--size BYTES]
 //!                        [--duration 5s | --ops N] --out result.json [--build NAME]
 //!                        [--window 100ms] [--connect-timeout 5s]
+//!                        [--drop-at 4s --drop-to N]
 //! ```
+//!
+//! `--drop-at T --drop-to N`: T into the run, every producer but the first N stops (and closes
+//! its connection), so the load changes part-way (0s: never).
 //!
 //! N producer threads, each with its own connection, send a message and wait for its ack
 //! (closed loop), recording the send→ack latency. The run's result is a `switchyard-harness`
@@ -17,7 +21,7 @@ use std::{
     path::PathBuf,
     process::ExitCode,
     thread,
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, bail};
@@ -29,7 +33,7 @@ use spinlock_broker::{
 use switchyard_harness::{
     Budget, DriverResult, Measured as _, Recorder, Shutdown,
     driver::{BoundFlags, TimingFlags, merge_threads, run_together},
-    human_ns, print_line,
+    human_ns, parse_duration, print_line,
 };
 
 /// Closed-loop producers for spinlock-broker.
@@ -56,6 +60,12 @@ struct Args {
     build: String,
     #[command(flatten)]
     timing: TimingFlags,
+    /// How far into the run the producers beyond --drop-to stop (0s: never).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    drop_at: Duration,
+    /// Producers that keep sending after --drop-at.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    drop_to: u32,
 }
 
 fn main() -> ExitCode {
@@ -70,15 +80,17 @@ struct Producer {
     failure: Option<io::Error>,
 }
 
+/// Sends until the budget is spent or, given `stop`, that instant has passed.
 fn produce(
     mut stream: TcpStream,
     frame: &[u8],
     budget: &Budget,
+    stop: Option<Instant>,
     mut recorder: Recorder,
 ) -> Producer {
     let mut errors = 0;
     let mut failure = None;
-    while budget.next() {
+    while stop.is_none_or(|t| Instant::now() < t) && budget.next() {
         let sent = Instant::now();
         let ack = stream.write_all(frame).and_then(|()| read_ack(&mut stream));
         let acked = Instant::now();
@@ -123,7 +135,11 @@ fn run(args: Args) -> anyhow::Result<()> {
         streams,
         bound,
         &shutdown,
-        |_, stream, start, budget| produce(stream, &frame, budget, Recorder::new(start, window)),
+        |i, stream, start, budget| {
+            let stop = (!args.drop_at.is_zero() && i >= args.drop_to as usize)
+                .then(|| start + args.drop_at);
+            produce(stream, &frame, budget, stop, Recorder::new(start, window))
+        },
     )?;
     let start = started.at;
 
@@ -148,6 +164,13 @@ fn run(args: Args) -> anyhow::Result<()> {
             serde_json::json!(thread::available_parallelism().map_or(1, |n| n.get())),
         ),
     ]);
+    if !args.drop_at.is_zero() {
+        parameters.insert(
+            "drop_at_ms".to_owned(),
+            serde_json::json!(args.drop_at.as_millis() as u64),
+        );
+        parameters.insert("drop_to".to_owned(), serde_json::json!(args.drop_to));
+    }
     let (key, value) = bound.parameter();
     parameters.insert(key.to_owned(), value);
     let result = DriverResult::new(
