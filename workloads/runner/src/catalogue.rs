@@ -45,6 +45,8 @@ pub enum KnobKind {
     Count,
     /// A duration such as `2s` or `500ms`.
     Duration,
+    /// The broker's flush policy: `never`, `every:N` or `interval:MS` (or `interval:2s`).
+    Flush,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,6 +128,29 @@ pub const WORKLOADS: &[Workload] = &[
                     symbol: "broker_abs_acquire",
                 }],
             ),
+            Build {
+                name: "fixed",
+                server: &[
+                    "spinlock-broker",
+                    "--lock",
+                    "fixed",
+                    "--spin-k",
+                    "{k}",
+                    "--flush",
+                    "{flush}",
+                    "--exit-after-idle",
+                    "300",
+                    "--dir",
+                    "{scratch}",
+                ],
+                package: Some("spinlock-broker"),
+                spans: &[Span {
+                    label: "acquire",
+                    symbol: "broker_fixed_acquire",
+                }],
+                record_flags: &[],
+                load_note: ", k = {k}",
+            },
         ],
         default_build: "abs",
         knobs: &[
@@ -143,6 +168,34 @@ pub const WORKLOADS: &[Workload] = &[
                 env: None,
                 about: "message payload, bytes",
             },
+            Knob {
+                name: "k",
+                kind: KnobKind::Count,
+                default: KnobDefault::Fixed("1000"),
+                env: None,
+                about: "attempts per spin round of the fixed build, a yield after each failed round",
+            },
+            Knob {
+                name: "flush",
+                kind: KnobKind::Flush,
+                default: KnobDefault::Fixed("never"),
+                env: None,
+                about: "when the commit log is forced to disk: never, every:N messages or interval:MS",
+            },
+            Knob {
+                name: "drop-at",
+                kind: KnobKind::Duration,
+                default: KnobDefault::Fixed("0s"),
+                env: None,
+                about: "how far into the run the producers beyond drop-to stop (0s: never)",
+            },
+            Knob {
+                name: "drop-to",
+                kind: KnobKind::Count,
+                default: KnobDefault::Fixed("1"),
+                env: None,
+                about: "producers that keep sending after drop-at",
+            },
         ],
         load: "{producers} producers, {size}-byte messages",
         attach: Attach::Spawn,
@@ -158,6 +211,10 @@ pub const WORKLOADS: &[Workload] = &[
             "{size}",
             "--duration",
             "{seconds}s",
+            "--drop-at",
+            "{drop-at}",
+            "--drop-to",
+            "{drop-to}",
             "--build",
             "{label}",
             "--out",
@@ -397,6 +454,8 @@ const fn broker_build(name: &'static str, spans: &'static [Span]) -> Build {
             "spinlock-broker",
             "--lock",
             "{build}",
+            "--flush",
+            "{flush}",
             "--exit-after-idle",
             "300",
             // The commit log is scratch: kept out of the report directory.

@@ -27,6 +27,8 @@ pub enum PlanError {
     NotACount { name: &'static str, value: String },
     #[error("{name}={value}: not a duration")]
     NotADuration { name: &'static str, value: String },
+    #[error("{name}={value}: not a flush policy")]
+    NotAFlush { name: &'static str, value: String },
     #[error("--seconds 0: the load must run for at least a second")]
     NoSeconds,
 }
@@ -52,6 +54,9 @@ impl PlanError {
             PlanError::NotAKnob(_) => "give each load as NAME=VALUE, e.g. producers=8".into(),
             PlanError::NotACount { .. } => "give a whole number, e.g. 8".into(),
             PlanError::NotADuration { .. } => "give a duration such as 2s or 500ms".into(),
+            PlanError::NotAFlush { .. } => {
+                "give never, every:N (N ≥ 1, e.g. every:1) or interval:MS (e.g. interval:10)".into()
+            }
             PlanError::NoSeconds => "give --seconds 1 or more".into(),
         }
     }
@@ -70,6 +75,7 @@ pub fn knob_usage(w: &Workload) -> String {
             let value = match k.kind {
                 KnobKind::Count => "N",
                 KnobKind::Duration => "DURATION",
+                KnobKind::Flush => "never|every:N|interval:MS",
             };
             format!("{}={value} ({}; default {default}{env})", k.name, k.about)
         })
@@ -148,9 +154,14 @@ impl Plan {
             let ok = match k.kind {
                 KnobKind::Count => value.parse::<u64>().is_ok(),
                 KnobKind::Duration => switchyard_harness::parse_duration(&value).is_ok(),
+                KnobKind::Flush => is_flush_policy(&value),
             };
             if !ok {
                 return Err(match k.kind {
+                    KnobKind::Flush => PlanError::NotAFlush {
+                        name: k.name,
+                        value,
+                    },
                     KnobKind::Count => PlanError::NotACount {
                         name: k.name,
                         value,
@@ -209,6 +220,19 @@ impl Plan {
         line.push_str(&fill(self.build.load_note, &v));
         line
     }
+}
+
+/// Whether `value` is a flush policy the broker takes (its `--flush`): `never`, `every:N` with
+/// N ≥ 1, or `interval:` milliseconds or a duration, not zero.
+fn is_flush_policy(value: &str) -> bool {
+    if let Some(n) = value.strip_prefix("every:") {
+        return n.parse::<u64>().is_ok_and(|n| n >= 1);
+    }
+    if let Some(t) = value.strip_prefix("interval:") {
+        return t.parse::<u64>().is_ok_and(|ms| ms > 0)
+            || switchyard_harness::parse_duration(t).is_ok_and(|d| !d.is_zero());
+    }
+    value == "never"
 }
 
 /// `template` with each `{name}` replaced by its value; unknown names are left as they are
@@ -290,6 +314,30 @@ mod tests {
         assert_eq!(e.to_string(), "size=big: not a whole number");
         let e = plan(req("read-state-cache", "go", &["gc-interval=often".into()])).unwrap_err();
         assert_eq!(e.to_string(), "gc-interval=often: not a duration");
+        for bad in [
+            "sync",
+            "every:0",
+            "every:",
+            "interval:0",
+            "interval:soon",
+            "",
+        ] {
+            let knobs = [format!("flush={bad}")];
+            let e = plan(req("spinlock-broker", "abs", &knobs));
+            if bad.is_empty() {
+                assert!(e.is_ok(), "an empty value takes the default");
+            } else {
+                assert_eq!(
+                    e.unwrap_err().to_string(),
+                    format!("flush={bad}: not a flush policy")
+                );
+            }
+        }
+        for good in ["never", "every:1", "every:64", "interval:10", "interval:2s"] {
+            let knobs = [format!("flush={good}")];
+            let p = plan(req("spinlock-broker", "abs", &knobs)).unwrap();
+            assert_eq!(p.knobs["flush"], good);
+        }
         let e = plan(Request {
             seconds: Some(0),
             ..req("mmsg-relay", "mmsg", &[])
@@ -341,13 +389,22 @@ mod tests {
         let v = p.values("127.0.0.1:4000", "out/result.json", "/tmp/log");
         assert_eq!(
             fill_words(p.build.server, &v).join(" "),
-            "spinlock-broker --lock spin --exit-after-idle 300 --dir /tmp/log"
+            "spinlock-broker --lock spin --flush never --exit-after-idle 300 --dir /tmp/log"
         );
         assert_eq!(
             fill_words(p.workload.driver, &v).join(" "),
-            "spinlock-broker-driver --addr 127.0.0.1:4000 --producers 8 --size 2 --duration 2s --build abs --out out/result.json"
+            "spinlock-broker-driver --addr 127.0.0.1:4000 --producers 8 --size 2 --duration 2s --drop-at 0s --drop-to 1 --build abs --out out/result.json"
         );
         assert_eq!(p.build.spans[0].arg(), "acquire=broker_spin_acquire");
+        let knobs = ["k=100".to_string(), "flush=every:1".to_string()];
+        let fixed = plan(req("spinlock-broker", "fixed", &knobs)).unwrap();
+        let v = fixed.values("127.0.0.1:4000", "out/result.json", "/tmp/log");
+        assert_eq!(
+            fill_words(fixed.build.server, &v).join(" "),
+            "spinlock-broker --lock fixed --spin-k 100 --flush every:1 --exit-after-idle 300 --dir /tmp/log"
+        );
+        assert_eq!(fixed.load_line(), "2 producers, 2-byte messages, k = 100");
+        assert_eq!(fixed.build.spans[0].arg(), "acquire=broker_fixed_acquire");
     }
 
     #[test]
