@@ -393,7 +393,7 @@ mod tests {
         );
         assert_eq!(
             fill_words(p.workload.driver, &v).join(" "),
-            "spinlock-broker-driver --addr 127.0.0.1:4000 --producers 8 --size 2 --duration 2s --drop-at 0s --drop-to 1 --build abs --out out/result.json"
+            "spinlock-broker-driver --addr 127.0.0.1:4000 --producers 8 --size 2 --duration 2s --drop-at 0s --drop-to 1 --drop-think 0s --build abs --out out/result.json"
         );
         assert_eq!(p.build.spans[0].arg(), "acquire=broker_spin_acquire");
         let knobs = ["k=100".to_string(), "flush=every:1".to_string()];

@@ -4,11 +4,12 @@
 //! spinlock-broker-driver --addr 127.0.0.1:PORT [--producers N] [--size BYTES]
 //!                        [--duration 5s | --ops N] --out result.json [--build NAME]
 //!                        [--window 100ms] [--connect-timeout 5s]
-//!                        [--drop-at 4s --drop-to N]
+//!                        [--drop-at 4s --drop-to N [--drop-think 50ms]]
 //! ```
 //!
 //! `--drop-at T --drop-to N`: T into the run, every producer but the first N stops (and closes
-//! its connection), so the load changes part-way (0s: never).
+//! its connection), so the load changes part-way (0s: never); with `--drop-think D` the N left
+//! wait D after each ack from then on, a light load of about N/D messages a second.
 //!
 //! N producer threads, each with its own connection, send a message and wait for its ack
 //! (closed loop), recording the send→ack latency. The run's result is a `switchyard-harness`
@@ -66,6 +67,9 @@ struct Args {
     /// Producers that keep sending after --drop-at.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     drop_to: u32,
+    /// How long the producers left after --drop-at wait after each ack (0s: not at all).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    drop_think: Duration,
 }
 
 fn main() -> ExitCode {
@@ -80,17 +84,34 @@ struct Producer {
     failure: Option<io::Error>,
 }
 
-/// Sends until the budget is spent or, given `stop`, that instant has passed.
+/// How a producer's load changes part-way (`--drop-at`).
+#[derive(Clone, Copy)]
+enum Drop {
+    /// Stops sending at this instant.
+    StopAt(Instant),
+    /// From this instant, waits this long after each ack.
+    ThinkFrom(Instant, Duration),
+}
+
+/// Sends until the budget is spent or `drop` stops it.
 fn produce(
     mut stream: TcpStream,
     frame: &[u8],
     budget: &Budget,
-    stop: Option<Instant>,
+    drop: Option<Drop>,
     mut recorder: Recorder,
 ) -> Producer {
     let mut errors = 0;
     let mut failure = None;
-    while stop.is_none_or(|t| Instant::now() < t) && budget.next() {
+    loop {
+        match drop {
+            Some(Drop::StopAt(t)) if Instant::now() >= t => break,
+            Some(Drop::ThinkFrom(t, think)) if Instant::now() >= t => thread::sleep(think),
+            _ => {}
+        }
+        if !budget.next() {
+            break;
+        }
         let sent = Instant::now();
         let ack = stream.write_all(frame).and_then(|()| read_ack(&mut stream));
         let acked = Instant::now();
@@ -136,9 +157,14 @@ fn run(args: Args) -> anyhow::Result<()> {
         bound,
         &shutdown,
         |i, stream, start, budget| {
-            let stop = (!args.drop_at.is_zero() && i >= args.drop_to as usize)
-                .then(|| start + args.drop_at);
-            produce(stream, &frame, budget, stop, Recorder::new(start, window))
+            let at = start + args.drop_at;
+            let drop = match i < args.drop_to as usize {
+                _ if args.drop_at.is_zero() => None,
+                false => Some(Drop::StopAt(at)),
+                true if args.drop_think.is_zero() => None,
+                true => Some(Drop::ThinkFrom(at, args.drop_think)),
+            };
+            produce(stream, &frame, budget, drop, Recorder::new(start, window))
         },
     )?;
     let start = started.at;
@@ -170,6 +196,10 @@ fn run(args: Args) -> anyhow::Result<()> {
             serde_json::json!(args.drop_at.as_millis() as u64),
         );
         parameters.insert("drop_to".to_owned(), serde_json::json!(args.drop_to));
+        parameters.insert(
+            "drop_think_ms".to_owned(),
+            serde_json::json!(args.drop_think.as_millis() as u64),
+        );
     }
     let (key, value) = bound.parameter();
     parameters.insert(key.to_owned(), value);
