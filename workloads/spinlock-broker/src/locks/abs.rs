@@ -479,8 +479,9 @@ pub extern "C" fn broker_abs_acquire(lock: &AbsLock) -> AcquireWait {
 }
 
 /// Takes the lock built with [`AbsConfig::fixed`]; the uprobe point for the `fixed` build.
-/// The same path as [`broker_abs_acquire`], under its own name so a probe tells the builds
-/// apart.
+/// The same path as [`broker_abs_acquire`], under its own name so the catalogue names each
+/// build's probe. The code is identical, so the linker may give both names one address
+/// (release builds do); a server runs one lock, so a probe there times that lock's takes.
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn broker_fixed_acquire(lock: &AbsLock) -> AcquireWait {
