@@ -77,6 +77,15 @@ bench-servers repeats="3" seconds="5": build
 compare-broker: build
     {{runner}} compare-broker
 
+# The broker's fixed spin count (k = 10 … 10⁴) next to mutex and abs, synchronous flush,
+# 4 × cores producers: table and chart under reports/spinlock-broker/sweep (`--redraw`: no runs)
+story-broker-sweep *flags: build
+    {{runner}} story-broker-sweep {{flags}}
+
+# abs falling back to the mutex and returning: synchronous flush, 8 producers, then 1 every 50 ms
+story-broker-fallback *flags: build
+    {{runner}} story-broker-fallback {{flags}}
+
 # The read-state cache's GOGC experiment: Go at GOGC 50, 100 and 400, a GC forced every 4 s
 story-gogc: build
     {{runner}} story-gogc

@@ -28,6 +28,9 @@ pub struct Panel {
     pub caption: String,
     pub series: Vec<Series>,
     pub marks: Vec<f64>,
+    /// Its own y axis, described so, from 0 to its largest y (10% over), for a panel whose
+    /// quantity differs from the others'; `None`: the chart's shared one.
+    pub y_desc: Option<String>,
 }
 
 /// Where a panel's legend sits.
@@ -97,6 +100,17 @@ impl Chart {
                 .titled(&self.title, ("sans-serif", 16))
                 .map_err(|e| draw(&e))?;
             for (panel, area) in panels.iter().zip(root.split_evenly(self.grid)) {
+                let (y_lo, y_hi, y_desc) = match &panel.y_desc {
+                    Some(desc) => {
+                        let top = panel
+                            .series
+                            .iter()
+                            .flat_map(|s| s.points.iter().map(|p| p.1))
+                            .fold(1.0, f64::max);
+                        (0.0, top * 1.1, desc.as_str())
+                    }
+                    None => (y_lo, y_hi, self.y_desc.as_str()),
+                };
                 let mut chart = ChartBuilder::on(&area)
                     .caption(&panel.caption, ("sans-serif", 14))
                     .margin(8)
@@ -107,7 +121,7 @@ impl Chart {
                 chart
                     .configure_mesh()
                     .x_desc(&self.x_desc)
-                    .y_desc(&self.y_desc)
+                    .y_desc(y_desc)
                     .draw()
                     .map_err(|e| draw(&e))?;
                 for &x in &panel.marks {
@@ -183,8 +197,13 @@ mod tests {
                 },
             ],
             marks: vec![2.0],
+            y_desc: None,
         };
-        let svg = chart.svg(&[panel("left"), panel("right")]).unwrap();
+        let own = Panel {
+            y_desc: Some("other things".into()),
+            ..panel("right")
+        };
+        let svg = chart.svg(&[panel("left"), own]).unwrap();
         assert!(svg.starts_with("<svg"), "{svg}");
         let texts: Vec<&str> = svg
             .split("<text")
@@ -192,7 +211,14 @@ mod tests {
             .filter_map(|t| t.split_once('>')?.1.split_once("</text>"))
             .map(|(text, _)| text.trim())
             .collect();
-        for text in ["a title", "left", "right", "x things", "y things"] {
+        for text in [
+            "a title",
+            "left",
+            "right",
+            "x things",
+            "y things",
+            "other things",
+        ] {
             assert!(texts.contains(&text), "no {text:?} in {texts:?}");
         }
         assert_eq!(

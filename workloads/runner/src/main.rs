@@ -120,6 +120,30 @@ enum Cmd {
         #[arg(long)]
         redraw: bool,
     },
+    /// `just story-broker-sweep`: the broker's fixed-k lock at k = 10, 100, 1000 and 10000
+    /// next to mutex and abs, 4 × cores producers, 1 KiB, a synchronous flush; table and chart
+    /// under reports/spinlock-broker/sweep.
+    StoryBrokerSweep {
+        #[arg(long, env = "REPEATS", default_value_t = 2)]
+        repeats: u32,
+        #[arg(long, env = "RUN_SECONDS", default_value_t = 4)]
+        seconds: u64,
+        /// Record nothing: redraw the table and chart from the committed runs.
+        #[arg(long)]
+        redraw: bool,
+    },
+    /// `just story-broker-fallback`: abs with a synchronous flush, 8 producers, then from 5 s
+    /// on 1 sending every 50 ms: when it falls back to the mutex and returns; table and chart
+    /// under reports/spinlock-broker/fallback.
+    StoryBrokerFallback {
+        #[arg(long, env = "REPEATS", default_value_t = 1)]
+        repeats: u32,
+        #[arg(long, env = "RUN_SECONDS", default_value_t = 10)]
+        seconds: u64,
+        /// Record nothing: redraw the table and chart from the committed runs.
+        #[arg(long)]
+        redraw: bool,
+    },
     /// `just story-gogc`: the Go read-state cache at GOGC 50, 100 and 400 (a GC forced every
     /// 4 s), then its table (`table.md`) and chart (`chart.svg`) under
     /// reports/read-state-cache/gogc.
@@ -268,6 +292,23 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Cmd::CompareBroker {
             repeats, seconds, ..
         } => recipes::story(&story::broker(recipes::cores()), repeats, seconds, &cx),
+        Cmd::StoryBrokerSweep { redraw: true, .. } => {
+            out(&recipes::render(&story::broker_sweep(recipes::cores()))?)
+        }
+        Cmd::StoryBrokerSweep {
+            repeats, seconds, ..
+        } => recipes::story(
+            &story::broker_sweep(recipes::cores()),
+            repeats,
+            seconds,
+            &cx,
+        ),
+        Cmd::StoryBrokerFallback { redraw: true, .. } => {
+            out(&recipes::render(&story::broker_fallback())?)
+        }
+        Cmd::StoryBrokerFallback {
+            repeats, seconds, ..
+        } => recipes::story(&story::broker_fallback(), repeats, seconds, &cx),
         Cmd::StoryGogc { redraw: true, .. } => out(&recipes::render(&story::gogc())?),
         Cmd::StoryGogc {
             repeats, seconds, ..

@@ -226,7 +226,7 @@ pub fn story(story: &Story, repeats: u32, seconds: u64, cx: &Context<'_>) -> Res
     // Every configuration is checked before the first run.
     let mut plans = Vec::new();
     for c in &story.configs {
-        for build in story.builds {
+        for build in c.builds.unwrap_or(story.builds) {
             let p = Plan::new(
                 &Request {
                     workload: story.workload,
@@ -291,6 +291,15 @@ pub fn render(story: &Story) -> Result<String, Failure> {
         fs::write(&path, svg).map_err(|e| Failure::io(format!("writing {}", path.display()), e))
     };
     let table = match (story.workload, story.root) {
+        (_, story::SWEEP_ROOT) => {
+            chart(story::sweep_chart(&groups)?)?;
+            story::sweep_table(&groups)
+        }
+        (_, story::FALLBACK_ROOT) => {
+            let runs = story::fallback_runs(root, &groups)?;
+            chart(story::fallback_chart(&runs)?)?;
+            story::fallback_table(&runs)
+        }
         ("spinlock-broker", _) => {
             chart(story::broker_chart(&groups)?)?;
             story::broker_table(&groups)
