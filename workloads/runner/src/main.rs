@@ -132,13 +132,13 @@ enum Cmd {
         #[arg(long)]
         redraw: bool,
     },
-    /// `just story-broker-fallback`: abs with a synchronous flush, 8 producers, then from 5 s
+    /// `just story-broker-fallback`: abs with a synchronous flush, 8 producers, then from 3 s
     /// on 1 sending every 50 ms: when it falls back to the mutex and returns; table and chart
     /// under reports/spinlock-broker/fallback.
     StoryBrokerFallback {
         #[arg(long, env = "REPEATS", default_value_t = 1)]
         repeats: u32,
-        #[arg(long, env = "RUN_SECONDS", default_value_t = 10)]
+        #[arg(long, env = "RUN_SECONDS", default_value_t = 6)]
         seconds: u64,
         /// Record nothing: redraw the table and chart from the committed runs.
         #[arg(long)]

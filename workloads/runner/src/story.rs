@@ -118,7 +118,7 @@ pub fn broker_sweep(cores: usize) -> Story {
 pub const FALLBACK_ROOT: &str = "reports/spinlock-broker/fallback";
 
 /// abs under a load that makes it fall back and then drops: 8 producers with the synchronous
-/// flush (an fdatasync under the lock per message) for 5 s, then one sending a message every
+/// flush (an fdatasync under the lock per message) for 3 s, then one sending a message every
 /// 50 ms or so (below the rate at which abs switched: spinning has collapsed by then).
 pub fn broker_fallback() -> Story {
     Story {
@@ -130,11 +130,11 @@ pub fn broker_fallback() -> Story {
                 "producers=8".into(),
                 "size=1024".into(),
                 SYNC_FLUSH.into(),
-                "drop-at=5s".into(),
+                "drop-at=3s".into(),
                 "drop-to=1".into(),
                 "drop-think=50ms".into(),
             ],
-            title: "8 producers, then 1 every 50 ms from 5 s on; 1 KiB, synchronous flush".into(),
+            title: "8 producers, then 1 every 50 ms from 3 s on; 1 KiB, synchronous flush".into(),
             builds: None,
         }],
         builds: &["abs"],
