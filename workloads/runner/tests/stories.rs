@@ -102,3 +102,41 @@ fn the_relay_story_is_what_its_committed_runs_say() {
         "reports/mmsg-relay/README.md",
     );
 }
+
+#[test]
+fn the_broker_sweep_is_what_its_committed_runs_say() {
+    // mutex and abs, then the fixed-k lock at four k.
+    check(
+        &story::broker_sweep(2),
+        6,
+        story::sweep_table,
+        story::sweep_chart,
+        "reports/spinlock-broker/README.md",
+    );
+}
+
+#[test]
+fn the_broker_fallback_is_what_its_committed_run_says() {
+    let fallback = story::broker_fallback();
+    let root = repo().join(fallback.root);
+    let groups = story::load(&root, fallback.builds).expect("the committed run");
+    let runs = story::fallback_runs(&root, &groups).expect("its record.out");
+    assert_eq!(runs.len(), 1, "one run under {}", root.display());
+    let table = story::fallback_table(&runs);
+    let committed = fs::read_to_string(root.join("table.md")).expect("table.md");
+    assert_eq!(
+        table, committed,
+        "table.md is not what the committed run gives; `switchyard-workload story-broker-fallback --redraw`"
+    );
+    let readme = "reports/spinlock-broker/README.md";
+    let text = fs::read_to_string(repo().join(readme)).unwrap();
+    for row in table.lines().filter(|l| l.starts_with("| ")) {
+        assert!(text.contains(row), "{readme} lacks the table row\n{row}");
+    }
+    let chart = story::fallback_chart(&runs).expect("drawing the chart");
+    let committed = fs::read_to_string(root.join("chart.svg")).expect("chart.svg");
+    assert!(
+        chart == committed,
+        "chart.svg is not what the committed run draws"
+    );
+}
