@@ -314,7 +314,7 @@ fn unknown_workload_and_build() {
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         stderr(&o),
-        "error: spinlock-broker has no build 'ticket'\nhint: one of: spin, mutex, abs\n"
+        "error: spinlock-broker has no build 'ticket'\nhint: one of: spin, mutex, abs, fixed\n"
     );
     assert!(!f.out().exists(), "refused before anything was written");
 }
