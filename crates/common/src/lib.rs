@@ -910,12 +910,8 @@ pub mod tp {
     pub const NEWTASK_PID: usize = 8;
     pub const NEWTASK_CLONE_FLAGS: usize = 32;
 
-    /// `lock/contention_begin` and `lock/contention_end`
-    pub const CONTENTION_LOCK_ADDR: usize = 8;
-    pub const CONTENTION_END_RET: usize = 16;
-
     /// `(category, event, field, offset, size)` for the loader's check.
-    pub const LAYOUT: [(&str, &str, &str, usize, usize); 3] = [
+    pub const LAYOUT: [(&str, &str, &str, usize, usize); 2] = [
         ("task", "task_newtask", "pid", NEWTASK_PID, 4),
         (
             "task",
@@ -924,7 +920,6 @@ pub mod tp {
             NEWTASK_CLONE_FLAGS,
             8,
         ),
-        ("lock", "contention_end", "ret", CONTENTION_END_RET, 4),
     ];
 
     /// `prev_state` bit the `sched_switch` trace event sets when the switch was a preemption

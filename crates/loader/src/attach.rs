@@ -145,20 +145,13 @@ impl Probes {
         // Kernels without CONFIG_LOCKDEP-free contention tracepoints simply lack them.
         let contention = tracefs::find()
             .is_some_and(|root| root.join("events/lock/contention_begin").is_dir())
-            && attach_tracepoint(
+            && attach_btf(
                 &mut ebpf,
                 programs::CONTENTION_BEGIN,
-                "lock",
                 "contention_begin",
+                &btf,
             )
-            .and_then(|()| {
-                attach_tracepoint(
-                    &mut ebpf,
-                    programs::CONTENTION_END,
-                    "lock",
-                    "contention_end",
-                )
-            })
+            .and_then(|()| attach_btf(&mut ebpf, programs::CONTENTION_END, "contention_end", &btf))
             .is_ok();
         if config.spans.len() > MAX_SPANS as usize {
             return Err(Error::TooManySpans(config.spans.len()));
