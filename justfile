@@ -98,7 +98,7 @@ story-forced-gc: build
 check-stories:
     cargo test -p switchyard-workloads --test stories
 
-# The mmsg relay story: threads vs mmsg at 4 and 9 speakers per room, 10 and 20 rooms
+# The mmsg relay story: threads vs mmsg vs lite at 4 and 9 speakers per room, 10 and 20 rooms
 compare-relay: build
     {{runner}} compare-relay
 

@@ -1,15 +1,16 @@
 //! Lock waits: futex waits (from the syscall probes, see `syscalls.rs`), kernel lock
-//! contention (`lock:contention_begin/end`), and user-space spans timed by a uprobe at a
+//! contention (`lock:contention_begin/end`, BTF tracepoints: they fire host-wide, and fill no
+//! trace record for the tasks turned away), and user-space spans timed by a uprobe at a
 //! named function's entry and a uretprobe at its return (`--uprobe-span`).
 
 use aya_ebpf::{
     EbpfContext as _,
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, generated::bpf_get_attach_cookie},
-    macros::{map, tracepoint, uprobe, uretprobe},
+    macros::{btf_tracepoint, map, uprobe, uretprobe},
     maps::{Array, HashMap, PerCpuArray},
-    programs::{ProbeContext, RetProbeContext, TracePointContext},
+    programs::{BtfTracePointContext, ProbeContext, RetProbeContext},
 };
-use switchyard_common::{FutexKey, FutexStats, MAX_SPANS, WaitStats, drops, tp};
+use switchyard_common::{FutexKey, FutexStats, MAX_SPANS, WaitStats, drops};
 
 use crate::{
     shared::{drop_event, inflight_mask, is_target, recording},
@@ -83,8 +84,9 @@ pub fn futex_done(tgid: u32, uaddr: u64, user_stack: i32, took: u64, ret: i64) {
     }
 }
 
-#[tracepoint]
-pub fn contention_begin(ctx: TracePointContext) -> u32 {
+/// contention_begin(void *lock, unsigned int flags)
+#[btf_tracepoint(function = "contention_begin")]
+pub fn contention_begin(ctx: BtfTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if is_target((pid_tgid >> 32) as u32)
         && let Some(slot) = LOCK_INFLIGHT.get_ptr_mut(pid_tgid as u32 & inflight_mask())
@@ -96,8 +98,9 @@ pub fn contention_begin(ctx: TracePointContext) -> u32 {
     0
 }
 
-#[tracepoint]
-pub fn contention_end(ctx: TracePointContext) -> u32 {
+/// contention_end(void *lock, int ret)
+#[btf_tracepoint(function = "contention_end")]
+pub fn contention_end(ctx: BtfTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let Some(slot) = LOCK_INFLIGHT.get_ptr_mut(pid_tgid as u32 & inflight_mask()) else {
         return 0;
@@ -115,10 +118,8 @@ pub fn contention_end(ctx: TracePointContext) -> u32 {
     let took = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
     if let Some(s) = LOCK_CONTENTION.get_ptr_mut(0) {
         record(s, took);
-        let base = ctx.as_ptr() as *const u8;
-        // SAFETY: a constant offset inside the record; checked against tracefs.
-        let ret = unsafe { *(base.add(tp::CONTENTION_END_RET) as *const i32) };
-        if ret != 0 {
+        let ret: u64 = ctx.arg(1);
+        if ret as i32 != 0 {
             // SAFETY: a per-CPU slot.
             unsafe { (*s).timeouts += 1 };
         }

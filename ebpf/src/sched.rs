@@ -130,7 +130,7 @@ static MIN_BLOCK_NS: u64 = 0;
 #[unsafe(no_mangle)]
 static OFFCPU_PERIOD_NS: u64 = 0;
 #[unsafe(no_mangle)]
-static TASK_PID_OFFSET: u32 = 0;
+pub(crate) static TASK_PID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]
 static TASK_TGID_OFFSET: u32 = 0;
 #[unsafe(no_mangle)]

@@ -3,6 +3,9 @@
 //! stacks and name; `sched_switch` joins them with the sleeper's off-CPU stack and time when
 //! the sleeper runs again.
 //!
+//! A BTF tracepoint: the kernel hands over the woken task, and fills no trace record first
+//! (a classic tracepoint's record costs more than this program's whole body).
+//!
 //! The tracepoint runs in the waker's context (current = waker), while the sleeper is off CPU,
 //! so the sleeper's own switch path is not writing its entry at the same time.
 //!
@@ -11,38 +14,43 @@
 //! from the larger of the time blocked so far and the thread's usual; otherwise it was made
 //! at the switch-out.
 
+use core::ffi::c_void;
+
 use aya_ebpf::{
-    EbpfContext as _,
     helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
-    macros::tracepoint,
-    programs::TracePointContext,
+    macros::btf_tracepoint,
+    programs::BtfTracePointContext,
 };
-use switchyard_common::{timeline as tl, tp, unwind};
+use switchyard_common::{timeline as tl, unwind};
 
 use crate::{
-    sched::{THREADS, draw, sample_probability},
+    sched::{TASK_PID_OFFSET, THREADS, draw, sample_probability},
     shared::{current_comm, recording},
     stacks::{stack_ids, stacks_on},
     timeline,
 };
 
-#[tracepoint]
-pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn sched_wakeup(ctx: BtfTracePointContext) -> i32 {
     try_sched_wakeup(&ctx);
     0
 }
 
 #[inline(always)]
-fn try_sched_wakeup(ctx: &TracePointContext) {
+fn try_sched_wakeup(ctx: &BtfTracePointContext) {
     // Every wakeup is timed, stacks or not: it splits the interval it ends into blocked
     // time and time waiting for a CPU.
     if !recording() {
         return;
     }
     let timeline = timeline::on();
-    let base = ctx.as_ptr() as *const u8;
-    // SAFETY: a constant offset inside the record; the loader checked it against tracefs.
-    let pid = unsafe { *(base.add(tp::WAKEUP_PID) as *const i32) } as u32;
+    // sched_wakeup(struct task_struct *p)
+    let p: *mut c_void = ctx.arg(0);
+    // SAFETY: `p` is the tracepoint's own task pointer, trusted by the verifier; the offset
+    // is the loader's, from the kernel's BTF.
+    let pid = unsafe {
+        *((p as *const u8).add(core::ptr::read_volatile(&TASK_PID_OFFSET) as usize) as *const u32)
+    };
     let Some(t) = THREADS.get_ptr_mut(pid) else {
         return;
     };

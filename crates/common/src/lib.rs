@@ -909,15 +909,9 @@ pub mod tp {
     /// `task/task_newtask`
     pub const NEWTASK_PID: usize = 8;
     pub const NEWTASK_CLONE_FLAGS: usize = 32;
-    /// `sched/sched_wakeup`
-    pub const WAKEUP_PID: usize = 24;
-
-    /// `lock/contention_begin` and `lock/contention_end`
-    pub const CONTENTION_LOCK_ADDR: usize = 8;
-    pub const CONTENTION_END_RET: usize = 16;
 
     /// `(category, event, field, offset, size)` for the loader's check.
-    pub const LAYOUT: [(&str, &str, &str, usize, usize); 4] = [
+    pub const LAYOUT: [(&str, &str, &str, usize, usize); 2] = [
         ("task", "task_newtask", "pid", NEWTASK_PID, 4),
         (
             "task",
@@ -926,8 +920,6 @@ pub mod tp {
             NEWTASK_CLONE_FLAGS,
             8,
         ),
-        ("sched", "sched_wakeup", "pid", WAKEUP_PID, 4),
-        ("lock", "contention_end", "ret", CONTENTION_END_RET, 4),
     ];
 
     /// `prev_state` bit the `sched_switch` trace event sets when the switch was a preemption

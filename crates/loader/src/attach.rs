@@ -125,7 +125,8 @@ impl Probes {
         // Follow first, then the scheduler, then syscalls: a child forked while attaching is
         // not missed, and no syscall exit is seen before its entry program is in place.
         attach_tracepoint(&mut ebpf, programs::TASK_NEWTASK, "task", "task_newtask")?;
-        attach_switch(&mut ebpf)?;
+        let btf = aya::Btf::from_sys_fs().map_err(|e| Error::Btf(e.to_string()))?;
+        attach_switch(&mut ebpf, &btf)?;
         if config.syscalls != Syscalls::None {
             if config.stacks.is_some() {
                 load_sys_exit_jumps(&mut ebpf)?;
@@ -134,7 +135,7 @@ impl Probes {
             attach_raw(&mut ebpf, programs::SYS_EXIT, "sys_exit")?;
         }
         if config.stacks.is_some() || config.timeline.is_some() {
-            attach_tracepoint(&mut ebpf, programs::SCHED_WAKEUP, "sched", "sched_wakeup")?;
+            attach_btf(&mut ebpf, programs::SCHED_WAKEUP, "sched_wakeup", &btf)?;
         }
         if let Some(s) = &config.stacks
             && s.oncpu_hz > 0
@@ -144,20 +145,13 @@ impl Probes {
         // Kernels without CONFIG_LOCKDEP-free contention tracepoints simply lack them.
         let contention = tracefs::find()
             .is_some_and(|root| root.join("events/lock/contention_begin").is_dir())
-            && attach_tracepoint(
+            && attach_btf(
                 &mut ebpf,
                 programs::CONTENTION_BEGIN,
-                "lock",
                 "contention_begin",
+                &btf,
             )
-            .and_then(|()| {
-                attach_tracepoint(
-                    &mut ebpf,
-                    programs::CONTENTION_END,
-                    "lock",
-                    "contention_end",
-                )
-            })
+            .and_then(|()| attach_btf(&mut ebpf, programs::CONTENTION_END, "contention_end", &btf))
             .is_ok();
         if config.spans.len() > MAX_SPANS as usize {
             return Err(Error::TooManySpans(config.spans.len()));
@@ -317,26 +311,32 @@ fn attach_tracepoint(
     Ok(())
 }
 
+/// The BTF tracepoint program `name` on the kernel's tracepoint `event`.
+fn attach_btf(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+    event: &str,
+    btf: &aya::Btf,
+) -> Result<(), Error> {
+    let p: &mut aya::programs::BtfTracePoint = program(ebpf, name)?;
+    p.load(event, btf).map_err(|e| load_error(name, e))?;
+    p.attach().map_err(program_error(name))?;
+    Ok(())
+}
+
 /// `sched_switch` as a BTF tracepoint, with the programs it tail-calls for user-stack walks
 /// loaded into `SWITCH_JUMP` first.
-fn attach_switch(ebpf: &mut Ebpf) -> Result<(), Error> {
-    let btf = aya::Btf::from_sys_fs().map_err(|e| Error::Btf(e.to_string()))?;
+fn attach_switch(ebpf: &mut Ebpf, btf: &aya::Btf) -> Result<(), Error> {
     for (index, name) in [programs::SCHED_SWITCH_WALK, programs::SCHED_SWITCH_FINISH]
         .into_iter()
         .enumerate()
     {
         let p: &mut aya::programs::BtfTracePoint = program(ebpf, name)?;
-        p.load("sched_switch", &btf)
+        p.load("sched_switch", btf)
             .map_err(|e| load_error(name, e))?;
         set_jump(ebpf, maps::SWITCH_JUMP, index as u32, name)?;
     }
-    let name = programs::SCHED_SWITCH;
-    let switch: &mut aya::programs::BtfTracePoint = program(ebpf, name)?;
-    switch
-        .load("sched_switch", &btf)
-        .map_err(|e| load_error(name, e))?;
-    switch.attach().map_err(program_error(name))?;
-    Ok(())
+    attach_btf(ebpf, programs::SCHED_SWITCH, "sched_switch", btf)
 }
 
 /// `sys_exit`'s tail-called programs, into `SYSCALL_JUMP`.

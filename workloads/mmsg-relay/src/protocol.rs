@@ -24,11 +24,35 @@
 //!
 //! A datagram is at most [`MAX_DATAGRAM`] bytes (an Ethernet MTU minus the IPv4 and UDP
 //! headers). Anything that does not decode is refused with a [`DecodeError`].
+//!
+//! # Bundles (version 2)
+//!
+//! The `lite` relay merges the frames bound for one destination into one datagram, a
+//! *bundle*: a 4-byte header, then the frames back to back, each a complete version-1 datagram
+//! (header and payload, its length field delimiting it).
+//!
+//! ```text
+//! offset  size  field
+//!      0     2  magic, the bytes `V` `R`
+//!      2     1  version, 2
+//!      3     1  frame count, 1 to 255; must equal the frames that follow
+//!      4     …  the frames
+//! ```
+//!
+//! Only the relay sends bundles, and only with two frames or more (a lone frame goes out as a
+//! plain version-1 datagram). A receiver reads any datagram with [`frames`], which takes both
+//! versions; [`decode`] takes version 1 only, which is all a relay accepts.
 
 /// The first two bytes of every datagram.
 pub const MAGIC: [u8; 2] = *b"VR";
-/// The version this crate writes and reads.
+/// The version of a single frame (the only one speakers send).
 pub const VERSION: u8 = 1;
+/// The version of a bundle of frames for one destination.
+pub const BUNDLE_VERSION: u8 = 2;
+/// Bytes before a bundle's first frame.
+pub const BUNDLE_HEADER_LEN: usize = 4;
+/// The most frames a bundle carries (its count is one byte).
+pub const MAX_FRAMES: usize = 255;
 /// Bytes before the payload.
 pub const HEADER_LEN: usize = 32;
 /// The largest datagram: 1500 (MTU) − 20 (IPv4) − 8 (UDP).
@@ -115,8 +139,18 @@ pub enum DecodeError {
     TooLong { len: usize },
     #[error("datagram does not start with the magic bytes `VR` (found {found:02x?})")]
     BadMagic { found: [u8; 2] },
-    #[error("datagram has version {0}; this build reads version {VERSION}")]
+    #[error(
+        "datagram has version {0}; this build reads {VERSION} (a frame) and {BUNDLE_VERSION} (a bundle)"
+    )]
     Version(u8),
+    #[error("bundle declares {declared} frames but carries {actual}")]
+    FrameCount { declared: usize, actual: usize },
+    #[error("frame {index} of a bundle does not decode")]
+    Frame {
+        index: usize,
+        #[source]
+        source: Box<DecodeError>,
+    },
     #[error("datagram has unknown kind {0}")]
     UnknownKind(u8),
     #[error("datagram header has non-zero reserved bytes")]
@@ -134,6 +168,10 @@ pub enum EncodeError {
     PayloadTooLarge { len: usize },
     #[error("{kind:?} datagram cannot carry a payload ({len} bytes given)")]
     UnexpectedPayload { kind: Kind, len: usize },
+    #[error("a bundle takes 1 to {MAX_FRAMES} frames ({count} given)")]
+    FrameCount { count: usize },
+    #[error("a bundle of {len} bytes is larger than the limit of {MAX_DATAGRAM} bytes")]
+    BundleTooLarge { len: usize },
 }
 
 /// Writes the datagram for `header` and `payload` into `out` (cleared first).
@@ -153,6 +191,97 @@ pub fn encode(header: &Header, payload: &[u8], out: &mut Vec<u8>) -> Result<(), 
     out.extend_from_slice(&header.to_bytes(len as u16));
     out.extend_from_slice(payload);
     Ok(())
+}
+
+/// The header of a bundle of `frames` frames (1 to [`MAX_FRAMES`]; not checked here, as
+/// [`encode_bundle`] does). A sender that gathers the frames itself (`sendmmsg` with one
+/// iovec per frame) puts this before them.
+pub fn bundle_header(frames: u8) -> [u8; BUNDLE_HEADER_LEN] {
+    [MAGIC[0], MAGIC[1], BUNDLE_VERSION, frames]
+}
+
+/// Writes a bundle of `frames` (each an encoded version-1 datagram, as [`encode`] writes it)
+/// into `out` (cleared first). The frames are not decoded again here.
+pub fn encode_bundle(frames: &[&[u8]], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    let count = frames.len();
+    if !(1..=MAX_FRAMES).contains(&count) {
+        return Err(EncodeError::FrameCount { count });
+    }
+    let len = BUNDLE_HEADER_LEN + frames.iter().map(|f| f.len()).sum::<usize>();
+    if len > MAX_DATAGRAM {
+        return Err(EncodeError::BundleTooLarge { len });
+    }
+    out.clear();
+    // count ≤ MAX_FRAMES fits in a byte.
+    out.extend_from_slice(&bundle_header(count as u8));
+    for f in frames {
+        out.extend_from_slice(f);
+    }
+    Ok(())
+}
+
+/// The frames of a datagram of either version, each checked as [`decode`] checks a
+/// datagram: one for a version-1 datagram, the count of a bundle's for a bundle. The whole
+/// datagram is checked before the first frame is given, so a malformed bundle yields none.
+pub fn frames(datagram: &[u8]) -> Result<Frames<'_>, DecodeError> {
+    let len = datagram.len();
+    if len > MAX_DATAGRAM {
+        return Err(DecodeError::TooLong { len });
+    }
+    if len >= 3 && datagram[0..2] == MAGIC && datagram[2] == BUNDLE_VERSION {
+        if len < BUNDLE_HEADER_LEN {
+            return Err(DecodeError::Truncated { len });
+        }
+        let declared = usize::from(datagram[3]);
+        let body = &datagram[BUNDLE_HEADER_LEN..];
+        let mut rest = body;
+        let mut actual = 0;
+        while !rest.is_empty() {
+            let (frame, after) = split_frame(rest);
+            decode(frame).map_err(|source| DecodeError::Frame {
+                index: actual,
+                source: Box::new(source),
+            })?;
+            actual += 1;
+            rest = after;
+        }
+        if actual != declared || declared == 0 {
+            return Err(DecodeError::FrameCount { declared, actual });
+        }
+        return Ok(Frames { rest: body });
+    }
+    decode(datagram)?;
+    Ok(Frames { rest: datagram })
+}
+
+/// The first frame of `bytes` by its header's length field (all of `bytes` when shorter than
+/// a header or than the length says, so [`decode`] reports it), and what follows it.
+fn split_frame(bytes: &[u8]) -> (&[u8], &[u8]) {
+    if bytes.len() < HEADER_LEN {
+        return (bytes, &[]);
+    }
+    let declared = usize::from(u16::from_le_bytes([bytes[28], bytes[29]]));
+    bytes.split_at((HEADER_LEN + declared).min(bytes.len()))
+}
+
+/// The frames of a checked datagram, in order (see [`frames`]).
+#[derive(Clone, Debug)]
+pub struct Frames<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for Frames<'a> {
+    type Item = Packet<'a>;
+
+    fn next(&mut self) -> Option<Packet<'a>> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let (frame, after) = split_frame(self.rest);
+        self.rest = after;
+        // Every frame was decoded once by `frames`.
+        decode(frame).ok()
+    }
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -363,6 +492,139 @@ mod tests {
         );
     }
 
+    fn frame(h: &Header, payload: &[u8]) -> Vec<u8> {
+        let mut wire = Vec::new();
+        encode(h, payload, &mut wire).expect("frame");
+        wire
+    }
+
+    #[test]
+    fn a_bundle_carries_its_frames_in_order() {
+        let ack = voice().ack();
+        let other = Header {
+            speaker: 9,
+            seq: 2,
+            sent_ns: 5,
+            ..voice()
+        };
+        let (a, b, c) = (
+            frame(&ack, &[]),
+            frame(&voice(), b"xyz"),
+            frame(&other, &[7; 180]),
+        );
+        let mut wire = Vec::new();
+        encode_bundle(&[&a, &b, &c], &mut wire).expect("bundle");
+        assert_eq!(&wire[..4], b"VR\x02\x03");
+        assert_eq!(wire.len(), 4 + 32 + 35 + 212);
+        assert_eq!(&wire[4..36], &a[..]);
+        let got: Vec<Packet> = frames(&wire).expect("frames").collect();
+        assert_eq!(
+            got,
+            [
+                Packet {
+                    header: ack,
+                    payload: &[]
+                },
+                Packet {
+                    header: voice(),
+                    payload: b"xyz"
+                },
+                Packet {
+                    header: other,
+                    payload: &[7; 180]
+                },
+            ]
+        );
+        // A plain datagram is one frame.
+        let one: Vec<Packet> = frames(&b).expect("frame").collect();
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].header, voice());
+        // A relay reads frames only.
+        assert_eq!(decode(&wire), Err(DecodeError::Version(2)));
+    }
+
+    #[test]
+    fn bundle_limits() {
+        let a = frame(&voice().ack(), &[]);
+        let mut wire = Vec::new();
+        assert_eq!(
+            encode_bundle(&[], &mut wire),
+            Err(EncodeError::FrameCount { count: 0 })
+        );
+        let many = vec![&a[..]; MAX_FRAMES + 1];
+        assert_eq!(
+            encode_bundle(&many, &mut wire),
+            Err(EncodeError::FrameCount {
+                count: MAX_FRAMES + 1
+            })
+        );
+        // 45 acks: 4 + 45 × 32 = 1444 bytes fit; 46 do not.
+        encode_bundle(&many[..45], &mut wire).expect("45 acks");
+        assert_eq!(frames(&wire).expect("45").count(), 45);
+        assert_eq!(
+            encode_bundle(&many[..46], &mut wire),
+            Err(EncodeError::BundleTooLarge { len: 4 + 46 * 32 })
+        );
+    }
+
+    #[test]
+    fn malformed_bundles_are_errors() {
+        let (a, b) = (frame(&voice().ack(), &[]), frame(&voice(), &[1; 10]));
+        let mut good = Vec::new();
+        encode_bundle(&[&a, &b], &mut good).expect("bundle");
+        let mut w = good.clone();
+        w[3] = 3;
+        assert_eq!(
+            frames(&w).map(|_| ()),
+            Err(DecodeError::FrameCount {
+                declared: 3,
+                actual: 2
+            })
+        );
+        w[3] = 0;
+        assert!(matches!(
+            frames(&w),
+            Err(DecodeError::FrameCount { declared: 0, .. })
+        ));
+        assert_eq!(
+            frames(&good[..4]).map(|_| ()),
+            Err(DecodeError::FrameCount {
+                declared: 2,
+                actual: 0
+            })
+        );
+        assert_eq!(
+            frames(&good[..3]).map(|_| ()),
+            Err(DecodeError::Truncated { len: 3 })
+        );
+        // The second frame cut short, then with a corrupt magic.
+        let cut = good.len() - 1;
+        assert_eq!(
+            frames(&good[..cut]).map(|_| ()),
+            Err(DecodeError::Frame {
+                index: 1,
+                source: Box::new(DecodeError::Length {
+                    declared: 10,
+                    actual: 9
+                })
+            })
+        );
+        let mut w = good.clone();
+        w[4 + 32] = b'X';
+        assert!(matches!(
+            frames(&w),
+            Err(DecodeError::Frame { index: 1, ref source })
+                if **source == DecodeError::BadMagic { found: *b"XR" }
+        ));
+        // A bundle inside a bundle is not a frame.
+        let mut nested = Vec::new();
+        encode_bundle(&[&good], &mut nested).expect("nested");
+        assert!(matches!(
+            frames(&nested),
+            Err(DecodeError::Frame { index: 0, ref source }) if **source == DecodeError::Version(2)
+        ));
+    }
+
     #[test]
     fn arbitrary_bytes_never_panic() {
         // A cheap deterministic generator: every length up to a little past the header, with
@@ -380,7 +642,13 @@ mod tests {
                 if len >= 4 && next() % 2 == 0 {
                     b[0..3].copy_from_slice(b"VR\x01");
                 }
+                if len >= 4 && next() % 3 == 0 {
+                    b[0..3].copy_from_slice(b"VR\x02");
+                }
                 let _ = decode(&b);
+                if let Ok(f) = frames(&b) {
+                    let _ = f.count();
+                }
             }
         }
     }

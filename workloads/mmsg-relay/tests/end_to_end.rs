@@ -1,6 +1,6 @@
 //! The server and the driver as processes: ~1 s runs with 2 rooms × 4 speakers per build,
 //! checking the driver result against the server's summary, and a lossy relay
-//! (`--drop-every`) whose drops the driver must count exactly.
+//! (`--drop-every`) whose drops the driver must count exactly, bundled (`lite`) or not.
 
 use std::{path::Path, process::Command, time::Duration};
 
@@ -25,7 +25,7 @@ fn server(mode: &str, end: End, extra: &[&str]) -> ServerProcess {
     let mut server = Command::new(SERVER);
     server.args(["--mode", mode]);
     match mode {
-        "mmsg" => server.args(["--loops", "2"]),
+        "mmsg" | "lite" => server.args(["--loops", "2"]),
         _ => server.args(["--workers", "2"]),
     };
     if let End::Idle = end {
@@ -162,7 +162,22 @@ fn check_lossless_summary(s: &serde_json::Value, r: &DriverResult, mode: &str, e
     assert!(s["syscalls"]["recv"].as_u64() >= Some(1));
     assert!(s["syscalls"]["send"].as_u64() >= Some(1));
     assert!(s["process"]["cpu_ns_per_packet"].as_f64().is_some());
+    let datagrams = s["datagrams_sent"].as_u64().expect("datagrams_sent");
+    let frames = packets * SPEAKERS + joins;
     match mode {
+        "lite" => {
+            // Waiting for 4 datagrams (the test's timeout is long enough for them to come),
+            // every batch has two voice packets of one room or two of one speaker, so a
+            // speaker's acks and forwards share datagrams: two frames a datagram or so.
+            assert_eq!(s["batch"], 4);
+            assert!(datagrams * 3 < frames * 2, "{s}");
+            let per = s["frames_per_datagram"]
+                .as_f64()
+                .expect("frames_per_datagram");
+            assert!((per - frames as f64 / datagrams as f64).abs() < 1e-9, "{s}");
+            let received = param(r, "datagrams_received");
+            assert!(received < param(r, "frames_received"), "{:?}", r.parameters);
+        }
         "mmsg" => {
             assert_eq!(s["loops"], 2);
             let batches = s["batches"].as_u64().expect("batches");
@@ -170,6 +185,7 @@ fn check_lossless_summary(s: &serde_json::Value, r: &DriverResult, mode: &str, e
             assert!(s["mean_batch_size"].as_f64() >= Some(1.0), "{s}");
             assert!(s["mean_send_batch"].as_f64() >= Some(1.0), "{s}");
             assert!(s["workers"].is_null());
+            assert_eq!(datagrams, frames, "one datagram a frame: {s}");
         }
         _ => {
             assert_eq!(s["workers"], 2);
@@ -181,10 +197,10 @@ fn check_lossless_summary(s: &serde_json::Value, r: &DriverResult, mode: &str, e
 }
 
 #[track_caller]
-fn lossless(mode: &str, end: End) {
+fn lossless(mode: &str, end: End, extra: &[&str]) {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("result.json");
-    let server = server(mode, end, &[]);
+    let server = server(mode, end, extra);
     drive(&server, mode, &out, &["--duration", "1s"]);
     let summary = finish(server, end);
     let result = DriverResult::read(&out).expect("driver result");
@@ -236,12 +252,19 @@ fn lossy(mode: &str) {
 
 #[test]
 fn threads_build_end_to_end() {
-    lossless("threads", End::Sigterm);
+    lossless("threads", End::Sigterm, &[]);
 }
 
 #[test]
 fn mmsg_build_end_to_end() {
-    lossless("mmsg", End::Idle);
+    lossless("mmsg", End::Idle, &[]);
+}
+
+/// 50 ms rather than 1 ms for the batch: at this test's 400 packets/s the batch of 4 fills
+/// every time, so the bundles are sure to carry several frames.
+#[test]
+fn lite_build_end_to_end() {
+    lossless("lite", End::Idle, &["--batch-timeout-us", "50000"]);
 }
 
 #[test]
@@ -255,8 +278,18 @@ fn mmsg_build_loss_is_counted_exactly() {
 }
 
 #[test]
+fn lite_build_loss_is_counted_exactly() {
+    lossy("lite");
+}
+
+#[test]
 fn server_refuses_the_other_modes_options() {
-    for (mode, flag) in [("threads", "--batch"), ("mmsg", "--workers")] {
+    for (mode, flag) in [
+        ("threads", "--batch"),
+        ("threads", "--batch-timeout-us"),
+        ("mmsg", "--workers"),
+        ("lite", "--workers"),
+    ] {
         let out = Command::new(SERVER)
             .args(["--mode", mode, flag, "4"])
             .output()

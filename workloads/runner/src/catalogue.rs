@@ -232,8 +232,12 @@ pub const WORKLOADS: &[Workload] = &[
     },
     Workload {
         name: "mmsg-relay",
-        about: "a voice relay on UDP: a recv and a send per packet on threads, or recvmmsg/sendmmsg batching",
-        builds: &[relay_build("threads"), relay_build("mmsg")],
+        about: "a voice relay on UDP: a recv and a send per packet on threads, recvmmsg/sendmmsg batching, or small batches sent as one bundle per destination",
+        builds: &[
+            relay_build("threads"),
+            relay_build("mmsg"),
+            relay_build("lite"),
+        ],
         default_build: "mmsg",
         knobs: &[
             Knob {

@@ -169,7 +169,7 @@ enum Cmd {
         #[arg(long)]
         redraw: bool,
     },
-    /// `just compare-relay`: the mmsg relay story, then its table.
+    /// `just compare-relay`: the mmsg relay story (threads, mmsg, lite), then its table.
     CompareRelay {
         #[arg(long, env = "REPEATS", default_value_t = 2)]
         repeats: u32,

@@ -294,7 +294,7 @@ mod tests {
     fn unknown_build_names_the_workloads_builds() {
         let e = plan(req("mmsg-relay", "epoll", &[])).unwrap_err();
         assert_eq!(e.to_string(), "mmsg-relay has no build 'epoll'");
-        assert_eq!(e.hint(), "one of: threads, mmsg");
+        assert_eq!(e.hint(), "one of: threads, mmsg, lite");
         let e = plan(req("read-state-cache", "java", &[])).unwrap_err();
         assert_eq!(e.hint(), "one of: go, rust");
     }

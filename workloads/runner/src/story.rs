@@ -142,7 +142,8 @@ pub fn broker_fallback() -> Story {
     }
 }
 
-/// threads and mmsg at 10 and 20 rooms of 4 and 9 speakers.
+/// threads, mmsg and lite at 10 and 20 rooms of 4 and 9 speakers: threads against mmsg (what
+/// batching does), and mmsg against lite (a small batch, one bundle per destination).
 pub fn relay() -> Story {
     let mut configs = Vec::new();
     for rooms in [10, 20] {
@@ -159,10 +160,13 @@ pub fn relay() -> Story {
         workload: "mmsg-relay",
         root: "reports/mmsg-relay",
         configs,
-        builds: &["threads", "mmsg"],
-        comparisons: &[("threads", "mmsg")],
+        builds: RELAY_BUILDS,
+        comparisons: &[("threads", "mmsg"), ("mmsg", "lite")],
     }
 }
+
+/// The relay's builds, in the order of the table and of the chart's colours.
+const RELAY_BUILDS: &[&str] = &["threads", "mmsg", "lite"];
 
 /// node-gzip, rust-gzip and rust-zstd at one request a second, the six models in turn:
 /// the runtime's part (node-gzip → rust-gzip) and the codec's (rust-gzip → rust-zstd).
@@ -317,6 +321,11 @@ impl Group {
         self.median(|run, figures| metrics::lookup(run, figures, name).map(|m| m.value))
     }
 
+    /// The median over the runs of a driver parameter, a number (0 when no run has it).
+    fn parameter_median(&self, name: &str) -> f64 {
+        self.median(|run, _| number(run, name))
+    }
+
     /// A driver parameter of the first run.
     fn parameter(&self, name: &str) -> Option<&str> {
         self.runs
@@ -325,6 +334,11 @@ impl Group {
             .and_then(|w| w.parameters.get(name))
             .map(String::as_str)
     }
+}
+
+/// A numeric driver parameter of `run`.
+fn number(run: &Run, name: &str) -> Option<f64> {
+    run.workload.as_ref()?.parameters.get(name)?.parse().ok()
 }
 
 /// The broker table: per configuration and build, medians of throughput, CPU, switches,
@@ -623,14 +637,15 @@ pub fn fallback_chart(runs: &[LockedRun]) -> Result<String, Failure> {
     chart.svg(&panels)
 }
 
-/// The socket syscalls of the relay's two designs.
+/// The socket syscalls of the relay's designs.
 const SOCKET: [&str; 6] = [
     "recvfrom", "sendto", "recvmsg", "sendmsg", "recvmmsg", "sendmmsg",
 ];
 
-/// The relay table: per configuration and build, medians of packets/s, syscalls (all, and
-/// socket ones), switches and CPU per packet, P50 and P99 latency, and the forwards lost over
-/// all runs.
+/// The relay table: per configuration and build, medians of packets/s, datagrams the speakers
+/// received per packet (S, an ack and S − 1 forwards, unless the relay bundles them), syscalls
+/// (all, and socket ones), switches and CPU per packet, P50 and P99 latency, and the forwards
+/// lost over all runs. A packet is a voice frame a speaker sent.
 pub fn relay_table(groups: &[Group]) -> String {
     let head = [
         "rooms",
@@ -638,6 +653,7 @@ pub fn relay_table(groups: &[Group]) -> String {
         "build",
         "runs",
         "packets/s",
+        "datagrams out/pkt",
         "syscalls/pkt",
         "socket syscalls/pkt",
         "switches/pkt",
@@ -660,6 +676,20 @@ pub fn relay_table(groups: &[Group]) -> String {
                 .sum();
             (ops > 0.0).then(|| count / ops)
         });
+        // Runs from before the driver counted datagrams have none: "–".
+        let datagrams = g.median(|run, _| {
+            let sent = number(run, "packets_sent")?;
+            (sent > 0.0).then_some(number(run, "datagrams_received")? / sent)
+        });
+        let datagrams = if g
+            .runs
+            .iter()
+            .any(|(r, _)| number(r, "datagrams_received").is_some())
+        {
+            format!("{datagrams:.2}")
+        } else {
+            "–".into()
+        };
         let lost: u64 = g
             .runs
             .iter()
@@ -669,12 +699,13 @@ pub fn relay_table(groups: &[Group]) -> String {
             .sum();
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.3} | {:.1} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.3} | {:.1} | {} | {} | {} |",
             g.parameter("rooms").unwrap_or("None"),
             g.parameter("speakers_per_room").unwrap_or("None"),
             g.build,
             g.runs.len(),
             grouped(g.figure("throughput"), 0),
+            datagrams,
             g.figure("syscalls.total.per_op"),
             socket,
             g.figure("switches.total.per_op"),
@@ -776,14 +807,7 @@ pub fn asset_table(groups: &[Group]) -> String {
         "alloc/req",
     ];
     let mut out = header(&head);
-    let param = |g: &Group, name: &str| {
-        g.median(|run, _| {
-            run.workload
-                .as_ref()
-                .and_then(|w| w.parameters.get(name))
-                .and_then(|v| v.parse::<f64>().ok())
-        })
-    };
+    let param = |g: &Group, name: &str| g.parameter_median(name);
     let mut cpu = BTreeMap::new();
     for g in groups {
         let served = param(g, "model_bytes_per_response") / MIB;
@@ -1065,7 +1089,8 @@ pub fn broker_chart(groups: &[Group]) -> Result<String, Failure> {
 }
 
 /// The relay chart, SVG: context switches per packet against speakers per room, one point per
-/// run, a panel per room count, the builds told apart by colour.
+/// run, a panel per room count, the builds told apart by colour (threads red, mmsg blue, lite
+/// green).
 pub fn relay_chart(groups: &[Group]) -> Result<String, Failure> {
     let point = |run: &Run, figures: &BTreeMap<String, Metric>| -> Option<(f64, f64)> {
         let speakers: f64 = run
@@ -1085,7 +1110,7 @@ pub fn relay_chart(groups: &[Group]) -> Result<String, Failure> {
         .iter()
         .map(|r| Panel {
             caption: format!("{r} rooms"),
-            series: ["threads", "mmsg"]
+            series: RELAY_BUILDS
                 .iter()
                 .enumerate()
                 .map(|(colour, build)| {

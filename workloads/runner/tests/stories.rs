@@ -93,10 +93,10 @@ fn the_broker_story_is_what_its_committed_runs_say() {
 
 #[test]
 fn the_relay_story_is_what_its_committed_runs_say() {
-    // Four configurations (rooms × speakers), two builds each.
+    // Four configurations (rooms × speakers), three builds each.
     check(
         &story::relay(),
-        8,
+        12,
         story::relay_table,
         story::relay_chart,
         "reports/mmsg-relay/README.md",

@@ -12,7 +12,8 @@
 //! the interval. One sender thread paces them all; `--receivers` threads wait on all the
 //! sockets with `ppoll` and record, for each forward, the latency from the sender's embedded
 //! CLOCK_MONOTONIC timestamp to its arrival, and its sequence number per (sender, receiver)
-//! pair. After the last send the driver drains: it waits until every expected forward and ack
+//! pair; a bundle from the `lite` relay is taken frame by frame, each with its own timestamp,
+//! so latency and loss are per frame whatever the datagrams. After the last send the driver drains: it waits until every expected forward and ack
 //! has arrived, or `--drain` passes; what has not arrived by then is lost (the rules are in
 //! `mmsg_relay::loss`).
 //!
@@ -20,7 +21,7 @@
 //! `operations` is the number of voice packets the speakers sent and `throughput_per_s` their
 //! rate; the latency histogram and windows hold one value per forward received (about
 //! `operations × (speakers − 1)`, exactly `parameters.latency_samples`). Loss and acks are in
-//! `parameters`.
+//! `parameters`, with the datagrams the speakers received and the frames in them.
 
 use std::{
     collections::BTreeMap,
@@ -78,7 +79,7 @@ struct Args {
     /// Where to write the driver result (JSON).
     #[arg(long)]
     out: PathBuf,
-    /// The server's build, recorded in the result (threads, mmsg).
+    /// The server's build, recorded in the result (threads, mmsg, lite).
     #[arg(long, default_value = "unspecified")]
     build: String,
     /// Receiver threads; the speakers' sockets are spread over them.
@@ -142,7 +143,7 @@ fn join(speakers: &[Speaker], relay: SocketAddr, timeout: Duration) -> anyhow::R
             let why =
                 send_error.map_or_else(String::new, |e: io::Error| format!(" (last send: {e})"));
             bail!(
-                "{relay} acked no join from {left} of {} speakers within {timeout:?}{why}\nhint: start `mmsg-relay --mode threads|mmsg` first; it prints `ready <port>`",
+                "{relay} acked no join from {left} of {} speakers within {timeout:?}{why}\nhint: start `mmsg-relay --mode threads|mmsg|lite` first; it prints `ready <port>`",
                 speakers.len()
             );
         }
@@ -168,18 +169,20 @@ fn join(speakers: &[Speaker], relay: SocketAddr, timeout: Duration) -> anyhow::R
                 continue;
             }
             while let Ok((n, _)) = speakers[i].socket.recv_from(&mut buf) {
-                let Ok(p) = protocol::decode(&buf[..n]) else {
+                let Ok(frames) = protocol::frames(&buf[..n]) else {
                     continue;
                 };
-                let h = p.header;
-                if h.kind == Kind::Ack
-                    && h.seq == 0
-                    && h.room == speakers[i].room
-                    && h.speaker == i as u32
-                    && !joined[i]
-                {
-                    joined[i] = true;
-                    left -= 1;
+                for p in frames {
+                    let h = p.header;
+                    if h.kind == Kind::Ack
+                        && h.seq == 0
+                        && h.room == speakers[i].room
+                        && h.speaker == i as u32
+                        && !joined[i]
+                    {
+                        joined[i] = true;
+                        left -= 1;
+                    }
                 }
             }
         }
@@ -277,6 +280,10 @@ struct Received {
     misrouted: u64,
     unexpected: u64,
     recv_errors: u64,
+    /// Datagrams from the relay, and the frames in them (more than one a datagram only when
+    /// the relay bundles).
+    datagrams: u64,
+    frames: u64,
     last_arrival: Option<Instant>,
 }
 
@@ -322,6 +329,8 @@ fn receive(setup: &ReceiveSetup<'_>, mine: Vec<usize>, recorder: Recorder) -> Re
         misrouted: 0,
         unexpected: 0,
         recv_errors: 0,
+        datagrams: 0,
+        frames: 0,
         last_arrival: None,
     };
     let mut buf = vec![0u8; MAX_DATAGRAM + 1];
@@ -348,49 +357,55 @@ fn receive(setup: &ReceiveSetup<'_>, mine: Vec<usize>, recorder: Recorder) -> Re
                 };
                 let now_ns = monotonic_ns();
                 let now = Instant::now();
-                let Ok(p) = protocol::decode(&buf[..n]) else {
+                // A datagram is one frame, or (lite) a bundle of the frames for this speaker;
+                // each frame counts on its own, with its own send timestamp.
+                let Ok(frames) = protocol::frames(&buf[..n]) else {
                     r.malformed += 1;
                     continue;
                 };
-                let h = p.header;
                 if from != relay {
                     r.misrouted += 1;
                     continue;
                 }
-                let latency = now_ns.saturating_sub(h.sent_ns);
-                match h.kind {
-                    // A repeated join ack (the join was resent): nothing to count.
-                    Kind::Ack if h.seq == 0 => {}
-                    Kind::Ack => {
-                        if h.speaker as usize != me || h.room != speakers[me].room {
-                            r.misrouted += 1;
-                        } else if h.seq > issued[me].load(Ordering::Acquire) {
-                            r.unexpected += 1;
-                        } else if r.heard[k].acks.record(h.seq).is_new() {
-                            progress.acks.fetch_add(1, Ordering::Relaxed);
-                            r.ack_latency.record(latency);
+                r.datagrams += 1;
+                for p in frames {
+                    r.frames += 1;
+                    let h = p.header;
+                    let latency = now_ns.saturating_sub(h.sent_ns);
+                    match h.kind {
+                        // A repeated join ack (the join was resent): nothing to count.
+                        Kind::Ack if h.seq == 0 => {}
+                        Kind::Ack => {
+                            if h.speaker as usize != me || h.room != speakers[me].room {
+                                r.misrouted += 1;
+                            } else if h.seq > issued[me].load(Ordering::Acquire) {
+                                r.unexpected += 1;
+                            } else if r.heard[k].acks.record(h.seq).is_new() {
+                                progress.acks.fetch_add(1, Ordering::Relaxed);
+                                r.ack_latency.record(latency);
+                            }
                         }
-                    }
-                    Kind::Voice => {
-                        let sender = h.speaker as usize;
-                        if sender >= speakers.len()
-                            || sender == me
-                            || speakers[sender].room != speakers[me].room
-                            || h.room != speakers[me].room
-                        {
-                            r.misrouted += 1;
-                        } else if h.seq > issued[sender].load(Ordering::Acquire) {
-                            r.unexpected += 1;
-                        } else if r.heard[k].forwards[sender % per_room]
-                            .record(h.seq)
-                            .is_new()
-                        {
-                            progress.forwards.fetch_add(1, Ordering::Relaxed);
-                            r.recorder.record_ns(latency, now);
-                            r.last_arrival = Some(now);
+                        Kind::Voice => {
+                            let sender = h.speaker as usize;
+                            if sender >= speakers.len()
+                                || sender == me
+                                || speakers[sender].room != speakers[me].room
+                                || h.room != speakers[me].room
+                            {
+                                r.misrouted += 1;
+                            } else if h.seq > issued[sender].load(Ordering::Acquire) {
+                                r.unexpected += 1;
+                            } else if r.heard[k].forwards[sender % per_room]
+                                .record(h.seq)
+                                .is_new()
+                            {
+                                progress.forwards.fetch_add(1, Ordering::Relaxed);
+                                r.recorder.record_ns(latency, now);
+                                r.last_arrival = Some(now);
+                            }
                         }
+                        Kind::Join => r.misrouted += 1,
                     }
-                    Kind::Join => r.misrouted += 1,
                 }
             }
         }
@@ -503,6 +518,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     let mut ack_latency = LatencyRecorder::new();
     let (mut forwards, mut acks) = (Loss::default(), Loss::default());
     let (mut malformed, mut misrouted, mut unexpected, mut recv_errors) = (0, 0, 0, 0);
+    let (mut datagrams, mut frames) = (0, 0);
     let mut end = sent.finished;
     for r in &received {
         recorder
@@ -515,6 +531,8 @@ fn run(args: Args) -> anyhow::Result<()> {
         misrouted += r.misrouted;
         unexpected += r.unexpected;
         recv_errors += r.recv_errors;
+        datagrams += r.datagrams;
+        frames += r.frames;
         if let Some(t) = r.last_arrival {
             end = end.max(t);
         }
@@ -610,6 +628,13 @@ fn run(args: Args) -> anyhow::Result<()> {
         ("unexpected_seq".to_owned(), serde_json::json!(unexpected)),
         ("recv_errors".to_owned(), serde_json::json!(recv_errors)),
         ("socket_drops".to_owned(), serde_json::json!(socket_drops)),
+        // What the speakers got from the relay while sending: datagrams, and the acks and
+        // forwards in them (equal unless the relay bundles them, as `lite` does).
+        (
+            "datagrams_received".to_owned(),
+            serde_json::json!(datagrams),
+        ),
+        ("frames_received".to_owned(), serde_json::json!(frames)),
     ]);
     parameters.insert(key.to_owned(), value);
     let duration = end - start;

@@ -1,4 +1,4 @@
-//! The `mmsg` build: one loop per core, batching with `recvmmsg` and `sendmmsg`.
+//! The `mmsg` and `lite` builds: one loop per core, batching with `recvmmsg` and `sendmmsg`.
 //!
 //! Each loop owns a socket bound to the relay's port with `SO_REUSEPORT` (the kernel picks
 //! the socket of a datagram by a hash of its source address, so a speaker always lands on the
@@ -16,6 +16,13 @@
 //!    its datagrams together and in arrival order) and send them with one `sendmmsg`, or
 //!    more only past `UIO_MAXIOV` (1024) datagrams or after a failed one.
 //!
+//! `lite` is the same loop with a small batch (4 datagrams, or the timeout, whichever comes
+//! first: [`next_fill`] decides) and [`Settings::merge`] on: in step 4 the frames bound for
+//! one destination go out as one bundle (see [`crate::protocol`]), gathered by `sendmmsg`
+//! from the bundle header and the frames where they lie, so no frame is copied; a
+//! destination's frames are split over several bundles only past [`MAX_DATAGRAM`] bytes or
+//! [`MAX_FRAMES`] frames ([`pack`] decides).
+//!
 //! **Why `ppoll` + `MSG_DONTWAIT` rather than `recvmmsg`'s own timeout**: that timeout is
 //! only checked after each datagram arrives (recvmmsg(2), BUGS), so a batch that never fills
 //! blocks past it, indefinitely if traffic stops. `MSG_WAITFORONE` alone returns as soon as
@@ -31,6 +38,7 @@ use std::{
     io,
     mem::{self, MaybeUninit},
     net::{Ipv4Addr, SocketAddrV4, UdpSocket},
+    ops::Range,
     os::fd::AsRawFd as _,
     ptr,
     sync::{PoisonError, RwLock},
@@ -40,7 +48,7 @@ use std::{
 
 use super::{Context, POLL, Served, ServerError, Stats};
 use crate::{
-    protocol::{self, HEADER_LEN, Header, Kind, MAX_DATAGRAM},
+    protocol::{self, BUNDLE_HEADER_LEN, HEADER_LEN, Header, Kind, MAX_DATAGRAM, MAX_FRAMES},
     rooms::{JoinOutcome, Rooms},
     udp,
 };
@@ -54,6 +62,54 @@ const SLOT: usize = MAX_DATAGRAM + 1;
 pub struct Settings {
     pub batch: usize,
     pub batch_timeout: Duration,
+    /// Send the frames bound for one destination as one bundle (`lite`).
+    pub merge: bool,
+}
+
+/// What a loop filling a batch does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fill {
+    /// Answer the datagrams it has: the batch is full, or its time is up.
+    Answer,
+    /// Wait this long at most for more.
+    Wait(Duration),
+}
+
+/// The batching decision, with `got` of `batch` datagrams in hand and `left` until the batch
+/// timeout (counted from the first datagram) passes.
+pub fn next_fill(got: usize, batch: usize, left: Duration) -> Fill {
+    if got >= batch || left.is_zero() {
+        Fill::Answer
+    } else {
+        Fill::Wait(left)
+    }
+}
+
+/// Splits outgoing datagrams, given as (destination, bytes) and sorted so that each
+/// destination's are together, into the datagrams that go on the wire, as ranges of the
+/// input: one each without `merge`; with it, a destination's run of frames packed in order
+/// into bundles of at most [`MAX_FRAMES`] frames and [`MAX_DATAGRAM`] bytes with the bundle
+/// header. Written into `out` (cleared first).
+pub fn pack(frames: &[(SocketAddrV4, usize)], merge: bool, out: &mut Vec<Range<usize>>) {
+    out.clear();
+    let mut start = 0;
+    let mut bytes = BUNDLE_HEADER_LEN;
+    for (i, &(to, len)) in frames.iter().enumerate() {
+        let fits = merge
+            && i > start
+            && frames[start].0 == to
+            && i - start < MAX_FRAMES
+            && bytes + len <= MAX_DATAGRAM;
+        if !fits && i > start {
+            out.push(start..i);
+            start = i;
+            bytes = BUNDLE_HEADER_LEN;
+        }
+        bytes += len;
+    }
+    if start < frames.len() {
+        out.push(start..frames.len());
+    }
 }
 
 /// Runs one loop per socket, each on its own thread, until the context says stop.
@@ -150,6 +206,16 @@ struct Outgoing {
     kind: OutKind,
 }
 
+impl Outgoing {
+    /// The datagram's (or, in a bundle, the frame's) bytes.
+    fn len(&self) -> usize {
+        match self.source {
+            Source::Received(_, len) => len,
+            Source::Ack(_) => HEADER_LEN,
+        }
+    }
+}
+
 fn sockaddr_in(a: SocketAddrV4) -> libc::sockaddr_in {
     // SAFETY: sockaddr_in is plain data; all zeroes is a valid value (and zeroes sin_zero).
     let mut s: libc::sockaddr_in = unsafe { mem::zeroed() };
@@ -199,6 +265,12 @@ struct Loop<'s> {
     /// One ack header per receive slot.
     acks: Vec<[u8; HEADER_LEN]>,
     out: Vec<Outgoing>,
+    /// Each outgoing datagram's destination and bytes, for [`pack`].
+    sizes: Vec<(SocketAddrV4, usize)>,
+    /// The datagrams on the wire, as ranges of [`Self::out`].
+    packed: Vec<Range<usize>>,
+    /// One bundle header per datagram on the wire (used by those of two frames or more).
+    bundles: Vec<[u8; BUNDLE_HEADER_LEN]>,
     send_names: Vec<libc::sockaddr_in>,
     send_iovs: Vec<libc::iovec>,
     send_hdrs: Vec<libc::mmsghdr>,
@@ -219,6 +291,9 @@ impl<'s> Loop<'s> {
             slots: Vec::with_capacity(b),
             acks: vec![[0; HEADER_LEN]; b],
             out: Vec::new(),
+            sizes: Vec::new(),
+            packed: Vec::new(),
+            bundles: Vec::new(),
             send_names: Vec::new(),
             send_iovs: Vec::new(),
             send_hdrs: Vec::new(),
@@ -257,11 +332,11 @@ impl<'s> Loop<'s> {
         let deadline = Instant::now() + self.settings.batch_timeout;
         // A `recvmmsg(MSG_DONTWAIT)` that brings fewer than it was asked for has emptied the
         // queue, so the next step is always a wait, never a receive that would find nothing.
-        while got < batch {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
+        while let Fill::Wait(left) = next_fill(
+            got,
+            batch,
+            deadline.saturating_duration_since(Instant::now()),
+        ) {
             self.stats.poll_calls += 1;
             if udp::wait_readable(pfd, left).map_err(ServerError::Receive)? == 0 {
                 break;
@@ -408,51 +483,80 @@ impl<'s> Loop<'s> {
         }
     }
 
-    /// Sends [`Self::out`], grouped by destination, with as few `sendmmsg` calls as the
-    /// kernel allows.
+    /// Sends [`Self::out`], grouped by destination (merging: a bundle per destination), with
+    /// as few `sendmmsg` calls as the kernel allows.
     fn send(&mut self) {
-        let n = self.out.len();
-        if n == 0 {
+        if self.out.is_empty() {
             return;
         }
         self.out
             .sort_by_key(|o| (u32::from(*o.to.ip()), o.to.port()));
+        self.sizes.clear();
+        self.sizes.extend(self.out.iter().map(|o| (o.to, o.len())));
+        pack(&self.sizes, self.settings.merge, &mut self.packed);
+        let m = self.packed.len();
+        self.bundles.clear();
+        self.bundles.extend(self.packed.iter().map(|r| {
+            // pack keeps a bundle to MAX_FRAMES (255) frames.
+            protocol::bundle_header(r.len() as u8)
+        }));
         self.send_names
-            .resize(n, sockaddr_in(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
-        self.send_iovs.resize(n, empty_iovec());
-        self.send_hdrs.resize(n, empty_mmsghdr());
+            .resize(m, sockaddr_in(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
+        // A datagram's iovecs: its bundle header (two frames or more), then one per frame.
+        self.send_iovs.resize(self.out.len() + m, empty_iovec());
+        self.send_hdrs.resize(m, empty_mmsghdr());
         let bufs = self.bufs.as_ptr();
         let acks = self.acks.as_ptr();
+        let bundles = self.bundles.as_ptr();
         let names = self.send_names.as_mut_ptr();
         let iovs = self.send_iovs.as_mut_ptr();
         let hdrs = self.send_hdrs.as_mut_ptr();
-        for (i, o) in self.out.iter().enumerate() {
-            let (base, len): (*const u8, usize) = match o.source {
-                // SAFETY (both arms): slot < batch and ack < batch, so the offsets stay
-                // inside `bufs` (batch × SLOT bytes, len ≤ SLOT) and `acks`.
-                Source::Received(slot, len) => (unsafe { bufs.add(slot * SLOT) }, len),
-                Source::Ack(slot) => (unsafe { acks.add(slot) }.cast(), HEADER_LEN),
-            };
-            // SAFETY: i < n and the three send arrays were resized to n above; the kernel
-            // only reads through iov_base (sendmmsg), so the cast to *mut is never written
-            // through.
+        let mut iov = 0;
+        for (d, range) in self.packed.iter().enumerate() {
+            let first = iov;
+            if range.len() > 1 {
+                // SAFETY: d < m = bundles.len(); iov < out.len() + m = send_iovs.len(), as
+                // each datagram takes at most one iovec more than its frames.
+                unsafe {
+                    iovs.add(iov).write(libc::iovec {
+                        iov_base: bundles.add(d).cast_mut().cast(),
+                        iov_len: BUNDLE_HEADER_LEN,
+                    });
+                }
+                iov += 1;
+            }
+            for o in &self.out[range.clone()] {
+                let base: *const u8 = match o.source {
+                    // SAFETY (both arms): slot < batch and ack < batch, so the offsets stay
+                    // inside `bufs` (batch × SLOT bytes, len ≤ SLOT) and `acks`.
+                    Source::Received(slot, _) => unsafe { bufs.add(slot * SLOT) },
+                    Source::Ack(slot) => unsafe { acks.add(slot) }.cast(),
+                };
+                // SAFETY: iov < send_iovs.len() (see above); the kernel only reads through
+                // iov_base (sendmmsg), so the cast to *mut is never written through.
+                unsafe {
+                    iovs.add(iov).write(libc::iovec {
+                        iov_base: base.cast_mut().cast(),
+                        iov_len: o.len(),
+                    });
+                }
+                iov += 1;
+            }
+            // SAFETY: d < m and the name and header arrays were resized to m above; the
+            // header points at this datagram's name and its iovecs, written above.
             unsafe {
-                names.add(i).write(sockaddr_in(o.to));
-                iovs.add(i).write(libc::iovec {
-                    iov_base: base.cast_mut().cast(),
-                    iov_len: len,
-                });
+                names.add(d).write(sockaddr_in(self.out[range.start].to));
                 let mut h = empty_mmsghdr();
-                h.msg_hdr.msg_name = names.add(i).cast();
+                h.msg_hdr.msg_name = names.add(d).cast();
                 h.msg_hdr.msg_namelen = mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-                h.msg_hdr.msg_iov = iovs.add(i);
-                h.msg_hdr.msg_iovlen = 1;
-                hdrs.add(i).write(h);
+                h.msg_hdr.msg_iov = iovs.add(first);
+                h.msg_hdr.msg_iovlen = iov - first;
+                hdrs.add(d).write(h);
             }
         }
         let mut off = 0;
-        while off < n {
-            let chunk = (n - off).min(UIO_MAXIOV);
+        while off < m {
+            let chunk = (m - off).min(UIO_MAXIOV);
             self.stats.send_calls += 1;
             // SAFETY: `hdrs + off` points at `chunk` initialised mmsghdrs whose name and
             // iovec pointers address live data (see above).
@@ -466,11 +570,14 @@ impl<'s> Loop<'s> {
             };
             if r > 0 {
                 let r = r as usize;
-                for o in &self.out[off..off + r] {
-                    match o.kind {
-                        OutKind::Ack => self.stats.acks_sent += 1,
-                        OutKind::JoinAck => self.stats.join_acks_sent += 1,
-                        OutKind::Forward => self.stats.forwards_sent += 1,
+                self.stats.datagrams_sent += r as u64;
+                for range in &self.packed[off..off + r] {
+                    for o in &self.out[range.clone()] {
+                        match o.kind {
+                            OutKind::Ack => self.stats.acks_sent += 1,
+                            OutKind::JoinAck => self.stats.join_acks_sent += 1,
+                            OutKind::Forward => self.stats.forwards_sent += 1,
+                        }
                     }
                 }
                 off += r;
@@ -480,13 +587,88 @@ impl<'s> Loop<'s> {
             if r < 0 && e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
-            // The first message of the chunk failed: count it, go on with the next.
+            // The first datagram of the chunk failed: count its frames, go on with the next.
+            let failed = &self.packed[off];
             if !self.send_error_reported {
                 self.send_error_reported = true;
-                eprintln!("mmsg-relay: sendmmsg to {} failed: {e}", self.out[off].to);
+                eprintln!(
+                    "mmsg-relay: sendmmsg to {} failed: {e}",
+                    self.out[failed.start].to
+                );
             }
-            self.stats.send_failed += 1;
+            self.stats.send_failed += failed.len() as u64;
             off += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_answered_when_full_or_out_of_time() {
+        let us = Duration::from_micros;
+        // lite: 4 datagrams, whatever time is left.
+        assert_eq!(next_fill(4, 4, us(900)), Fill::Answer);
+        assert_eq!(next_fill(3, 4, us(900)), Fill::Wait(us(900)));
+        assert_eq!(next_fill(1, 4, us(1)), Fill::Wait(us(1)));
+        // The timeout, however few arrived.
+        assert_eq!(next_fill(1, 4, Duration::ZERO), Fill::Answer);
+        assert_eq!(next_fill(3, 4, Duration::ZERO), Fill::Answer);
+        // mmsg: 64 or 500 µs; a zero timeout answers what the first receive brought.
+        assert_eq!(next_fill(63, 64, us(500)), Fill::Wait(us(500)));
+        assert_eq!(next_fill(64, 64, us(500)), Fill::Answer);
+    }
+
+    fn to(port: u16) -> SocketAddrV4 {
+        SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)
+    }
+
+    fn packed(frames: &[(SocketAddrV4, usize)], merge: bool) -> Vec<Range<usize>> {
+        // Left over from an earlier batch: `pack` clears it.
+        let mut out = vec![0..99, 99..100];
+        pack(frames, merge, &mut out);
+        out
+    }
+
+    #[test]
+    fn without_merging_every_frame_is_a_datagram() {
+        let frames = [(to(1), 32), (to(1), 212), (to(2), 212)];
+        assert_eq!(packed(&frames, false), [0..1, 1..2, 2..3]);
+        assert_eq!(packed(&[], false), []);
+        assert_eq!(packed(&[], true), []);
+    }
+
+    #[test]
+    fn merging_bundles_each_destination() {
+        // An ack and two forwards for port 1, one forward for 2, an ack and a forward for 3.
+        let frames = [
+            (to(1), 32),
+            (to(1), 212),
+            (to(1), 212),
+            (to(2), 212),
+            (to(3), 32),
+            (to(3), 212),
+        ];
+        assert_eq!(packed(&frames, true), [0..3, 3..4, 4..6]);
+    }
+
+    #[test]
+    fn a_bundle_stops_at_the_datagram_limit() {
+        // 4 + 6 × 212 = 1276 bytes fit in 1472; a seventh frame (1488) does not.
+        let frames = vec![(to(1), 212); 8];
+        assert_eq!(packed(&frames, true), [0..6, 6..8]);
+        // Exactly full: 4 + 1468 = 1472.
+        let full = [(to(1), 1000), (to(1), 468), (to(1), 32)];
+        assert_eq!(packed(&full, true), [0..2, 2..3]);
+    }
+
+    #[test]
+    fn a_bundle_stops_at_the_frame_limit() {
+        // Empty frames never fill the bytes: the count stops at 255.
+        let frames = vec![(to(1), 0); 2 * MAX_FRAMES + 1];
+        let m = MAX_FRAMES;
+        assert_eq!(packed(&frames, true), [0..m, m..2 * m, 2 * m..2 * m + 1]);
     }
 }

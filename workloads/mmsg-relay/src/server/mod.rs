@@ -1,4 +1,4 @@
-//! The relay server: both builds, what ends a run, and the summary printed at exit.
+//! The relay server: the three builds, what ends a run, and the summary printed at exit.
 //!
 //! A run ends on SIGINT/SIGTERM, or with `exit_after_idle` once no datagram has arrived for
 //! that long after at least one did. Every thread looks at both every [`POLL`] at most, so a
@@ -35,6 +35,9 @@ pub enum Mode {
     Threads,
     /// Loops batching with recvmmsg/sendmmsg.
     Mmsg,
+    /// The mmsg loops with a small batch (4 datagrams or a short timeout), merging the frames
+    /// bound for one destination into one datagram.
+    Lite,
 }
 
 impl Mode {
@@ -42,9 +45,34 @@ impl Mode {
         match self {
             Mode::Threads => "threads",
             Mode::Mmsg => "mmsg",
+            Mode::Lite => "lite",
+        }
+    }
+
+    /// Whether the build runs the batching loops (`mmsg`, `lite`).
+    pub fn batches(self) -> bool {
+        self != Mode::Threads
+    }
+
+    /// The batch and its timeout when the flags give none: `mmsg` waits for 64 datagrams or
+    /// 500 µs; `lite` for 4 or [`LITE_BATCH_TIMEOUT`].
+    pub fn default_batch(self) -> (usize, Duration) {
+        match self {
+            Mode::Lite => (LITE_BATCH, LITE_BATCH_TIMEOUT),
+            _ => (64, Duration::from_micros(500)),
         }
     }
 }
+
+/// `lite`'s batch: answer as soon as 4 datagrams are in.
+pub const LITE_BATCH: usize = 4;
+/// `lite`'s batch timeout. Voice frames come every 20 ms a speaker, and whatever a relay
+/// holds a frame back is added to every listener's delay and eaten out of the jitter buffer;
+/// 1 ms is 5% of a frame interval. It is twice `mmsg`'s 500 µs because `lite` stops at 4
+/// datagrams: with at least 4 datagrams a millisecond reaching a loop (2 loops, 20 rooms of 9
+/// speakers: 4.5 a ms each) the batch fills before the timeout, and the timeout only bounds
+/// the wait of quiet loops.
+pub const LITE_BATCH_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// The validated settings of one server run.
 #[derive(Clone, Debug)]
@@ -54,11 +82,11 @@ pub struct ServerConfig {
     pub port: u16,
     /// `threads`: worker threads; rooms are spread over them by id.
     pub workers: usize,
-    /// `mmsg`: loops, each with its own `SO_REUSEPORT` socket and thread.
+    /// `mmsg`, `lite`: loops, each with its own `SO_REUSEPORT` socket and thread.
     pub loops: usize,
-    /// `mmsg`: datagrams a loop receives before it answers them.
+    /// `mmsg`, `lite`: datagrams a loop receives before it answers them.
     pub batch: usize,
-    /// `mmsg`: how long a loop waits for a batch to fill after its first datagram.
+    /// `mmsg`, `lite`: how long a loop waits for a batch to fill after its first datagram.
     pub batch_timeout: Duration,
     /// End once no datagram has arrived for this long, after at least one did.
     pub exit_after_idle: Option<Duration>,
@@ -80,8 +108,8 @@ impl ServerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         match self.mode {
             Mode::Threads if self.workers == 0 => Err(ConfigError::ZeroWorkers),
-            Mode::Mmsg if self.loops == 0 => Err(ConfigError::ZeroLoops),
-            Mode::Mmsg if !(1..=MAX_BATCH).contains(&self.batch) => {
+            Mode::Mmsg | Mode::Lite if self.loops == 0 => Err(ConfigError::ZeroLoops),
+            Mode::Mmsg | Mode::Lite if !(1..=MAX_BATCH).contains(&self.batch) => {
                 Err(ConfigError::Batch(self.batch))
             }
             _ => Ok(()),
@@ -131,6 +159,8 @@ pub struct Stats {
     pub acks_sent: u64,
     pub join_acks_sent: u64,
     pub forwards_sent: u64,
+    /// Datagrams on the wire: one per ack and forward, or (`lite`) per bundle of them.
+    pub datagrams_sent: u64,
     pub malformed: u64,
     pub not_member: u64,
     pub room_full: u64,
@@ -151,6 +181,7 @@ impl Stats {
         self.acks_sent += o.acks_sent;
         self.join_acks_sent += o.join_acks_sent;
         self.forwards_sent += o.forwards_sent;
+        self.datagrams_sent += o.datagrams_sent;
         self.malformed += o.malformed;
         self.not_member += o.not_member;
         self.room_full += o.room_full;
@@ -299,11 +330,12 @@ fn per(total: u64, count: u64) -> f64 {
 /// counted here: that is what switchyard shows).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct SyscallCounts {
-    /// `recvfrom` (threads) or `recvmmsg` (mmsg) calls, including those that found nothing.
+    /// `recvfrom` (threads) or `recvmmsg` (mmsg, lite) calls, including those that found
+    /// nothing.
     pub recv: u64,
-    /// `sendto` (threads) or `sendmmsg` (mmsg) calls.
+    /// `sendto` (threads) or `sendmmsg` (mmsg, lite) calls.
     pub send: u64,
-    /// `ppoll` waits (mmsg; the threads receiver blocks in `recvfrom` instead).
+    /// `ppoll` waits (mmsg, lite; the threads receiver blocks in `recvfrom` instead).
     pub poll: u64,
     /// (recv + send + poll) / voice packets received.
     pub per_voice_packet: f64,
@@ -339,7 +371,7 @@ pub struct Summary {
     pub ended_by: EndReason,
     /// `threads` only.
     pub workers: Option<usize>,
-    /// `mmsg` only.
+    /// `mmsg` and `lite` only, as are the batch, its timeout and the batch means.
     pub loops: Option<usize>,
     pub batch: Option<usize>,
     pub batch_timeout_us: Option<u64>,
@@ -356,11 +388,16 @@ pub struct Summary {
     pub acks_sent: u64,
     pub join_acks_sent: u64,
     pub forwards_sent: u64,
-    /// `mmsg`: receive batches (rounds of `recvmmsg` that brought at least one datagram).
+    /// Datagrams sent: acks, join acks and forwards, one each, but for `lite`, which bundles
+    /// those bound for one destination.
+    pub datagrams_sent: u64,
+    /// Acks, join acks and forwards per datagram sent (1 but for `lite`).
+    pub frames_per_datagram: f64,
+    /// Receive batches (rounds of `recvmmsg` that brought at least one datagram).
     pub batches: Option<u64>,
-    /// `mmsg`: datagrams received per batch.
+    /// Datagrams received per batch.
     pub mean_batch_size: Option<f64>,
-    /// `mmsg`: datagrams sent per `sendmmsg` call.
+    /// Datagrams sent per `sendmmsg` call.
     pub mean_send_batch: Option<f64>,
     pub syscalls: SyscallCounts,
     pub drops: Drops,
@@ -403,7 +440,7 @@ pub fn run(
             let served = threads::serve(&socket, config.workers, &ctx)?;
             (served, udp::kernel_drops(&[&socket]))
         }
-        Mode::Mmsg => {
+        Mode::Mmsg | Mode::Lite => {
             let first = bind(addr, true)?;
             let local = local_addr(&first, addr)?;
             let mut sockets = vec![first];
@@ -415,6 +452,7 @@ pub fn run(
             let settings = mmsg::Settings {
                 batch: config.batch,
                 batch_timeout: config.batch_timeout,
+                merge: config.mode == Mode::Lite,
             };
             let served = mmsg::serve(&sockets, settings, &ctx)?;
             let refs: Vec<&UdpSocket> = sockets.iter().collect();
@@ -422,7 +460,7 @@ pub fn run(
         }
     };
     let s = served.stats;
-    let mmsg = config.mode == Mode::Mmsg;
+    let mmsg = config.mode.batches();
     let syscalls = s.recv_calls + s.send_calls + s.poll_calls;
     let sent = s.acks_sent + s.join_acks_sent + s.forwards_sent;
     Ok(Summary {
@@ -448,9 +486,11 @@ pub fn run(
         acks_sent: s.acks_sent,
         join_acks_sent: s.join_acks_sent,
         forwards_sent: s.forwards_sent,
+        datagrams_sent: s.datagrams_sent,
+        frames_per_datagram: per(sent, s.datagrams_sent),
         batches: mmsg.then_some(s.batches),
         mean_batch_size: mmsg.then(|| per(s.datagrams, s.batches)),
-        mean_send_batch: mmsg.then(|| per(sent, s.send_calls)),
+        mean_send_batch: mmsg.then(|| per(s.datagrams_sent, s.send_calls)),
         syscalls: SyscallCounts {
             recv: s.recv_calls,
             send: s.send_calls,
@@ -501,6 +541,13 @@ mod tests {
     }
 
     #[test]
+    fn each_batching_build_has_its_batch() {
+        assert_eq!(Mode::Mmsg.default_batch(), (64, Duration::from_micros(500)));
+        assert_eq!(Mode::Lite.default_batch(), (4, Duration::from_millis(1)));
+        assert!(Mode::Lite.batches() && Mode::Mmsg.batches() && !Mode::Threads.batches());
+    }
+
+    #[test]
     fn idle_needs_a_first_datagram() {
         let shutdown = Shutdown::new();
         let ctx = Context::new(&shutdown, Some(Duration::from_millis(5)), None);
@@ -528,6 +575,12 @@ mod tests {
         assert_eq!(c.validate(), Ok(()));
         c.batch = MAX_BATCH + 1;
         assert_eq!(c.validate(), Err(ConfigError::Batch(MAX_BATCH + 1)));
+        c.mode = Mode::Lite;
+        assert_eq!(c.validate(), Err(ConfigError::Batch(MAX_BATCH + 1)));
+        c.batch = LITE_BATCH;
+        assert_eq!(c.validate(), Ok(()));
+        c.loops = 0;
+        assert_eq!(c.validate(), Err(ConfigError::ZeroLoops));
         c.mode = Mode::Threads;
         assert_eq!(c.validate(), Err(ConfigError::ZeroWorkers));
     }

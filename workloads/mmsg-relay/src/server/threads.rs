@@ -150,7 +150,10 @@ fn send(socket: &UdpSocket, datagram: &[u8], to: SocketAddrV4, stats: &mut Stats
     loop {
         stats.send_calls += 1;
         match socket.send_to(datagram, to) {
-            Ok(_) => return true,
+            Ok(_) => {
+                stats.datagrams_sent += 1;
+                return true;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => {
                 stats.send_failed += 1;
