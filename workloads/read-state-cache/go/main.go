@@ -4,6 +4,7 @@
 //
 //	read-state-cache-go [--port 0] [--capacity N] [--shards N] [--flush-interval 30s]
 //	                    [--data-dir DIR] [--exit-after-idle MS] [--gc-interval DURATION]
+//	                    [--gogc PERCENT] [--miss-latency DURATION]
 //
 // It prints `ready <port>` once listening on 127.0.0.1, and one JSON summary line when it
 // ends (SIGINT/SIGTERM, or --exit-after-idle), after a final flush pass. Build it unstripped
@@ -162,6 +163,7 @@ func realMain() int {
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "directory of the store (default: a temporary one, removed at exit)")
 	fs.Var(millis{&cfg.exitAfterIdle}, "exit-after-idle", "exit once no client has been connected for `MS` milliseconds (after at least one was)")
 	fs.DurationVar(&cfg.gcInterval, "gc-interval", 0, "run a GC cycle (runtime.GC) this often, as the runtime's forced GC does every 2 minutes; 0: off")
+	fs.DurationVar(&cfg.missLatency, "miss-latency", 0, "how long the answer to a cache miss waits, as a database read would (e.g. 1ms); 0: at once")
 	gogc := fs.Int("gogc", 0, "the GC percentage (debug.SetGCPercent; GOGC's meaning); 0: leave the runtime's (GOGC, else 100)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -175,6 +177,10 @@ func realMain() int {
 	}
 	if *gogc < 0 {
 		fmt.Fprintf(os.Stderr, "read-state-cache-go: error: --gogc %d: give a percentage above 0 (0 keeps the runtime's)\n", *gogc)
+		return 2
+	}
+	if cfg.missLatency < 0 {
+		fmt.Fprintf(os.Stderr, "read-state-cache-go: error: --miss-latency %v: give a duration of 0 or more, such as 1ms\n", cfg.missLatency)
 		return 2
 	}
 	if *gogc > 0 {
