@@ -48,6 +48,25 @@ func (m millis) Set(s string) error {
 	return nil
 }
 
+// latency is a flag value: a duration of 0 or more with a unit, such as 1ms or 500us.
+type latency struct{ d *time.Duration }
+
+func (l latency) String() string {
+	if l.d == nil {
+		return "0s"
+	}
+	return l.d.String()
+}
+
+func (l latency) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("not a duration of 0 or more with a unit, such as 1ms: %q", s)
+	}
+	*l.d = d
+	return nil
+}
+
 // GCStats is what runtime.ReadMemStats says about the collector, read once at exit.
 type GCStats struct {
 	NumGC          uint32  `json:"num_gc"`
@@ -163,7 +182,7 @@ func realMain() int {
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "directory of the store (default: a temporary one, removed at exit)")
 	fs.Var(millis{&cfg.exitAfterIdle}, "exit-after-idle", "exit once no client has been connected for `MS` milliseconds (after at least one was)")
 	fs.DurationVar(&cfg.gcInterval, "gc-interval", 0, "run a GC cycle (runtime.GC) this often, as the runtime's forced GC does every 2 minutes; 0: off")
-	fs.DurationVar(&cfg.missLatency, "miss-latency", 0, "how long the answer to a cache miss waits, as a database read would (e.g. 1ms); 0: at once")
+	fs.Var(latency{&cfg.missLatency}, "miss-latency", "how long the answer to a cache miss waits, as a database read would (e.g. 1ms); 0: at once")
 	gogc := fs.Int("gogc", 0, "the GC percentage (debug.SetGCPercent; GOGC's meaning); 0: leave the runtime's (GOGC, else 100)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -177,10 +196,6 @@ func realMain() int {
 	}
 	if *gogc < 0 {
 		fmt.Fprintf(os.Stderr, "read-state-cache-go: error: --gogc %d: give a percentage above 0 (0 keeps the runtime's)\n", *gogc)
-		return 2
-	}
-	if cfg.missLatency < 0 {
-		fmt.Fprintf(os.Stderr, "read-state-cache-go: error: --miss-latency %v: give a duration of 0 or more, such as 1ms\n", cfg.missLatency)
 		return 2
 	}
 	if *gogc > 0 {
