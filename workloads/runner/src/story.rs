@@ -221,13 +221,21 @@ pub const SLIM: &str = "run.slim.json";
 /// `server_<name>` parameters: the read-state cache's hits (its driver cannot see them).
 const SERVER_COUNTS: [&str; 3] = ["capacity", "requests", "hits"];
 
-/// Writes `dir/run.slim.json` from `dir/run.json`, with the counts of [`SERVER_COUNTS`] from
-/// the server's summary in `dir/server.out` where there is one.
+/// Writes `dir/run.slim.json` from `dir/run.json`, with the server's counts
+/// ([`with_server_counts`]).
 pub fn slim(dir: &Path) -> Result<(), Failure> {
     let path = dir.join("run.json");
     let mut run = Run::load(&path).map_err(|e| Failure::new(error_chain(&e)))?;
     run.profiles = Default::default();
     run.timeline = None;
+    with_server_counts(&mut run, dir);
+    run.save(&dir.join(SLIM))
+        .map_err(|e| Failure::new(format!("writing {}: {e}", dir.join(SLIM).display())))
+}
+
+/// Adds the counts of [`SERVER_COUNTS`] from the server's summary in `dir/server.out`, where
+/// there is one, to the run's driver parameters.
+fn with_server_counts(run: &mut Run, dir: &Path) {
     let summary = fs::read_to_string(dir.join("server.out")).unwrap_or_default();
     let summary = summary
         .lines()
@@ -240,8 +248,6 @@ pub fn slim(dir: &Path) -> Result<(), Failure> {
             }
         }
     }
-    run.save(&dir.join(SLIM))
-        .map_err(|e| Failure::new(format!("writing {}: {e}", dir.join(SLIM).display())))
 }
 
 /// The runs of one build in one configuration, with their figures.
@@ -281,10 +287,14 @@ pub fn load(root: &Path, builds: &[&'static str]) -> Result<Vec<Group>, Failure>
             files.sort();
             let mut runs = Vec::new();
             for f in files {
-                let run = Run::load(&f).map_err(|e| {
+                let mut run = Run::load(&f).map_err(|e| {
                     Failure::new(error_chain(&e))
                         .hint("record it again with this build (the story's `just` recipe)")
                 })?;
+                // A whole run.json has not had them added; a slim one has them already.
+                if let Some(dir) = f.parent() {
+                    with_server_counts(&mut run, dir);
+                }
                 let figures = metrics::extract(&run);
                 runs.push((run, figures));
             }
