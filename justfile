@@ -94,6 +94,14 @@ story-gogc: build
 story-forced-gc: build
     {{runner}} story-forced-gc
 
+# The read-state cache's sizes: both builds at 2,000,000, 500,000 and 100,000 entries, a miss answered after 1 ms
+story-cache-size: build
+    {{runner}} story-cache-size
+
+# The read-state cache, Go against Rust: 2,000,000 entries, a GC forced every 4 s, 3 runs each
+story-go-rust: build
+    {{runner}} story-go-rust
+
 # Each story with committed runs: its table and chart recomputed, against the committed ones
 check-stories:
     cargo test -p switchyard-workloads --test stories

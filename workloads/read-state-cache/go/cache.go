@@ -151,6 +151,12 @@ func NewCache(capacity, shards int, store *Store) (*Cache, error) {
 // Apply applies one request and returns the read state after it. A store error leaves the
 // cache as it was.
 func (c *Cache) Apply(req *Request) (ReadState, error) {
+	state, _, err := c.ApplyHit(req)
+	return state, err
+}
+
+// ApplyHit is Apply that also says whether the key was cached (a hit) or not (a miss).
+func (c *Cache) ApplyHit(req *Request) (ReadState, bool, error) {
 	s := c.shards[shardOf(req.Key, len(c.shards))]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -172,13 +178,13 @@ func (c *Cache) Apply(req *Request) (ReadState, error) {
 		s.stats.Misses++
 		loaded, found, err := c.store.Get(req.Key)
 		if err != nil {
-			return ReadState{}, err
+			return ReadState{}, false, err
 		}
 		if len(s.items) == s.capacity {
 			old := s.root.prev
 			if old.dirty {
 				if err := c.store.Put(old.key, old.state()); err != nil {
-					return ReadState{}, err
+					return ReadState{}, false, err
 				}
 				s.stats.EvictedWritten++
 			}
@@ -208,7 +214,7 @@ func (c *Cache) Apply(req *Request) (ReadState, error) {
 	if e.dirty && !wasDirty {
 		s.dirty = append(s.dirty, req.Key)
 	}
-	return e.state(), nil
+	return e.state(), ok, nil
 }
 
 // Flush is one flush pass: it writes the dirty entries of every shard and syncs the store,

@@ -4,6 +4,7 @@
 //
 //	read-state-cache-go [--port 0] [--capacity N] [--shards N] [--flush-interval 30s]
 //	                    [--data-dir DIR] [--exit-after-idle MS] [--gc-interval DURATION]
+//	                    [--gogc PERCENT] [--miss-latency DURATION]
 //
 // It prints `ready <port>` once listening on 127.0.0.1, and one JSON summary line when it
 // ends (SIGINT/SIGTERM, or --exit-after-idle), after a final flush pass. Build it unstripped
@@ -44,6 +45,25 @@ func (m millis) Set(s string) error {
 		return fmt.Errorf("not milliseconds or a duration: %q", s)
 	}
 	*m.d = d
+	return nil
+}
+
+// latency is a flag value: a duration of 0 or more with a unit, such as 1ms or 500us.
+type latency struct{ d *time.Duration }
+
+func (l latency) String() string {
+	if l.d == nil {
+		return "0s"
+	}
+	return l.d.String()
+}
+
+func (l latency) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("not a duration of 0 or more with a unit, such as 1ms: %q", s)
+	}
+	*l.d = d
 	return nil
 }
 
@@ -162,6 +182,7 @@ func realMain() int {
 	fs.StringVar(&cfg.dataDir, "data-dir", "", "directory of the store (default: a temporary one, removed at exit)")
 	fs.Var(millis{&cfg.exitAfterIdle}, "exit-after-idle", "exit once no client has been connected for `MS` milliseconds (after at least one was)")
 	fs.DurationVar(&cfg.gcInterval, "gc-interval", 0, "run a GC cycle (runtime.GC) this often, as the runtime's forced GC does every 2 minutes; 0: off")
+	fs.Var(latency{&cfg.missLatency}, "miss-latency", "how long the answer to a cache miss waits, as a database read would (e.g. 1ms); 0: at once")
 	gogc := fs.Int("gogc", 0, "the GC percentage (debug.SetGCPercent; GOGC's meaning); 0: leave the runtime's (GOGC, else 100)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -33,10 +33,13 @@ type config struct {
 	dataDir       string
 	exitAfterIdle time.Duration // 0: never
 	gcInterval    time.Duration // 0: off
+	missLatency   time.Duration // 0: a miss is answered at once
 }
 
 type server struct {
 	cache *Cache
+	// How long the answer to a miss waits, as if the state came from a database.
+	missLatency time.Duration
 
 	badRequests         atomic.Uint64
 	storeErrors         atomic.Uint64
@@ -70,20 +73,22 @@ func (s *server) idleFor() (time.Duration, bool) {
 	return time.Since(s.lastClose), true
 }
 
-func (s *server) respond(body []byte, out *[responseLen]byte) {
+// respond answers one request body into out, and says whether it missed the cache.
+func (s *server) respond(body []byte, out *[responseLen]byte) bool {
 	req, status := decodeRequest(body)
 	if status != statusOK {
 		s.badRequests.Add(1)
 		encodeResponse(out, status, ReadState{})
-		return
+		return false
 	}
-	state, err := s.cache.Apply(&req)
+	state, hit, err := s.cache.ApplyHit(&req)
 	if err != nil {
 		s.storeError(err)
 		encodeResponse(out, statusStoreError, ReadState{})
-		return
+		return false
 	}
 	encodeResponse(out, statusOK, state)
+	return !hit
 }
 
 func (s *server) serve(conn net.Conn) error {
@@ -94,14 +99,35 @@ func (s *server) serve(conn net.Conn) error {
 	}
 	r := bufio.NewReaderSize(conn, bufferSize)
 	w := bufio.NewWriterSize(conn, bufferSize)
+	if s.missLatency > 0 {
+		return s.serveDelayed(conn, r, w)
+	}
+	err := s.readFrames(r, func(out *[responseLen]byte, _ bool) error {
+		if _, err := w.Write(out[:]); err != nil {
+			return err
+		}
+		if r.Buffered() == 0 {
+			return w.Flush()
+		}
+		return nil
+	})
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// readFrames reads requests until the connection ends, handing each answer to answer in
+// order (with whether it missed the cache). A clean end between frames returns nil; an
+// oversized frame is answered, then ends the connection with an error.
+func (s *server) readFrames(r *bufio.Reader, answer func(out *[responseLen]byte, miss bool) error) error {
 	var lenBuf [4]byte
 	body := make([]byte, maxBody)
 	var out [responseLen]byte
 	for {
 		if _, err := r.Peek(1); err != nil {
 			if errors.Is(err, io.EOF) {
-				// Closed between frames: the clean end.
-				return w.Flush()
+				return nil
 			}
 			return err
 		}
@@ -112,10 +138,7 @@ func (s *server) serve(conn net.Conn) error {
 		if n > maxBody {
 			s.badRequests.Add(1)
 			encodeResponse(&out, statusBadLength, ReadState{})
-			if _, err := w.Write(out[:]); err != nil {
-				return err
-			}
-			if err := w.Flush(); err != nil {
+			if err := answer(&out, false); err != nil {
 				return err
 			}
 			return fmt.Errorf("request body of %d bytes, the limit is %d", n, maxBody)
@@ -123,16 +146,69 @@ func (s *server) serve(conn net.Conn) error {
 		if _, err := io.ReadFull(r, body[:n]); err != nil {
 			return err
 		}
-		s.respond(body[:n], &out)
-		if _, err := w.Write(out[:]); err != nil {
+		miss := s.respond(body[:n], &out)
+		if err := answer(&out, miss); err != nil {
 			return err
 		}
-		if r.Buffered() == 0 {
-			if err := w.Flush(); err != nil {
-				return err
+	}
+}
+
+// answer is a response waiting for its time to be written.
+type answer struct {
+	due time.Time
+	out [responseLen]byte
+}
+
+// pendingAnswers bounds the answers a connection holds back; a client pipelining more waits.
+const pendingAnswers = 4096
+
+// serveDelayed serves a connection whose misses wait missLatency, as a round trip to a
+// database would: the request is applied at once (the shard lock is not held while it
+// waits), and a writer goroutine writes each answer, in order, once it is due, sleeping
+// rather than spinning until then. Answers are in order (PROTOCOL.md), so a hit pipelined
+// behind a miss on the same connection waits for it.
+func (s *server) serveDelayed(conn net.Conn, r *bufio.Reader, w *bufio.Writer) error {
+	answers := make(chan answer, pendingAnswers)
+	written := make(chan error, 1)
+	go func() {
+		var err error
+		for a := range answers {
+			if err != nil {
+				continue // drain, so the reader never blocks
+			}
+			if wait := time.Until(a.due); wait > 0 {
+				if err = w.Flush(); err != nil {
+					conn.Close()
+					continue
+				}
+				time.Sleep(wait)
+			}
+			if _, err = w.Write(a.out[:]); err == nil && len(answers) == 0 {
+				err = w.Flush()
+			}
+			if err != nil {
+				// The reader's next read fails and ends the connection.
+				conn.Close()
 			}
 		}
+		if err == nil {
+			err = w.Flush()
+		}
+		written <- err
+	}()
+	err := s.readFrames(r, func(out *[responseLen]byte, miss bool) error {
+		a := answer{due: time.Now(), out: *out}
+		if miss {
+			a.due = a.due.Add(s.missLatency)
+		}
+		answers <- a
+		return nil
+	})
+	close(answers)
+	if werr := <-written; err == nil {
+		err = werr
 	}
+	return err
 }
 
 func (s *server) connectionEnded(id uint64, err error, shuttingDown bool) {
@@ -197,7 +273,7 @@ func run(cfg config, started time.Time) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{cache: cache, conns: make(map[uint64]net.Conn)}
+	s := &server{cache: cache, missLatency: cfg.missLatency, conns: make(map[uint64]net.Conn)}
 
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)

@@ -192,6 +192,11 @@ impl Cache {
     /// Applies one request and returns the read state after it. A store error leaves the
     /// cache as it was.
     pub fn apply(&self, req: &Request) -> Result<ReadState, StoreError> {
+        self.apply_hit(req).map(|(state, _)| state)
+    }
+
+    /// [`Cache::apply`] that also says whether the key was cached (`true`, a hit) or not.
+    pub fn apply_hit(&self, req: &Request) -> Result<(ReadState, bool), StoreError> {
         let key = req.key();
         let mut guard = self.lock(shard_of(key, self.shards.len()));
         let shard = &mut *guard;
@@ -201,7 +206,8 @@ impl Cache {
             Request::Mention { .. } => shard.stats.mentions += 1,
             Request::Get { .. } => shard.stats.gets += 1,
         }
-        if shard.lru.contains(&key) {
+        let hit = shard.lru.contains(&key);
+        if hit {
             shard.stats.hits += 1;
         } else {
             shard.stats.misses += 1;
@@ -246,7 +252,7 @@ impl Cache {
         if entry.dirty && !was_dirty {
             shard.dirty.push(key);
         }
-        Ok(state)
+        Ok((state, hit))
     }
 
     /// One flush pass: writes the dirty entries of every shard and syncs the store. Returns
@@ -348,6 +354,16 @@ mod tests {
             last_read,
             mentions,
         }
+    }
+
+    #[test]
+    fn apply_hit_says_whether_the_key_was_cached() {
+        let (c, _dir) = cache(1, Some(1));
+        let hits: Vec<bool> = [1, 1, 2, 1]
+            .map(|user| c.apply_hit(&get(user, 1)).expect("apply").1)
+            .to_vec();
+        // Capacity 1: user 2 evicts user 1, so its third request misses again.
+        assert_eq!(hits, [false, true, false, false]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! read-state-cache [--port 0] [--capacity N] [--shards N] [--flush-interval 30s]
-//!                  [--data-dir DIR] [--exit-after-idle MS]
+//!                  [--data-dir DIR] [--exit-after-idle MS] [--miss-latency DURATION]
 //! ```
 //!
 //! Prints `ready <port>` once listening on 127.0.0.1, and one JSON summary line when it ends
@@ -38,6 +38,10 @@ struct Args {
     /// Exit once no client has been connected for MS milliseconds (after at least one was).
     #[arg(long, value_name = "MS", value_parser = parse_millis)]
     exit_after_idle: Option<Duration>,
+    /// How long the answer to a cache miss waits, as a database read would (e.g. 1ms); 0:
+    /// at once.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    miss_latency: Duration,
 }
 
 // Built with `--features dhat`: dhat's allocator, for a heap profile of the whole run.
@@ -71,6 +75,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         flush_interval: args.flush_interval,
         data_dir,
         exit_after_idle: args.exit_after_idle,
+        miss_latency: args.miss_latency,
     };
     let summary = server::run(config, &shutdown, |addr| announce_ready(addr.port()))?;
 

@@ -25,12 +25,15 @@ use serde::Serialize;
 use switchyard_harness::Shutdown;
 use tokio::{
     io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, BufWriter},
-    net::{TcpListener, TcpStream},
+    net::{
+        TcpListener, TcpStream,
+        tcp::{OwnedReadHalf, OwnedWriteHalf},
+    },
 };
 
 use crate::{
     cache::{Cache, CacheStats, ConfigError},
-    protocol::{MAX_BODY, Request, Response, STATUS_BAD_LENGTH, STATUS_STORE_ERROR},
+    protocol::{MAX_BODY, RESPONSE_LEN, Request, Response, STATUS_BAD_LENGTH, STATUS_STORE_ERROR},
     store::{Store, StoreError, StoreStats},
 };
 
@@ -46,6 +49,9 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// End once no client has been connected for this long, after at least one was.
     pub exit_after_idle: Option<Duration>,
+    /// How long the answer to a miss waits, as if the state came from a database (zero: at
+    /// once). The request is applied at once and no lock is held while it waits.
+    pub miss_latency: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -127,9 +133,12 @@ pub const SUMMARY_FORMAT: &str = "read-state-cache-summary";
 /// How often the accept loop looks at the shutdown flag and the idle timer.
 const POLL: Duration = Duration::from_millis(50);
 const BUFFER: usize = 64 * 1024;
+/// Answers a connection holds back for their miss latency; a client pipelining more waits.
+const PENDING_ANSWERS: usize = 4096;
 
 struct Shared {
     cache: Cache,
+    miss_latency: Duration,
     bad_requests: AtomicU64,
     store_errors: AtomicU64,
     store_error_reported: AtomicBool,
@@ -157,40 +166,82 @@ impl Shared {
             .map(|t| t.elapsed())
     }
 
-    fn respond(&self, body: &[u8]) -> Response {
+    /// The answer to one request body, and whether it missed the cache.
+    fn respond(&self, body: &[u8]) -> (Response, bool) {
         match Request::decode(body) {
-            Ok(req) => match self.cache.apply(&req) {
-                Ok(state) => Response::ok(state),
+            Ok(req) => match self.cache.apply_hit(&req) {
+                Ok((state, hit)) => (Response::ok(state), !hit),
                 Err(e) => {
                     self.store_error(&e);
-                    Response::error(STATUS_STORE_ERROR)
+                    (Response::error(STATUS_STORE_ERROR), false)
                 }
             },
             Err(status) => {
                 self.bad_requests.fetch_add(1, Ordering::Relaxed);
-                Response::error(status)
+                (Response::error(status), false)
             }
         }
     }
 
-    async fn serve(&self, stream: TcpStream) -> io::Result<()> {
+    async fn serve(self: Arc<Self>, stream: TcpStream) -> io::Result<()> {
         stream.set_nodelay(true)?;
         let (read, write) = stream.into_split();
         let mut reader = BufReader::with_capacity(BUFFER, read);
         let mut writer = BufWriter::with_capacity(BUFFER, write);
+        if self.miss_latency.is_zero() {
+            let result = self
+                .read_frames(&mut reader, &mut Answers::Now(&mut writer))
+                .await;
+            let flushed = writer.flush().await;
+            return result.and(flushed);
+        }
+        // Answers wait in order for their time in a writer task (sleeping, not spinning),
+        // while this one goes on reading and applying requests.
+        let (queue, mut due) = tokio::sync::mpsc::channel::<Due>(PENDING_ANSWERS);
+        let written = tokio::spawn(async move {
+            while let Some((at, response)) = due.recv().await {
+                if at > Instant::now() {
+                    writer.flush().await?;
+                    tokio::time::sleep_until(at.into()).await;
+                }
+                writer.write_all(&response).await?;
+                if due.is_empty() {
+                    writer.flush().await?;
+                }
+            }
+            writer.flush().await
+        });
+        let mut answers = Answers::Later {
+            queue,
+            latency: self.miss_latency,
+        };
+        let result = self.read_frames(&mut reader, &mut answers).await;
+        drop(answers);
+        let written = written
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(e.to_string())));
+        result.and(written)
+    }
+
+    /// Reads requests until the connection ends, answering each in order. A clean end
+    /// between frames is `Ok`; an oversized frame is answered, then ends the connection with
+    /// an error.
+    async fn read_frames(
+        &self,
+        reader: &mut BufReader<OwnedReadHalf>,
+        answers: &mut Answers<'_>,
+    ) -> io::Result<()> {
         let mut body = [0u8; MAX_BODY as usize];
         loop {
             if reader.fill_buf().await?.is_empty() {
                 // Closed between frames: the clean end.
-                return writer.flush().await;
+                return Ok(());
             }
             let len = reader.read_u32_le().await?;
             if len > MAX_BODY {
                 self.bad_requests.fetch_add(1, Ordering::Relaxed);
-                writer
-                    .write_all(&Response::error(STATUS_BAD_LENGTH).encode())
-                    .await?;
-                writer.flush().await?;
+                let response = Response::error(STATUS_BAD_LENGTH).encode();
+                answers.send(response, false, false).await?;
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!("request body of {len} bytes, the limit is {MAX_BODY}"),
@@ -198,11 +249,9 @@ impl Shared {
             }
             let body = &mut body[..len as usize];
             reader.read_exact(body).await?;
-            let response = self.respond(body);
-            writer.write_all(&response.encode()).await?;
-            if reader.buffer().is_empty() {
-                writer.flush().await?;
-            }
+            let (response, miss) = self.respond(body);
+            let more = !reader.buffer().is_empty();
+            answers.send(response.encode(), miss, more).await?;
         }
     }
 
@@ -213,6 +262,48 @@ impl Shared {
         }
         *self.last_close.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         self.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// An encoded answer and when it may be written.
+type Due = (Instant, [u8; RESPONSE_LEN]);
+
+/// Where a connection's answers go.
+enum Answers<'a> {
+    /// Written at once: flushed when no further request is waiting, so pipelined requests
+    /// share one `write`.
+    Now(&'a mut BufWriter<OwnedWriteHalf>),
+    /// To the writer task, a miss's answer due `latency` from now.
+    Later {
+        queue: tokio::sync::mpsc::Sender<Due>,
+        latency: Duration,
+    },
+}
+
+impl Answers<'_> {
+    /// Answers one request; `more` says further requests are already waiting.
+    async fn send(
+        &mut self,
+        response: [u8; RESPONSE_LEN],
+        miss: bool,
+        more: bool,
+    ) -> io::Result<()> {
+        match self {
+            Answers::Now(writer) => {
+                writer.write_all(&response).await?;
+                if !more {
+                    writer.flush().await?;
+                }
+                Ok(())
+            }
+            Answers::Later { queue, latency } => {
+                let at = Instant::now() + if miss { *latency } else { Duration::ZERO };
+                queue
+                    .send((at, response))
+                    .await
+                    .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the writer ended"))
+            }
+        }
     }
 }
 
@@ -286,6 +377,7 @@ pub fn run(
     let cache = Cache::new(config.capacity, config.shards, store)?;
     let shared = Arc::new(Shared {
         cache,
+        miss_latency: config.miss_latency,
         bad_requests: AtomicU64::new(0),
         store_errors: AtomicU64::new(0),
         store_error_reported: AtomicBool::new(false),
@@ -367,7 +459,7 @@ async fn accept_loop(
                     shared.active.fetch_add(1, Ordering::SeqCst);
                     let shared = Arc::clone(shared);
                     tokio::spawn(async move {
-                        let result = shared.serve(stream).await;
+                        let result = Arc::clone(&shared).serve(stream).await;
                         shared.connection_ended(id, result);
                     });
                 }
@@ -381,4 +473,109 @@ async fn accept_loop(
         }
     };
     Ok((ended_by, connections))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        io::{Read as _, Write as _},
+        net::TcpStream,
+    };
+
+    use super::*;
+    use crate::protocol::{Key, STATUS_OK};
+
+    fn mention(user: u64) -> Vec<u8> {
+        let mut wire = Vec::new();
+        Request::Mention {
+            key: Key::new(user, 1),
+        }
+        .encode(&mut wire);
+        wire
+    }
+
+    #[track_caller]
+    fn mentions_in(conn: &mut TcpStream) -> u32 {
+        let mut b = [0u8; RESPONSE_LEN];
+        conn.read_exact(&mut b).expect("a response");
+        let r = Response::decode(&b).expect("a well-formed response");
+        assert_eq!(r.status, STATUS_OK);
+        r.state.mentions
+    }
+
+    /// Serves with `latency` on a one-shard cache, runs `client` against it, and returns
+    /// the server's summary.
+    fn serve(latency: Duration, client: impl FnOnce(SocketAddr)) -> Summary {
+        let dir = tempfile::tempdir().expect("a data directory");
+        let config = ServerConfig {
+            port: 0,
+            capacity: 16,
+            shards: Some(1),
+            flush_interval: Duration::from_secs(30),
+            data_dir: dir.path().to_owned(),
+            exit_after_idle: Some(Duration::from_millis(1)),
+            miss_latency: latency,
+        };
+        let shutdown = Shutdown::new();
+        let (ready, addr) = std::sync::mpsc::channel();
+        thread::scope(|s| {
+            let server = s.spawn(|| {
+                run(config, &shutdown, |a| {
+                    ready.send(a).expect("the test waits");
+                    Ok(())
+                })
+            });
+            let addr = addr.recv().expect("the server's address");
+            client(addr);
+            server.join().expect("the server").expect("a clean end")
+        })
+    }
+
+    /// A miss's answer waits the miss latency, in order, with the request already applied
+    /// and the shard unlocked: another connection's request on the same key is answered
+    /// while the miss still waits, and sees its effect.
+    #[test]
+    fn a_miss_waits_without_holding_the_cache() {
+        let latency = Duration::from_millis(400);
+        let summary = serve(latency, |addr| {
+            let mut slow = TcpStream::connect(addr).expect("connect");
+            let mut fast = TcpStream::connect(addr).expect("connect");
+            let started = Instant::now();
+            slow.write_all(&[mention(7), mention(7)].concat())
+                .expect("send");
+            // Both of the first connection's requests are applied well within the latency.
+            thread::sleep(latency / 4);
+            fast.write_all(&mention(7)).expect("send");
+            assert_eq!(
+                mentions_in(&mut fast),
+                3,
+                "the hit saw both earlier mentions"
+            );
+            assert!(
+                started.elapsed() < latency,
+                "the hit was answered after {:?}, not before the miss's {latency:?}",
+                started.elapsed()
+            );
+            assert_eq!((mentions_in(&mut slow), mentions_in(&mut slow)), (1, 2));
+            assert!(
+                started.elapsed() >= latency,
+                "the miss was answered after {:?}, before its latency",
+                started.elapsed()
+            );
+        });
+        assert_eq!((summary.cache.hits, summary.cache.misses), (2, 1));
+    }
+
+    /// With no miss latency a miss is answered at once, in order.
+    #[test]
+    fn no_miss_latency_answers_at_once() {
+        let summary = serve(Duration::ZERO, |addr| {
+            let mut conn = TcpStream::connect(addr).expect("connect");
+            conn.write_all(&[mention(7), mention(8), mention(7)].concat())
+                .expect("send");
+            let answers = [(); 3].map(|()| mentions_in(&mut conn));
+            assert_eq!(answers, [1, 1, 2]);
+        });
+        assert_eq!((summary.cache.hits, summary.cache.misses), (1, 2));
+    }
 }

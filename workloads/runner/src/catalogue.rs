@@ -289,6 +289,8 @@ pub const WORKLOADS: &[Workload] = &[
                     "{gc-interval}",
                     "--gogc",
                     "{gogc}",
+                    "--miss-latency",
+                    "{miss-latency}",
                 ],
                 package: None,
                 spans: &[],
@@ -297,7 +299,13 @@ pub const WORKLOADS: &[Workload] = &[
             },
             Build {
                 name: "rust",
-                server: &["read-state-cache", "--capacity", "{capacity}"],
+                server: &[
+                    "read-state-cache",
+                    "--capacity",
+                    "{capacity}",
+                    "--miss-latency",
+                    "{miss-latency}",
+                ],
                 package: Some("read-state-cache"),
                 spans: &[],
                 record_flags: &[],
@@ -328,8 +336,15 @@ pub const WORKLOADS: &[Workload] = &[
                 env: Some("GOGC"),
                 about: "the Go build's GC percentage (GOGC); the Rust build has no collector",
             },
+            Knob {
+                name: "miss-latency",
+                kind: KnobKind::Duration,
+                default: KnobDefault::Fixed("0s"),
+                env: Some("MISS_LATENCY"),
+                about: "how long the answer to a cache miss waits, as a database read would; 0s: at once",
+            },
         ],
-        load: "{capacity} read states (filled before recording), {rate} requests/s",
+        load: "{capacity} read states (filled before recording), {rate} requests/s, miss latency {miss-latency}",
         // Filling the cache (millions of inserts, and the Go heap growing to hold them) is
         // set-up, not the story.
         attach: Attach::AfterPrefill,

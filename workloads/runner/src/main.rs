@@ -169,6 +169,29 @@ enum Cmd {
         #[arg(long)]
         redraw: bool,
     },
+    /// `just story-cache-size`: both read-state cache builds with 2,000,000, 500,000 and
+    /// 100,000 entries, a miss answered after 1 ms (a GC forced every 4 s); table and chart
+    /// under reports/read-state-cache/cache-size.
+    StoryCacheSize {
+        #[arg(long, env = "REPEATS", default_value_t = 1)]
+        repeats: u32,
+        #[arg(long, env = "RUN_SECONDS", default_value_t = 20)]
+        seconds: u64,
+        /// Record nothing: redraw from the committed runs.
+        #[arg(long)]
+        redraw: bool,
+    },
+    /// `just story-go-rust`: Go against Rust with 2,000,000 entries (a GC forced every 4 s),
+    /// the comparison beside the runs; table and chart under reports/read-state-cache/go-vs-rust.
+    StoryGoRust {
+        #[arg(long, env = "REPEATS", default_value_t = 3)]
+        repeats: u32,
+        #[arg(long, env = "RUN_SECONDS", default_value_t = 20)]
+        seconds: u64,
+        /// Record nothing: redraw from the committed runs.
+        #[arg(long)]
+        redraw: bool,
+    },
     /// `just compare-relay`: the mmsg relay story (threads, mmsg, lite), then its table.
     CompareRelay {
         #[arg(long, env = "REPEATS", default_value_t = 2)]
@@ -317,6 +340,14 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Cmd::StoryForcedGc {
             repeats, seconds, ..
         } => recipes::story(&story::forced_gc(), repeats, seconds, &cx),
+        Cmd::StoryCacheSize { redraw: true, .. } => out(&recipes::render(&story::cache_size())?),
+        Cmd::StoryCacheSize {
+            repeats, seconds, ..
+        } => recipes::story(&story::cache_size(), repeats, seconds, &cx),
+        Cmd::StoryGoRust { redraw: true, .. } => out(&recipes::render(&story::go_rust())?),
+        Cmd::StoryGoRust {
+            repeats, seconds, ..
+        } => recipes::story(&story::go_rust(), repeats, seconds, &cx),
         Cmd::CompareRelay { redraw: true, .. } => out(&recipes::render(&story::relay())?),
         Cmd::CompareRelay {
             repeats, seconds, ..

@@ -369,12 +369,12 @@ mod tests {
         .unwrap();
         assert_eq!(
             p.load_line(),
-            "500000 read states (filled before recording), 20000 requests/s, a GC forced every 1s, GOGC 100"
+            "500000 read states (filled before recording), 20000 requests/s, miss latency 0s, a GC forced every 1s, GOGC 100"
         );
         let rust = plan(req("read-state-cache", "rust", &[])).unwrap();
         assert_eq!(
             rust.load_line(),
-            "2000000 read states (filled before recording), 20000 requests/s"
+            "2000000 read states (filled before recording), 20000 requests/s, miss latency 0s"
         );
     }
 

@@ -309,6 +309,14 @@ pub fn render(story: &Story) -> Result<String, Failure> {
             chart(story::gogc_chart(&groups)?)?;
             story::gogc_table(&groups)
         }
+        (_, story::CACHE_SIZE_ROOT) => {
+            chart(story::cache_size_chart(&groups)?)?;
+            story::cache_size_table(&groups)
+        }
+        (_, story::GO_RUST_ROOT) => {
+            chart(story::go_rust_chart(&groups)?)?;
+            story::go_rust_table(&groups)
+        }
         (_, story::FORCED_ROOT) => {
             chart(story::forced_gc_chart(&groups)?)?;
             story::forced_gc_table(&groups)

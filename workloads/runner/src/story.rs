@@ -239,20 +239,100 @@ pub fn forced_gc() -> Story {
 }
 
 pub const FORCED_ROOT: &str = "reports/read-state-cache/forced-gc";
+
+/// Both builds with 2,000,000, 500,000 and 100,000 entries, a miss answered after 1 ms (a
+/// database read) and the Go GC forced every 4 s: the article's smaller caches, fewer spikes
+/// but more misses going to the database.
+pub fn cache_size() -> Story {
+    Story {
+        workload: "read-state-cache",
+        root: CACHE_SIZE_ROOT,
+        configs: CACHE_SIZES
+            .iter()
+            .map(|c| Config {
+                dir: format!("capacity-{c:07}"),
+                knobs: vec![
+                    format!("capacity={c}"),
+                    "miss-latency=1ms".into(),
+                    "gc-interval=4s".into(),
+                    "gogc=100".into(),
+                    "rate=20000".into(),
+                ],
+                title: format!(
+                    "{} entries, a miss answered after 1 ms",
+                    grouped(*c as f64, 0)
+                ),
+                builds: None,
+            })
+            .collect(),
+        builds: &["go", "rust"],
+        comparisons: &[],
+    }
+}
+
+pub const CACHE_SIZE_ROOT: &str = "reports/read-state-cache/cache-size";
+const CACHE_SIZES: [u64; 3] = [100_000, 500_000, 2_000_000];
+
+/// Go against Rust with 2,000,000 entries at 20,000 requests/s, the Go GC forced every 4 s:
+/// the story's first table, with its runs kept.
+pub fn go_rust() -> Story {
+    Story {
+        workload: "read-state-cache",
+        root: GO_RUST_ROOT,
+        configs: vec![Config {
+            dir: "capacity-2000000".into(),
+            knobs: vec![
+                "capacity=2000000".into(),
+                "gc-interval=4s".into(),
+                "gogc=100".into(),
+                "rate=20000".into(),
+            ],
+            title: "2,000,000 entries, 20,000 requests/s, a Go GC forced every 4 s".into(),
+            builds: None,
+        }],
+        builds: &["go", "rust"],
+        comparisons: &[("go", "rust")],
+    }
+}
+
+pub const GO_RUST_ROOT: &str = "reports/read-state-cache/go-vs-rust";
 const GOGC_VALUES: [u32; 3] = [50, 100, 400];
 
 /// The part of a run a story keeps in the repository: everything but the stacks and the
 /// timeline (a few tens of KiB where `run.json` is megabytes). Tables are computed from it.
 pub const SLIM: &str = "run.slim.json";
 
-/// Writes `dir/run.slim.json` from `dir/run.json`.
+/// The counts of a server's summary line (`server.out`) a story keeps with its run, as
+/// `server_<name>` parameters: the read-state cache's hits (its driver cannot see them).
+const SERVER_COUNTS: [&str; 3] = ["capacity", "requests", "hits"];
+
+/// Writes `dir/run.slim.json` from `dir/run.json`, with the server's counts
+/// ([`with_server_counts`]).
 pub fn slim(dir: &Path) -> Result<(), Failure> {
     let path = dir.join("run.json");
     let mut run = Run::load(&path).map_err(|e| Failure::new(error_chain(&e)))?;
     run.profiles = Default::default();
     run.timeline = None;
+    with_server_counts(&mut run, dir);
     run.save(&dir.join(SLIM))
         .map_err(|e| Failure::new(format!("writing {}: {e}", dir.join(SLIM).display())))
+}
+
+/// Adds the counts of [`SERVER_COUNTS`] from the server's summary in `dir/server.out`, where
+/// there is one, to the run's driver parameters.
+fn with_server_counts(run: &mut Run, dir: &Path) {
+    let summary = fs::read_to_string(dir.join("server.out")).unwrap_or_default();
+    let summary = summary
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+    if let (Some(summary), Some(w)) = (summary, run.workload.as_mut()) {
+        for name in SERVER_COUNTS {
+            if let Some(v) = summary.get(name).and_then(serde_json::Value::as_u64) {
+                w.parameters.insert(format!("server_{name}"), v.to_string());
+            }
+        }
+    }
 }
 
 /// The runs of one build in one configuration, with their figures.
@@ -292,10 +372,14 @@ pub fn load(root: &Path, builds: &[&'static str]) -> Result<Vec<Group>, Failure>
             files.sort();
             let mut runs = Vec::new();
             for f in files {
-                let run = Run::load(&f).map_err(|e| {
+                let mut run = Run::load(&f).map_err(|e| {
                     Failure::new(error_chain(&e))
                         .hint("record it again with this build (the story's `just` recipe)")
                 })?;
+                // A whole run.json has not had them added; a slim one has them already.
+                if let Some(dir) = f.parent() {
+                    with_server_counts(&mut run, dir);
+                }
                 let figures = metrics::extract(&run);
                 runs.push((run, figures));
             }
@@ -947,10 +1031,7 @@ fn gc_table(groups: &[Group], first: &str, label: impl Fn(&Group) -> String) -> 
     let mut out = header(&head);
     for g in groups {
         let gc = |f: fn(&switchyard_model::GoGc) -> f64| g.median(|run, _| run.gc.as_ref().map(f));
-        let worst = g.median(|run, _| {
-            let w = run.workload.as_ref()?;
-            w.windows.iter().map(|w| w.p99_ns).max().map(|v| v as f64)
-        });
+        let worst = g.median(|run, _| worst_window(run));
         let _ = writeln!(
             out,
             "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {:.1} | {:.0} |",
@@ -975,16 +1056,22 @@ fn gc_table(groups: &[Group], first: &str, label: impl Fn(&Group) -> String) -> 
 /// The GOGC chart, SVG: per GOGC (first run of each), the driver's P99 per 100 ms window over
 /// the recording, with each GC cycle's end marked, one panel each on a shared scale.
 pub fn gogc_chart(groups: &[Group]) -> Result<String, Failure> {
-    gc_chart(groups, |g| format!("GOGC={}", gogc_of(g)))
+    gc_chart(groups, GO_CHART, |g| format!("GOGC={}", gogc_of(g)))
 }
 
 /// The forced-GC run's chart: as the GOGC one, a panel per configuration.
 pub fn forced_gc_chart(groups: &[Group]) -> Result<String, Failure> {
-    gc_chart(groups, |g| g.config.clone())
+    gc_chart(groups, GO_CHART, |g| g.config.clone())
 }
 
-/// A GC story's chart, a panel per group titled by `title`.
-fn gc_chart(groups: &[Group], title: impl Fn(&Group) -> String) -> Result<String, Failure> {
+const GO_CHART: &str = "read-state cache (Go): P99 per 100 ms window; dashed: a GC cycle ends";
+
+/// A GC story's chart headed `heading`, a panel per group titled by `title`.
+fn gc_chart(
+    groups: &[Group],
+    heading: &str,
+    title: impl Fn(&Group) -> String,
+) -> Result<String, Failure> {
     let panels: Vec<Panel> = groups
         .iter()
         .filter_map(|g| {
@@ -1021,11 +1108,7 @@ fn gc_chart(groups: &[Group], title: impl Fn(&Group) -> String) -> Result<String
         })
         .collect();
     let all = || panels.iter().flat_map(|p| p.series[0].points.iter());
-    let mut chart = Chart::new(
-        "read-state cache (Go): P99 per 100 ms window; dashed: a GC cycle ends",
-        "s since the recording began",
-        "P99 ms",
-    );
+    let mut chart = Chart::new(heading, "s since the recording began", "P99 ms");
     chart.grid = (panels.len().max(1), 1);
     chart.size = (760, 40 + 170 * panels.len() as u32);
     chart.x_range = Some((0.0, all().map(|p| p.0).fold(1.0, f64::max)));
@@ -1033,6 +1116,158 @@ fn gc_chart(groups: &[Group], title: impl Fn(&Group) -> String) -> Result<String
     chart.legend = Legend::None;
     chart.y_label_area = 48;
     chart.svg(&panels)
+}
+
+/// A cache-size configuration's capacity, from its directory (`capacity-0500000` → 500000).
+fn capacity_of(g: &Group) -> f64 {
+    g.config
+        .strip_prefix("capacity-")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The share (%) of the measured requests that hit the cache: the server's hits over its
+/// requests less the fill's (one miss per entry of the capacity), from the counts
+/// [`slim`] keeps.
+fn hit_ratio(run: &Run) -> Option<f64> {
+    let p = &run.workload.as_ref()?.parameters;
+    let count = |name: &str| p.get(name)?.parse::<f64>().ok();
+    let measured = count("server_requests")? - count("server_capacity")?;
+    let hits = count("server_hits")?;
+    (measured > 0.0).then(|| 100.0 * hits / measured)
+}
+
+/// The median over a group's runs of a GC figure `f`, divided by `scale`, with `digits`
+/// decimals; "–" for a build without a collector.
+fn gc_figure(
+    g: &Group,
+    f: fn(&switchyard_model::GoGc) -> f64,
+    scale: f64,
+    digits: usize,
+) -> String {
+    if g.runs.iter().any(|(r, _)| r.gc.is_some()) {
+        format!(
+            "{:.digits$}",
+            g.median(|run, _| run.gc.as_ref().map(f)) / scale
+        )
+    } else {
+        "–".into()
+    }
+}
+
+/// The largest P99 of a run's 100 ms windows, ns.
+fn worst_window(run: &Run) -> Option<f64> {
+    let w = run.workload.as_ref()?;
+    w.windows.iter().map(|w| w.p99_ns).max().map(|v| v as f64)
+}
+
+/// The cache-size table: per capacity and build, medians of the hit ratio, the GC's cycles
+/// and longest pause, the latency tail, CPU per request and the peak RSS.
+pub fn cache_size_table(groups: &[Group]) -> String {
+    let head = [
+        "capacity",
+        "build",
+        "runs",
+        "hit ratio %",
+        "GC cycles",
+        "longest pause ms",
+        "worst window P99 ms",
+        "P99 ms",
+        "P99.99 ms",
+        "max ms",
+        "CPU µs/req",
+        "peak RSS MiB",
+    ];
+    let mut out = header(&head);
+    for g in groups {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.1} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.0} |",
+            grouped(capacity_of(g), 0),
+            g.build,
+            g.runs.len(),
+            g.median(|run, _| hit_ratio(run)),
+            gc_figure(g, |g| g.cycles as f64, 1.0, 0),
+            gc_figure(g, |g| g.pause_max_ns as f64, 1e6, 2),
+            g.median(|run, _| worst_window(run)) / 1e6,
+            g.figure("latency.p99") / 1e3,
+            g.figure("latency.p99_99") / 1e3,
+            g.figure("latency.max") / 1e3,
+            g.figure("cpu.per_op"),
+            g.figure("memory.max_rss"),
+        );
+    }
+    out
+}
+
+/// The cache-size chart: a panel per capacity and build (first run), P99 per 100 ms window
+/// with the Go build's GC cycle ends marked.
+pub fn cache_size_chart(groups: &[Group]) -> Result<String, Failure> {
+    gc_chart(
+        groups,
+        "read-state cache, a miss answered after 1 ms: P99 per 100 ms window; dashed: a GC cycle ends",
+        |g| format!("{}, {} entries", g.build, grouped(capacity_of(g), 0)),
+    )
+}
+
+/// The go/rust table: per build, medians of the latency percentiles, the GC's cycles,
+/// pauses and assists, CPU, switches and syscalls per request, the off-CPU share and the
+/// peak RSS; "–" where a build has no collector.
+pub fn go_rust_table(groups: &[Group]) -> String {
+    let head = [
+        "build",
+        "runs",
+        "P50 µs",
+        "P99 ms",
+        "P99.9 ms",
+        "P99.99 ms",
+        "max ms",
+        "GC cycles",
+        "STW pauses",
+        "longest pause ms",
+        "mark assists",
+        "worst window P99 ms",
+        "CPU µs/req",
+        "switches/req",
+        "syscalls/req",
+        "off-CPU %",
+        "peak RSS MiB",
+    ];
+    let mut out = header(&head);
+    for g in groups {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {:.2} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0} |",
+            g.build,
+            g.runs.len(),
+            g.figure("latency.p50"),
+            g.figure("latency.p99") / 1e3,
+            g.figure("latency.p99_9") / 1e3,
+            g.figure("latency.p99_99") / 1e3,
+            g.figure("latency.max") / 1e3,
+            gc_figure(g, |g| g.cycles as f64, 1.0, 0),
+            gc_figure(g, |g| g.pauses as f64, 1.0, 0),
+            gc_figure(g, |g| g.pause_max_ns as f64, 1e6, 2),
+            gc_figure(g, |g| g.mark_assists as f64, 1.0, 0),
+            g.median(|run, _| worst_window(run)) / 1e6,
+            g.figure("cpu.per_op"),
+            g.figure("switches.total.per_op"),
+            g.figure("syscalls.total.per_op"),
+            g.figure("offcpu.share"),
+            g.figure("memory.max_rss"),
+        );
+    }
+    out
+}
+
+/// The go/rust chart: a panel per build (first run), P99 per 100 ms window with the Go
+/// build's GC cycle ends marked.
+pub fn go_rust_chart(groups: &[Group]) -> Result<String, Failure> {
+    gc_chart(
+        groups,
+        "read-state cache, Go and Rust: P99 per 100 ms window; dashed: a GC cycle ends",
+        |g| g.build.to_string(),
+    )
 }
 
 /// A series of dots, one per run of `g` that `point` gives a point for.
@@ -1150,7 +1385,14 @@ mod tests {
 
     #[test]
     fn stories_name_known_builds_and_knobs() {
-        for story in [broker(2), relay(), assets()] {
+        for story in [
+            broker(2),
+            relay(),
+            assets(),
+            gogc(),
+            cache_size(),
+            go_rust(),
+        ] {
             let w = crate::catalogue::workload(story.workload).expect("in the catalogue");
             for b in story.builds {
                 assert!(w.build(b).is_some(), "{} has no build {b}", w.name);
@@ -1225,5 +1467,25 @@ mod tests {
         );
         assert!(lock_steps(r#"{"lock_stats":{"kind":"mutex"}}"#, 0).is_err());
         assert!(lock_steps("ready 4000", 0).is_err());
+    }
+
+    #[test]
+    fn the_hit_ratio_leaves_the_fill_out() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../reports/read-state-cache/gogc/gogc-050/go-1")
+            .join(SLIM);
+        let mut run = Run::load(&path).expect("a committed run");
+        // A run kept before the server's counts were: no ratio.
+        assert_eq!(hit_ratio(&run), None);
+        let p = &mut run.workload.as_mut().expect("a driver result").parameters;
+        for (name, value) in [
+            ("server_capacity", "100000"),
+            ("server_requests", "1100000"),
+            ("server_hits", "750000"),
+        ] {
+            p.insert(name.into(), value.into());
+        }
+        // 1,100,000 requests, 100,000 of them the fill's misses: 750,000 hits of 1,000,000.
+        assert_eq!(hit_ratio(&run), Some(75.0));
     }
 }

@@ -80,6 +80,29 @@ fn the_forced_gc_run_is_what_its_committed_run_says() {
 }
 
 #[test]
+fn the_cache_size_sweep_is_what_its_committed_runs_say() {
+    // Three capacities, two builds each.
+    check(
+        &story::cache_size(),
+        6,
+        story::cache_size_table,
+        story::cache_size_chart,
+        "reports/read-state-cache/README.md",
+    );
+}
+
+#[test]
+fn the_go_rust_table_is_what_its_committed_runs_say() {
+    check(
+        &story::go_rust(),
+        2,
+        story::go_rust_table,
+        story::go_rust_chart,
+        "reports/read-state-cache/README.md",
+    );
+}
+
+#[test]
 fn the_broker_story_is_what_its_committed_runs_say() {
     // Four configurations (contention × message size), three builds each.
     check(
