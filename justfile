@@ -107,7 +107,8 @@ compare-assets: build
     {{runner}} compare-assets
 
 # The asset server under concurrent downloads: each build with 2, 4 and 8 always in flight
-# (closed loop), 150 requests a run; table and chart under reports/asset-server/concurrency
+# (closed loop), 150 requests a run, REPEATS runs each (2; about 12 minutes); table and chart
+# under reports/asset-server/concurrency
 story-assets-concurrency: build
     {{runner}} story-assets-concurrency
 

@@ -171,7 +171,7 @@ enum Cmd {
     /// always in flight, 150 requests a run, then its table (`table.md`) and chart
     /// (`chart.svg`) under reports/asset-server/concurrency.
     StoryAssetsConcurrency {
-        #[arg(long, env = "REPEATS", default_value_t = 1)]
+        #[arg(long, env = "REPEATS", default_value_t = 2)]
         repeats: u32,
         /// Record nothing: redraw the table and chart from the committed runs.
         #[arg(long)]
