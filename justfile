@@ -123,6 +123,12 @@ check-html html="reports/latest/index.html" png="reports/screenshot.png":
 compare-assets: build
     {{runner}} compare-assets
 
+# The asset server under concurrent downloads: each build with 2, 4 and 8 always in flight
+# (closed loop), 150 requests a run, REPEATS runs each (2; about 12 minutes); table and chart
+# under reports/asset-server/concurrency
+story-assets-concurrency: build
+    {{runner}} story-assets-concurrency
+
 # The OpenTelemetry Collector the export tests run (OTLP receiver, file exporter), built from
 # Go modules once and cached; prints its path
 otelcol:

@@ -38,6 +38,7 @@ pub struct Panel {
 pub enum Legend {
     None,
     MiddleRight,
+    UpperLeft,
     UpperRight,
     LowerLeft,
     LowerRight,
@@ -154,6 +155,7 @@ impl Chart {
                 let position = match self.legend {
                     Legend::None => continue,
                     Legend::MiddleRight => SeriesLabelPosition::MiddleRight,
+                    Legend::UpperLeft => SeriesLabelPosition::UpperLeft,
                     Legend::UpperRight => SeriesLabelPosition::UpperRight,
                     Legend::LowerLeft => SeriesLabelPosition::LowerLeft,
                     Legend::LowerRight => SeriesLabelPosition::LowerRight,

@@ -209,6 +209,20 @@ enum Cmd {
         repeats: u32,
         #[arg(long, env = "RUN_SECONDS", default_value_t = 12)]
         seconds: u64,
+        /// Record nothing: redraw the table from the runs already there (the committed
+        /// `run.slim.json` files).
+        #[arg(long)]
+        redraw: bool,
+    },
+    /// `just story-assets-concurrency`: the asset server's builds with 2, 4 and 8 downloads
+    /// always in flight, 150 requests a run, then its table (`table.md`) and chart
+    /// (`chart.svg`) under reports/asset-server/concurrency.
+    StoryAssetsConcurrency {
+        #[arg(long, env = "REPEATS", default_value_t = 2)]
+        repeats: u32,
+        /// Record nothing: redraw the table and chart from the committed runs.
+        #[arg(long)]
+        redraw: bool,
     },
     /// The asset server story's table of medians from its runs.
     AssetTable {
@@ -352,8 +366,16 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Cmd::CompareRelay {
             repeats, seconds, ..
         } => recipes::story(&story::relay(), repeats, seconds, &cx),
-        Cmd::CompareAssets { repeats, seconds } => {
-            recipes::story(&story::assets(), repeats, seconds, &cx)
+        Cmd::CompareAssets { redraw: true, .. } => out(&recipes::render(&story::assets())?),
+        Cmd::CompareAssets {
+            repeats, seconds, ..
+        } => recipes::story(&story::assets(), repeats, seconds, &cx),
+        Cmd::StoryAssetsConcurrency { redraw: true, .. } => {
+            out(&recipes::render(&story::assets_concurrency())?)
+        }
+        // Each run is bounded by its requests; the seconds only bound a driver given none.
+        Cmd::StoryAssetsConcurrency { repeats, .. } => {
+            recipes::story(&story::assets_concurrency(), repeats, 600, &cx)
         }
         Cmd::AssetTable { root } => {
             let groups = story::load(&root, story::assets().builds)?;

@@ -248,7 +248,8 @@ pub fn story(story: &Story, repeats: u32, seconds: u64, cx: &Context<'_>) -> Res
                 eprintln!("run: {}, {} #{r}", c.title, p.build.name);
                 let out = dir.join(format!("{}-{r}", p.build.name));
                 stop_if_interrupted(runner::run(p, tools, &out, interrupts)?, &dir)?;
-                story::slim(&out)?;
+                // The 1-request/s table's shares are of on-CPU samples: kept for it alone.
+                story::slim(&out, story.root == story::ASSETS_ROOT)?;
             }
         }
         for (base, other) in story.comparisons {
@@ -303,6 +304,10 @@ pub fn render(story: &Story) -> Result<String, Failure> {
         ("spinlock-broker", _) => {
             chart(story::broker_chart(&groups)?)?;
             story::broker_table(&groups)
+        }
+        (_, story::ASSET_CONCURRENCY_ROOT) => {
+            chart(story::asset_concurrency_chart(&groups)?)?;
+            story::asset_concurrency_table(&groups)
         }
         ("asset-server", _) => story::asset_table(&groups),
         (_, story::GOGC_ROOT) => {

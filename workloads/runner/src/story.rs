@@ -14,7 +14,7 @@ use std::{
 };
 
 use switchyard_model::{
-    Run,
+    Frame, Profile, Profiles, Run,
     metrics::{self, Metric},
     units::{Unit, bytes, grouped, ns_f},
 };
@@ -173,7 +173,7 @@ const RELAY_BUILDS: &[&str] = &["threads", "mmsg", "lite"];
 pub fn assets() -> Story {
     Story {
         workload: "asset-server",
-        root: "reports/asset-server",
+        root: ASSETS_ROOT,
         configs: vec![Config {
             dir: "1rps".into(),
             knobs: vec!["rate=1".into()],
@@ -188,6 +188,35 @@ pub fn assets() -> Story {
         ],
     }
 }
+
+/// node-gzip, rust-gzip and rust-zstd with 2, 4 and 8 downloads always in flight (closed
+/// loop), [`ASSET_REQUESTS`] a run: the latency of the same concurrent clients on each build.
+pub fn assets_concurrency() -> Story {
+    Story {
+        workload: "asset-server",
+        root: ASSET_CONCURRENCY_ROOT,
+        configs: ASSET_CONCURRENCY
+            .iter()
+            .map(|n| Config {
+                dir: format!("c{n:02}"),
+                knobs: vec![
+                    format!("concurrency={n}"),
+                    format!("requests={ASSET_REQUESTS}"),
+                ],
+                title: format!("{n} downloads in flight, {ASSET_REQUESTS} requests"),
+                builds: None,
+            })
+            .collect(),
+        builds: &["node-gzip", "rust-gzip", "rust-zstd"],
+        comparisons: &[],
+    }
+}
+
+pub const ASSETS_ROOT: &str = "reports/asset-server";
+pub const ASSET_CONCURRENCY_ROOT: &str = "reports/asset-server/concurrency";
+const ASSET_CONCURRENCY: [u32; 3] = [2, 4, 8];
+/// Requests a run of the concurrency story: enough that P99 is not the maximum.
+const ASSET_REQUESTS: u32 = 150;
 
 /// The Go read-state cache at GOGC 50, 100 and 400, the GC forced every 4 s (the runtime's
 /// 2-minute forced cycle, brought forward): the article found that tuning GOGC did nothing.
@@ -307,11 +336,16 @@ pub const SLIM: &str = "run.slim.json";
 const SERVER_COUNTS: [&str; 3] = ["capacity", "requests", "hits"];
 
 /// Writes `dir/run.slim.json` from `dir/run.json`, with the server's counts
-/// ([`with_server_counts`]).
-pub fn slim(dir: &Path) -> Result<(), Failure> {
+/// ([`with_server_counts`]); with `oncpu`, keeping the on-CPU stacks (and only their frames),
+/// which the asset table's shares are computed from.
+pub fn slim(dir: &Path, oncpu: bool) -> Result<(), Failure> {
     let path = dir.join("run.json");
     let mut run = Run::load(&path).map_err(|e| Failure::new(error_chain(&e)))?;
-    run.profiles = Default::default();
+    let whole = std::mem::take(&mut run.profiles);
+    if oncpu {
+        run.profiles.oncpu = only_oncpu(&whole, &mut run.profiles.frames);
+        run.profiles.stats = whole.stats;
+    }
     run.timeline = None;
     with_server_counts(&mut run, dir);
     run.save(&dir.join(SLIM))
@@ -333,6 +367,28 @@ fn with_server_counts(run: &mut Run, dir: &Path) {
             }
         }
     }
+}
+
+/// `profiles`' on-CPU stacks with their frames renumbered into `frames`, which gets only the
+/// frames they use, in the order first used.
+fn only_oncpu(profiles: &Profiles, frames: &mut Vec<Frame>) -> Profile {
+    let mut index: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut oncpu = profiles.oncpu.clone();
+    for stack in &mut oncpu.stacks {
+        for f in &mut stack.frames {
+            *f = *index.entry(*f).or_insert_with(|| {
+                frames.push(
+                    profiles
+                        .frames
+                        .get(*f as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
+                (frames.len() - 1) as u32
+            });
+        }
+    }
+    oncpu
 }
 
 /// The runs of one build in one configuration, with their figures.
@@ -962,6 +1018,129 @@ pub fn asset_table(groups: &[Group]) -> String {
 
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// The asset builds' colours in a chart: red, blue, green.
+fn asset_colour(build: &str) -> usize {
+    match build {
+        "node-gzip" => 0,
+        "rust-gzip" => 1,
+        _ => 2,
+    }
+}
+
+/// The concurrency story's table: per level of concurrency and build, medians of the
+/// responses served, responses/s, the server's CPU (per request, and in cores' worth), and the
+/// latency's mean, P50, P99 and maximum.
+pub fn asset_concurrency_table(groups: &[Group]) -> String {
+    let head = [
+        "in flight",
+        "build",
+        "runs",
+        "responses",
+        "responses/s",
+        "CPU ms/req",
+        "server CPU %",
+        "mean ms",
+        "P50 ms",
+        "P99 ms",
+        "max ms",
+    ];
+    let mut out = header(&head);
+    for g in groups {
+        let mean = g.median(|run, _| {
+            let w = run.workload.as_ref()?;
+            w.parameters.get("mean_latency_ns")?.parse::<f64>().ok()
+        });
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.0} | {:.2} | {:.0} | {:.0} | {} | {} | {} | {} |",
+            g.parameter("concurrency").unwrap_or("?"),
+            g.build,
+            g.runs.len(),
+            g.figure("operations"),
+            g.figure("throughput"),
+            g.figure("cpu.per_op") / 1e3,
+            g.figure("cpu.utilisation"),
+            grouped(mean / 1e6, 0),
+            grouped(g.figure("latency.p50") / 1e3, 0),
+            grouped(g.figure("latency.p99") / 1e3, 0),
+            grouped(g.figure("latency.max") / 1e3, 0),
+        );
+    }
+    out
+}
+
+/// The concurrency story's chart, SVG: P50, P99 and maximum latency against downloads in
+/// flight, a panel each; per build (a colour each) a dot per run and a line through the
+/// medians.
+pub fn asset_concurrency_chart(groups: &[Group]) -> Result<String, Failure> {
+    let in_flight = |run: &Run| -> Option<f64> {
+        run.workload
+            .as_ref()?
+            .parameters
+            .get("concurrency")?
+            .parse()
+            .ok()
+    };
+    let builds = assets_concurrency().builds;
+    let panels: Vec<Panel> = [
+        ("P50", "latency.p50"),
+        ("P99", "latency.p99"),
+        ("max", "latency.max"),
+    ]
+    .iter()
+    .map(|&(caption, figure)| {
+        let point = |run: &Run, figures: &BTreeMap<String, Metric>| {
+            let s = metrics::lookup(run, figures, figure)?.value / 1e6;
+            Some((in_flight(run)?, s))
+        };
+        let mut series = Vec::new();
+        for &build in builds {
+            let of_build: Vec<&Group> = groups.iter().filter(|g| g.build == build).collect();
+            let runs = Series {
+                label: build.into(),
+                colour: asset_colour(build),
+                points: of_build
+                    .iter()
+                    .flat_map(|g| dots(g, build, 0, point).points)
+                    .collect(),
+                line: false,
+            };
+            let medians = of_build
+                .iter()
+                .filter_map(|g| {
+                    let x = g.parameter("concurrency")?.parse::<f64>().ok()?;
+                    Some((x, g.figure(figure) / 1e6))
+                })
+                .collect();
+            series.push(runs);
+            series.push(Series {
+                label: String::new(),
+                colour: asset_colour(build),
+                points: medians,
+                line: true,
+            });
+        }
+        Panel {
+            caption: caption.into(),
+            series,
+            marks: Vec::new(),
+            ..Default::default()
+        }
+    })
+    .collect();
+    let mut chart = Chart::new(
+        "asset server: latency against downloads in flight; a dot per run, a line through the medians",
+        "downloads in flight",
+        "latency s",
+    );
+    chart.grid = (1, panels.len());
+    chart.size = (900, 360);
+    let most = ASSET_CONCURRENCY.iter().copied().max().unwrap_or(1);
+    chart.x_range = Some((0.0, f64::from(most) + 1.0));
+    chart.legend = Legend::UpperLeft;
+    chart.svg(&panels)
+}
+
 /// `| a | b |` and `|---|---|`.
 pub(crate) fn header(head: &[&str]) -> String {
     format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()))
@@ -1389,6 +1568,7 @@ mod tests {
             broker(2),
             relay(),
             assets(),
+            assets_concurrency(),
             gogc(),
             cache_size(),
             go_rust(),
@@ -1405,6 +1585,16 @@ mod tests {
             }
         }
         assert_eq!(broker(2).configs[3].knobs, ["producers=8", "size=1024"]);
+        let dirs: Vec<_> = assets_concurrency()
+            .configs
+            .into_iter()
+            .map(|c| c.dir)
+            .collect();
+        assert_eq!(
+            dirs,
+            ["c02", "c04", "c08"],
+            "in name order, the order of the levels"
+        );
         for story in [broker_sweep(2), broker_fallback()] {
             let w = crate::catalogue::workload(story.workload).expect("in the catalogue");
             for c in &story.configs {

@@ -23,6 +23,31 @@ fn check(
     chart: fn(&[Group]) -> Result<String, Failure>,
     readme: &str,
 ) {
+    let groups = check_table(story, configs, table, readme);
+    let chart = chart(&groups).expect("drawing the chart");
+    let committed =
+        fs::read_to_string(repo().join(story.root).join("chart.svg")).expect("chart.svg");
+    assert!(
+        chart == committed,
+        "chart.svg is not what the committed runs draw; {}",
+        redraw(story)
+    );
+}
+
+fn redraw(story: &Story) -> String {
+    format!(
+        "`switchyard-workload story-… --redraw` under {}",
+        story.root
+    )
+}
+
+/// The table half of [`check`], for a story without a chart; returns the runs' groups.
+fn check_table(
+    story: &Story,
+    configs: usize,
+    table: fn(&[Group]) -> String,
+    readme: &str,
+) -> Vec<Group> {
     let root = repo().join(story.root);
     let groups = story::load(&root, story.builds).expect("the committed runs");
     assert_eq!(
@@ -35,26 +60,19 @@ fn check(
         groups.iter().all(|g| !g.runs.is_empty()),
         "a configuration without runs"
     );
-    let redraw = format!(
-        "`switchyard-workload story-… --redraw` under {}",
-        story.root
-    );
     let table = table(&groups);
     let committed = fs::read_to_string(root.join("table.md")).expect("table.md");
     assert_eq!(
-        table, committed,
-        "table.md is not what the committed runs give; {redraw}"
+        table,
+        committed,
+        "table.md is not what the committed runs give; {}",
+        redraw(story)
     );
     let text = fs::read_to_string(repo().join(readme)).unwrap();
     for row in table.lines() {
         assert!(text.contains(row), "{readme} lacks the table row\n{row}");
     }
-    let chart = chart(&groups).expect("drawing the chart");
-    let committed = fs::read_to_string(root.join("chart.svg")).expect("chart.svg");
-    assert!(
-        chart == committed,
-        "chart.svg is not what the committed runs draw; {redraw}"
-    );
+    groups
 }
 
 #[test]
@@ -161,5 +179,29 @@ fn the_broker_fallback_is_what_its_committed_run_says() {
     assert!(
         chart == committed,
         "chart.svg is not what the committed run draws"
+    );
+}
+
+#[test]
+fn the_asset_story_at_one_request_a_second_is_what_its_committed_runs_say() {
+    // One configuration, three builds; the concurrency story's runs, in a folder of their
+    // own below, are not read as one.
+    check_table(
+        &story::assets(),
+        3,
+        story::asset_table,
+        "reports/asset-server/README.md",
+    );
+}
+
+#[test]
+fn the_asset_concurrency_story_is_what_its_committed_runs_say() {
+    // Three levels of concurrency, three builds each.
+    check(
+        &story::assets_concurrency(),
+        9,
+        story::asset_concurrency_table,
+        story::asset_concurrency_chart,
+        "reports/asset-server/README.md",
     );
 }

@@ -1,17 +1,24 @@
-//! `asset-server-driver`: open-loop load for the asset server's builds, and the check that
-//! every response is the model it asked for.
+//! `asset-server-driver`: load for the asset server's builds, open or closed loop, and the
+//! check that every response is the model it asked for.
 //!
 //! ```text
-//! asset-server-driver --addr 127.0.0.1:PORT --models DIR --rate R [--connections 4]
-//!                     [--duration 10s | --ops N] [--licences 4] --out result.json --build B
+//! asset-server-driver --addr 127.0.0.1:PORT --models DIR (--rate R [--connections 4] |
+//!                     --concurrency N) [--duration 10s | --ops N] [--requests N]
+//!                     [--licences 4] --out result.json --build B
 //! ```
 //!
-//! Request k is due at start + k/R (open loop, on a fixed schedule): model k mod M (the
-//! models in turn), licence k mod L, on connection k mod C (HTTP/1.1 keep-alive). A sender
-//! thread per connection writes each request when it is due, whether or not earlier ones were
-//! answered; a receiver reads the answers in order. A latency runs from when the request was
-//! due to its last byte, so a busy server delays every request queued behind, each by what it
-//! waited (no coordinated omission).
+//! Request k asks for model k mod M (the models in turn) with licence k mod L.
+//!
+//! **Open loop** (`--rate R`): request k is due at start + k/R, on connection k mod C
+//! (HTTP/1.1 keep-alive). A sender thread per connection writes each request when it is due,
+//! whether or not earlier ones were answered; a receiver reads the answers in order. A latency
+//! runs from when the request was due to its last byte, so a busy server delays every request
+//! queued behind, each by what it waited (no coordinated omission).
+//!
+//! **Closed loop** (`--concurrency N`, N above 0): N connections, each with one download in
+//! flight, sending the next request as soon as the last response's final byte is in: N
+//! clients downloading at once, however fast the server answers. A latency runs from the
+//! request's first byte sent to the response's last byte in.
 //!
 //! Every response is decrypted, decompressed and hashed on a verifier thread, and compared
 //! with the SHA-256 of the model with that licence (computed here before the load). A
@@ -51,14 +58,21 @@ struct Args {
     /// The models the server serves (the same directory).
     #[arg(long, default_value_os_t = asset_server::models::default_dir())]
     models: PathBuf,
-    /// Requests per second, across the connections.
+    /// Requests per second, across the connections (open loop; not used with --concurrency).
     #[arg(long)]
-    rate: f64,
-    /// Keep-alive connections.
+    rate: Option<f64>,
+    /// Keep-alive connections of the open loop.
     #[arg(long, default_value_t = 4)]
     connections: usize,
+    /// Downloads always in flight, each on its own connection (closed loop); 0: the open loop
+    /// at --rate.
+    #[arg(long, default_value_t = 0)]
+    concurrency: usize,
     #[command(flatten)]
     bound: BoundFlags<10>,
+    /// Requests in all, whatever --duration says; 0: as --duration or --ops bound the run.
+    #[arg(long, default_value_t = 0)]
+    requests: u64,
     /// Distinct licences (clients) the requests carry.
     #[arg(long, default_value_t = 4)]
     licences: usize,
@@ -70,7 +84,110 @@ struct Args {
     build: String,
 }
 
-/// A request on its way: when it was due, and what it asked for.
+/// How the requests are issued.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Load {
+    /// Request k due at start + k/rate, on connection k mod `connections`, pipelined.
+    Open { rate: f64, connections: usize },
+    /// `concurrency` connections, each sending its next request when its last is answered.
+    Closed { concurrency: usize },
+}
+
+impl Load {
+    fn new(rate: Option<f64>, connections: usize, concurrency: usize) -> anyhow::Result<Load> {
+        if concurrency > 0 {
+            return Ok(Load::Closed { concurrency });
+        }
+        match rate {
+            None => bail!(
+                "give --rate R (open loop) or --concurrency N (closed loop, N downloads in flight)"
+            ),
+            Some(r) if r.is_nan() || r <= 0.0 => bail!("--rate must be above 0"),
+            Some(rate) => Ok(Load::Open {
+                rate,
+                connections: connections.max(1),
+            }),
+        }
+    }
+
+    fn connections(&self) -> usize {
+        match *self {
+            Load::Open { connections, .. } => connections,
+            Load::Closed { concurrency } => concurrency,
+        }
+    }
+}
+
+/// When the run stops issuing requests: after `total` of them, or (closed loop bounded by
+/// time) at `deadline` since the start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Bound {
+    total: Option<u64>,
+    deadline: Option<Duration>,
+}
+
+impl Bound {
+    /// `--requests` first, then `--ops`, then `--duration` (10 s if none): for the open loop a
+    /// count (duration × rate, rounded up), for the closed loop a deadline.
+    fn new(load: Load, requests: u64, ops: Option<u64>, duration: Option<Duration>) -> Bound {
+        let total = (requests > 0).then_some(requests).or(ops);
+        if total.is_some() {
+            return Bound {
+                total,
+                deadline: None,
+            };
+        }
+        let duration = duration.unwrap_or(Duration::from_secs(10));
+        match load {
+            Load::Open { rate, .. } => Bound {
+                total: Some((duration.as_secs_f64() * rate).ceil() as u64),
+                deadline: None,
+            },
+            Load::Closed { .. } => Bound {
+                total: None,
+                deadline: Some(duration),
+            },
+        }
+    }
+}
+
+/// The closed loop's requests, handed out in order to whichever connection is free: each k
+/// once, none past the bound.
+struct Tickets {
+    next: AtomicU64,
+    bound: Bound,
+}
+
+impl Tickets {
+    fn new(bound: Bound) -> Tickets {
+        Tickets {
+            next: AtomicU64::new(0),
+            bound,
+        }
+    }
+
+    /// The next request's number, or `None` when the run is over (`elapsed` since its start).
+    fn take(&self, elapsed: Duration) -> Option<u64> {
+        if self.bound.deadline.is_some_and(|d| elapsed >= d) {
+            return None;
+        }
+        let k = self.next.fetch_add(1, Ordering::Relaxed);
+        match self.bound.total {
+            Some(total) if k >= total => None,
+            _ => Some(k),
+        }
+    }
+}
+
+/// What request k asks for: (model, licence), each in turn.
+fn request(k: u64, models: usize, licences: usize) -> (usize, usize) {
+    (
+        (k % models.max(1) as u64) as usize,
+        (k % licences.max(1) as u64) as usize,
+    )
+}
+
+/// A request on its way: when its latency starts, and what it asked for.
 struct Sent {
     due: Instant,
     k: u64,
@@ -97,13 +214,54 @@ fn main() -> ExitCode {
     }
 }
 
+/// Where every connection's responses go: the latency, the byte counts, and the verifiers.
+#[derive(Clone)]
+struct Sink {
+    recorder: Arc<Mutex<Recorder>>,
+    wire: Arc<AtomicU64>,
+    served: Arc<AtomicU64>,
+    check: mpsc::Sender<Received>,
+}
+
+impl Sink {
+    /// Reads the response to `sent` from `reader`, records it and hands it to a verifier.
+    fn receive(&self, reader: &mut BufReader<TcpStream>, sent: Sent) -> anyhow::Result<()> {
+        let (status, headers, body) = read_response(reader)
+            .with_context(|| format!("reading the response to request {}", sent.k))?;
+        let done = Instant::now();
+        self.recorder
+            .lock()
+            .expect("recorder")
+            .record(done.saturating_duration_since(sent.due), done);
+        self.wire.fetch_add(body.len() as u64, Ordering::Relaxed);
+        let header = |name: &str| headers.get(name).map(String::as_str);
+        let size = header("x-asset-size")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        self.served.fetch_add(size as u64, Ordering::Relaxed);
+        let _ = self.check.send(Received {
+            k: sent.k,
+            model: sent.model,
+            licence: sent.licence,
+            status,
+            codec: header("x-asset-codec").and_then(Codec::from_name),
+            size,
+            body,
+        });
+        Ok(())
+    }
+}
+
+/// The request line of model `model` with licence `licence`.
+fn request_line(name: &str, licence: &str) -> String {
+    format!("GET /models/{name}?licence={licence} HTTP/1.1\r\nHost: asset\r\n\r\n")
+}
+
 fn run(args: Args) -> anyhow::Result<u64> {
     if !args.addr.ip().is_loopback() {
         bail!("{} is not a loopback address", args.addr);
     }
-    if args.rate.is_nan() || args.rate <= 0.0 {
-        bail!("--rate must be above 0");
-    }
+    let load = Load::new(args.rate, args.connections, args.concurrency)?;
     // The expected bytes of every (model, licence): what both builds must serve.
     let list = models::list(&args.models)?;
     let licences: Vec<String> = (0..args.licences.max(1))
@@ -125,15 +283,15 @@ fn run(args: Args) -> anyhow::Result<u64> {
     let expected = Arc::new(expected);
     let names = Arc::new(names);
 
-    let total = match (args.bound.ops, args.bound.duration) {
-        (Some(n), _) => n,
-        (None, d) => (d.unwrap_or(Duration::from_secs(10)).as_secs_f64() * args.rate).ceil() as u64,
-    };
+    let bound = Bound::new(load, args.requests, args.bound.ops, args.bound.duration);
     let start = Instant::now();
-    let recorder = Arc::new(Mutex::new(Recorder::new(start, DEFAULT_WINDOW)));
-    let wire_bytes = Arc::new(AtomicU64::new(0));
-    let model_bytes = Arc::new(AtomicU64::new(0));
     let (check_tx, check_rx) = mpsc::channel::<Received>();
+    let sink = Sink {
+        recorder: Arc::new(Mutex::new(Recorder::new(start, DEFAULT_WINDOW))),
+        wire: Arc::new(AtomicU64::new(0)),
+        served: Arc::new(AtomicU64::new(0)),
+        check: check_tx,
+    };
     let check_rx = Arc::new(Mutex::new(check_rx));
     let errors = Arc::new(AtomicU64::new(0));
     let first_error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
@@ -169,83 +327,78 @@ fn run(args: Args) -> anyhow::Result<u64> {
         })
         .collect();
 
-    let conns = args.connections.max(1);
-    let mut workers = Vec::new();
+    let conns = load.connections();
+    let tickets = Arc::new(Tickets::new(bound));
+    let mut workers: Vec<thread::JoinHandle<anyhow::Result<()>>> = Vec::new();
     for c in 0..conns {
         let stream = connect_tcp(args.addr, Duration::from_secs(5))
             .with_context(|| format!("connecting to {}", args.addr))?;
         let mut writer = stream.try_clone()?;
         let mut reader = BufReader::with_capacity(1 << 20, stream);
-        let (tx, rx) = mpsc::channel::<Sent>();
-        let (rate, models, lic, names) = (args.rate, list.len(), licences.clone(), names.clone());
-        let sender = thread::spawn(move || -> anyhow::Result<()> {
-            let mut k = c as u64;
-            while k < total {
-                let due = start + Duration::from_secs_f64(k as f64 / rate);
-                if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                    thread::sleep(wait);
-                }
-                let (model, licence) = (
-                    (k % models as u64) as usize,
-                    (k % lic.len() as u64) as usize,
-                );
-                let req = format!(
-                    "GET /models/{}?licence={} HTTP/1.1\r\nHost: asset\r\n\r\n",
-                    names[model], lic[licence]
-                );
-                writer.write_all(req.as_bytes())?;
-                if tx
-                    .send(Sent {
-                        due,
-                        k,
-                        model,
-                        licence,
-                    })
-                    .is_err()
-                {
-                    break;
-                }
-                k += conns as u64;
+        let (models, lic, names) = (list.len(), licences.clone(), names.clone());
+        let sink = sink.clone();
+        match load {
+            Load::Open { rate, .. } => {
+                let total = bound.total.unwrap_or(0);
+                let (tx, rx) = mpsc::channel::<Sent>();
+                workers.push(thread::spawn(move || -> anyhow::Result<()> {
+                    let mut k = c as u64;
+                    while k < total {
+                        let due = start + Duration::from_secs_f64(k as f64 / rate);
+                        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                            thread::sleep(wait);
+                        }
+                        let (model, licence) = request(k, models, lic.len());
+                        writer.write_all(request_line(&names[model], &lic[licence]).as_bytes())?;
+                        let sent = Sent {
+                            due,
+                            k,
+                            model,
+                            licence,
+                        };
+                        if tx.send(sent).is_err() {
+                            break;
+                        }
+                        k += conns as u64;
+                    }
+                    Ok(())
+                }));
+                workers.push(thread::spawn(move || -> anyhow::Result<()> {
+                    for sent in rx {
+                        sink.receive(&mut reader, sent)?;
+                    }
+                    Ok(())
+                }));
             }
-            Ok(())
-        });
-        let (recorder, wire, check) = (recorder.clone(), wire_bytes.clone(), check_tx.clone());
-        let served = model_bytes.clone();
-        let receiver = thread::spawn(move || -> anyhow::Result<()> {
-            for sent in rx {
-                let (status, headers, body) = read_response(&mut reader)
-                    .with_context(|| format!("reading the response to request {}", sent.k))?;
-                let done = Instant::now();
-                recorder
-                    .lock()
-                    .expect("recorder")
-                    .record(done.saturating_duration_since(sent.due), done);
-                wire.fetch_add(body.len() as u64, Ordering::Relaxed);
-                let header = |name: &str| headers.get(name).map(String::as_str);
-                let size = header("x-asset-size")
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-                served.fetch_add(size as u64, Ordering::Relaxed);
-                let _ = check.send(Received {
-                    k: sent.k,
-                    model: sent.model,
-                    licence: sent.licence,
-                    status,
-                    codec: header("x-asset-codec").and_then(Codec::from_name),
-                    size: header("x-asset-size")
-                        .and_then(|s| s.parse().ok())
-                        .unwrap_or(0),
-                    body,
-                });
+            Load::Closed { .. } => {
+                let tickets = tickets.clone();
+                workers.push(thread::spawn(move || -> anyhow::Result<()> {
+                    while let Some(k) = tickets.take(start.elapsed()) {
+                        let (model, licence) = request(k, models, lic.len());
+                        let due = Instant::now();
+                        writer.write_all(request_line(&names[model], &lic[licence]).as_bytes())?;
+                        let sent = Sent {
+                            due,
+                            k,
+                            model,
+                            licence,
+                        };
+                        sink.receive(&mut reader, sent)?;
+                    }
+                    Ok(())
+                }));
             }
-            Ok(())
-        });
-        workers.push((sender, receiver));
+        }
     }
-    drop(check_tx);
-    for (sender, receiver) in workers {
-        sender.join().expect("sender thread")?;
-        receiver.join().expect("receiver thread")?;
+    let Sink {
+        recorder,
+        wire,
+        served,
+        check,
+    } = sink;
+    drop(check);
+    for w in workers {
+        w.join().expect("load thread")?;
     }
     let elapsed = start.elapsed();
     for v in verifiers {
@@ -257,17 +410,21 @@ fn run(args: Args) -> anyhow::Result<u64> {
     let done = latency.count();
     let errors = errors.load(Ordering::Relaxed);
     let mut params: BTreeMap<String, serde_json::Value> = BTreeMap::new();
-    params.insert("rate".into(), args.rate.into());
+    match load {
+        // A rate makes `switchyard compare` read throughput as offered, not achieved.
+        Load::Open { rate, .. } => params.insert("rate".into(), rate.into()),
+        Load::Closed { concurrency } => params.insert("concurrency".into(), concurrency.into()),
+    };
     params.insert("connections".into(), conns.into());
     params.insert("models".into(), list.len().into());
     params.insert("licences".into(), licences.len().into());
     params.insert(
         "wire_bytes_per_response".into(),
-        (wire_bytes.load(Ordering::Relaxed) / done.max(1)).into(),
+        (wire.load(Ordering::Relaxed) / done.max(1)).into(),
     );
     params.insert(
         "model_bytes_per_response".into(),
-        (model_bytes.load(Ordering::Relaxed) / done.max(1)).into(),
+        (served.load(Ordering::Relaxed) / done.max(1)).into(),
     );
     params.insert("mean_latency_ns".into(), (latency.mean() as u64).into());
     let result = DriverResult::new(WORKLOAD, &args.build, params, &recorder, errors, elapsed)?;
@@ -351,4 +508,109 @@ fn read_response(
     let mut body = vec![0; len];
     reader.read_exact(&mut body).context("a cut body")?;
     Ok((status, headers, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPEN: Load = Load::Open {
+        rate: 2.0,
+        connections: 4,
+    };
+    const CLOSED: Load = Load::Closed { concurrency: 3 };
+
+    #[test]
+    fn concurrency_above_zero_is_the_closed_loop_whatever_the_rate() {
+        assert_eq!(Load::new(Some(2.0), 4, 0).unwrap(), OPEN);
+        assert_eq!(Load::new(Some(2.0), 4, 3).unwrap(), CLOSED);
+        assert_eq!(Load::new(None, 4, 3).unwrap(), CLOSED);
+        assert_eq!(CLOSED.connections(), 3);
+        assert_eq!(
+            Load::new(Some(2.0), 0, 0).unwrap().connections(),
+            1,
+            "at least one connection"
+        );
+    }
+
+    #[test]
+    fn an_open_loop_needs_a_rate_above_zero() {
+        let err = Load::new(None, 4, 0).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "give --rate R (open loop) or --concurrency N (closed loop, N downloads in flight)"
+        );
+        for bad in [0.0, -1.0, f64::NAN] {
+            let err = Load::new(Some(bad), 4, 0).unwrap_err().to_string();
+            assert_eq!(err, "--rate must be above 0");
+        }
+    }
+
+    #[test]
+    fn requests_bound_the_run_before_ops_and_duration() {
+        let secs = |s| Some(Duration::from_secs(s));
+        let count = |n| Bound {
+            total: Some(n),
+            deadline: None,
+        };
+        assert_eq!(Bound::new(CLOSED, 150, Some(7), secs(5)), count(150));
+        assert_eq!(Bound::new(OPEN, 0, Some(7), None), count(7));
+        // The open loop counts its requests from the duration: 2.5 s at 2/s is 5.
+        assert_eq!(
+            Bound::new(OPEN, 0, None, Some(Duration::from_millis(2500))),
+            count(5)
+        );
+        assert_eq!(Bound::new(OPEN, 0, None, None), count(20));
+        assert_eq!(
+            Bound::new(CLOSED, 0, None, secs(5)),
+            Bound {
+                total: None,
+                deadline: secs(5),
+            }
+        );
+    }
+
+    #[test]
+    fn tickets_are_each_request_once_up_to_the_count() {
+        let t = Tickets::new(Bound::new(CLOSED, 4, None, None));
+        let late = Duration::from_secs(3600);
+        let got: Vec<_> = (0..6).map(|_| t.take(late)).collect();
+        assert_eq!(got, [Some(0), Some(1), Some(2), Some(3), None, None]);
+    }
+
+    #[test]
+    fn tickets_stop_at_the_deadline() {
+        let t = Tickets::new(Bound::new(CLOSED, 0, None, Some(Duration::from_secs(2))));
+        assert_eq!(t.take(Duration::from_millis(1999)), Some(0));
+        assert_eq!(t.take(Duration::from_millis(1999)), Some(1));
+        assert_eq!(t.take(Duration::from_secs(2)), None);
+    }
+
+    #[test]
+    fn tickets_shared_by_connections_hand_out_every_request_once() {
+        let t = Arc::new(Tickets::new(Bound::new(CLOSED, 1000, None, None)));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let t = t.clone();
+                thread::spawn(move || {
+                    std::iter::from_fn(|| t.take(Duration::ZERO)).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut all: Vec<u64> = threads
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn requests_take_the_models_and_licences_in_turn() {
+        let got: Vec<_> = (0..7).map(|k| request(k, 6, 4)).collect();
+        assert_eq!(
+            got,
+            [(0, 0), (1, 1), (2, 2), (3, 3), (4, 0), (5, 1), (0, 2)]
+        );
+    }
 }
