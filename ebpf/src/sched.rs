@@ -26,12 +26,13 @@
 use core::ffi::c_void;
 
 use aya_ebpf::{
+    bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
         generated::bpf_get_prandom_u32,
     },
     macros::{btf_tracepoint, map},
-    maps::{HashMap, PerCpuArray, ProgramArray},
+    maps::{Array, HashMap, PerCpuArray, ProgramArray},
     programs::BtfTracePointContext,
 };
 use switchyard_common::{
@@ -46,12 +47,44 @@ use crate::{
     timeline,
 };
 
+/// Each thread's state, in the slot `tid & THREAD_MASK`. An array, not a hash: its lookup is
+/// inlined by the verifier, where a hash lookup cost ~60 ns here, and a switch between two
+/// target threads makes two. The loader sizes it to cover pid_max up to `MAX_THREAD_SLOTS`, so
+/// on most hosts no two threads share a slot; one whose slot another thread holds goes to
+/// `THREAD_SPILL`.
 #[map]
-pub static THREADS: HashMap<u32, ThreadStats> = HashMap::with_max_entries(MAX_THREADS, 0);
+static THREADS: Array<ThreadStats> = Array::with_max_entries(1, 0);
+
+/// Who holds each claimed `THREADS` slot: claimed here with `BPF_NOEXIST` (atomic, so two
+/// CPUs cannot both take a free slot), released by user space with the exited thread.
+#[map]
+static THREAD_CLAIMS: HashMap<u32, u32> = HashMap::with_max_entries(1, 0);
+
+/// Threads whose `THREADS` slot another thread held when they were first seen.
+#[map]
+static THREAD_SPILL: HashMap<u32, ThreadStats> =
+    HashMap::with_max_entries(MAX_THREADS, BPF_F_NO_PREALLOC);
 
 /// One zeroed entry, the template for a new thread's entry.
 #[map]
 static ZERO_THREAD: PerCpuArray<ThreadStats> = PerCpuArray::with_max_entries(1, 0);
+
+/// Set by the loader before load: `THREADS`' size minus one.
+#[unsafe(no_mangle)]
+static THREAD_MASK: u32 = 0;
+
+/// Thread `tid`'s entry, if it has one.
+#[inline(always)]
+pub fn thread(tid: u32) -> Option<*mut ThreadStats> {
+    // SAFETY: a read-only global the loader rewrites before load.
+    let slot = tid & unsafe { core::ptr::read_volatile(&THREAD_MASK) };
+    let t = THREADS.get_ptr_mut(slot)?;
+    // SAFETY: a live array value; whose it is, its `tid` says.
+    if unsafe { (*t).tid } == tid {
+        return Some(t);
+    }
+    THREAD_SPILL.get_ptr_mut(&tid)
+}
 
 #[map]
 static OFFCPU: HashMap<OffCpuKey, u64> = HashMap::with_max_entries(KEYS, 0);
@@ -203,7 +236,7 @@ fn try_sched_switch(ctx: &BtfTracePointContext) {
 /// for.
 #[inline(always)]
 fn switch_in(next: *mut c_void, prev: *mut c_void, tgid: u32, tid: u32, now: u64, start: u64) {
-    let Some(t) = THREADS.get_ptr_mut(tid) else {
+    let Some(t) = thread(tid) else {
         return;
     };
     // SAFETY: this thread's entry is only touched by its own switches (see above).
@@ -231,7 +264,7 @@ fn switch_in(next: *mut c_void, prev: *mut c_void, tgid: u32, tid: u32, now: u64
         let (blocked, waiting) = split(t, out, now);
         off_cpu(t, off, blocked, waiting);
         if waiting != 0 {
-            held_by(prev, tgid, tid, waiting);
+            held_by(t, prev, tgid, tid, waiting);
         }
         // SAFETY: a read-only global the loader rewrites before load.
         let min = unsafe { core::ptr::read_volatile(&MIN_BLOCK_NS) };
@@ -266,14 +299,8 @@ fn split(t: &ThreadStats, out: u64, now: u64) -> (u64, u64) {
 
 /// The task `prev`, on this CPU until now, held it while thread `tid` waited `ns` for it.
 #[inline(always)]
-fn held_by(prev: *mut c_void, tgid: u32, tid: u32, ns: u64) {
+fn held_by(t: &mut ThreadStats, prev: *mut c_void, tgid: u32, tid: u32, ns: u64) {
     let holder = bpf_get_current_pid_tgid();
-    // SAFETY: `prev` is the tracepoint's own task pointer; the offset is the loader's, from
-    // the kernel's BTF.
-    let prio = unsafe {
-        *((prev as *const u8).add(core::ptr::read_volatile(&TASK_PRIO_OFFSET) as usize)
-            as *const u32)
-    };
     let key = CpuHolderKey {
         tgid,
         tid,
@@ -283,6 +310,29 @@ fn held_by(prev: *mut c_void, tgid: u32, tid: u32, ns: u64) {
         cpu: unsafe { bpf_get_smp_processor_id() },
         _pad: 0,
     };
+    // The thread's own row first (see `ThreadStats::held_by`).
+    if t.held.count != 0 && t.held_by == key {
+        t.held.count += 1;
+        t.held.ns += ns;
+        return;
+    }
+    // SAFETY: `prev` is the tracepoint's own task pointer; the offset is the loader's, from
+    // the kernel's BTF.
+    let prio = unsafe {
+        *((prev as *const u8).add(core::ptr::read_volatile(&TASK_PRIO_OFFSET) as usize)
+            as *const u32)
+    };
+    if t.held.count == 0 {
+        t.held_by = key;
+        t.held = CpuHolderStats {
+            count: 1,
+            ns,
+            comm: current_comm(),
+            prio,
+            _pad: 0,
+        };
+        return;
+    }
     if let Some(v) = CPU_HOLDERS.get_ptr_mut(&key) {
         // SAFETY: a live map value; only this waiter's switch-in writes its keys, and its
         // switches are serialised.
@@ -342,16 +392,42 @@ fn moving_average(average: u64, sample: u64) -> u64 {
 /// The entry of thread `tid`, created zeroed when it has none.
 #[inline(always)]
 pub fn thread_entry(tid: u32) -> Option<*mut ThreadStats> {
-    if let Some(t) = THREADS.get_ptr_mut(tid) {
+    // SAFETY: a read-only global the loader rewrites before load.
+    let slot = tid & unsafe { core::ptr::read_volatile(&THREAD_MASK) };
+    let t = THREADS.get_ptr_mut(slot)?;
+    // SAFETY: a live array value; whose it is, its `tid` says.
+    let holder = unsafe { (*t).tid };
+    if holder == tid {
         return Some(t);
     }
+    if let Some(s) = THREAD_SPILL.get_ptr_mut(&tid) {
+        return Some(s);
+    }
     let zero = ZERO_THREAD.get_ptr(0)?;
+    if holder == 0
+        && THREAD_CLAIMS
+            .insert(&slot, &tid, BPF_NOEXIST as u64)
+            .is_ok()
+    {
+        // SAFETY: the slot is this thread's now; the template is only ever read.
+        unsafe {
+            *t = *zero;
+            (*t).tid = tid;
+        }
+        return Some(t);
+    }
     // SAFETY: a live map value, only ever read.
-    if THREADS.insert(tid, unsafe { &*zero }, 0).is_err() {
+    if THREAD_SPILL
+        .insert(&tid, unsafe { &*zero }, BPF_NOEXIST as u64)
+        .is_err()
+    {
         drop_event(drops::THREADS_FULL);
         return None;
     }
-    THREADS.get_ptr_mut(tid)
+    let s = THREAD_SPILL.get_ptr_mut(&tid)?;
+    // SAFETY: the new entry, this thread's.
+    unsafe { (*s).tid = tid };
+    Some(s)
 }
 
 /// The probability, in `sampling::ONE` units, of walking an interval of `ns`: 1 from one
@@ -550,7 +626,7 @@ fn offcpu(t: &ThreadStats, tid: u32, user: i32, kernel: i32, state: u32, ns: u64
 /// waiting for its user stack recorded, with `user`, walked there.
 #[inline(always)]
 pub fn flush_pending(tid: u32, user: i32) {
-    let Some(t) = THREADS.get_ptr_mut(tid) else {
+    let Some(t) = thread(tid) else {
         return;
     };
     // SAFETY: the thread is running here, so its switches are not.
@@ -578,7 +654,7 @@ fn flush(t: &mut ThreadStats, tid: u32, user: i32) {
 /// Drops an interval that waits for a user stack it cannot have.
 #[inline(always)]
 pub fn discard_pending(tid: u32) {
-    if let Some(t) = THREADS.get_ptr_mut(tid) {
+    if let Some(t) = thread(tid) {
         // SAFETY: as above.
         unsafe { (*t).pending = 0 };
     }
@@ -740,7 +816,7 @@ fn try_sched_switch_finish() {
     // SAFETY: the per-CPU slot the switch program wrote, on this CPU, just before.
     let interval = unsafe { *slot };
     let tid = interval.pid_tgid as u32;
-    let Some(t) = THREADS.get_ptr_mut(tid) else {
+    let Some(t) = thread(tid) else {
         return;
     };
     // SAFETY: see the module comment.

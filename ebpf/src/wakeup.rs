@@ -24,7 +24,7 @@ use aya_ebpf::{
 use switchyard_common::{timeline as tl, unwind};
 
 use crate::{
-    sched::{TASK_PID_OFFSET, THREADS, draw, sample_probability},
+    sched::{TASK_PID_OFFSET, draw, sample_probability, thread},
     shared::{current_comm, recording},
     stacks::{stack_ids, stacks_on},
     timeline,
@@ -51,7 +51,7 @@ fn try_sched_wakeup(ctx: &BtfTracePointContext) {
     let pid = unsafe {
         *((p as *const u8).add(core::ptr::read_volatile(&TASK_PID_OFFSET) as usize) as *const u32)
     };
-    let Some(t) = THREADS.get_ptr_mut(pid) else {
+    let Some(t) = thread(pid) else {
         return;
     };
     // SAFETY: see the module comment.

@@ -12,8 +12,15 @@
 pub mod maps {
     /// `HashMap<u32 tgid, u8>`: processes followed (the target, and children forked after attach).
     pub const TARGETS: &str = "TARGETS";
-    /// `HashMap<u32 tid, ThreadStats>`: per-thread switch counts and on/off-CPU time.
+    /// `Array<ThreadStats>` indexed by `tid & THREAD_MASK`: per-thread switch counts and
+    /// on/off-CPU time. A slot is the thread's when its `tid` is the thread's and
+    /// `THREAD_CLAIMS` names it; a thread whose slot another holds is in `THREAD_SPILL`.
     pub const THREADS: &str = "THREADS";
+    /// `HashMap<u32 slot, u32 tid>`: who holds each claimed `THREADS` slot (what user space
+    /// reads the array by; an insert with `BPF_NOEXIST` is the claim, atomic across CPUs).
+    pub const THREAD_CLAIMS: &str = "THREAD_CLAIMS";
+    /// `HashMap<u32 tid, ThreadStats>`: threads whose `THREADS` slot another thread holds.
+    pub const THREAD_SPILL: &str = "THREAD_SPILL";
     /// `Array<u64>`, one entry: the recording's start (CLOCK_MONOTONIC ns), 0 before it.
     pub const START: &str = "START";
     /// `PerCpuArray<SyscallStats>` indexed by syscall number.
@@ -115,6 +122,8 @@ pub mod maps {
     pub const ALL: &[&str] = &[
         TARGETS,
         THREADS,
+        THREAD_CLAIMS,
+        THREAD_SPILL,
         START,
         SYSCALLS,
         ERRNOS,
@@ -168,6 +177,8 @@ pub mod globals {
     pub const FOLLOW_CHILDREN: &str = "FOLLOW_CHILDREN";
     /// `u32`: `INFLIGHT`'s size minus one.
     pub const INFLIGHT_MASK: &str = "INFLIGHT_MASK";
+    /// `u32`: `THREADS`' size minus one.
+    pub const THREAD_MASK: &str = "THREAD_MASK";
     /// `u8`: 1 to take off-CPU, wakeup and syscall stacks.
     pub const STACKS_ON: &str = "STACKS_ON";
     /// `u64`: off-CPU intervals shorter than this are not recorded by stack.
@@ -236,7 +247,8 @@ pub mod drops {
     /// Two threads whose tids share an `INFLIGHT` slot were in syscalls at once (only when
     /// pid_max exceeds the array): a syscall's latency (and count) was lost.
     pub const INFLIGHT_FULL: u32 = 0;
-    /// `THREADS` was full: a thread's switches were lost.
+    /// `THREAD_SPILL` was full (its slot in `THREADS` held by another): a thread's switches
+    /// were lost.
     pub const THREADS_FULL: u32 = 1;
     /// A syscall number at or above `MAX_SYSCALLS`.
     pub const SYSCALL_NR: u32 = 2;
@@ -504,6 +516,9 @@ pub const MAX_SYSCALLS: u32 = 512;
 pub const MAX_ERRNOS: u32 = 4096;
 /// `INFLIGHT` covers pid_max up to this many slots (24 bytes each).
 pub const MAX_INFLIGHT: u32 = 1 << 20;
+/// `THREADS` covers pid_max up to this many slots (~830 bytes each: 27 MiB at most); beyond,
+/// threads whose slots clash spill into `THREAD_SPILL`.
+pub const MAX_THREAD_SLOTS: u32 = 1 << 15;
 
 /// Log2 histogram buckets: bucket `i` holds values in `[2^i, 2^(i+1))` nanoseconds (bucket 0
 /// also holds 0); the last bucket is open-ended (2^39 ns ≈ 9 minutes).
@@ -760,9 +775,12 @@ const _: () = assert!(core::mem::size_of::<ErrnoKey>() == 8);
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ThreadStats {
+    /// The thread this entry is, 0 in a free `THREADS` slot.
+    pub tid: u32,
     pub tgid: u32,
     /// 1 when the last switch-out was involuntary.
     pub last_out_involuntary: u32,
+    pub _pad: u32,
     pub voluntary: u64,
     pub involuntary: u64,
     pub oncpu_ns: u64,
@@ -822,10 +840,17 @@ pub struct ThreadStats {
     pub pending_delay_ns: u64,
     /// Each wait for a CPU (wakeup or preemption to switch-in), log2 ns.
     pub delay_hist: [u64; HIST_BUCKETS],
+    /// The first task seen holding a CPU this thread waited for, and what it held: this
+    /// thread's `CPU_HOLDERS` row for that holder and CPU, kept here so that the commonest
+    /// case (the same holder again) needs no hash lookup. Every other holder's row is in
+    /// `CPU_HOLDERS`; a row is in one place or the other for the thread's life. Unused while
+    /// `held.count` is 0.
+    pub held_by: CpuHolderKey,
+    pub held: CpuHolderStats,
 }
 const _: () = assert!(
     core::mem::size_of::<ThreadStats>()
-        == 8 + 7 * 8 + 16 + 8 * HIST_BUCKETS + 32 + 16 + 24 + 56 + 24 + 8 * HIST_BUCKETS
+        == 16 + 7 * 8 + 16 + 8 * HIST_BUCKETS + 32 + 16 + 24 + 56 + 24 + 8 * HIST_BUCKETS + 24 + 40
 );
 
 /// Who held a CPU while a target thread waited for it: the task the waiter took the CPU from.

@@ -32,6 +32,8 @@ impl Probes {
         let follow = u8::from(config.follow_children);
         let slots = inflight_slots();
         let mask = slots - 1;
+        let thread_slots = thread_slots(slots);
+        let thread_mask = thread_slots - 1;
         let stacks_on = u8::from(config.stacks.is_some());
         let (min_block, every, map_size, period) =
             config.stacks.as_ref().map_or((0, 0, 1, 0), |s| {
@@ -62,6 +64,7 @@ impl Probes {
             .override_global(globals::TARGET_TGID, &config.tgid, true)
             .override_global(globals::FOLLOW_CHILDREN, &follow, true)
             .override_global(globals::INFLIGHT_MASK, &mask, true)
+            .override_global(globals::THREAD_MASK, &thread_mask, true)
             .override_global(globals::STACKS_ON, &stacks_on, true)
             .override_global(globals::MIN_BLOCK_NS, &min_block, true)
             .override_global(globals::SYSCALL_STACK_EVERY, &every, true)
@@ -75,6 +78,8 @@ impl Probes {
             .override_global(globals::TIMELINE_SYSCALL_NS, &timeline_syscall_ns, true)
             .map_max_entries(maps::TIMELINE, timeline_bytes)
             .map_max_entries(maps::INFLIGHT, slots)
+            .map_max_entries(maps::THREADS, thread_slots)
+            .map_max_entries(maps::THREAD_CLAIMS, thread_slots)
             .map_max_entries(maps::LOCK_INFLIGHT, slots)
             .map_max_entries(maps::SPAN_INFLIGHT, slots * MAX_SPANS)
             .map_max_entries(maps::USER_STACKS, map_size)
@@ -284,6 +289,18 @@ fn attach_oncpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), Error> {
             .map_err(program_error(name))?;
     }
     Ok(())
+}
+
+/// THREADS' size: INFLIGHT's, capped at `MAX_THREAD_SLOTS`. `SWITCHYARD_THREAD_SLOTS` (a power
+/// of two) makes it smaller, so that tests can take the path of a host whose pid_max is
+/// beyond the cap, where threads whose slots clash spill into a hash.
+fn thread_slots(inflight: u32) -> u32 {
+    let cap = std::env::var("SWITCHYARD_THREAD_SLOTS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|n| n.is_power_of_two())
+        .unwrap_or(switchyard_common::MAX_THREAD_SLOTS);
+    inflight.min(cap).min(switchyard_common::MAX_THREAD_SLOTS)
 }
 
 /// INFLIGHT's size: pid_max rounded up to a power of two (one exact slot per tid), capped.

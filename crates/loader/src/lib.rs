@@ -16,6 +16,7 @@ mod kinds;
 mod probes;
 mod python;
 mod read;
+mod threads;
 pub mod tracefs;
 mod unwind;
 mod window;

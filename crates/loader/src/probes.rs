@@ -10,12 +10,9 @@ use switchyard_common::{GcEvent as RawGcEvent, PyProc, ThreadStats, UserStack, m
 use crate::{
     Collected, Error, Evicted, GcEvent, GcKind, Probes, TimelineEvent, convert,
     error::map_err,
-    read,
+    read, threads,
     window::{Cumulative, Seen, Windows},
 };
-
-/// bpf_map_update_elem's flag: insert only where the key has no entry.
-const BPF_NOEXIST: u64 = 1;
 
 impl Probes {
     /// Loads the unwind tables of a followed process that started, exec'd or mapped new code
@@ -99,12 +96,6 @@ impl Probes {
     /// the start (CLOCK_MONOTONIC ns, the clock of every kernel-side timestamp).
     pub fn start(&mut self, tgid: u32) -> Result<u64, Error> {
         {
-            let map = self
-                .ebpf
-                .map_mut(maps::THREADS)
-                .ok_or(Error::MissingMap(maps::THREADS))?;
-            let mut threads: HashMap<&mut MapData, u32, ThreadStats> =
-                HashMap::try_from(map).map_err(map_err(maps::THREADS))?;
             let tasks = procfs::process::Process::new(tgid as i32)
                 .and_then(|p| p.tasks())
                 .into_iter()
@@ -125,8 +116,8 @@ impl Probes {
                 zero.last_out = u64::from(!runnable);
                 zero.user_stack = -1;
                 zero.kernel_stack = -1;
-                // BPF_NOEXIST: a thread that already switched keeps what it counted.
-                let _ = threads.insert(task.tid as u32, zero, BPF_NOEXIST);
+                // A thread that already has an entry keeps what it counted.
+                threads::seed(&mut self.ebpf, task.tid as u32, zero)?;
             }
         }
         // CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
@@ -295,14 +286,12 @@ impl Probes {
                 }
             }
         }
-        if let Some(map) = ebpf.map_mut(maps::THREADS)
-            && let Ok(mut threads) = HashMap::<&mut MapData, u32, ThreadStats>::try_from(map)
-        {
-            for tid in std::mem::take(&mut w.exited) {
-                if threads.remove(&tid).is_ok() {
-                    w.threads.forget(&tid);
-                    self.evicted.threads += 1;
-                }
+        for tid in std::mem::take(&mut w.exited) {
+            if threads::release(ebpf, tid) {
+                w.threads.forget(&tid);
+                // The row of its first CPU holder went with its entry.
+                w.cpu_holders.forget_where(|k| k.tid == tid);
+                self.evicted.threads += 1;
             }
         }
     }

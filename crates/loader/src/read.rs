@@ -68,7 +68,7 @@ pub(crate) struct Reading {
 
 /// Every map but the stack maps.
 pub(crate) fn snapshot(ebpf: &Ebpf, what: &Reading) -> Result<Snapshot, Error> {
-    let threads: Vec<(u32, ThreadStats)> = hash(ebpf, maps::THREADS)?;
+    let threads: Vec<(u32, ThreadStats)> = crate::threads::read(ebpf)?;
     let comms = threads
         .iter()
         .filter(|(_, t)| t.voluntary + t.involuntary != 0)
@@ -89,12 +89,20 @@ pub(crate) fn snapshot(ebpf: &Ebpf, what: &Reading) -> Result<Snapshot, Error> {
     let targets: HashMap<&MapData, u32, u8> =
         HashMap::try_from(map(ebpf, maps::TARGETS)?).map_err(map_err(maps::TARGETS))?;
     let targets = targets.keys().filter_map(Result::ok).collect();
+    // Each thread's first CPU holder's row is kept in its entry; the rest are in the map.
+    let mut cpu_holders: Vec<(CpuHolderKey, CpuHolderStats)> = hash(ebpf, maps::CPU_HOLDERS)?;
+    cpu_holders.extend(
+        threads
+            .iter()
+            .filter(|(_, t)| t.held.count != 0)
+            .map(|(_, t)| (t.held_by, t.held)),
+    );
     Ok(Snapshot {
         syscalls: per_cpu_array(ebpf, maps::SYSCALLS)?,
         errnos,
         threads,
         comms,
-        cpu_holders: hash(ebpf, maps::CPU_HOLDERS)?,
+        cpu_holders,
         drops: per_cpu_array(ebpf, maps::DROPS)?,
         sampling: (0..sampling::COUNT)
             .map(|i| per_cpu_entry(ebpf, maps::SAMPLING, i))
