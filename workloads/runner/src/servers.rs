@@ -95,8 +95,12 @@ pub struct Condition {
 pub const BPFTRACE_COUNT: &str = "tracepoint:raw_syscalls:sys_enter /pid == $PID/ { @s[tid] = count(); } \
 tracepoint:sched:sched_switch /pid == $PID/ { @w[tid] = count(); }";
 
+/// The floor's row: the project's own empty programs on sys_enter and sys_exit, host-wide.
+pub const FLOOR_LABEL: &str = "floor: empty raw tracepoints sys_enter + sys_exit";
+
 /// Untraced first (every ratio's anchor), then switchyard's defaults, `--no-stacks`,
-/// `--syscalls none`, perf sampling stacks at 99 Hz, and bpftrace counting.
+/// `--syscalls none`, the floor (what any tracer of every syscall pays here before its
+/// programs do anything), perf sampling stacks at 99 Hz, and bpftrace counting.
 pub fn conditions(switchyard: &Path, perf_data: &Path) -> Vec<Condition> {
     let record = |flags: &[&str]| {
         Some(Tool::Record {
@@ -122,6 +126,13 @@ pub fn conditions(switchyard: &Path, perf_data: &Path) -> Vec<Condition> {
             tool: record(&["--syscalls", "none"]),
         },
         Condition {
+            label: FLOOR_LABEL.into(),
+            tool: Some(Tool::Floor {
+                switchyard: switchyard.to_path_buf(),
+                kind: "syscalls".into(),
+            }),
+        },
+        Condition {
             label: "perf record -g -F 99 -p".into(),
             tool: Some(Tool::Perf {
                 args: ["record", "-g", "-F", "99", "-o"]
@@ -143,7 +154,7 @@ pub fn conditions(switchyard: &Path, perf_data: &Path) -> Vec<Condition> {
 /// What the tables' ratio means, printed under them.
 pub const NOTE: &str = "of untraced: each repeat's throughput over the untraced throughput of \
 the same repeat; the median of those ratios, and their min–max over the repeats. Every tool \
-attached to the pid before the load started and was stopped (SIGINT) after it.";
+attached to the pid before the load started and was stopped (SIGINT) after it. The floor is `switchyard floor syscalls`: empty programs on the two syscall tracepoints, which every task on the host then runs at every syscall (the server and its load generator alike); no tool that counts every syscall through them can cost less.";
 
 /// What one run measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -544,9 +555,10 @@ mod tests {
     fn untraced_comes_first_and_every_tool_follows() {
         let c = conditions(Path::new("sy"), Path::new("/tmp/p.data"));
         assert_eq!(c[0].tool, None);
-        assert_eq!(c.len(), 6);
+        assert_eq!(c.len(), 7);
+        assert!(matches!(&c[4].tool, Some(Tool::Floor { kind, .. }) if kind == "syscalls"));
         assert!(
-            matches!(&c[4].tool, Some(Tool::Perf { args }) if args.last().unwrap() == "/tmp/p.data")
+            matches!(&c[5].tool, Some(Tool::Perf { args }) if args.last().unwrap() == "/tmp/p.data")
         );
     }
 
