@@ -61,38 +61,70 @@ fn recorded(nr: u64) -> bool {
 #[map]
 static SYSCALL_STACKS: HashMap<SyscallStackKey, u64> = HashMap::with_max_entries(KEYS, 0);
 
+/// Per CPU: [calls since the last stack taken, the current interval N, when the last was taken].
 #[map]
-static SYSCALL_TICK: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+static SYSCALL_TICK: PerCpuArray<u64> = PerCpuArray::with_max_entries(3, 0);
 
-/// Set by the loader: take the user stack of one syscall in this many (0: none).
+/// Set by the loader: take the user stack of one syscall in this many at the most (0: none).
 #[unsafe(no_mangle)]
 static SYSCALL_STACK_EVERY: u64 = 0;
 
-/// Samples the user stack of one syscall entry in `SYSCALL_STACK_EVERY`, per CPU.
+/// Set by the loader: the least time between two syscall stacks on one CPU, ns (0: no
+/// limit). Where syscalls come faster than `SYSCALL_STACK_EVERY` of them in this time, the
+/// interval doubles, up to `MAX_EVERY`; where they come slower, it halves back.
+#[unsafe(no_mangle)]
+static SYSCALL_STACK_GAP_NS: u64 = 0;
+
+const MAX_EVERY: u64 = 1 << 20;
+
+/// Samples the user stack of one syscall entry in N, per CPU, N being `SYSCALL_STACK_EVERY`
+/// or, under a syscall rate above the budget, more. Each stack taken stands for the N calls
+/// counted since the one before on its CPU, its weight, so the counts by stack add up to the
+/// calls whatever N was.
 #[inline(always)]
 fn sample_stack(ctx: &RawTracePointContext, pid_tgid: u64, nr: u64) {
     // SAFETY: a read-only global the loader rewrites before load.
-    let every = unsafe { core::ptr::read_volatile(&SYSCALL_STACK_EVERY) };
-    if every == 0 {
+    let least = unsafe { core::ptr::read_volatile(&SYSCALL_STACK_EVERY) };
+    if least == 0 {
         return;
     }
-    let Some(tick) = SYSCALL_TICK.get_ptr_mut(0) else {
+    let (Some(tick), Some(every), Some(last)) = (
+        SYSCALL_TICK.get_ptr_mut(0),
+        SYSCALL_TICK.get_ptr_mut(1),
+        SYSCALL_TICK.get_ptr_mut(2),
+    ) else {
         return;
     };
-    // SAFETY: a per-CPU slot.
-    let tick = unsafe { &mut *tick };
+    // SAFETY: per-CPU slots; programs on one CPU do not run concurrently.
+    let (tick, every, last) = unsafe { (&mut *tick, &mut *every, &mut *last) };
+    let n = if *every < least { least } else { *every };
     *tick += 1;
-    if *tick < every {
+    if *tick < n {
         return;
     }
     *tick = 0;
+    // SAFETY: a read-only global the loader rewrites before load.
+    let gap = unsafe { core::ptr::read_volatile(&SYSCALL_STACK_GAP_NS) };
+    if gap != 0 {
+        // Read only when a stack is due: one clock read per stack, not per call.
+        let now = unsafe { bpf_ktime_get_ns() };
+        let since = now.saturating_sub(*last);
+        *last = now;
+        *every = if since < gap {
+            if n < MAX_EVERY { n * 2 } else { n }
+        } else if since > 4 * gap && n > least {
+            n / 2
+        } else {
+            n
+        };
+    }
     let key = SyscallStackKey {
         tgid: (pid_tgid >> 32) as u32,
         tid: pid_tgid as u32,
         nr: nr as u32,
         user_stack: user_stack(ctx, unwind::SLOT_RAW_TRACEPOINT, true),
     };
-    add(&SYSCALL_STACKS, &key, 1);
+    add(&SYSCALL_STACKS, &key, n);
 }
 
 const NR_FUTEX: u64 = 202;

@@ -92,6 +92,12 @@ pub struct RecordArgs {
     /// Take the user stack of one syscall in N (1: every syscall; 0: none).
     #[arg(long, default_value_t = 16, value_name = "N")]
     pub syscall_stacks: u64,
+    /// At most this many syscall stacks a second on each CPU (0: no limit; ignored with
+    /// `--syscall-stacks 1`). Under a faster syscall rate one call in more than N has its stack
+    /// taken, and each stack counts for the calls it stands for: the counts by stack stay
+    /// unbiased, and a busy server pays for a bounded number of walks.
+    #[arg(long, default_value_t = 1000, value_name = "PER_SECOND")]
+    pub syscall_stack_rate: u64,
     /// Entries in the kernel's stack maps; raise it when the run warns of collisions.
     #[arg(long, default_value_t = 16384, value_name = "N", value_parser = parse_stack_map_size)]
     pub stack_map_size: u32,

@@ -116,13 +116,14 @@ pub fn assemble(r: Recording) -> Run {
                     oncpu_hz: s.oncpu_hz,
                     min_block_ns: s.min_block_ns,
                     syscall_sample_every: s.syscall_every,
+                    syscall_stacks_per_s: if s.syscall_every > 1 {
+                        s.syscall_stacks_per_s
+                    } else {
+                        0
+                    },
                     stack_map_size: s.stack_map_size,
                     ..Default::default()
                 };
-                // Each sampled syscall stands for `every` calls.
-                for sample in &mut raw.syscalls {
-                    sample.value *= s.syscall_every.max(1);
-                }
                 profiles = match r.symbolizer {
                     Some(sym) => switchyard_symbolize::symbolize_with(sym, &raw, r.maps, &comms),
                     None => switchyard_symbolize::symbolize(&raw, r.maps, &comms),
@@ -389,6 +390,7 @@ mod tests {
             oncpu_hz: 99,
             min_block_ns: 1000,
             syscall_every: 16,
+            syscall_stacks_per_s: 1000,
             stack_map_size: 1024,
             unwind: Unwind::Cfi,
             unwind_rows: 1 << 20,

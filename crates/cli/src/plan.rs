@@ -239,6 +239,7 @@ impl Plan {
             oncpu_hz: args.freq,
             min_block_ns: args.min_block.as_nanos() as u64,
             syscall_every: args.syscall_stacks,
+            syscall_stacks_per_s: args.syscall_stack_rate,
             stack_map_size: args.stack_map_size,
             offcpu_period_ns: args.offcpu_period.as_nanos() as u64,
             unwind: if cfi {

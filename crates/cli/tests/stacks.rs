@@ -118,6 +118,49 @@ fn hot_blocking_and_waking_functions_lead_their_profiles() {
     assert_eq!(collisions, reported, "drops: {}", run["drops"]);
 }
 
+/// A million getppid calls, far more a second than the syscall-stack limit allows at one in
+/// 16: fewer stacks are taken, each counting the calls it stood for, so the getppid stacks
+/// still add up to the calls (less the last interval's, not yet sampled when the target
+/// exits), and all of them reach the loop's function.
+#[test]
+fn syscall_stacks_under_the_rate_limit_add_up_to_the_calls() {
+    if !privileged("syscall_stacks_under_the_rate_limit_add_up_to_the_calls") {
+        return;
+    }
+    let dir = tempdir("syscall-rate");
+    let run_path = dir.join("run.json");
+    let calls = 1_000_000u64;
+    let out = Command::new(switchyard())
+        .args(["record", "--syscall-stack-rate", "1000", "-o"])
+        .arg(&run_path)
+        .arg("--")
+        .arg(demo())
+        .args(["getppid-loop", "--count", &calls.to_string()])
+        .output()
+        .expect("running switchyard");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "record failed:\n{stdout}\n{stderr}");
+    let run = load_run(&run_path);
+    assert_eq!(syscall_count(&run, "getppid"), calls);
+    let stacks = run["profiles"]["syscalls"]["stacks"].as_array().unwrap();
+    let getppid: Vec<&serde_json::Value> =
+        stacks.iter().filter(|s| s["label"] == "getppid").collect();
+    let weighed: u64 = getppid.iter().map(|s| s["value"].as_u64().unwrap()).sum();
+    assert!(
+        weighed <= calls && weighed >= calls - calls / 100,
+        "getppid stacks weigh {weighed} calls of {calls}"
+    );
+    let (incl, _) = inclusive_frames(&run, "syscalls", false, |_| true);
+    let in_loop = incl.get("switchyard_demo::getppid").copied().unwrap_or(0);
+    assert!(
+        in_loop >= weighed,
+        "switchyard_demo::getppid in {in_loop} of {weighed}: {:?}",
+        incl.keys()
+    );
+    let stats = &run["profiles"]["stats"];
+    assert_eq!(stats["syscall_stacks_per_s"], 1000, "{stats}");
+}
+
 /// switchyard's own BPF programs are named in on-CPU kernel stacks as perf names them
 /// (`bpf_prog_<tag>_<name>`), not as whatever kernel symbol precedes their JIT image, and the
 /// summary says what share of the target's samples they took.

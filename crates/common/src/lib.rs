@@ -44,7 +44,7 @@ pub mod maps {
     /// `PerCpuArray<ThreadStats>` of one zeroed entry: the template for new threads (a
     /// ThreadStats does not fit on the 512-byte eBPF stack beside everything else).
     pub const ZERO_THREAD: &str = "ZERO_THREAD";
-    /// `PerCpuArray<u64>` of one entry: syscall counter for stack sampling.
+    /// `PerCpuArray<u64>` of three entries: syscall stack sampling's count, interval and last time.
     pub const SYSCALL_TICK: &str = "SYSCALL_TICK";
     /// `HashMap<FutexKey, FutexStats>`: futex waits by address and user stack.
     pub const FUTEXES: &str = "FUTEXES";
@@ -185,6 +185,8 @@ pub mod globals {
     pub const MIN_BLOCK_NS: &str = "MIN_BLOCK_NS";
     /// `u64`: take the user stack of one syscall in this many (0: none).
     pub const SYSCALL_STACK_EVERY: &str = "SYSCALL_STACK_EVERY";
+    /// `u64`: the least time between two syscall stacks on one CPU, ns (0: no limit).
+    pub const SYSCALL_STACK_GAP_NS: &str = "SYSCALL_STACK_GAP_NS";
     /// `u8`: how user stacks are walked, one of [`crate::unwind::MODE_FP`] or `MODE_CFI`.
     pub const UNWIND_MODE: &str = "UNWIND_MODE";
     /// `u64`: the off-CPU sampling period, ns (0: stacks for every interval).

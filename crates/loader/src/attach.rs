@@ -44,6 +44,12 @@ impl Probes {
                     s.offcpu_period_ns,
                 )
             });
+        // Every syscall, when every one was asked for.
+        let stack_gap_ns: u64 = config
+            .stacks
+            .as_ref()
+            .filter(|s| s.syscall_every > 1 && s.syscall_stacks_per_s > 0)
+            .map_or(0, |s| 1_000_000_000 / s.syscall_stacks_per_s);
         let task = btf::TaskOffsets::from_kernel()?;
         let filter_on = u8::from(matches!(config.syscalls, Syscalls::Only(_)));
         let cfi = config
@@ -68,6 +74,7 @@ impl Probes {
             .override_global(globals::STACKS_ON, &stacks_on, true)
             .override_global(globals::MIN_BLOCK_NS, &min_block, true)
             .override_global(globals::SYSCALL_STACK_EVERY, &every, true)
+            .override_global(globals::SYSCALL_STACK_GAP_NS, &stack_gap_ns, true)
             .override_global(globals::UNWIND_MODE, &unwind_mode, true)
             .override_global(globals::OFFCPU_PERIOD_NS, &period, true)
             .override_global(globals::TASK_PID_OFFSET, &task.pid, true)

@@ -119,8 +119,12 @@ pub struct StackConfig {
     pub oncpu_hz: u64,
     /// Off-CPU intervals shorter than this are not recorded by stack.
     pub min_block_ns: u64,
-    /// Take the user stack of one syscall in this many (0: none).
+    /// Take the user stack of one syscall in this many at the most (0: none).
     pub syscall_every: u64,
+    /// At most this many syscall stacks a second on each CPU (0: no limit): under a faster
+    /// syscall rate, one in more than `syscall_every` is taken, each weighted by the calls it
+    /// stands for.
+    pub syscall_stacks_per_s: u64,
     pub stack_map_size: u32,
     /// Off-CPU stacks are sampled: an interval of this long or longer is always walked, a
     /// shorter one in proportion to its length, its time weighted to stay unbiased (0: every

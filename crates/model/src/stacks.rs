@@ -138,8 +138,13 @@ pub struct StackStats {
     pub oncpu_hz: u64,
     /// Off-CPU intervals shorter than this were not recorded by stack, ns.
     pub min_block_ns: u64,
-    /// One syscall in this many had its stack taken (0: syscall stacks off).
+    /// One syscall in this many had its stack taken (0: syscall stacks off), or in more
+    /// where `syscall_stacks_per_s` held them back.
     pub syscall_sample_every: u64,
+    /// At most this many syscall stacks a second on each CPU (0: no limit, or a run from
+    /// before the limit): each stack's count is the calls it stood for.
+    #[serde(default)]
+    pub syscall_stacks_per_s: u64,
     /// Off-CPU stacks were sampled with this period, ns: an interval this long or longer was
     /// always walked, a shorter one with probability (its length ÷ period), its time weighted
     /// by the inverse (0: every interval walked; also runs from before sampling).

@@ -895,11 +895,18 @@ fn flame_note(run: &Run, kind: ProfileKind) -> String {
             "{} by user stack at entry; every syscall had its stack taken.",
             counted(total, "syscall")
         ),
-        ProfileKind::Syscalls => format!(
+        ProfileKind::Syscalls if stats.syscall_stacks_per_s == 0 => format!(
             "{} by user stack at entry; one syscall in {} had its stack taken and the counts \
              are scaled back.",
             counted(total, "syscall"),
             thousands(stats.syscall_sample_every)
+        ),
+        ProfileKind::Syscalls => format!(
+            "{} by user stack at entry; one syscall in {} had its stack taken, or in more where \
+             a CPU made more than {} a second, and each stack counts the calls it stood for.",
+            counted(total, "syscall"),
+            thousands(stats.syscall_sample_every),
+            thousands(stats.syscall_sample_every * stats.syscall_stacks_per_s)
         ),
     }
 }
