@@ -27,10 +27,7 @@ use core::ffi::c_void;
 
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
-    helpers::{
-        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        generated::bpf_get_prandom_u32,
-    },
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, generated::bpf_get_prandom_u32},
     macros::{btf_tracepoint, map},
     maps::{Array, HashMap, PerCpuArray, ProgramArray},
     programs::BtfTracePointContext,
@@ -202,22 +199,16 @@ fn try_sched_switch(ctx: &BtfTracePointContext) {
     // sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next,
     //              unsigned int prev_state)
     let next: *mut c_void = ctx.arg(2);
-    // SAFETY: `next` is the tracepoint's own task pointer, trusted by the verifier; the
-    // offsets are the loader's, from the kernel's BTF, and the verifier checks each load.
-    let (next_pid, next_tgid) = unsafe {
-        let base = next as *const u8;
-        (
-            *(base.add(core::ptr::read_volatile(&TASK_PID_OFFSET) as usize) as *const u32),
-            *(base.add(core::ptr::read_volatile(&TASK_TGID_OFFSET) as usize) as *const u32),
-        )
-    };
+    let prev: *mut c_void = ctx.arg(1);
+    let (next_pid, next_tgid) = task_ids(next);
+    // `prev` is the current task: read as `next` is, with no helper call.
+    let (prev_pid, prev_tgid) = task_ids(prev);
+    let pid_tgid = (prev_tgid as u64) << 32 | prev_pid as u64;
     if next_pid != 0 && is_target(next_tgid) {
-        let prev: *mut c_void = ctx.arg(1);
-        switch_in(next, prev, next_tgid, next_pid, now, start);
+        switch_in(next, prev, pid_tgid, next_tgid, next_pid, now, start);
     }
     // Last: it may end in a tail call.
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if is_target((pid_tgid >> 32) as u32) {
+    if is_target(prev_tgid) {
         let preempt: u64 = ctx.arg(0);
         let prev_state: u64 = ctx.arg(3);
         switch_out(
@@ -232,10 +223,32 @@ fn try_sched_switch(ctx: &BtfTracePointContext) {
     }
 }
 
+/// A task's (pid, tgid), `task` being one of the tracepoint's own task pointers.
+#[inline(always)]
+fn task_ids(task: *mut c_void) -> (u32, u32) {
+    // SAFETY: the tracepoint's task pointers are trusted by the verifier; the offsets are the
+    // loader's, from the kernel's BTF, and the verifier checks each load.
+    unsafe {
+        let base = task as *const u8;
+        (
+            *(base.add(core::ptr::read_volatile(&TASK_PID_OFFSET) as usize) as *const u32),
+            *(base.add(core::ptr::read_volatile(&TASK_TGID_OFFSET) as usize) as *const u32),
+        )
+    }
+}
+
 /// Thread `tid` of `tgid` runs again, taking the CPU from `prev`: the interval it was off CPU
 /// for.
 #[inline(always)]
-fn switch_in(next: *mut c_void, prev: *mut c_void, tgid: u32, tid: u32, now: u64, start: u64) {
+fn switch_in(
+    next: *mut c_void,
+    prev: *mut c_void,
+    prev_id: u64,
+    tgid: u32,
+    tid: u32,
+    now: u64,
+    start: u64,
+) {
     let Some(t) = thread(tid) else {
         return;
     };
@@ -264,7 +277,7 @@ fn switch_in(next: *mut c_void, prev: *mut c_void, tgid: u32, tid: u32, now: u64
         let (blocked, waiting) = split(t, out, now);
         off_cpu(t, off, blocked, waiting);
         if waiting != 0 {
-            held_by(t, prev, tgid, tid, waiting);
+            held_by(t, prev, prev_id, tgid, tid, waiting);
         }
         // SAFETY: a read-only global the loader rewrites before load.
         let min = unsafe { core::ptr::read_volatile(&MIN_BLOCK_NS) };
@@ -297,10 +310,10 @@ fn split(t: &ThreadStats, out: u64, now: u64) -> (u64, u64) {
     }
 }
 
-/// The task `prev`, on this CPU until now, held it while thread `tid` waited `ns` for it.
+/// The task `prev` (`holder`: its tgid and pid), on this CPU until now, held it while thread
+/// `tid` waited `ns` for it.
 #[inline(always)]
-fn held_by(t: &mut ThreadStats, prev: *mut c_void, tgid: u32, tid: u32, ns: u64) {
-    let holder = bpf_get_current_pid_tgid();
+fn held_by(t: &mut ThreadStats, prev: *mut c_void, holder: u64, tgid: u32, tid: u32, ns: u64) {
     let key = CpuHolderKey {
         tgid,
         tid,

@@ -61,9 +61,20 @@ fn recorded(nr: u64) -> bool {
 #[map]
 static SYSCALL_STACKS: HashMap<SyscallStackKey, u64> = HashMap::with_max_entries(KEYS, 0);
 
-/// Per CPU: [calls since the last stack taken, the current interval N, when the last was taken].
+/// Per CPU, where syscall-stack sampling stands.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Tick {
+    /// Calls since the last stack taken.
+    calls: u64,
+    /// The current interval N (0: not raised yet).
+    every: u64,
+    /// When the last stack was taken.
+    last: u64,
+}
+
 #[map]
-static SYSCALL_TICK: PerCpuArray<u64> = PerCpuArray::with_max_entries(3, 0);
+static SYSCALL_TICK: PerCpuArray<Tick> = PerCpuArray::with_max_entries(1, 0);
 
 /// Set by the loader: take the user stack of one syscall in this many at the most (0: none).
 #[unsafe(no_mangle)]
@@ -88,29 +99,25 @@ fn sample_stack(ctx: &RawTracePointContext, pid_tgid: u64, nr: u64) {
     if least == 0 {
         return;
     }
-    let (Some(tick), Some(every), Some(last)) = (
-        SYSCALL_TICK.get_ptr_mut(0),
-        SYSCALL_TICK.get_ptr_mut(1),
-        SYSCALL_TICK.get_ptr_mut(2),
-    ) else {
+    let Some(t) = SYSCALL_TICK.get_ptr_mut(0) else {
         return;
     };
-    // SAFETY: per-CPU slots; programs on one CPU do not run concurrently.
-    let (tick, every, last) = unsafe { (&mut *tick, &mut *every, &mut *last) };
-    let n = if *every < least { least } else { *every };
-    *tick += 1;
-    if *tick < n {
+    // SAFETY: the per-CPU slot; programs on one CPU do not run concurrently.
+    let t = unsafe { &mut *t };
+    let n = if t.every < least { least } else { t.every };
+    t.calls += 1;
+    if t.calls < n {
         return;
     }
-    *tick = 0;
+    t.calls = 0;
     // SAFETY: a read-only global the loader rewrites before load.
     let gap = unsafe { core::ptr::read_volatile(&SYSCALL_STACK_GAP_NS) };
     if gap != 0 {
         // Read only when a stack is due: one clock read per stack, not per call.
         let now = unsafe { bpf_ktime_get_ns() };
-        let since = now.saturating_sub(*last);
-        *last = now;
-        *every = if since < gap {
+        let since = now.saturating_sub(t.last);
+        t.last = now;
+        t.every = if since < gap {
             if n < MAX_EVERY { n * 2 } else { n }
         } else if since > 4 * gap && n > least {
             n / 2

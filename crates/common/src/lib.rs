@@ -44,7 +44,7 @@ pub mod maps {
     /// `PerCpuArray<ThreadStats>` of one zeroed entry: the template for new threads (a
     /// ThreadStats does not fit on the 512-byte eBPF stack beside everything else).
     pub const ZERO_THREAD: &str = "ZERO_THREAD";
-    /// `PerCpuArray<u64>` of three entries: syscall stack sampling's count, interval and last time.
+    /// `PerCpuArray` of one entry: where syscall-stack sampling stands on each CPU.
     pub const SYSCALL_TICK: &str = "SYSCALL_TICK";
     /// `HashMap<FutexKey, FutexStats>`: futex waits by address and user stack.
     pub const FUTEXES: &str = "FUTEXES";
