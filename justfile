@@ -50,7 +50,7 @@ lint: setup
     cargo clippy --all-targets -- -D warnings
     cd ebpf && rustup run nightly cargo clippy --release --target bpfel-unknown-none -Z build-std=core -- -D warnings
 
-# Knobs from the environment (CALLS, ROUNDS, REPEATS, ITERS, DEPTH, HZ, CPU, SY, DEMO; see
+# Knobs from the environment (CALLS, ROUNDS, REPEATS, ITERS, DEPTH, HZ, CPU, SY, DEMO, SECTIONS; see
 # `target/release/switchyard-workload bench-overhead --help`); the floor rows need `switchyard floor`
 # Added cost per syscall, per context switch, host-wide and per sample: untraced vs switchyard vs bpftrace vs the floor
 bench-overhead: build

@@ -15,6 +15,29 @@ use switchyard_model::{
 
 use crate::{fail::Failure, interrupt::Interrupts};
 
+/// Where the kernel's BPF run-time statistics are switched on.
+const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+/// A warning when the kernel's BPF run-time statistics are on, given that file's text: they
+/// time every run of every BPF program (two clock reads each), which inflates every traced
+/// figure and shrinks the ratios between them.
+pub fn bpf_stats_warning(enabled: Option<&str>) -> Option<String> {
+    (enabled?.trim() != "0").then(|| {
+        format!(
+            "warning: {BPF_STATS} is on: the kernel times every BPF program run, so every \
+             traced figure here is inflated; `sysctl kernel.bpf_stats_enabled=0` first"
+        )
+    })
+}
+
+/// Prints [`bpf_stats_warning`] for this host, if any (to stdout, with the tables).
+pub fn warn_of_bpf_stats() {
+    let text = std::fs::read_to_string(BPF_STATS).ok();
+    if let Some(w) = bpf_stats_warning(text.as_deref()) {
+        println!("{w}\n");
+    }
+}
+
 /// The order the configurations run in during repeat `repeat` (from 0): rotated by one each
 /// repeat.
 pub fn order(configurations: usize, repeat: usize) -> Vec<usize> {
@@ -183,6 +206,14 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bpf_statistics_left_on_are_warned_of() {
+        assert_eq!(bpf_stats_warning(Some("0\n")), None);
+        assert_eq!(bpf_stats_warning(None), None);
+        let w = bpf_stats_warning(Some("1\n")).unwrap();
+        assert!(w.contains("bpf_stats_enabled=0"), "{w}");
+    }
 
     #[test]
     fn every_configuration_leads_a_repeat_in_turn() {

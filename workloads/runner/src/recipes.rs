@@ -361,6 +361,7 @@ pub fn overhead(
             Failure::new("--repeats 0: nothing to measure").hint("give --repeats 1 or more")
         );
     }
+    bench::warn_of_bpf_stats();
     let switchyards = if switchyards.is_empty() {
         let own = tools.switchyard();
         let cwd = std::env::current_dir().unwrap_or_default();
@@ -664,6 +665,7 @@ pub fn bench_servers(
             Failure::new("nothing to measure").hint("give REPEATS and SECONDS of 1 or more")
         );
     }
+    bench::warn_of_bpf_stats();
     let switchyard = switchyard.map_or_else(|| tools.switchyard(), Path::to_path_buf);
     if !switchyard.is_file() {
         return Err(
@@ -753,6 +755,7 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
         return Err(Failure::new("REPEATS 0: nothing to measure").hint("give 1 or more"));
     }
     install_missing(&[("bpftrace", "bpftrace")])?;
+    bench::warn_of_bpf_stats();
     for (path, what) in [
         (&knobs.switchyard, "switchyard"),
         (&knobs.demo, "switchyard-demo"),
@@ -772,7 +775,10 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
     };
     let help = per_event::record_help(&knobs.switchyard)?;
     let floor = per_event::has_floor(&knobs.switchyard);
-    let rows = per_event::rows(&knobs, &help, floor, on_path("perf"));
+    let mut rows = per_event::rows(&knobs, &help, floor, on_path("perf"));
+    if !knobs.sections.is_empty() {
+        rows.retain(|r| knobs.sections.contains(&r.section));
+    }
     if !floor {
         println!(
             "note: `{} floor --help` failed (this build has no `switchyard floor`): the floor \
@@ -861,6 +867,9 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
             .filter(|(r, _)| r.section == section)
             .map(|(r, s)| (r, s.as_slice()))
             .collect();
+        if pairs.is_empty() {
+            continue;
+        }
         println!(
             "{title}\n\n{}\n{}\n",
             per_event::table(section, k.hz, &pairs),

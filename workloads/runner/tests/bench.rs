@@ -82,6 +82,7 @@ fn overhead_tables_with_the_floor() {
         py_script: "workloads/demo/python/bench.py".into(),
         py_rounds: 100,
         py_iters: 1000,
+        sections: Vec::new(),
     };
     // A build that knows every flag and has `switchyard floor`; perf present.
     let help =
