@@ -46,9 +46,10 @@ use crate::{
 
 /// Each thread's state, in the slot `tid & THREAD_MASK`. An array, not a hash: its lookup is
 /// inlined by the verifier, where a hash lookup cost ~60 ns here, and a switch between two
-/// target threads makes two. The loader sizes it to cover pid_max up to `MAX_THREAD_SLOTS`, so
-/// on most hosts no two threads share a slot; one whose slot another thread holds goes to
-/// `THREAD_SPILL`.
+/// target threads makes two. The loader sizes it to cover pid_max up to `MAX_THREAD_SLOTS`:
+/// where pid_max is no larger (the kernel's default of 32,768) no two threads share a slot;
+/// where it is (systemd raises it to 4,194,304), a thread whose slot another thread holds goes
+/// to `THREAD_SPILL`.
 #[map]
 static THREADS: Array<ThreadStats> = Array::with_max_entries(1, 0);
 
@@ -73,6 +74,10 @@ static THREAD_MASK: u32 = 0;
 /// Thread `tid`'s entry, if it has one.
 #[inline(always)]
 pub fn thread(tid: u32) -> Option<*mut ThreadStats> {
+    // A free slot's tid is 0: the idle task never has an entry.
+    if tid == 0 {
+        return None;
+    }
     // SAFETY: a read-only global the loader rewrites before load.
     let slot = tid & unsafe { core::ptr::read_volatile(&THREAD_MASK) };
     let t = THREADS.get_ptr_mut(slot)?;

@@ -5,7 +5,10 @@
 //! are counted at entry. A syscall still in flight when the recording stops is not counted.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        generated::bpf_get_prandom_u32,
+    },
     macros::{map, raw_tracepoint},
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, ProgramArray},
     programs::RawTracePointContext,
@@ -67,6 +70,9 @@ static SYSCALL_STACKS: HashMap<SyscallStackKey, u64> = HashMap::with_max_entries
 struct Tick {
     /// Calls since the last stack taken.
     calls: u64,
+    /// The stack is taken at this many calls: drawn at random around the current interval,
+    /// so that a loop of a few syscalls is not always sampled at the same one (0: not drawn).
+    target: u64,
     /// The current interval N (0: not raised yet).
     every: u64,
     /// When the last stack was taken.
@@ -82,56 +88,84 @@ static SYSCALL_STACK_EVERY: u64 = 0;
 
 /// Set by the loader: the least time between two syscall stacks on one CPU, ns (0: no
 /// limit). Where syscalls come faster than `SYSCALL_STACK_EVERY` of them in this time, the
-/// interval doubles, up to `MAX_EVERY`; where they come slower, it halves back.
+/// interval doubles, up to `MAX_EVERY`; where they come slower, it halves back, and after a
+/// quiet spell it starts again from `SYSCALL_STACK_EVERY`.
 #[unsafe(no_mangle)]
 static SYSCALL_STACK_GAP_NS: u64 = 0;
 
 const MAX_EVERY: u64 = 1 << 20;
 
-/// Samples the user stack of one syscall entry in N, per CPU, N being `SYSCALL_STACK_EVERY`
-/// or, under a syscall rate above the budget, more. Each stack taken stands for the N calls
-/// counted since the one before on its CPU, its weight, so the counts by stack add up to the
-/// calls whatever N was.
+/// Whether syscall stacks are taken at all.
 #[inline(always)]
-fn sample_stack(ctx: &RawTracePointContext, pid_tgid: u64, nr: u64) {
+fn syscall_stacks_on() -> bool {
+    // SAFETY: a read-only global the loader rewrites before load.
+    unsafe { core::ptr::read_volatile(&SYSCALL_STACK_EVERY) != 0 }
+}
+
+/// A countdown with mean `n`: uniform in [1, 2n - 1].
+#[inline(always)]
+fn countdown(n: u64) -> u64 {
+    if n <= 1 {
+        return 1;
+    }
+    // SAFETY: a helper with no arguments.
+    1 + unsafe { bpf_get_prandom_u32() } as u64 % (2 * n - 1)
+}
+
+/// Samples the user stack of one syscall entry in about N, per CPU, N being
+/// `SYSCALL_STACK_EVERY` or, under a syscall rate above the budget, more. Each stack taken
+/// stands for the calls counted since the one before on its CPU, its weight, so the counts by
+/// stack add up to the calls whatever N was. `now`: the clock, read once for the entry.
+/// Returns whether a stack was walked.
+#[inline(always)]
+fn sample_stack(ctx: &RawTracePointContext, pid_tgid: u64, nr: u64, now: u64) -> bool {
     // SAFETY: a read-only global the loader rewrites before load.
     let least = unsafe { core::ptr::read_volatile(&SYSCALL_STACK_EVERY) };
-    if least == 0 {
-        return;
-    }
     let Some(t) = SYSCALL_TICK.get_ptr_mut(0) else {
-        return;
+        return false;
     };
     // SAFETY: the per-CPU slot; programs on one CPU do not run concurrently.
     let t = unsafe { &mut *t };
-    let n = if t.every < least { least } else { t.every };
-    t.calls += 1;
-    if t.calls < n {
-        return;
-    }
-    t.calls = 0;
     // SAFETY: a read-only global the loader rewrites before load.
     let gap = unsafe { core::ptr::read_volatile(&SYSCALL_STACK_GAP_NS) };
+    if gap != 0 && t.every > least && now.saturating_sub(t.last) > 4 * gap {
+        // Quiet since the last stack: back to the configured interval, so that a burst's
+        // large one does not hold the next stack back for long.
+        t.every = least;
+        t.target = 0;
+    }
+    let n = if t.every < least { least } else { t.every };
+    if t.target == 0 {
+        t.target = countdown(n);
+    }
+    t.calls += 1;
+    if t.calls < t.target {
+        return false;
+    }
+    let weight = t.calls;
+    t.calls = 0;
+    let mut next = n;
     if gap != 0 {
-        // Read only when a stack is due: one clock read per stack, not per call.
-        let now = unsafe { bpf_ktime_get_ns() };
         let since = now.saturating_sub(t.last);
         t.last = now;
-        t.every = if since < gap {
+        next = if since < gap {
             if n < MAX_EVERY { n * 2 } else { n }
         } else if since > 4 * gap && n > least {
             n / 2
         } else {
             n
         };
+        t.every = next;
     }
+    t.target = countdown(next);
     let key = SyscallStackKey {
         tgid: (pid_tgid >> 32) as u32,
         tid: pid_tgid as u32,
         nr: nr as u32,
         user_stack: user_stack(ctx, unwind::SLOT_RAW_TRACEPOINT, true),
     };
-    add(&SYSCALL_STACKS, &key, n);
+    add(&SYSCALL_STACKS, &key, weight);
+    true
 }
 
 const NR_FUTEX: u64 = 202;
@@ -190,8 +224,14 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
         return;
     }
     let counting = recording();
-    if counting {
-        sample_stack(ctx, pid_tgid, nr);
+    // The entry's time, read here when stack sampling needs it too (read again below if a
+    // walk followed, so that the walk is not the syscall's time).
+    let mut now = 0;
+    if counting && syscall_stacks_on() {
+        now = unsafe { bpf_ktime_get_ns() };
+        if sample_stack(ctx, pid_tgid, nr, now) {
+            now = 0;
+        }
     }
     if nr == NR_EXIT || nr == NR_EXIT_GROUP {
         if counting && let Some(s) = stats(nr) {
@@ -222,6 +262,7 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
             e.futex_wait = 1;
             e.uaddr = uaddr;
             e.user_stack = if stacks_on() {
+                now = 0;
                 user_stack(ctx, unwind::SLOT_RAW_TRACEPOINT, true)
             } else {
                 -1
@@ -229,7 +270,11 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
         }
         None => e.futex_wait = 0,
     }
-    e.ts = unsafe { bpf_ktime_get_ns() };
+    e.ts = if now != 0 {
+        now
+    } else {
+        unsafe { bpf_ktime_get_ns() }
+    };
 }
 
 #[raw_tracepoint(tracepoint = "sys_exit")]

@@ -121,7 +121,7 @@ fn hot_blocking_and_waking_functions_lead_their_profiles() {
 /// A million getppid calls, far more a second than the syscall-stack limit allows at one in
 /// 16: fewer stacks are taken, each counting the calls it stood for, so the getppid stacks
 /// still add up to the calls (less the last interval's, not yet sampled when the target
-/// exits), and all of them reach the loop's function.
+/// exits: within 5%), and all of them reach the loop's function.
 #[test]
 fn syscall_stacks_under_the_rate_limit_add_up_to_the_calls() {
     if !privileged("syscall_stacks_under_the_rate_limit_add_up_to_the_calls") {
@@ -146,8 +146,9 @@ fn syscall_stacks_under_the_rate_limit_add_up_to_the_calls() {
     let getppid: Vec<&serde_json::Value> =
         stacks.iter().filter(|s| s["label"] == "getppid").collect();
     let weighed: u64 = getppid.iter().map(|s| s["value"].as_u64().unwrap()).sum();
+    // Each CPU's calls since its last stack (fewer than twice its interval) are in no stack.
     assert!(
-        weighed <= calls && weighed >= calls - calls / 100,
+        weighed <= calls && weighed >= calls - calls / 20,
         "getppid stacks weigh {weighed} calls of {calls}"
     );
     let (incl, _) = inclusive_frames(&run, "syscalls", false, |_| true);

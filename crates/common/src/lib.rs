@@ -291,7 +291,7 @@ pub mod drops {
     /// Human names, indexed like the array.
     pub const NAMES: [&str; COUNT as usize] = [
         "syscalls lost (in-flight slot shared by two threads; pid_max above the array size)",
-        "threads lost (thread map full)",
+        "threads lost (thread spill map full)",
         "syscalls with a number out of range",
         "errnos lost (errno map full)",
         "child processes not followed (target map full)",
@@ -518,7 +518,7 @@ pub const MAX_SYSCALLS: u32 = 512;
 pub const MAX_ERRNOS: u32 = 4096;
 /// `INFLIGHT` covers pid_max up to this many slots (24 bytes each).
 pub const MAX_INFLIGHT: u32 = 1 << 20;
-/// `THREADS` covers pid_max up to this many slots (~830 bytes each: 27 MiB at most); beyond,
+/// `THREADS` covers pid_max up to this many slots (944 bytes each: 29.5 MiB at most); beyond,
 /// threads whose slots clash spill into `THREAD_SPILL`.
 pub const MAX_THREAD_SLOTS: u32 = 1 << 15;
 

@@ -287,10 +287,13 @@ impl Probes {
             }
         }
         for tid in std::mem::take(&mut w.exited) {
-            if threads::release(ebpf, tid) {
+            if let Some(entry) = threads::release(ebpf, tid) {
                 w.threads.forget(&tid);
-                // The row of its first CPU holder went with its entry.
-                w.cpu_holders.forget_where(|k| k.tid == tid);
+                // The row of its first CPU holder went with its entry (its other rows are in
+                // CPU_HOLDERS, evicted when idle like any).
+                if entry.held.count != 0 {
+                    w.cpu_holders.forget(&entry.held_by);
+                }
                 self.evicted.threads += 1;
             }
         }

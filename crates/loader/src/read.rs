@@ -89,14 +89,7 @@ pub(crate) fn snapshot(ebpf: &Ebpf, what: &Reading) -> Result<Snapshot, Error> {
     let targets: HashMap<&MapData, u32, u8> =
         HashMap::try_from(map(ebpf, maps::TARGETS)?).map_err(map_err(maps::TARGETS))?;
     let targets = targets.keys().filter_map(Result::ok).collect();
-    // Each thread's first CPU holder's row is kept in its entry; the rest are in the map.
-    let mut cpu_holders: Vec<(CpuHolderKey, CpuHolderStats)> = hash(ebpf, maps::CPU_HOLDERS)?;
-    cpu_holders.extend(
-        threads
-            .iter()
-            .filter(|(_, t)| t.held.count != 0)
-            .map(|(_, t)| (t.held_by, t.held)),
-    );
+    let cpu_holders = with_held_rows(hash(ebpf, maps::CPU_HOLDERS)?, &threads);
     Ok(Snapshot {
         syscalls: per_cpu_array(ebpf, maps::SYSCALLS)?,
         errnos,
@@ -224,6 +217,31 @@ fn map<'a>(ebpf: &'a Ebpf, name: &'static str) -> Result<&'a Map, Error> {
     ebpf.map(name).ok_or(Error::MissingMap(name))
 }
 
+/// `CPU_HOLDERS`' rows with each thread's first CPU holder's row, which its entry keeps. A
+/// key is in one place or the other for a thread's life; a row left in the map by an exited
+/// thread whose tid came back with the same holder is added to, so the sum stays cumulative.
+fn with_held_rows(
+    rows: Vec<(CpuHolderKey, CpuHolderStats)>,
+    threads: &[(u32, ThreadStats)],
+) -> Vec<(CpuHolderKey, CpuHolderStats)> {
+    let mut rows = rows;
+    let mut at: std::collections::HashMap<CpuHolderKey, usize> =
+        rows.iter().enumerate().map(|(i, (k, _))| (*k, i)).collect();
+    for (_, t) in threads.iter().filter(|(_, t)| t.held.count != 0) {
+        match at.get(&t.held_by) {
+            Some(&i) => {
+                rows[i].1.count += t.held.count;
+                rows[i].1.ns += t.held.ns;
+            }
+            None => {
+                at.insert(t.held_by, rows.len());
+                rows.push((t.held_by, t.held));
+            }
+        }
+    }
+    rows
+}
+
 /// Every entry of the hash map `name`.
 fn hash<K: Pod, V: Pod>(ebpf: &Ebpf, name: &'static str) -> Result<Vec<(K, V)>, Error> {
     let entries: HashMap<&MapData, K, V> =
@@ -249,4 +267,58 @@ fn per_cpu_entry<V: Pod>(ebpf: &Ebpf, name: &'static str, index: u32) -> Result<
     let array: PerCpuArray<&MapData, V> =
         PerCpuArray::try_from(map(ebpf, name)?).map_err(map_err(name))?;
     Ok(array.get(&index, 0).map_err(map_err(name))?.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(tid: u32, holder_tid: u32) -> CpuHolderKey {
+        CpuHolderKey {
+            tgid: 1,
+            tid,
+            holder_tgid: 2,
+            holder_tid,
+            cpu: 0,
+            _pad: 0,
+        }
+    }
+
+    fn held(count: u64, ns: u64) -> CpuHolderStats {
+        CpuHolderStats {
+            count,
+            ns,
+            comm: [0; 2],
+            prio: 120,
+            _pad: 0,
+        }
+    }
+
+    #[test]
+    fn each_threads_held_row_joins_the_maps_rows_once() {
+        // SAFETY: ThreadStats is plain integers; all-zero is a valid value.
+        let mut a: ThreadStats = unsafe { std::mem::zeroed() };
+        a.held_by = key(10, 20);
+        a.held = held(3, 300);
+        // A row the map still has for the same key (an exited thread whose tid came back):
+        // added to, not listed twice.
+        let mut b: ThreadStats = unsafe { std::mem::zeroed() };
+        b.held_by = key(11, 21);
+        b.held = held(2, 50);
+        // No holder seen yet: no row.
+        let c: ThreadStats = unsafe { std::mem::zeroed() };
+        let rows = with_held_rows(
+            vec![(key(11, 21), held(5, 500)), (key(10, 99), held(1, 1))],
+            &[(10, a), (11, b), (12, c)],
+        );
+        let find = |k: CpuHolderKey| {
+            let found: Vec<_> = rows.iter().filter(|(r, _)| *r == k).collect();
+            assert_eq!(found.len(), 1, "{k:?} in {rows:?}");
+            (found[0].1.count, found[0].1.ns)
+        };
+        assert_eq!(rows.len(), 3);
+        assert_eq!(find(key(10, 20)), (3, 300));
+        assert_eq!(find(key(11, 21)), (7, 550));
+        assert_eq!(find(key(10, 99)), (1, 1));
+    }
 }

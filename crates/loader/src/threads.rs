@@ -48,9 +48,21 @@ pub(crate) fn seed(ebpf: &mut Ebpf, tid: u32, mut entry: ThreadStats) -> Result<
         }
     };
     if claimed {
-        let mut threads: Array<&mut MapData, ThreadStats> =
-            Array::try_from(map_mut(ebpf, maps::THREADS)?).map_err(map_err(maps::THREADS))?;
-        return threads.set(slot, entry, 0).map_err(map_err(maps::THREADS));
+        {
+            let mut threads: Array<&mut MapData, ThreadStats> =
+                Array::try_from(map_mut(ebpf, maps::THREADS)?).map_err(map_err(maps::THREADS))?;
+            threads
+                .set(slot, entry, 0)
+                .map_err(map_err(maps::THREADS))?;
+        }
+        // A thread created just now may have been given a spilled entry by the kernel side
+        // between the claim and the slot's tid being written: the slot is its entry now.
+        if let Ok(map) = map_mut(ebpf, maps::THREAD_SPILL)
+            && let Ok(mut spill) = HashMap::<&mut MapData, u32, ThreadStats>::try_from(map)
+        {
+            let _ = spill.remove(&tid);
+        }
+        return Ok(());
     }
     let mut spill: HashMap<&mut MapData, u32, ThreadStats> =
         HashMap::try_from(map_mut(ebpf, maps::THREAD_SPILL)?)
@@ -72,7 +84,7 @@ pub(crate) fn read(ebpf: &Ebpf) -> Result<Vec<(u32, ThreadStats)>, Error> {
             .ok_or(Error::MissingMap(maps::THREADS))?,
     )
     .map_err(map_err(maps::THREADS))?;
-    let mut out = Vec::new();
+    let mut out: Vec<(u32, ThreadStats)> = Vec::new();
     for claim in claims.iter() {
         let (slot, tid) = claim.map_err(map_err(maps::THREAD_CLAIMS))?;
         let entry = threads.get(&slot, 0).map_err(map_err(maps::THREADS))?;
@@ -87,42 +99,53 @@ pub(crate) fn read(ebpf: &Ebpf) -> Result<Vec<(u32, ThreadStats)>, Error> {
             .ok_or(Error::MissingMap(maps::THREAD_SPILL))?,
     )
     .map_err(map_err(maps::THREAD_SPILL))?;
+    // One entry a thread: a spilled one beside its slot is a copy the kernel side made in a
+    // race with `seed`, never counted into.
+    let slotted: std::collections::HashSet<u32> = out.iter().map(|(tid, _)| *tid).collect();
     for item in spill.iter() {
-        out.push(item.map_err(map_err(maps::THREAD_SPILL))?);
+        let (tid, entry) = item.map_err(map_err(maps::THREAD_SPILL))?;
+        if !slotted.contains(&tid) {
+            out.push((tid, entry));
+        }
     }
     Ok(out)
 }
 
-/// Frees the entry of thread `tid`, which has exited: its slot zeroed, then unclaimed.
-/// Returns whether it had one.
-pub(crate) fn release(ebpf: &mut Ebpf, tid: u32) -> bool {
+/// Frees the entry of thread `tid`, which has exited: a spilled one removed, a slot zeroed,
+/// then unclaimed. Returns the entry it had, if any.
+pub(crate) fn release(ebpf: &mut Ebpf, tid: u32) -> Option<ThreadStats> {
+    let mut released = None;
     if let Ok(map) = map_mut(ebpf, maps::THREAD_SPILL)
         && let Ok(mut spill) = HashMap::<&mut MapData, u32, ThreadStats>::try_from(map)
+        && let Ok(entry) = spill.get(&tid, 0)
         && spill.remove(&tid).is_ok()
     {
-        return true;
+        released = Some(entry);
     }
-    let Ok(slot) = slot_of(ebpf, tid) else {
-        return false;
-    };
+    let slot = slot_of(ebpf, tid).ok()?;
     let held = map_mut(ebpf, maps::THREAD_CLAIMS)
         .ok()
         .and_then(|map| HashMap::<&mut MapData, u32, u32>::try_from(map).ok())
         .is_some_and(|claims| claims.get(&slot, 0).ok() == Some(tid));
     if !held {
-        return false;
+        return released;
     }
     // Zeroed before the claim goes: a thread that claims the slot next finds it free of this
     // one's counts (and zeroes it again itself).
     // SAFETY: ThreadStats is plain integers (aya::Pod); all-zero is a valid value.
     let zero: ThreadStats = unsafe { std::mem::zeroed() };
-    let zeroed = map_mut(ebpf, maps::THREADS)
+    let mut threads = map_mut(ebpf, maps::THREADS)
         .ok()
-        .and_then(|map| Array::<&mut MapData, ThreadStats>::try_from(map).ok())
-        .is_some_and(|mut threads| threads.set(slot, zero, 0).is_ok());
-    zeroed
-        && map_mut(ebpf, maps::THREAD_CLAIMS)
-            .ok()
-            .and_then(|map| HashMap::<&mut MapData, u32, u32>::try_from(map).ok())
-            .is_some_and(|mut claims| claims.remove(&slot).is_ok())
+        .and_then(|map| Array::<&mut MapData, ThreadStats>::try_from(map).ok())?;
+    let entry = threads.get(&slot, 0).ok().filter(|e| e.tid == tid);
+    threads.set(slot, zero, 0).ok()?;
+    let unclaimed = map_mut(ebpf, maps::THREAD_CLAIMS)
+        .ok()
+        .and_then(|map| HashMap::<&mut MapData, u32, u32>::try_from(map).ok())
+        .is_some_and(|mut claims| claims.remove(&slot).is_ok());
+    if unclaimed {
+        entry.or(released)
+    } else {
+        released
+    }
 }

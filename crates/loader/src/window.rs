@@ -203,11 +203,6 @@ impl<K: Hash + Eq + Copy, V: Cumulative> Seen<K, V> {
     pub fn forget(&mut self, key: &K) {
         self.last.remove(key);
     }
-
-    /// Forgets every key `gone` picks: entries deleted with something they belong to.
-    pub fn forget_where(&mut self, gone: impl Fn(&K) -> bool) {
-        self.last.retain(|k, _| !gone(k));
-    }
 }
 
 /// Every map's values at the last cut.

@@ -431,7 +431,7 @@ fn inferred_switches_are_counted_but_not_shown_as_losses() {
     assert_eq!(
         rows,
         [
-            ("threads lost (thread map full)", 5),
+            ("threads lost (thread spill map full)", 5),
             (
                 "timeline events lost (ring buffer full; raise --timeline-buffer)",
                 1
