@@ -138,10 +138,18 @@ pub fn run() -> Result<ExitCode> {
             "perf counters of your own processes need a value ≤ 2 without CAP_PERFMON",
             "sysctl kernel.perf_event_paranoid=2",
         ),
+        (
+            "/proc/sys/kernel/bpf_stats_enabled",
+            "bpf_stats_enabled",
+            "when on, the kernel times every BPF program run, each ~50 ns more (the probes' \
+             cost with them)",
+            "sysctl kernel.bpf_stats_enabled=0",
+        ),
     ] {
         let v = read_sysctl(path);
         let ok = match name {
             "perf_event_paranoid" => privileged || v.is_some_and(|v| v <= 2),
+            "bpf_stats_enabled" => v.is_none_or(|v| v == 0),
             _ => true,
         };
         checks.push(Check {
