@@ -410,19 +410,15 @@ fn moving_average(average: u64, sample: u64) -> u64 {
 /// The entry of thread `tid`, created zeroed when it has none.
 #[inline(always)]
 pub fn thread_entry(tid: u32) -> Option<*mut ThreadStats> {
+    if let Some(t) = thread(tid) {
+        return Some(t);
+    }
     // SAFETY: a read-only global the loader rewrites before load.
     let slot = tid & unsafe { core::ptr::read_volatile(&THREAD_MASK) };
     let t = THREADS.get_ptr_mut(slot)?;
-    // SAFETY: a live array value; whose it is, its `tid` says.
-    let holder = unsafe { (*t).tid };
-    if holder == tid {
-        return Some(t);
-    }
-    if let Some(s) = THREAD_SPILL.get_ptr_mut(&tid) {
-        return Some(s);
-    }
     let zero = ZERO_THREAD.get_ptr(0)?;
-    if holder == 0
+    // SAFETY: a live array value; 0 is a free slot's tid.
+    if unsafe { (*t).tid } == 0
         && THREAD_CLAIMS
             .insert(&slot, &tid, BPF_NOEXIST as u64)
             .is_ok()
