@@ -76,15 +76,7 @@ fn spawned_target_counts_are_exact() {
     assert!(blocked >= m * 200_000, "blocked_ns {blocked}");
     assert_eq!(run["meta"]["end"]["kind"], "target_exited");
     assert_eq!(run["meta"]["end"]["code"], 0);
-    // No event of the counting programs was lost. (Stack drops belong to the stack
-    // programs and are tested with them.)
-    let lost: Vec<&serde_json::Value> = run["drops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|d| !d["reason"].as_str().unwrap_or("").contains("stack"))
-        .collect();
-    assert!(lost.is_empty(), "drops: {}", run["drops"]);
+    assert_no_counting_drops(&run);
 
     // The terminal summary (on stderr) names the top syscalls and the switch figures.
     assert!(
@@ -150,13 +142,7 @@ fn threads_whose_slots_clash_count_exactly() {
     // hypervisor's own switches make a few on these VMs).
     let unreported = run["meta"]["unreported_switches"].as_u64().unwrap_or(0);
     assert!(unreported <= 5, "switch-ins not seen: {unreported}");
-    let lost: Vec<&serde_json::Value> = run["drops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|d| !d["reason"].as_str().unwrap_or("").contains("stack"))
-        .collect();
-    assert!(lost.is_empty(), "drops: {}", run["drops"]);
+    assert_no_counting_drops(&run);
 }
 
 #[test]

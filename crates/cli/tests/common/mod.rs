@@ -157,6 +157,19 @@ pub fn sum_threads(run: &serde_json::Value, field: &str) -> u64 {
         .sum()
 }
 
+/// No event of the counting programs was lost (stack drops belong to the stack programs and
+/// are tested with them).
+#[track_caller]
+pub fn assert_no_counting_drops(run: &serde_json::Value) {
+    let lost: Vec<&serde_json::Value> = run["drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| !d["reason"].as_str().unwrap_or("").contains("stack"))
+        .collect();
+    assert!(lost.is_empty(), "drops: {}", run["drops"]);
+}
+
 pub fn counter(run: &serde_json::Value, name: &str) -> Option<u64> {
     run["counters"]
         .as_array()?
