@@ -3,11 +3,15 @@
 //!
 //! Counting happens at exit, with the latency; `exit` and `exit_group` never return, so they
 //! are counted at entry. A syscall still in flight when the recording stops is not counted.
+//!
+//! Timing a call takes a clock read at entry and one at exit, which on a hot loop is all the
+//! cost above an empty program's; `--syscall-latency N` times one call in about N per thread
+//! (futex waits always), counting every one.
 
 use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
-        generated::bpf_get_prandom_u32,
+        generated::{bpf_get_prandom_u32, bpf_jiffies64},
     },
     macros::{map, raw_tracepoint},
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, ProgramArray},
@@ -77,6 +81,8 @@ struct Tick {
     every: u64,
     /// When the last stack was taken.
     last: u64,
+    /// The same, in jiffies.
+    last_jiffies: u64,
 }
 
 #[map]
@@ -86,6 +92,28 @@ static SYSCALL_TICK: PerCpuArray<Tick> = PerCpuArray::with_max_entries(1, 0);
 #[unsafe(no_mangle)]
 static SYSCALL_STACK_EVERY: u64 = 0;
 
+/// Set by the loader: time one syscall in about this many per thread (1: every one; 0: none).
+#[unsafe(no_mangle)]
+static SYSCALL_TIME_EVERY: u64 = 1;
+
+/// Whether the call entering in `e` (its thread's slot) is timed: every one, none, or one in
+/// about N by the thread's own countdown, drawn at random so that a loop of a few syscalls
+/// is not always timed at the same one.
+#[inline(always)]
+fn timed_call(e: &mut InFlight) -> bool {
+    // SAFETY: a read-only global the loader rewrites before load.
+    let every = unsafe { core::ptr::read_volatile(&SYSCALL_TIME_EVERY) };
+    if every <= 1 {
+        return every == 1;
+    }
+    if e.untimed_left > 0 {
+        e.untimed_left -= 1;
+        return false;
+    }
+    e.untimed_left = (countdown(every) - 1) as u32;
+    true
+}
+
 /// Set by the loader: the least time between two syscall stacks on one CPU, ns (0: no
 /// limit). Where syscalls come faster than `SYSCALL_STACK_EVERY` of them in this time, the
 /// interval doubles, up to `MAX_EVERY`; where they come slower, it halves back, and after a
@@ -94,6 +122,9 @@ static SYSCALL_STACK_EVERY: u64 = 0;
 static SYSCALL_STACK_GAP_NS: u64 = 0;
 
 const MAX_EVERY: u64 = 1 << 20;
+
+/// Ticks without a syscall stack after which a CPU's interval starts again from the least.
+const QUIET_JIFFIES: u64 = 2;
 
 /// Whether syscall stacks are taken at all.
 #[inline(always)]
@@ -115,20 +146,26 @@ fn countdown(n: u64) -> u64 {
 /// Samples the user stack of one syscall entry in about N, per CPU, N being
 /// `SYSCALL_STACK_EVERY` or, under a syscall rate above the budget, more. Each stack taken
 /// stands for the calls counted since the one before on its CPU, its weight, so the counts by
-/// stack add up to the calls whatever N was. `now`: the clock, read once for the entry.
-/// Returns whether a stack was walked.
+/// stack add up to the calls whatever N was. The exact clock is read only when a stack is
+/// due; the test for a quiet spell, at every call, reads jiffies instead, a plain load (the
+/// coarse clock is refused to tracing programs): two ticks without a stack, 8 ms at HZ=250,
+/// about the four gaps that the exact clock tested for at the default rate.
 #[inline(always)]
-fn sample_stack(ctx: &RawTracePointContext, pid_tgid: u64, nr: u64, now: u64) -> bool {
+fn sample_stack(ctx: &RawTracePointContext, pid_tgid: u64, nr: u64) {
     // SAFETY: a read-only global the loader rewrites before load.
     let least = unsafe { core::ptr::read_volatile(&SYSCALL_STACK_EVERY) };
     let Some(t) = SYSCALL_TICK.get_ptr_mut(0) else {
-        return false;
+        return;
     };
     // SAFETY: the per-CPU slot; programs on one CPU do not run concurrently.
     let t = unsafe { &mut *t };
     // SAFETY: a read-only global the loader rewrites before load.
     let gap = unsafe { core::ptr::read_volatile(&SYSCALL_STACK_GAP_NS) };
-    if gap != 0 && t.every > least && now.saturating_sub(t.last) > 4 * gap {
+    if gap != 0
+        && t.every > least
+        // SAFETY: a helper with no arguments.
+        && unsafe { bpf_jiffies64() }.saturating_sub(t.last_jiffies) >= QUIET_JIFFIES
+    {
         // Quiet since the last stack: back to the configured interval, so that a burst's
         // large one does not hold the next stack back for long.
         t.every = least;
@@ -140,12 +177,15 @@ fn sample_stack(ctx: &RawTracePointContext, pid_tgid: u64, nr: u64, now: u64) ->
     }
     t.calls += 1;
     if t.calls < t.target {
-        return false;
+        return;
     }
     let weight = t.calls;
     t.calls = 0;
     let mut next = n;
     if gap != 0 {
+        // SAFETY: helpers with no arguments.
+        let now = unsafe { bpf_ktime_get_ns() };
+        t.last_jiffies = unsafe { bpf_jiffies64() };
         let since = now.saturating_sub(t.last);
         t.last = now;
         next = if since < gap {
@@ -165,7 +205,6 @@ fn sample_stack(ctx: &RawTracePointContext, pid_tgid: u64, nr: u64, now: u64) ->
         user_stack: user_stack(ctx, unwind::SLOT_RAW_TRACEPOINT, true),
     };
     add(&SYSCALL_STACKS, &key, weight);
-    true
 }
 
 const NR_FUTEX: u64 = 202;
@@ -224,14 +263,8 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
         return;
     }
     let counting = recording();
-    // The entry's time, read here when stack sampling needs it too (read again below if a
-    // walk followed, so that the walk is not the syscall's time).
-    let mut now = 0;
     if counting && syscall_stacks_on() {
-        now = unsafe { bpf_ktime_get_ns() };
-        if sample_stack(ctx, pid_tgid, nr, now) {
-            now = 0;
-        }
+        sample_stack(ctx, pid_tgid, nr);
     }
     if nr == NR_EXIT || nr == NR_EXIT_GROUP {
         if counting && let Some(s) = stats(nr) {
@@ -262,7 +295,6 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
             e.futex_wait = 1;
             e.uaddr = uaddr;
             e.user_stack = if stacks_on() {
-                now = 0;
                 user_stack(ctx, unwind::SLOT_RAW_TRACEPOINT, true)
             } else {
                 -1
@@ -270,10 +302,13 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
         }
         None => e.futex_wait = 0,
     }
-    e.ts = if now != 0 {
-        now
-    } else {
+    // Read last, so that no walk above is the syscall's time. A futex wait is always timed:
+    // lock waits are totals.
+    e.ts = if e.futex_wait != 0 || timed_call(e) {
+        // SAFETY: a helper with no arguments.
         unsafe { bpf_ktime_get_ns() }
+    } else {
+        InFlight::UNTIMED
     };
 }
 
@@ -326,8 +361,13 @@ pub fn sys_exit_finish(_ctx: RawTracePointContext) -> i32 {
 /// A syscall's exit: its count, latency and error.
 #[inline(always)]
 fn exit_counts(e: &mut InFlight, pid_tgid: u64, ret: i64) {
-    let now = unsafe { bpf_ktime_get_ns() };
-    let took = now.saturating_sub(e.ts);
+    let timed = e.ts != InFlight::UNTIMED;
+    let took = if timed {
+        // SAFETY: a helper with no arguments.
+        unsafe { bpf_ktime_get_ns() }.saturating_sub(e.ts)
+    } else {
+        0
+    };
     let nr = e.nr;
     let entered = e.ts;
     e.ts = 0;
@@ -338,7 +378,7 @@ fn exit_counts(e: &mut InFlight, pid_tgid: u64, ret: i64) {
     if e.futex_wait != 0 {
         futex_done((pid_tgid >> 32) as u32, e.uaddr, e.user_stack, took, ret);
     }
-    if timeline::on() {
+    if timed && timeline::on() {
         let tid = pid_tgid as u32;
         if e.futex_wait != 0 {
             timeline::emit(tl::FUTEX, entered, took, tid, nr as u32, ret as u32, 0);
@@ -350,7 +390,10 @@ fn exit_counts(e: &mut InFlight, pid_tgid: u64, ret: i64) {
     let Some(s) = stats(nr) else { return };
     // SAFETY: a per-CPU slot.
     let s = unsafe { &mut *s };
-    s.add(took);
+    s.count += 1;
+    if timed {
+        s.time(took);
+    }
     if (-MAX_ERRNO..0).contains(&ret) {
         s.errors += 1;
         count_errno(nr as u32, (-ret) as u32);

@@ -89,6 +89,14 @@ pub struct RecordArgs {
     /// the kernel's slower syscall path (see `just bench-overhead`); `none` spares it.
     #[arg(long, default_value = "all", value_name = "all|none|NAME,...", value_parser = parse_syscalls)]
     pub syscalls: Syscalls,
+    /// Time one syscall in about N per thread (1: every call; 0: none). Every call is still
+    /// counted, with its errno; only the latency figures come from the timed ones, the time
+    /// in syscalls then estimated from their mean. Timing a call reads the clock at its entry
+    /// and at its exit, most of what recording a syscall costs; `--syscall-latency 16` leaves
+    /// a busy server close to what counting alone costs (see `just bench-overhead`). Futex
+    /// waits are always timed, as lock waits are totals.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub syscall_latency: u32,
     /// Take the user stack of one syscall in N (1: every syscall; 0: none).
     #[arg(long, default_value_t = 16, value_name = "N")]
     pub syscall_stacks: u64,

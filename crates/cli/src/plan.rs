@@ -28,6 +28,8 @@ pub struct Plan {
     /// The Go binary whose runtime is probed (`--go-gc`).
     pub go_gc: Option<PathBuf>,
     pub syscalls: Syscalls,
+    /// `--syscall-latency`.
+    pub syscall_latency: u32,
     /// `--timeline`.
     pub timeline: Option<TimelineConfig>,
     /// `--ready-fd`, owned.
@@ -105,6 +107,15 @@ impl Plan {
                 Some(path)
             }
         };
+        if args.timeline && args.syscall_latency != 1 {
+            return Err(hinted(
+                format!(
+                    "--syscall-latency {} cannot be combined with --timeline: the timeline shows every syscall slower than --timeline-syscalls, and only a timed call has a length",
+                    args.syscall_latency
+                ),
+                "drop --syscall-latency to time every call, or record without --timeline",
+            ));
+        }
         if args.every.is_some() {
             // What a window cannot hold yet.
             for (given, flag, why) in [
@@ -257,6 +268,7 @@ impl Plan {
             spans,
             go_gc,
             syscalls: args.syscalls,
+            syscall_latency: args.syscall_latency,
             timeline: args.timeline.then_some(TimelineConfig {
                 buffer_bytes: args.timeline_buffer,
                 syscall_ns: args.timeline_syscalls.as_nanos() as u64,
@@ -294,6 +306,7 @@ impl Plan {
             spans: self.spans.clone(),
             go_gc: self.go_gc.clone(),
             syscalls: self.syscalls.clone(),
+            syscall_latency: self.syscall_latency,
             timeline: self.timeline,
         }
     }

@@ -20,15 +20,16 @@ fn syscall_table(out: &mut String, title: &str, rows: &[&SyscallRow]) {
     );
     for s in rows {
         let avg = s.total_ns.checked_div(s.count).unwrap_or(0);
+        let time = |v: u64| if s.untimed() { "—".into() } else { ns(v) };
         let _ = writeln!(
             out,
             "  {:<22} {:>12} {:>8} {:>10} {:>10} {:>10}",
             s.name,
             thousands(s.count),
             thousands(s.errors),
-            ns(s.total_ns),
-            ns(avg),
-            ns(s.max_ns)
+            time(s.total_ns),
+            time(avg),
+            time(s.max_ns)
         );
     }
 }
@@ -75,6 +76,9 @@ pub fn render(run: &Run, top: usize) -> String {
         let mut by_count: Vec<&SyscallRow> = run.syscalls.iter().collect();
         by_count.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
         by_count.truncate(top);
+        if let Some(timing) = run.syscall_timing() {
+            let _ = writeln!(out, "  {timing}");
+        }
         syscall_table(&mut out, "top by count", &by_count);
         let mut by_time: Vec<&SyscallRow> = run.syscalls.iter().collect();
         by_time.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.nr.cmp(&b.nr)));

@@ -378,6 +378,25 @@ fn a_stack_map_too_small_to_hold_stacks_is_refused() {
 }
 
 #[test]
+fn sampled_syscall_latency_with_a_timeline_is_refused() {
+    let out = Command::new(switchyard())
+        .args([
+            "record",
+            "--timeline",
+            "--syscall-latency",
+            "16",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_user_error(
+        &out,
+        "--syscall-latency 16 cannot be combined with --timeline",
+    );
+}
+
+#[test]
 fn a_timeline_ring_that_is_not_a_power_of_two_is_refused() {
     for size in ["3K", "1K", "2G", "lots"] {
         let out = Command::new(switchyard())

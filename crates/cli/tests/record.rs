@@ -87,6 +87,73 @@ fn spawned_target_counts_are_exact() {
     assert!(!stdout.contains("context switches:"), "{stdout}");
 }
 
+/// `--syscall-latency 16` counts every call and times one in about 16 per thread: the
+/// counts stay exact, the timed calls are ~1/16 of them (a countdown drawn uniformly from
+/// 1..=31: within 10% over 200,000 calls is some 40 standard deviations), the histogram holds
+/// exactly the timed calls and the total is their mean times the count. `--syscall-latency
+/// 0` times none, and the summary says which. (The first run takes stacks, the second not:
+/// the verifier sees each way.)
+#[test]
+fn sampled_syscall_latency_counts_every_call_and_times_one_in_n() {
+    if !privileged("sampled_syscall_latency_counts_every_call_and_times_one_in_n") {
+        return;
+    }
+    let (n, k) = (200_000u64, 2000u64);
+    for (every, stacks) in [(16u64, "--syscall-stacks=16"), (0, "--no-stacks")] {
+        let dir = tempdir(&format!("latency-{every}"));
+        let run_path = dir.join("run.json");
+        let out = Command::new(switchyard())
+            .args(["record", stacks, "--syscall-latency", &every.to_string()])
+            .arg("-o")
+            .arg(&run_path)
+            .arg("--")
+            .arg(demo())
+            .args(["known", "--getppid", &n.to_string(), "--sleeps", "0"])
+            .args(["--pingpong", &k.to_string()])
+            .output()
+            .expect("running switchyard");
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "record failed:\n{stdout}\n{stderr}");
+        let run = load_run(&run_path);
+        assert_eq!(syscall_count(&run, "getppid"), n, "getppid");
+        assert_eq!(syscall_count(&run, "writev"), 2 * k, "writev");
+        assert_eq!(syscall_count(&run, "readv"), 2 * k, "readv");
+        assert_eq!(syscall_count(&run, "exit_group"), 1, "exit_group");
+        assert_no_counting_drops(&run);
+        let row = run["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "getppid")
+            .unwrap();
+        let timed = row["timed"]
+            .as_u64()
+            .expect("a sampled row says how many were timed");
+        let in_hist: u64 = row["latency"]["buckets"]
+            .as_array()
+            .map_or(0, |b| b.iter().map(|c| c.as_u64().unwrap()).sum());
+        assert_eq!(in_hist, timed, "{row}");
+        let total = row["total_ns"].as_u64().unwrap();
+        match n.checked_div(every) {
+            None => {
+                assert_eq!((timed, total), (0, 0), "{row}");
+                assert!(stderr.contains("latency not timed"), "{stderr}");
+            }
+            Some(want) => {
+                assert!(
+                    timed.abs_diff(want) <= want / 10,
+                    "{timed} getppid calls timed, want about {want}"
+                );
+                assert!(total > 0 && row["max_ns"].as_u64().unwrap() > 0, "{row}");
+                assert!(
+                    stderr.contains("calls timed (--syscall-latency)"),
+                    "{stderr}"
+                );
+            }
+        }
+    }
+}
+
 /// With one `THREADS` slot, every thread but the first to claim it has its entry in the
 /// spill hash (the path of a host whose pid_max is beyond the array): each thread's switches
 /// still match its own count, and its CPU holders are still there.

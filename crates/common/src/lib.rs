@@ -187,6 +187,8 @@ pub mod globals {
     pub const SYSCALL_STACK_EVERY: &str = "SYSCALL_STACK_EVERY";
     /// `u64`: the least time between two syscall stacks on one CPU, ns (0: no limit).
     pub const SYSCALL_STACK_GAP_NS: &str = "SYSCALL_STACK_GAP_NS";
+    /// `u64`: time one syscall in about this many per thread (1: every one; 0: none).
+    pub const SYSCALL_TIME_EVERY: &str = "SYSCALL_TIME_EVERY";
     /// `u8`: how user stacks are walked, one of [`crate::unwind::MODE_FP`] or `MODE_CFI`.
     pub const UNWIND_MODE: &str = "UNWIND_MODE";
     /// `u64`: the off-CPU sampling period, ns (0: stacks for every interval).
@@ -587,13 +589,41 @@ pub fn add_timing(
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct SyscallStats {
+    /// Every call (exact).
     pub count: u64,
     pub errors: u64,
+    /// The calls that were timed: all of `count` unless `--syscall-latency` samples. The
+    /// total, maximum and histogram are theirs.
+    pub timed: u64,
     pub total_ns: u64,
     pub max_ns: u64,
     pub hist: [u64; HIST_BUCKETS],
 }
-const _: () = assert!(core::mem::size_of::<SyscallStats>() == 32 + 8 * HIST_BUCKETS);
+const _: () = assert!(core::mem::size_of::<SyscallStats>() == 40 + 8 * HIST_BUCKETS);
+
+impl SyscallStats {
+    /// Nothing counted yet: where sums over CPUs start.
+    pub const ZERO: SyscallStats = SyscallStats {
+        count: 0,
+        errors: 0,
+        timed: 0,
+        total_ns: 0,
+        max_ns: 0,
+        hist: [0; HIST_BUCKETS],
+    };
+
+    /// One timed call's duration into the total, maximum and histogram (not into `count`).
+    #[inline(always)]
+    pub fn time(&mut self, ns: u64) {
+        add_timing(
+            &mut self.timed,
+            &mut self.total_ns,
+            &mut self.max_ns,
+            &mut self.hist,
+            ns,
+        );
+    }
+}
 
 /// The syscall a thread is inside, keyed by tid.
 #[repr(C)]
@@ -601,7 +631,8 @@ const _: () = assert!(core::mem::size_of::<SyscallStats>() == 32 + 8 * HIST_BUCK
 pub struct InFlight {
     /// `bpf_get_current_pid_tgid()` at entry, so a reused tid cannot match a stale entry.
     pub pid_tgid: u64,
-    /// Entry time (CLOCK_MONOTONIC ns); 0 once the exit has been accounted.
+    /// Entry time (CLOCK_MONOTONIC ns); [`InFlight::UNTIMED`] for a call not timed; 0 once
+    /// the exit has been accounted.
     pub ts: u64,
     pub nr: u64,
     /// For futex waits: the futex word's address, and the user stack id at entry.
@@ -611,9 +642,15 @@ pub struct InFlight {
     pub futex_wait: u32,
     /// 1 when the thread's off-CPU stacks wait for its user stack at this syscall's exit.
     pub offcpu_pending: u32,
-    pub _pad: u32,
+    /// The thread's syscalls left until the next one is timed (`--syscall-latency N`, N > 1).
+    pub untimed_left: u32,
 }
 const _: () = assert!(core::mem::size_of::<InFlight>() == 48);
+
+impl InFlight {
+    /// `ts` of a syscall in flight that is counted but not timed.
+    pub const UNTIMED: u64 = 1;
+}
 
 /// Futex waits by address and user stack.
 #[repr(C)]
@@ -679,7 +716,7 @@ macro_rules! timed {
         }
     )*};
 }
-timed!(SyscallStats, WaitStats);
+timed!(WaitStats);
 
 /// Go runtime GC events, entry-only uprobes (return probes crash Go: it moves stacks). The
 /// uprobe's cookie is the kind.

@@ -50,6 +50,7 @@ impl Probes {
             .as_ref()
             .filter(|s| s.syscall_every > 1 && s.syscall_stacks_per_s > 0)
             .map_or(0, |s| 1_000_000_000 / s.syscall_stacks_per_s);
+        let time_every = u64::from(config.syscall_latency);
         let task = btf::TaskOffsets::from_kernel()?;
         let filter_on = u8::from(matches!(config.syscalls, Syscalls::Only(_)));
         let cfi = config
@@ -75,6 +76,7 @@ impl Probes {
             .override_global(globals::MIN_BLOCK_NS, &min_block, true)
             .override_global(globals::SYSCALL_STACK_EVERY, &every, true)
             .override_global(globals::SYSCALL_STACK_GAP_NS, &stack_gap_ns, true)
+            .override_global(globals::SYSCALL_TIME_EVERY, &time_every, true)
             .override_global(globals::UNWIND_MODE, &unwind_mode, true)
             .override_global(globals::OFFCPU_PERIOD_NS, &period, true)
             .override_global(globals::TASK_PID_OFFSET, &task.pid, true)

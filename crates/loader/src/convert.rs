@@ -4,9 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use switchyard_common::{
-    HIST_BUCKETS, SyscallStats, ThreadStats, UserStack, WaitStats, maps, sampling, tp,
-};
+use switchyard_common::{SyscallStats, ThreadStats, UserStack, WaitStats, maps, sampling, tp};
 use switchyard_model::raw::{Raw, RawSample, RawWaker};
 use switchyard_model::{
     CpuHolder, DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow,
@@ -105,31 +103,40 @@ fn syscall_rows(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Vec<Sysca
         }
         let mut errs = errnos.remove(&nr).unwrap_or_default();
         errs.sort_by(|a, b| b.count.cmp(&a.count).then(a.errno.cmp(&b.errno)));
+        // `exit` and `exit_group` never return, so they are counted at entry and never
+        // timed; any other call counted and not timed was left out by `--syscall-latency`.
+        let timed = (sum.timed != sum.count && !never_returns(nr)).then_some(sum.timed);
+        let total_ns = match timed {
+            Some(0) => 0,
+            Some(t) => (sum.total_ns as u128 * sum.count as u128 / t as u128) as u64,
+            None => sum.total_ns,
+        };
         rows.push(SyscallRow {
             nr,
             name: syscall_name(nr),
             count: sum.count,
             errors: sum.errors,
             errnos: errs,
-            total_ns: sum.total_ns,
+            total_ns,
             max_ns: sum.max_ns,
             latency: Log2Hist::from_buckets(&sum.hist),
+            timed,
         });
     }
     rows
 }
 
+/// `exit` and `exit_group`.
+fn never_returns(nr: u32) -> bool {
+    nr == 60 || nr == 231
+}
+
 fn sum_syscalls(values: &PerCpu<SyscallStats>) -> SyscallStats {
-    let mut sum = SyscallStats {
-        count: 0,
-        errors: 0,
-        total_ns: 0,
-        max_ns: 0,
-        hist: [0; HIST_BUCKETS],
-    };
+    let mut sum = SyscallStats::ZERO;
     for v in values {
         sum.count += v.count;
         sum.errors += v.errors;
+        sum.timed += v.timed;
         sum.total_ns += v.total_ns;
         sum.max_ns = sum.max_ns.max(v.max_ns);
         for (a, b) in sum.hist.iter_mut().zip(v.hist.iter()) {

@@ -62,6 +62,8 @@ pub struct Config {
     pub go_gc: Option<std::path::PathBuf>,
     /// Which syscalls to record.
     pub syscalls: Syscalls,
+    /// Time one recorded syscall in about this many per thread (1: every one; 0: none).
+    pub syscall_latency: u32,
     /// Stream timestamped events (`--timeline`).
     pub timeline: Option<TimelineConfig>,
 }

@@ -94,6 +94,7 @@ impl Cumulative for SyscallStats {
         SyscallStats {
             count: self.count - prev.count,
             errors: self.errors.saturating_sub(prev.errors),
+            timed: self.timed.saturating_sub(prev.timed),
             total_ns: self.total_ns.saturating_sub(prev.total_ns),
             max_ns: window_max(self.max_ns, prev.max_ns, &hist),
             hist,
@@ -313,6 +314,7 @@ mod tests {
         let a = SyscallStats {
             count: 4,
             errors: 1,
+            timed: 4,
             total_ns: 4000,
             max_ns: 1500,
             hist,

@@ -406,9 +406,25 @@ pub struct SyscallRow {
     pub errors: u64,
     /// Sorted by count, descending.
     pub errnos: Vec<ErrnoCount>,
+    /// Time in the calls. Where `timed` says only some were timed, the timed calls' mean
+    /// times `count`: an estimate.
     pub total_ns: u64,
+    /// The longest timed call.
     pub max_ns: u64,
+    /// The timed calls' durations.
     pub latency: Log2Hist,
+    /// How many calls were timed, when not all of them were (`record --syscall-latency N`
+    /// times one in about N); `None`: every call was, and the figures above are exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed: Option<u64>,
+}
+
+impl SyscallRow {
+    /// No call of this syscall was timed (`--syscall-latency` left them all out): its time
+    /// figures are unknown, not zero.
+    pub fn untimed(&self) -> bool {
+        self.timed == Some(0)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -553,6 +569,28 @@ impl Run {
         self.syscalls.iter().map(|s| s.count).sum()
     }
 
+    /// How the syscall latencies were taken, when not from every call (`record
+    /// --syscall-latency N`): one line for the summary and the page. `None`: every call was
+    /// timed, and the times are exact.
+    pub fn syscall_timing(&self) -> Option<String> {
+        let sampled = self.syscalls.iter().filter(|s| s.timed.is_some());
+        let (timed, of) = sampled.fold((0u64, 0u64), |(t, c), s| {
+            (t + s.timed.unwrap_or(0), c + s.count)
+        });
+        if of == 0 {
+            return None;
+        }
+        Some(if timed == 0 {
+            "latency not timed (--syscall-latency 0): counts and errors only".to_string()
+        } else {
+            format!(
+                "latency from {} of {} calls timed (--syscall-latency): total time estimated from their mean, max and histograms of the timed calls only",
+                units::thousands(timed),
+                units::thousands(of)
+            )
+        })
+    }
+
     pub fn voluntary(&self) -> u64 {
         self.threads.iter().map(|t| t.voluntary).sum()
     }
@@ -648,6 +686,7 @@ pub(crate) mod tests {
                 total_ns: 100_000,
                 max_ns: 1_000,
                 latency: Log2Hist::from_buckets(&[0, 0, 0, 0, 0, 0, 1000]),
+                timed: None,
             }],
             threads: vec![ThreadRow {
                 tid: 100,

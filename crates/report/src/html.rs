@@ -485,6 +485,9 @@ fn syscalls(out: &mut String, run: &Run) {
     let all: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
     let mut rows: Vec<&SyscallRow> = run.syscalls.iter().collect();
     rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.nr.cmp(&b.nr)));
+    if let Some(timing) = run.syscall_timing() {
+        let _ = writeln!(out, "<p class=\"note\">{}.</p>", Esc(&timing));
+    }
     out.push_str(
         "<p class=\"note\">Every syscall of the target, counted at exit. Click a column to sort.</p>\n\
          <div class=\"scroll\"><table class=\"data sortable\" id=\"syscall-table\">\n<thead><tr>\
@@ -495,6 +498,7 @@ fn syscalls(out: &mut String, run: &Run) {
     );
     for s in rows {
         let avg = s.total_ns.checked_div(s.count).unwrap_or(0);
+        let time = |v: u64| if s.untimed() { "—".into() } else { ns(v) };
         let share = if all > 0 {
             s.total_ns as f64 / all as f64
         } else {
@@ -512,10 +516,10 @@ fn syscalls(out: &mut String, run: &Run) {
             ),
             num(s.errors, &thousands(s.errors)),
             errnos(s),
-            num(s.total_ns, &ns(s.total_ns)),
+            num(s.total_ns, &time(s.total_ns)),
             num(format!("{share:.6}"), &percent(share)),
-            num(avg, &ns(avg)),
-            num(s.max_ns, &ns(s.max_ns)),
+            num(avg, &time(avg)),
+            num(s.max_ns, &time(s.max_ns)),
         );
     }
     out.push_str("</tbody>\n</table></div>\n</section>\n");
@@ -672,8 +676,12 @@ fn histograms(out: &mut String, run: &Run) {
         out.push_str("<div class=\"charts\">\n");
         for s in top {
             let avg = s.total_ns.checked_div(s.count).unwrap_or(0);
+            let timed = s
+                .timed
+                .map(|t| format!(" ({} timed)", thousands(t)))
+                .unwrap_or_default();
             let caption = format!(
-                "<b>{}</b> {} · total {} · average {} · max {}",
+                "<b>{}</b> {}{timed} · total {} · average {} · max {}",
                 Esc(&s.name),
                 counted(s.count, "call"),
                 ns(s.total_ns),

@@ -193,6 +193,25 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
         None,
         floor_anchor,
     );
+    for (key, label, flags) in [
+        (
+            "switchyard-sampled",
+            "switchyard --no-stacks --syscall-latency 16 (counts, errnos; 1 call in 16 timed)",
+            "--no-stacks --syscall-latency 16",
+        ),
+        (
+            "switchyard-sampled-stacks",
+            "switchyard --syscall-latency 16 (+ stacks)",
+            "--syscall-latency 16",
+        ),
+        (
+            "switchyard-untimed",
+            "switchyard --no-stacks --syscall-latency 0 (counts, errnos)",
+            "--no-stacks --syscall-latency 0",
+        ),
+    ] {
+        row(Syscall, key, label, record(flags), None, floor_anchor);
+    }
     row(
         Syscall,
         "bpftrace-empty",
@@ -958,16 +977,20 @@ mod tests {
 
     #[test]
     fn ratios_are_added_cost_over_the_anchors_added_cost_per_repeat() {
-        let rows = rows(&knobs(), "--no-stacks", true, true);
+        let rows = rows(&knobs(), "--no-stacks --syscall-latency", true, true);
         let syscall: Vec<&Row> = rows
             .iter()
             .filter(|r| r.section == Section::Syscall)
             .collect();
-        // untraced, switchyard, switchyard-stacks, bpftrace-empty, count, hist, floor.
-        let data: [&[f64]; 7] = [
+        // untraced, switchyard, switchyard-stacks, the three --syscall-latency rows,
+        // bpftrace-empty, count, hist, floor.
+        let data: [&[f64]; 10] = [
             &[100.0, 120.0],
             &[300.0, 320.0],
             &[400.0, 420.0],
+            &[250.0, 270.0],
+            &[260.0, 280.0],
+            &[240.0, 260.0],
             &[300.0, 370.0],
             &[310.0, 330.0],
             &[900.0, 920.0],
@@ -982,6 +1005,9 @@ mod tests {
              | untraced | 110.0 | 0.0 | 1.00 (1.00–1.00) |  |  |\n\
              | switchyard --no-stacks (counts, errnos, latency) | 310.0 | 200.0 | 2.83 (2.67–3.00) | 0.900 (0.800–1.00) | 2.00 (2.00–2.00) |\n\
              | switchyard (+ stacks: 1 syscall in 16 up to 1,000/s a CPU, 99 Hz) | 410.0 | 300.0 | 3.75 (3.50–4.00) | 1.35 (1.20–1.50) | 3.00 (3.00–3.00) |\n\
+             | switchyard --no-stacks --syscall-latency 16 (counts, errnos; 1 call in 16 timed) | 260.0 | 150.0 | 2.38 (2.25–2.50) | 0.675 (0.600–0.750) | 1.50 (1.50–1.50) |\n\
+             | switchyard --syscall-latency 16 (+ stacks) | 270.0 | 160.0 | 2.47 (2.33–2.60) | 0.720 (0.640–0.800) | 1.60 (1.60–1.60) |\n\
+             | switchyard --no-stacks --syscall-latency 0 (counts, errnos) | 250.0 | 140.0 | 2.28 (2.17–2.40) | 0.630 (0.560–0.700) | 1.40 (1.40–1.40) |\n\
              | bpftrace: empty enter+exit probes (floor) | 335.0 | 225.0 | 3.04 (3.00–3.08) | 1.00 (1.00–1.00) | 2.25 (2.00–2.50) |\n\
              | bpftrace: count by syscall | 320.0 | 210.0 | 2.92 (2.75–3.10) | 0.945 (0.840–1.05) | 2.10 (2.10–2.10) |\n\
              | bpftrace: count + latency histogram | 910.0 | 800.0 | 8.33 (7.67–9.00) | 3.60 (3.20–4.00) | 8.00 (8.00–8.00) |\n\

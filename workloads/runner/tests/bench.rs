@@ -85,16 +85,19 @@ fn overhead_tables_with_the_floor() {
         sections: Vec::new(),
     };
     // A build that knows every flag and has `switchyard floor`; perf present.
-    let help =
-        "--no-stacks --syscalls --offcpu-period --unwind --freq --ready-fd --no-python-frames";
+    let help = "--no-stacks --syscalls --syscall-latency --offcpu-period --unwind --freq --ready-fd --no-python-frames";
     let rows = per_event::rows(&knobs, help, true, true);
     let figures = |section: Section| -> Vec<Vec<f64>> {
         match section {
-            // untraced, --no-stacks, defaults, bpftrace empty, count, histogram, floor.
+            // untraced, --no-stacks, defaults, the three --syscall-latency rows, bpftrace
+            // empty, count, histogram, floor.
             Section::Syscall => vec![
                 vec![122.5, 125.0, 119.8],
                 vec![344.2, 350.1, 330.0],
                 vec![435.3, 440.0, 420.9],
+                vec![283.1, 290.0, 279.5],
+                vec![291.0, 295.5, 288.7],
+                vec![270.2, 276.0, 268.8],
                 vec![327.2, 335.0, 321.1],
                 vec![339.2, 341.0, 330.5],
                 vec![891.0, 900.2, 880.0],

@@ -50,6 +50,7 @@ fn syscall(
     SyscallStats {
         count,
         errors,
+        timed: count,
         total_ns,
         max_ns,
         hist: hist(h),
@@ -84,6 +85,45 @@ fn stack(frames: &[u64], complete: bool) -> UserStack {
     };
     s.frames[..frames.len()].copy_from_slice(frames);
     s
+}
+
+#[test]
+fn sampled_syscall_latency_estimates_the_total_from_the_timed_calls() {
+    let sampled = |count, timed, total_ns, max_ns, h: &[(usize, u64)]| SyscallStats {
+        timed,
+        ..syscall(count, 0, total_ns, max_ns, h)
+    };
+    let mut snap = Snapshot {
+        syscalls: vec![vec![]; 232],
+        ..Default::default()
+    };
+    // read (0): 100 calls on two CPUs, 10 of them timed, 300 ns on average.
+    snap.syscalls[0] = vec![
+        sampled(60, 6, 1800, 400, &[(8, 6)]),
+        sampled(40, 4, 1200, 350, &[(8, 4)]),
+    ];
+    // write (1): 7 calls, none timed (`--syscall-latency 0`).
+    snap.syscalls[1] = vec![sampled(7, 0, 0, 0, &[]), sampled(0, 0, 0, 0, &[])];
+    // getppid (110): every call timed.
+    snap.syscalls[110] = vec![syscall(3, 0, 30, 12, &[(3, 3)]), syscall(0, 0, 0, 0, &[])];
+    // exit_group (231): counted at entry, never timed, in any mode.
+    snap.syscalls[231] = vec![sampled(1, 0, 0, 0, &[]), sampled(0, 0, 0, 0, &[])];
+    let c = collected(&snap, &input(None), None);
+    let rows: Vec<_> = c
+        .syscalls
+        .iter()
+        .map(|r| (r.name.as_str(), r.count, r.timed, r.total_ns, r.max_ns))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("read", 100, Some(10), 30_000, 400),
+            ("write", 7, Some(0), 0, 0),
+            ("getppid", 3, None, 30, 12),
+            ("exit_group", 1, None, 0, 0),
+        ]
+    );
+    assert_eq!(c.syscalls[0].latency.buckets, [0, 0, 0, 0, 0, 0, 0, 0, 10]);
 }
 
 #[test]
