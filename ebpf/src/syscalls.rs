@@ -262,12 +262,15 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
     if nr == NR_URETPROBE || nr == NR_UPROBE || !recorded(nr) {
         return;
     }
-    let counting = recording();
-    if counting && syscall_stacks_on() {
+    // The start flag is read only where the entry counts something itself: an ordinary
+    // call is counted at its exit.
+    if syscall_stacks_on() && recording() {
         sample_stack(ctx, pid_tgid, nr);
     }
     if nr == NR_EXIT || nr == NR_EXIT_GROUP {
-        if counting && let Some(s) = stats(nr) {
+        if recording()
+            && let Some(s) = stats(nr)
+        {
             // SAFETY: a per-CPU slot.
             unsafe { (*s).count += 1 };
         }

@@ -99,7 +99,7 @@ tracepoint:sched:sched_switch /pid == $PID/ { @w[tid] = count(); }";
 pub const FLOOR_LABEL: &str = "floor: empty raw tracepoints sys_enter + sys_exit";
 
 /// Untraced first (every ratio's anchor), then switchyard's defaults, `--no-stacks`,
-/// `--syscalls none`, the floor (what any tracer of every syscall pays here before its
+/// `--syscall-latency 16` (every call counted, one in ~16 timed), `--syscalls none`, the floor (what any tracer of every syscall pays here before its
 /// programs do anything), perf sampling stacks at 99 Hz, and bpftrace counting.
 pub fn conditions(switchyard: &Path, perf_data: &Path) -> Vec<Condition> {
     let record = |flags: &[&str]| {
@@ -120,6 +120,10 @@ pub fn conditions(switchyard: &Path, perf_data: &Path) -> Vec<Condition> {
         Condition {
             label: "switchyard record --pid --no-stacks".into(),
             tool: record(&["--no-stacks"]),
+        },
+        Condition {
+            label: "switchyard record --pid --syscall-latency 16".into(),
+            tool: record(&["--syscall-latency", "16"]),
         },
         Condition {
             label: "switchyard record --pid --syscalls none".into(),
@@ -555,10 +559,10 @@ mod tests {
     fn untraced_comes_first_and_every_tool_follows() {
         let c = conditions(Path::new("sy"), Path::new("/tmp/p.data"));
         assert_eq!(c[0].tool, None);
-        assert_eq!(c.len(), 7);
-        assert!(matches!(&c[4].tool, Some(Tool::Floor { kind, .. }) if kind == "syscalls"));
+        assert_eq!(c.len(), 8);
+        assert!(matches!(&c[5].tool, Some(Tool::Floor { kind, .. }) if kind == "syscalls"));
         assert!(
-            matches!(&c[5].tool, Some(Tool::Perf { args }) if args.last().unwrap() == "/tmp/p.data")
+            matches!(&c[6].tool, Some(Tool::Perf { args }) if args.last().unwrap() == "/tmp/p.data")
         );
     }
 
