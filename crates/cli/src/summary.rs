@@ -65,13 +65,17 @@ pub fn render(run: &Run, top: usize) -> String {
         let total = run.syscall_total();
         let errors: u64 = run.syscalls.iter().map(|s| s.errors).sum();
         let time: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
+        let inside = if run.syscalls_timed() {
+            format!("{} inside syscalls", ns(time))
+        } else {
+            "not timed".into()
+        };
         let _ = writeln!(
             out,
-            "\nsyscalls: {} total ({}/s), {} failed, {} inside syscalls",
+            "\nsyscalls: {} total ({}/s), {} failed, {inside}",
             thousands(total),
             rate(total, secs),
             thousands(errors),
-            ns(time)
         );
         let mut by_count: Vec<&SyscallRow> = run.syscalls.iter().collect();
         by_count.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));

@@ -569,6 +569,13 @@ impl Run {
         self.syscalls.iter().map(|s| s.count).sum()
     }
 
+    /// Whether syscall times were taken at all: not when every row left out of timing has
+    /// none timed (`record --syscall-latency 0`; futex waits are timed regardless).
+    pub fn syscalls_timed(&self) -> bool {
+        let mut sampled = self.syscalls.iter().filter_map(|s| s.timed).peekable();
+        sampled.peek().is_none() || sampled.any(|t| t > 0)
+    }
+
     /// How the syscall latencies were taken, when not from every call (`record
     /// --syscall-latency N`): one line for the summary and the page. `None`: every call was
     /// timed, and the times are exact.

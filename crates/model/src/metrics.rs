@@ -707,8 +707,12 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
         );
         let errors: u64 = run.syscalls.iter().map(|s| s.errors).sum();
         rates(&mut m, "syscalls.errors", errors as f64, secs, ops);
-        let time: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
-        put(&mut m, "syscalls.time", time as f64 / 1e6);
+        // Recorded with `--syscall-latency 0`, no call was timed (but futex waits): the time
+        // inside syscalls is unknown, not a small number.
+        if run.syscalls_timed() {
+            let time: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
+            put(&mut m, "syscalls.time", time as f64 / 1e6);
+        }
         // A name no kernel gives (a hand-made run file) has no figure; nor has time(2).
         for s in run.syscalls.iter().filter(|s| names_a_syscall(&s.name)) {
             rates(
@@ -718,7 +722,7 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
                 secs,
                 ops,
             );
-            if s.count > 0 {
+            if s.count > 0 && !s.untimed() {
                 put(
                     &mut m,
                     format!("syscalls.{}.avg_us", s.name),
@@ -1058,6 +1062,33 @@ mod tests {
         assert_eq!((m.value, m.unit.suffix()), (0.0, "1/op"));
         run.meta.collector = crate::Collector::Degraded;
         assert!(lookup(&run, &figures, "syscalls.sendto").is_none());
+    }
+
+    #[test]
+    fn untimed_syscalls_have_no_time_figures() {
+        let mut run = crate::tests::sample_run();
+        // 1000 getppid calls, every one timed: 100 µs in all.
+        assert_eq!(extract(&run)["syscalls.time"].value, 0.1);
+        assert_eq!(extract(&run)["syscalls.getppid.avg_us"].value, 0.1);
+        assert_eq!(run.syscall_timing(), None);
+        // One in ten timed: the total is their mean times the count, as the reader wrote it.
+        run.syscalls[0].timed = Some(100);
+        let m = extract(&run);
+        assert_eq!(m["syscalls.time"].value, 0.1);
+        assert_eq!(m["syscalls.getppid"].value, 1000.0);
+        assert!(
+            run.syscall_timing()
+                .unwrap()
+                .contains("100 of 1,000 calls timed")
+        );
+        // None timed: counts stay, times go.
+        run.syscalls[0].timed = Some(0);
+        run.syscalls[0].total_ns = 0;
+        let m = extract(&run);
+        assert_eq!(m["syscalls.getppid"].value, 1000.0);
+        assert!(!m.contains_key("syscalls.time"));
+        assert!(!m.contains_key("syscalls.getppid.avg_us"));
+        assert!(run.syscall_timing().unwrap().contains("not timed"));
     }
 
     #[test]

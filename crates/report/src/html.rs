@@ -257,7 +257,11 @@ fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
             &format!("{} ({}/s)", thousands(total), rate(total, secs)),
         );
         kv(out, "Failed syscalls", &thousands(errors));
-        kv(out, "Time inside syscalls", &ns(in_syscalls));
+        kv(
+            out,
+            "Time inside syscalls",
+            &syscall_time(run, ns(in_syscalls)),
+        );
     } else {
         kv(
             out,
@@ -382,7 +386,11 @@ fn per_operation(out: &mut String, run: &Run, ops: u64, figures: &Figures) {
     }
     if run.meta.collector == Collector::Ebpf {
         let in_syscalls: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
-        kv(out, "Time inside syscalls", &ns_f(per(in_syscalls)));
+        kv(
+            out,
+            "Time inside syscalls",
+            &syscall_time(run, ns_f(per(in_syscalls))),
+        );
         let off: u64 = run.threads.iter().map(|t| t.offcpu_ns()).sum();
         kv(out, "Off-CPU time", &ns_f(per(off)));
     }
@@ -517,12 +525,28 @@ fn syscalls(out: &mut String, run: &Run) {
             num(s.errors, &thousands(s.errors)),
             errnos(s),
             num(s.total_ns, &time(s.total_ns)),
-            num(format!("{share:.6}"), &percent(share)),
+            num(
+                format!("{share:.6}"),
+                &if s.untimed() {
+                    "—".into()
+                } else {
+                    percent(share)
+                }
+            ),
             num(avg, &time(avg)),
             num(s.max_ns, &time(s.max_ns)),
         );
     }
     out.push_str("</tbody>\n</table></div>\n</section>\n");
+}
+
+/// The time inside syscalls as shown, or why there is none (`record --syscall-latency 0`).
+fn syscall_time(run: &Run, shown: String) -> String {
+    if run.syscalls_timed() {
+        shown
+    } else {
+        "not timed (--syscall-latency 0)".into()
+    }
 }
 
 fn threads(out: &mut String, run: &Run) {
