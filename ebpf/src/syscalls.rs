@@ -18,8 +18,8 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 use switchyard_common::{
-    ErrnoKey, InFlight, MAX_ERRNOS, MAX_SYSCALLS, SyscallStackKey, SyscallStats, drops,
-    timeline as tl, unwind,
+    ErrnoKey, InFlight, MAX_ERRNOS, MAX_SYSCALLS, NR_EXIT, NR_EXIT_GROUP, SyscallStackKey,
+    SyscallStats, drops, timeline as tl, unwind,
 };
 
 use crate::{
@@ -31,10 +31,8 @@ use crate::{
     timeline,
 };
 
-const NR_EXIT: u64 = 60;
 const NR_URETPROBE: u64 = 335;
 const NR_UPROBE: u64 = 336;
-const NR_EXIT_GROUP: u64 = 231;
 /// Return values in [-4095, -1] are errnos.
 const MAX_ERRNO: i64 = 4095;
 
@@ -267,7 +265,7 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
     if syscall_stacks_on() && recording() {
         sample_stack(ctx, pid_tgid, nr);
     }
-    if nr == NR_EXIT || nr == NR_EXIT_GROUP {
+    if nr == NR_EXIT as u64 || nr == NR_EXIT_GROUP as u64 {
         if recording()
             && let Some(s) = stats(nr)
         {

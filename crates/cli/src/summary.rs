@@ -20,16 +20,15 @@ fn syscall_table(out: &mut String, title: &str, rows: &[&SyscallRow]) {
     );
     for s in rows {
         let avg = s.total_ns.checked_div(s.count).unwrap_or(0);
-        let time = |v: u64| if s.untimed() { "—".into() } else { ns(v) };
         let _ = writeln!(
             out,
             "  {:<22} {:>12} {:>8} {:>10} {:>10} {:>10}",
             s.name,
             thousands(s.count),
             thousands(s.errors),
-            time(s.total_ns),
-            time(avg),
-            time(s.max_ns)
+            s.or_untimed(ns(s.total_ns)),
+            s.or_untimed(ns(avg)),
+            s.or_untimed(ns(s.max_ns))
         );
     }
 }

@@ -100,21 +100,22 @@ fn sampled_syscall_latency_counts_every_call_and_times_one_in_n() {
     }
     let (n, k) = (200_000u64, 2000u64);
     for (every, stacks) in [(16u64, "--syscall-stacks=16"), (0, "--no-stacks")] {
-        let dir = tempdir(&format!("latency-{every}"));
-        let run_path = dir.join("run.json");
-        let out = Command::new(switchyard())
-            .args(["record", stacks, "--syscall-latency", &every.to_string()])
-            .arg("-o")
-            .arg(&run_path)
-            .arg("--")
-            .arg(demo())
-            .args(["known", "--getppid", &n.to_string(), "--sleeps", "0"])
-            .args(["--pingpong", &k.to_string()])
-            .output()
-            .expect("running switchyard");
-        let (stdout, stderr) = text(&out);
-        assert!(out.status.success(), "record failed:\n{stdout}\n{stderr}");
-        let run = load_run(&run_path);
+        let (n_text, k_text) = (n.to_string(), k.to_string());
+        let command = demo_command(&[
+            "known",
+            "--getppid",
+            &n_text,
+            "--sleeps",
+            "0",
+            "--pingpong",
+            &k_text,
+        ]);
+        let command: Vec<&std::ffi::OsStr> = command.iter().map(|c| c.as_os_str()).collect();
+        let (run, stderr) = record_spawned(
+            &tempdir(&format!("latency-{every}")),
+            &[stacks, "--syscall-latency", &every.to_string()],
+            &command,
+        );
         assert_eq!(syscall_count(&run, "getppid"), n, "getppid");
         assert_eq!(syscall_count(&run, "writev"), 2 * k, "writev");
         assert_eq!(syscall_count(&run, "readv"), 2 * k, "readv");

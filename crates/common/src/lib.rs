@@ -517,6 +517,10 @@ pub const MAX_STACK_KEYS: u32 = 65536;
 pub const MAX_TARGETS: u32 = 1024;
 pub const MAX_THREADS: u32 = 16384;
 pub const MAX_SYSCALLS: u32 = 512;
+/// `exit` and `exit_group` (x86_64): they never return, so they are counted at entry and
+/// never timed.
+pub const NR_EXIT: u32 = 60;
+pub const NR_EXIT_GROUP: u32 = 231;
 pub const MAX_ERRNOS: u32 = 4096;
 /// `INFLIGHT` covers pid_max up to this many slots (24 bytes each).
 pub const MAX_INFLIGHT: u32 = 1 << 20;

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use switchyard_common::{SyscallStats, ThreadStats, UserStack, WaitStats, maps, sampling, tp};
+use switchyard_common::{
+    NR_EXIT, NR_EXIT_GROUP, SyscallStats, ThreadStats, UserStack, WaitStats, maps, sampling, tp,
+};
 use switchyard_model::raw::{Raw, RawSample, RawWaker};
 use switchyard_model::{
     CpuHolder, DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow,
@@ -105,7 +107,8 @@ fn syscall_rows(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Vec<Sysca
         errs.sort_by(|a, b| b.count.cmp(&a.count).then(a.errno.cmp(&b.errno)));
         // `exit` and `exit_group` never return, so they are counted at entry and never
         // timed; any other call counted and not timed was left out by `--syscall-latency`.
-        let timed = (sum.timed != sum.count && !never_returns(nr)).then_some(sum.timed);
+        let never_returns = nr == NR_EXIT || nr == NR_EXIT_GROUP;
+        let timed = (sum.timed != sum.count && !never_returns).then_some(sum.timed);
         let total_ns = match timed {
             Some(0) => 0,
             Some(t) => (sum.total_ns as u128 * sum.count as u128 / t as u128) as u64,
@@ -124,11 +127,6 @@ fn syscall_rows(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Vec<Sysca
         });
     }
     rows
-}
-
-/// `exit` and `exit_group`.
-fn never_returns(nr: u32) -> bool {
-    nr == 60 || nr == 231
 }
 
 fn sum_syscalls(values: &PerCpu<SyscallStats>) -> SyscallStats {

@@ -425,6 +425,11 @@ impl SyscallRow {
     pub fn untimed(&self) -> bool {
         self.timed == Some(0)
     }
+
+    /// `shown`, one of this syscall's time figures as text, or a dash where none was timed.
+    pub fn or_untimed(&self, shown: String) -> String {
+        if self.untimed() { "—".into() } else { shown }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]

@@ -506,7 +506,6 @@ fn syscalls(out: &mut String, run: &Run) {
     );
     for s in rows {
         let avg = s.total_ns.checked_div(s.count).unwrap_or(0);
-        let time = |v: u64| if s.untimed() { "—".into() } else { ns(v) };
         let share = if all > 0 {
             s.total_ns as f64 / all as f64
         } else {
@@ -524,17 +523,10 @@ fn syscalls(out: &mut String, run: &Run) {
             ),
             num(s.errors, &thousands(s.errors)),
             errnos(s),
-            num(s.total_ns, &time(s.total_ns)),
-            num(
-                format!("{share:.6}"),
-                &if s.untimed() {
-                    "—".into()
-                } else {
-                    percent(share)
-                }
-            ),
-            num(avg, &time(avg)),
-            num(s.max_ns, &time(s.max_ns)),
+            num(s.total_ns, &s.or_untimed(ns(s.total_ns))),
+            num(format!("{share:.6}"), &s.or_untimed(percent(share))),
+            num(avg, &s.or_untimed(ns(avg))),
+            num(s.max_ns, &s.or_untimed(ns(s.max_ns))),
         );
     }
     out.push_str("</tbody>\n</table></div>\n</section>\n");
