@@ -178,7 +178,9 @@ pub fn changes(a: &[Run], b: &[Run]) -> Changes {
 }
 
 impl Changes {
-    /// The top `n`, a line each, with the share of the change each explains.
+    /// The top `n`, a line each, with the share of the change each explains: the terminal's
+    /// form, each sentence [escaped](switchyard_model::term::escape) (it carries the target's
+    /// names).
     pub fn render(&self, n: usize) -> String {
         let mut out = format!(
             "what changed (thread time per {}: {} → {}):\n",
@@ -194,7 +196,7 @@ impl Changes {
                 "  {}. [{}] {} — explains {} of the change\n",
                 i + 1,
                 c.kind.name(),
-                c.summary,
+                switchyard_model::term::escape(&c.summary),
                 switchyard_model::units::percent_whole(c.explains)
             ));
         }

@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet, btree_map::Entry};
 use serde::{Deserialize, Serialize};
 use switchyard_model::{
     Frame, Run, Stack,
+    term::escape,
     units::{ns, percent},
 };
 
@@ -1140,7 +1141,9 @@ impl Explanation {
     }
 
     /// The terminal's form: the top `top` findings of the request path, a line each, then
-    /// idle in one line.
+    /// idle in one line. Every sentence passes through [`escape`]: they carry the target's
+    /// thread and function names, which must not act on the terminal (the JSON and the page
+    /// escape them their own way).
     pub fn render(&self, top: usize) -> String {
         let mut out = String::new();
         if self.findings.is_empty() {
@@ -1151,23 +1154,27 @@ impl Explanation {
             out.push_str("why it waited (switchyard explain):\n");
         }
         for (i, f) in self.busy().take(top).enumerate() {
-            out.push_str(&format!("  {}. [{}] {}\n", i + 1, f.kind.name(), f.summary));
+            out.push_str(&format!(
+                "  {}. [{}] {}\n",
+                i + 1,
+                f.kind.name(),
+                escape(&f.summary)
+            ));
         }
         let idle: Vec<&Finding> = self.idle().collect();
         if !idle.is_empty() {
             let secs: f64 = idle.iter().map(|f| f.seconds).sum();
             let sites: BTreeSet<&str> = idle.iter().map(|f| f.site.as_str()).collect();
+            let sites: Vec<_> = sites.into_iter().map(escape).collect();
             out.push_str(&format!(
                 "  idle, not on the request path: {} waiting for work ({})\n",
                 ns((secs * 1e9) as u64),
-                sites.into_iter().collect::<Vec<_>>().join(", ")
+                sites.join(", ")
             ));
         }
-        if let Some(t) = &self.throttled {
-            out.push_str(&format!("  note: {t}\n"));
-        }
-        for l in &self.limits {
-            out.push_str(&format!("  note: {l}\n"));
+        // The cgroup's path is the target's too.
+        for note in self.throttled.iter().chain(&self.limits) {
+            out.push_str(&format!("  note: {}\n", escape(note)));
         }
         out
     }

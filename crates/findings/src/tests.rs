@@ -483,3 +483,108 @@ fn holders_pool_by_process_and_name() {
         f.summary
     );
 }
+
+/// The names a hostile target could choose, for `waits_run`'s: a thread that sets the window
+/// title, a holder that clears the screen, a releaser and a function whose names forge lines
+/// of their own, a site reversed by a bidi override, an idle site with a C1 CSI and a TAB.
+const HOSTILE: &[(&str, &str)] = &[
+    ("worker", "\x1b]0;pwned\x07"),
+    ("hog", "\x1b[2Jhog"),
+    ("lock-holder", "holder\r\n  9. [fake]"),
+    ("hog_spin", "spin\r\n  1. [cpu] forged line"),
+    ("wait_for_lock", "wait\u{202e}kcol"),
+    ("idle_wait", "idle\u{9b}31m\twait"),
+];
+
+/// `waits_run` with the names in `names` replaced, throttled by a cgroup at `cgroup`.
+fn renamed(names: &[(&str, &str)], cgroup: &str) -> Run {
+    let mut run = waits_run();
+    let rename = |name: &mut String| {
+        if let Some((_, to)) = names.iter().find(|(from, _)| from == name) {
+            *name = to.to_string();
+        }
+    };
+    run.threads.iter_mut().for_each(|t| rename(&mut t.comm));
+    run.cpu_holders
+        .iter_mut()
+        .for_each(|h| rename(&mut h.holder_comm));
+    run.profiles
+        .frames
+        .iter_mut()
+        .for_each(|f| rename(&mut f.name));
+    for p in [
+        &mut run.profiles.oncpu,
+        &mut run.profiles.offcpu,
+        &mut run.profiles.wakeup,
+    ] {
+        for s in &mut p.stacks {
+            rename(&mut s.comm);
+            rename(&mut s.waker_comm);
+        }
+    }
+    run.cgroup = Some(switchyard_model::CgroupCpu {
+        path: cgroup.into(),
+        quota_us: Some(20_000),
+        period_us: 100_000,
+        periods: 30,
+        throttled_periods: 28,
+        throttled_ns: 900 * MS,
+    });
+    run
+}
+
+/// No control character but the line ends, no bidi format character.
+#[track_caller]
+fn assert_terminal_safe(text: &str) {
+    assert!(
+        !text
+            .chars()
+            .any(|c| c != '\n' && switchyard_model::term::is_unsafe(c)),
+        "a control character reached the terminal text: {text:?}"
+    );
+}
+
+#[test]
+fn the_terminal_text_escapes_the_targets_names_and_keeps_its_lines() {
+    let hostile = explain(&renamed(HOSTILE, "/sys/fs/cgroup/\x1b[31mred"));
+    let plain = explain(&renamed(&[], "/sys/fs/cgroup/red"));
+    let text = hostile.render(10);
+    assert_terminal_safe(&text);
+    // As many lines as with plain names: no name forged one.
+    assert_eq!(
+        text.lines().count(),
+        plain.render(10).lines().count(),
+        "{text}"
+    );
+    for shown in [
+        r"1. [cpu] \x1b]0;pwned\x07 waited",
+        r"held by \x1b[2Jhog",
+        r"in spin\r\n  1. [cpu] forged line",
+        r"in wait\u{202e}kcol",
+        r"(idle\u{9b}31m\twait)",
+        r"cgroup (/sys/fs/cgroup/\x1b[31mred)",
+    ] {
+        assert!(text.contains(shown), "no {shown} in:\n{text}");
+    }
+    // The findings keep the names as recorded: the JSON and the page escape them their way.
+    assert!(
+        hostile
+            .findings
+            .iter()
+            .any(|f| f.threads == ["\x1b]0;pwned\x07"])
+    );
+
+    let ch = changes(&[waits_run()], &[renamed(HOSTILE, "/")]);
+    let text = ch.render(20);
+    assert_terminal_safe(&text);
+    let idle = usize::from(ch.idle_a + ch.idle_b > 0.0);
+    assert_eq!(
+        text.lines().count(),
+        1 + ch.changes.len().min(20) + idle,
+        "{text}"
+    );
+    assert!(
+        text.contains(r"\x1b]0;pwned\x07 waited for a CPU"),
+        "{text}"
+    );
+}

@@ -10,6 +10,7 @@ mod hist;
 pub mod metrics;
 pub mod raw;
 mod stacks;
+pub mod term;
 mod timeline;
 pub mod units;
 
