@@ -72,8 +72,9 @@ pub struct RecordArgs {
     /// Do not collect stacks (on-CPU, off-CPU, wakeup, syscall): counts only, lowest overhead.
     #[arg(long)]
     pub no_stacks: bool,
-    /// On-CPU sampling frequency of the target's threads, Hz.
-    #[arg(long, default_value_t = 99, value_name = "HZ")]
+    /// On-CPU sampling frequency of the target's threads, Hz (at least 1, at most the host's
+    /// /proc/sys/kernel/perf_event_max_sample_rate).
+    #[arg(long, default_value_t = 99, value_name = "HZ", value_parser = parse_freq)]
     pub freq: u64,
     /// Record off-CPU stacks only for blocks at least this long (e.g. 1us, 100us, 1ms).
     #[arg(long, default_value = "1us", value_parser = parse_duration)]
@@ -116,12 +117,14 @@ pub struct RecordArgs {
     /// Rows of the kernel's unwind table, shared by every object of the targets (8 bytes
     /// each; the default, 16 MiB, holds Node.js with room to spare); raise it when the run
     /// warns that a table did not fit.
-    #[arg(long, default_value_t = 2 << 20, value_name = "N")]
+    #[arg(long, default_value_t = 2 << 20, value_name = "N", value_parser = parse_unwind_rows)]
     pub unwind_rows: u32,
     /// Time a function from entry to return (uprobe + uretprobe), e.g. a spin-lock acquire:
     /// SYMBOL in the target's executable, or SYMBOL@/path/to/binary-or-library; LABEL= names
-    /// its figures (span.LABEL). Repeatable (at most 8). Not for Go binaries: return probes
-    /// crash Go programs.
+    /// its figures (span.LABEL). Repeatable (at most 8). A symbol in a Go binary is refused:
+    /// the return probe replaces a return address on the stack, and Go, which walks and
+    /// copies goroutine stacks by their return addresses, would crash (a C library that a Go
+    /// program loads can be timed).
     #[arg(long = "uprobe-span", value_name = "[LABEL=]SYMBOL[@BINARY]")]
     pub uprobe_spans: Vec<String>,
     /// Record the Go runtime's GC cycles, stop-the-world pauses and mark assists of a Go
@@ -169,9 +172,13 @@ pub struct RecordArgs {
     /// descriptor reaching end of file without that line means the recording never started).
     #[arg(long, value_name = "FD")]
     pub ready_fd: Option<i32>,
-    /// Rows in each top-syscalls table of the summary.
-    #[arg(long, default_value_t = 10)]
+    /// Rows in each top-syscalls table of the summary (at least 1).
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_top)]
     pub top: usize,
+    /// Say where the start of the recording spends its time (checking the flags, forking,
+    /// each step of loading and attaching the probes), before it begins.
+    #[arg(short, long)]
+    pub verbose: bool,
     /// The command to spawn, with its arguments (after --).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -200,6 +207,50 @@ fn parse_stack_map_size(s: &str) -> Result<u32, String> {
         ));
     }
     Ok(n)
+}
+
+/// A count that must be at least 1: `what` names it in the error, `zero` says what 0 would do.
+fn parse_at_least_one<T: std::str::FromStr + PartialEq + From<u8>>(
+    s: &str,
+    what: &str,
+    zero: &str,
+) -> Result<T, String> {
+    let n: T = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number of {what}"))?;
+    if n == T::from(0) {
+        return Err(format!("0 {what} {zero}"));
+    }
+    Ok(n)
+}
+
+/// On-CPU samples a second: at least 1 (the host's maximum is checked before recording, see
+/// `preflight::check_freq`).
+fn parse_freq(s: &str) -> Result<u64, String> {
+    parse_at_least_one(
+        s,
+        "Hz",
+        "takes no on-CPU sample (at least 1; the default is 99; --no-stacks records no stacks at all)",
+    )
+}
+
+/// Rows of the kernel's unwind table: at least 1.
+fn parse_unwind_rows(s: &str) -> Result<u32, String> {
+    parse_at_least_one(
+        s,
+        "rows",
+        "hold no unwind table (at least 1; the default is 2097152; --unwind fp needs none)",
+    )
+}
+
+/// Rows of each top-syscalls table: at least 1.
+fn parse_top(s: &str) -> Result<usize, String> {
+    parse_at_least_one(
+        s,
+        "rows",
+        "show an empty table (at least 1; the default is 10)",
+    )
 }
 
 /// A ring buffer size in bytes, from `4K`, `64M` or `1G` (binary units): a power of two from
@@ -283,5 +334,26 @@ mod tests {
         );
         assert_eq!(d.unwind, UnwindArg::Cfi);
         assert!(d.pid.is_none() && d.command.is_empty());
+    }
+
+    #[test]
+    fn zero_is_refused_where_it_would_record_or_show_nothing() {
+        let parse = |flags: &[&str]| {
+            Defaults::try_parse_from(["record"].iter().chain(flags))
+                .map(|d| d.args)
+                .map_err(|e| e.to_string())
+        };
+        for (flag, needle) in [
+            ("--freq", "0 Hz takes no on-CPU sample"),
+            ("--unwind-rows", "0 rows hold no unwind table"),
+            ("--top", "0 rows show an empty table"),
+        ] {
+            let e = parse(&[flag, "0"]).err().unwrap_or_default();
+            assert!(e.contains(needle), "{flag} 0: {e}");
+            let e = parse(&[flag, "lots"]).err().unwrap_or_default();
+            assert!(e.contains("not a whole number"), "{flag} lots: {e}");
+        }
+        let d = parse(&["--freq", "1", "--unwind-rows", "1", "--top", "1"]).unwrap();
+        assert_eq!((d.freq, d.unwind_rows, d.top), (1, 1, 1));
     }
 }

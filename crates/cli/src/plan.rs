@@ -15,7 +15,9 @@ use switchyard_model::TargetMode;
 use crate::{
     args::{RecordArgs, UnwindArg},
     fail::hinted,
-    preflight::{check_output, check_pid, check_windows_dir, export_config, take_ready_fd},
+    preflight::{
+        check_freq, check_output, check_pid, check_windows_dir, export_config, take_ready_fd,
+    },
     spawn,
 };
 
@@ -147,6 +149,9 @@ impl Plan {
                     ));
                 }
             }
+        }
+        if !args.no_stacks {
+            check_freq(args.freq)?;
         }
         let ready = args.ready_fd.map(take_ready_fd).transpose()?;
         let cfi = args.unwind == UnwindArg::Cfi;

@@ -136,6 +136,17 @@ pub fn check_pid(pid: u32) -> Result<u32> {
         );
         return check_pid(tgid);
     }
+    if procfs::is_zombie(pid) {
+        return Err(hinted(
+            format!(
+                "pid {pid} ({}) has exited: it is a zombie its parent has not reaped, with nothing left to record",
+                procfs::comm(pid).unwrap_or_default()
+            ),
+            format!(
+                "give the pid of a running process (`ps -o pid,stat,comm -p {pid}` shows Z for a zombie)"
+            ),
+        ));
+    }
     if procfs::is_kernel_thread(pid) {
         return Err(hinted(
             format!(
@@ -154,6 +165,37 @@ pub fn check_pid(pid: u32) -> Result<u32> {
     Ok(pid)
 }
 
+/// Where the kernel keeps the most samples a second a perf event may ask for.
+const MAX_SAMPLE_RATE: &str = "/proc/sys/kernel/perf_event_max_sample_rate";
+
+/// `--freq` against the host's limit, which perf_event_open enforces (EINVAL) once the probes
+/// are loading: refused here instead, naming the limit. The kernel lowers the limit by itself
+/// when sampling interrupts take too long, so it is read now, not assumed. A host that does not
+/// say is left to the kernel.
+pub fn check_freq(hz: u64) -> Result<()> {
+    let Some(max) = std::fs::read_to_string(MAX_SAMPLE_RATE)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    else {
+        return Ok(());
+    };
+    freq_within(hz, max)
+}
+
+fn freq_within(hz: u64, max: u64) -> Result<()> {
+    if hz <= max {
+        return Ok(());
+    }
+    Err(hinted(
+        format!(
+            "--freq {hz} is above this host's limit of {max} samples a second (kernel.perf_event_max_sample_rate)"
+        ),
+        format!(
+            "give --freq {max} or less, or raise the limit as root: `sysctl -w kernel.perf_event_max_sample_rate={hz}` (the kernel lowers it again when sampling costs too much)"
+        ),
+    ))
+}
+
 /// Takes ownership of the `--ready-fd` descriptor, refusing one that is not open.
 pub fn take_ready_fd(fd: i32) -> Result<File> {
     // SAFETY: F_GETFD only reads the descriptor's flags.
@@ -168,4 +210,23 @@ pub fn take_ready_fd(fd: i32) -> Result<File> {
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     // SAFETY: an open descriptor handed to this process for its sole use.
     Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frequency_above_the_hosts_limit_is_refused_naming_it() {
+        assert!(freq_within(99, 100_000).is_ok());
+        assert!(freq_within(100_000, 100_000).is_ok());
+        let e = freq_within(1_000_000, 100_000).unwrap_err();
+        assert!(
+            e.to_string().contains("limit of 100000")
+                && e.to_string().contains("perf_event_max_sample_rate"),
+            "{e}"
+        );
+        let hint = crate::fail::hint_for(&e).unwrap_or_default();
+        assert!(hint.contains("sysctl"), "{hint}");
+    }
 }

@@ -25,6 +25,22 @@ pub fn is_kernel_thread(pid: u32) -> bool {
         .is_some_and(|f| f.contains(procfs::process::StatFlags::PF_KTHREAD))
 }
 
+/// A process that has exited but whose parent has not reaped it: its main thread is a zombie
+/// (or dead) and no other thread of it still runs. Nothing of it is left to record. (A main
+/// thread that ended with `pthread_exit` is a zombie too, while the other threads run on.)
+pub fn is_zombie(pid: u32) -> bool {
+    let gone = |state: char| matches!(state, 'Z' | 'X' | 'x');
+    let Some(p) = process(pid) else { return false };
+    if !p.stat().is_ok_and(|s| gone(s.state)) {
+        return false;
+    }
+    p.tasks().is_ok_and(|tasks| {
+        tasks
+            .flatten()
+            .all(|t| t.stat().map_or(true, |s| gone(s.state)))
+    })
+}
+
 /// The process a task id belongs to (its thread group), when it exists.
 pub fn tgid(tid: u32) -> Option<u32> {
     u32::try_from(process(tid)?.status().ok()?.tgid).ok()
@@ -173,6 +189,23 @@ mod tests {
         assert!(!cmdline(me).is_empty());
         let t = threads(me);
         assert!(t.contains_key(&me), "{t:?}");
+    }
+
+    #[test]
+    fn an_exited_child_not_yet_reaped_is_a_zombie() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Exited, not reaped: waitid with WNOWAIT waits for the exit and leaves the zombie.
+        let id = nix::sys::wait::Id::Pid(nix::unistd::Pid::from_raw(pid as i32));
+        nix::sys::wait::waitid(
+            id,
+            nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
+        )
+        .unwrap();
+        assert!(exists(pid) && is_zombie(pid));
+        child.wait().unwrap();
+        assert!(!is_zombie(pid));
+        assert!(!is_zombie(std::process::id()));
     }
 
     #[test]
