@@ -85,10 +85,12 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         let page = switchyard_compare::html(&cmp, &a, &b, args.all)
             .context("rendering the HTML comparison")?;
         let index = dir.join("index.html");
-        fs::write(&index, page).with_context(|| format!("writing {}", index.display()))?;
+        switchyard_model::outfile::write(&index, page.as_bytes())
+            .with_context(|| format!("writing {}", index.display()))?;
         for (kind, text) in switchyard_compare::diff_folded(&a, &b)? {
             let path = dir.join(format!("{kind}.diff.folded"));
-            fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            switchyard_model::outfile::write(&path, text.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
         }
         out(format!("comparison: {}\n", index.display()))?;
     }

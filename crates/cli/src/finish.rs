@@ -6,7 +6,7 @@ use std::{path::Path, process::ExitCode, time::Duration};
 
 use anyhow::{Context as _, Result};
 use switchyard_export::Exporter;
-use switchyard_model::{EndReason, Meta, Run, TargetMode, units};
+use switchyard_model::{EndReason, Meta, Run, TargetMode, outfile, units};
 
 use crate::{
     fail::{hint_for, hinted, signal_name},
@@ -26,8 +26,14 @@ pub fn single(
     heap_error: Option<anyhow::Error>,
     exporter: Option<Exporter>,
 ) -> Result<ExitCode> {
-    // On stderr, as perf stat and strace -c write theirs: stdout is the target's.
-    eprint!("{}", summary::render(&run, plan.top));
+    // On stderr, as perf stat and strace -c write theirs: stdout is the target's. A closed
+    // stderr loses the summary, never the run file.
+    {
+        use std::io::Write as _;
+        let _ = std::io::stderr()
+            .lock()
+            .write_all(summary::render(&run, plan.top).as_bytes());
+    }
     let saved = plan.output.as_deref().map(|output| save(&run, output));
     let held = match &plan.output {
         Some(output) => output.display().to_string(),
@@ -133,17 +139,16 @@ fn report_export(exporter: Exporter) {
     }
 }
 
-/// Writes the run file; should that fail (a full disk), the run goes to a fallback file
-/// rather than being lost.
+/// Writes the run file; should that fail (a full disk), the run goes to a fallback file in a
+/// fresh private folder rather than being lost.
 fn save(run: &Run, output: &Path) -> Result<()> {
     // The path was checked before the recording.
     let Err(e) = run.save(output) else {
         return Ok(());
     };
-    let fallback = std::env::temp_dir().join(format!(
-        "switchyard-{}-{}.json",
-        run.meta.pid, run.meta.start_wall_ns
-    ));
+    let fallback = outfile::private_dir(&format!("switchyard-{}-", run.meta.pid))
+        .map(|dir| dir.join("run.json"))
+        .with_context(|| format!("writing {} ({e}), then a folder for it", output.display()))?;
     let saved = format!(
         "writing {} ({e}), then {}",
         output.display(),

@@ -111,11 +111,11 @@ pub fn run(args: GateArgs) -> Result<ExitCode> {
     }
     out(switchyard_gate::text(&checks))?;
     if let Some(p) = &args.markdown {
-        fs::write(p, switchyard_gate::markdown(&checks))
+        switchyard_model::outfile::write(p, switchyard_gate::markdown(&checks).as_bytes())
             .with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(p) = &args.junit {
-        fs::write(p, switchyard_gate::junit(&checks))
+        switchyard_model::outfile::write(p, switchyard_gate::junit(&checks).as_bytes())
             .with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(if checks.iter().all(|c| c.passed()) {

@@ -9,6 +9,7 @@ use std::{
 };
 
 use anyhow::Result;
+use switchyard_model::outfile;
 
 use crate::{
     args::{OtlpProtocolArg, RecordArgs},
@@ -18,7 +19,9 @@ use crate::{
 };
 
 /// The run file must be writable where it is asked for: found out before the recording, not
-/// after it.
+/// after it. A device or a stream (`/dev/null`, `/dev/stdout`, a FIFO) is written through; a
+/// directory, a block device or another user's link to a device is refused
+/// ([`switchyard_model::outfile`]).
 pub fn check_output(path: &Path) -> Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -30,8 +33,9 @@ pub fn check_output(path: &Path) -> Result<()> {
             "give -o a path in an existing, writable directory",
         )
     };
-    if path.is_dir() {
-        return Err(refuse("it is a directory".into()));
+    match outfile::check(path).map_err(|e| refuse(e.to_string()))? {
+        outfile::Kind::Stream => return Ok(()),
+        outfile::Kind::Absent | outfile::Kind::Regular => {}
     }
     if !parent.is_dir() {
         return Err(refuse(format!("{} is not a directory", parent.display())));

@@ -72,7 +72,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> anyhow::Result<PathBuf> {
     let path = dir.join(name);
-    fs::write(&path, bytes)
+    // A link planted in the folder is replaced, never followed.
+    switchyard_model::outfile::write(&path, bytes)
         .map_err(|e| hinted(format!("writing {}: {e}", path.display()), WRITABLE_HINT))?;
     Ok(path)
 }

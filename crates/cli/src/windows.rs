@@ -216,20 +216,21 @@ fn save_fallback(
     fallback: &mut Option<Fallback>,
     why: &io::Error,
 ) -> Result<PathBuf, String> {
-    let f = fallback.get_or_insert_with(|| Fallback {
-        dir: std::env::temp_dir().join(format!(
-            "switchyard-{}-{}-windows",
-            run.meta.pid,
-            run.meta
-                .window
-                .map_or(run.meta.start_wall_ns, |w| w.recording_start_wall_ns)
-        )),
-        count: 0,
-        why: why.to_string(),
-    });
+    if fallback.is_none() {
+        let prefix = format!("switchyard-{}-windows-", run.meta.pid);
+        let dir = switchyard_model::outfile::private_dir(&prefix)
+            .map_err(|e| format!("a folder under {}: {e}", std::env::temp_dir().display()))?;
+        *fallback = Some(Fallback {
+            dir,
+            count: 0,
+            why: why.to_string(),
+        });
+    }
+    let Some(f) = fallback.as_mut() else {
+        unreachable!("the fallback folder was just made")
+    };
     let path = f.dir.join(format!("run-{index}.json"));
-    std::fs::create_dir_all(&f.dir)
-        .and_then(|()| run.save(&path))
+    run.save(&path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     f.count += 1;
     Ok(path)

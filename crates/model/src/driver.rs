@@ -28,7 +28,6 @@
 use std::{
     collections::BTreeMap,
     fs,
-    io::Write as _,
     path::{Path, PathBuf},
 };
 
@@ -126,8 +125,8 @@ struct Header {
 }
 
 impl DriverResult {
-    /// Writes the result as pretty JSON; the file is replaced atomically (written to
-    /// `<path>.tmp`, then renamed), so a reader never sees half a result.
+    /// Writes the result as pretty JSON, whole or not at all ([`crate::outfile::write`]), so
+    /// a reader never sees half a result.
     pub fn write(&self, path: impl AsRef<Path>) -> Result<(), ResultError> {
         let path = path.as_ref();
         let err = |source| ResultError::Write {
@@ -136,13 +135,7 @@ impl DriverResult {
         };
         let mut text = serde_json::to_vec_pretty(self).map_err(|e| err(e.into()))?;
         text.push(b'\n');
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
-        let mut file = fs::File::create(&tmp).map_err(err)?;
-        file.write_all(&text).map_err(err)?;
-        drop(file);
-        fs::rename(&tmp, path).map_err(err)
+        crate::outfile::write(path, &text).map_err(err)
     }
 
     /// Reads a result written by [`DriverResult::write`] (or any writer of schema version 1).

@@ -8,6 +8,7 @@ pub mod duration;
 pub mod heap;
 mod hist;
 pub mod metrics;
+pub mod outfile;
 pub mod raw;
 mod stacks;
 pub mod term;
@@ -362,7 +363,8 @@ pub enum EndReason {
     },
     /// `--duration` elapsed.
     Duration,
-    /// Ctrl-C (SIGINT) or SIGTERM.
+    /// A signal that ends a recording: Ctrl-C (SIGINT), SIGTERM, SIGQUIT, SIGHUP (a dropped
+    /// terminal) or SIGPIPE (a reader of the output gone).
     Interrupted { signal: i32 },
     /// A window of a continuous recording was cut (`--every`); the recording went on.
     Window,
@@ -545,12 +547,11 @@ impl Run {
         serde_json::from_str(text).map_err(corrupt)
     }
 
-    /// Writes the run atomically (temporary file, then rename), so a reader never sees half.
+    /// Writes the run whole or not at all, without harming what the path names (a device
+    /// is written through, a link is never followed into a file): [`outfile::write`].
     pub fn save(&self, path: &Path) -> io::Result<()> {
-        let tmp = path.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(self).map_err(io::Error::other)?;
-        fs::write(&tmp, text + "\n")?;
-        fs::rename(&tmp, path)
+        outfile::write(path, (text + "\n").as_bytes())
     }
 
     /// The workload this run records: as `record --workload` named it, else as its driver did.
