@@ -1,7 +1,14 @@
 //! Collect: the probes (or, without eBPF privileges and with --degraded, /proc samples) while
 //! the target runs, and what they hold once detached.
 
-use std::collections::BTreeMap;
+use std::{
+    collections::BTreeMap,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        mpsc,
+    },
+    time::Duration,
+};
 
 use anyhow::{Context as _, Result};
 use switchyard_loader::{GcEvent, Probes, TimelineEvent};
@@ -9,7 +16,7 @@ use switchyard_symbolize::Maps;
 
 use crate::{
     assemble::Source,
-    fail::{PRIVILEGE_HINT, hinted},
+    fail::{PRIVILEGE_HINT, hinted, signal_name},
     plan::Plan,
     procfs::{self, ThreadSample},
 };
@@ -37,8 +44,39 @@ impl Collection {
         matches!(self, Collection::Degraded { .. })
     }
 
-    pub fn attach(plan: &Plan, pid: u32) -> Result<Collection> {
-        match Probes::attach(&plan.probe_config(pid)) {
+    /// Loads and attaches the probes, in a thread of their own so that an ending signal
+    /// (Ctrl-C) is acted on at once: the process then exits, and the kernel detaches what was
+    /// attached as it closes the programs' descriptors.
+    pub fn attach(plan: &Plan, pid: u32, signal: &AtomicUsize) -> Result<Collection> {
+        let config = plan.probe_config(pid);
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("attach".into())
+            .spawn(move || {
+                let _ = tx.send(Probes::attach(&config));
+            })
+            .context("starting the thread that attaches the probes")?;
+        let attached = loop {
+            match rx.recv_timeout(Duration::from_millis(10)) {
+                Ok(attached) => break attached,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let sig = signal.load(Ordering::Relaxed);
+                    if sig != 0 {
+                        return Err(hinted(
+                            format!(
+                                "interrupted by {} while the probes were attaching; nothing was recorded",
+                                signal_name(sig as i32)
+                            ),
+                            "`switchyard record -v` shows where attaching spends its time",
+                        ));
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    anyhow::bail!("the thread attaching the probes ended without a word")
+                }
+            }
+        };
+        match attached {
             Ok(p) => Ok(Collection::Ebpf {
                 probes: Box::new(p),
                 gc_events: Vec::new(),
@@ -65,6 +103,14 @@ impl Collection {
                     err
                 })
             }
+        }
+    }
+
+    /// Where attaching the probes spent its time, step by step (none in degraded mode).
+    pub fn attach_steps(&self) -> &[(&'static str, Duration)] {
+        match self {
+            Collection::Ebpf { probes, .. } => probes.attach_steps(),
+            Collection::Degraded { .. } => &[],
         }
     }
 

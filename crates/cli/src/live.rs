@@ -32,14 +32,78 @@ use crate::{
 /// How often the loop checks for the end (and samples /proc in degraded mode).
 const TICK: Duration = Duration::from_millis(DEGRADED_TICK_MS);
 
-/// SIGINT and SIGTERM, caught: the signal's number once one came, else 0.
+/// The signals that end a recording as Ctrl-C does, the run file written: SIGINT, SIGTERM,
+/// SIGQUIT, SIGHUP (an SSH session that drops) and SIGPIPE (a reader of our output gone).
+pub const ENDING_SIGNALS: [i32; 5] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGQUIT,
+    signal_hook::consts::SIGHUP,
+    signal_hook::consts::SIGPIPE,
+];
+
+/// The ending signals, caught: the latest one's number once one came, else 0.
 pub fn catch_signals() -> Result<Arc<AtomicUsize>> {
     let signal = Arc::new(AtomicUsize::new(0));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for sig in ENDING_SIGNALS {
         signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)
             .context("installing signal handlers")?;
     }
     Ok(signal)
+}
+
+/// `record -v`: where the start of a recording spent its time, said before it begins.
+struct StartSteps {
+    lines: Option<Vec<String>>,
+    since: Instant,
+    began: Instant,
+}
+
+impl StartSteps {
+    fn new(verbose: bool) -> StartSteps {
+        let now = Instant::now();
+        StartSteps {
+            lines: verbose.then(Vec::new),
+            since: now,
+            began: now,
+        }
+    }
+
+    fn lap(&mut self, step: &str, what: &str) {
+        let now = Instant::now();
+        if let Some(lines) = &mut self.lines {
+            lines.push(format!("{step:>9} {:>9}  {what}", ms(now - self.since)));
+        }
+        self.since = now;
+    }
+
+    /// The probes' own steps, which together took the time since the last lap.
+    fn attach(&mut self, probes: &[(&'static str, Duration)]) {
+        let now = Instant::now();
+        if let Some(lines) = &mut self.lines {
+            lines.push(format!("{:>9} {:>9}", "attach", ms(now - self.since)));
+            for (what, took) in probes {
+                lines.push(format!("{:>9} {:>9}    {what}", "", ms(*took)));
+            }
+        }
+        self.since = now;
+    }
+
+    fn say(&self) {
+        if let Some(lines) = &self.lines {
+            say!(
+                "switchyard: started in {} (excluding flag checks):",
+                ms(self.began.elapsed())
+            );
+            for l in lines {
+                say!("  {l}");
+            }
+        }
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
 /// A started recording and what it reads from.
@@ -66,10 +130,13 @@ pub struct Live<'p> {
 }
 
 impl<'p> Live<'p> {
-    /// Starts the target and the recording, and says so (on stderr, and on `--ready-fd`).
-    pub fn start(plan: &'p mut Plan) -> Result<Live<'p>> {
+    /// Starts the target and the recording, and says so (on stderr, and on `--ready-fd`). An
+    /// ending signal while the probes attach ends it at once; with `verbose`, says where the
+    /// start spent its time.
+    pub fn start(plan: &'p mut Plan, signal: &AtomicUsize, verbose: bool) -> Result<Live<'p>> {
         let ready = plan.ready.take();
         let plan: &'p Plan = plan;
+        let mut steps = StartSteps::new(verbose);
         // A spawned command waits before exec until the probes are attached; dropped on an
         // error, it is abandoned before it runs.
         let (pid, stopped) = match &plan.target {
@@ -83,7 +150,9 @@ impl<'p> Live<'p> {
                 (s.pid, Some(s))
             }
         };
-        let mut collection = Collection::attach(plan, pid)?;
+        steps.lap("target", "found or forked");
+        let mut collection = Collection::attach(plan, pid, signal)?;
+        steps.attach(collection.attach_steps());
         // Degraded mode has no other source of CPU time and switches.
         let counters = (plan.perf_counters || collection.is_degraded())
             .then(|| {
@@ -99,6 +168,14 @@ impl<'p> Live<'p> {
         // Before the start is announced (`--ready-fd`): a target that exits right after must
         // still be seen to exit.
         let pidfd = PidFd::open(pid);
+        // A live target that exited while the probes attached: there is nothing to record.
+        if plan.target.mode() == TargetMode::Pid && !procfs::exists(pid) {
+            return Err(crate::fail::hinted(
+                format!("pid {pid} exited while the probes were attaching; nothing was recorded"),
+                "record a process that keeps running, or record the command itself: switchyard record -- CMD",
+            ));
+        }
+        steps.lap("counters", "opened");
         let start_wall = SystemTime::now();
         let start_mono = collection.start(pid)?;
         let started = Instant::now();
@@ -111,6 +188,8 @@ impl<'p> Live<'p> {
             }
             _ => (None, procfs::cmdline(pid)),
         };
+        steps.lap("start", "clock started, command released");
+        steps.say();
         say!(
             "switchyard: recording pid {pid} ({}){}; Ctrl-C to stop",
             procfs::comm(pid).unwrap_or_else(|| "?".into()),

@@ -25,13 +25,21 @@ use crate::{
 };
 
 pub fn run(args: RecordArgs) -> Result<ExitCode> {
+    let began = Instant::now();
+    let verbose = args.verbose;
     let mut plan = Plan::new(args)?;
     // The senders run beside the recording from the start; a sink that is down only costs
     // retries in their threads.
     let exporter = plan.export.clone().map(Exporter::start);
     // Signals first, so a Ctrl-C while the probes load still ends cleanly.
     let signal = catch_signals()?;
-    let mut live = Live::start(&mut plan)?;
+    if verbose {
+        say!(
+            "switchyard: flags checked against the host in {:.1} ms",
+            began.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    let mut live = Live::start(&mut plan, &signal, verbose)?;
     // Windows take the exporter: they are delivered in order by their own thread.
     let (mut windows, exporter) = match live.plan.every {
         Some(every) => {
@@ -88,7 +96,9 @@ fn stop(mut live: Live, end: EndReason, windows: Option<&mut Windows>) -> Result
     let (mut source, gc_events, timeline_events) = live.collection.finish(pid)?;
     // Like timeout(1): a spawned command ends with the recording.
     let exit = live.child.as_mut().and_then(|c| match end {
-        EndReason::Interrupted { signal } => {
+        // A hangup or an interrupt reaches the command as it would from the terminal; a
+        // broken pipe is ours, not the command's.
+        EndReason::Interrupted { signal } if signal != libc::SIGPIPE => {
             c.stop(Signal::try_from(signal).unwrap_or(Signal::SIGTERM))
         }
         _ => c.stop(Signal::SIGTERM),

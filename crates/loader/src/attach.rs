@@ -28,6 +28,7 @@ impl Probes {
         if OBJECT.is_empty() {
             return Err(Error::NotBuilt);
         }
+        let mut steps = Steps::start();
         tracefs::check_layout()?;
         let follow = u8::from(config.follow_children);
         let slots = inflight_slots();
@@ -52,6 +53,7 @@ impl Probes {
             .map_or(0, |s| 1_000_000_000 / s.syscall_stacks_per_s);
         let time_every = u64::from(config.syscall_latency);
         let task = btf::TaskOffsets::from_kernel()?;
+        steps.lap("kernel layout (tracefs, BTF offsets)");
         let filter_on = u8::from(matches!(config.syscalls, Syscalls::Only(_)));
         let cfi = config
             .stacks
@@ -97,6 +99,7 @@ impl Probes {
             .map_max_entries(maps::UNWIND_ROWS, cfi.unwrap_or(512))
             .load(OBJECT)
             .map_err(|e| Error::Load(Box::new(e)))?;
+        steps.lap("maps created, programs read");
 
         if let Syscalls::Only(numbers) = &config.syscalls {
             let map = ebpf
@@ -135,26 +138,31 @@ impl Probes {
             }
             None => None,
         };
+        steps.lap("unwind tables of the target");
 
         // Follow first, then the scheduler, then syscalls: a child forked while attaching is
         // not missed, and no syscall exit is seen before its entry program is in place.
         attach_tracepoint(&mut ebpf, programs::TASK_NEWTASK, "task", "task_newtask")?;
         let btf = aya::Btf::from_sys_fs().map_err(|e| Error::Btf(e.to_string()))?;
         attach_switch(&mut ebpf, &btf)?;
+        steps.lap("task and switch programs (verified, attached)");
         if config.syscalls != Syscalls::None {
             if config.stacks.is_some() {
                 load_sys_exit_jumps(&mut ebpf)?;
             }
             attach_raw(&mut ebpf, programs::SYS_ENTER, "sys_enter")?;
             attach_raw(&mut ebpf, programs::SYS_EXIT, "sys_exit")?;
+            steps.lap("syscall programs");
         }
         if config.stacks.is_some() || config.timeline.is_some() {
             attach_btf(&mut ebpf, programs::SCHED_WAKEUP, "sched_wakeup", &btf)?;
+            steps.lap("wakeup program");
         }
         if let Some(s) = &config.stacks
             && s.oncpu_hz > 0
         {
             attach_oncpu(&mut ebpf, s.oncpu_hz)?;
+            steps.lap("on-CPU sampler");
         }
         // Kernels without CONFIG_LOCKDEP-free contention tracepoints simply lack them.
         let contention = tracefs::find()
@@ -170,8 +178,10 @@ impl Probes {
         if config.spans.len() > MAX_SPANS as usize {
             return Err(Error::TooManySpans(config.spans.len()));
         }
+        steps.lap("lock contention programs");
         if !config.spans.is_empty() {
             attach_spans(&mut ebpf, &config.spans)?;
+            steps.lap("span probes");
         }
         let (gc_symbols, gc_events) = match &config.go_gc {
             Some(binary) => {
@@ -184,6 +194,9 @@ impl Probes {
             }
             None => (None, None),
         };
+        if config.go_gc.is_some() {
+            steps.lap("Go GC probes");
+        }
         let timeline = match config.timeline {
             Some(_) => {
                 let map = ebpf
@@ -205,12 +218,35 @@ impl Probes {
             stack_map_size: map_size,
             windows: None,
             evicted: Evicted::default(),
+            attach_steps: steps.done,
             python: config
                 .stacks
                 .as_ref()
                 .is_some_and(|s| s.python_frames)
                 .then(Default::default),
         })
+    }
+}
+
+/// Where attaching spent its time: each step's name and length, in order.
+struct Steps {
+    done: Vec<(&'static str, std::time::Duration)>,
+    since: std::time::Instant,
+}
+
+impl Steps {
+    fn start() -> Steps {
+        Steps {
+            done: Vec::new(),
+            since: std::time::Instant::now(),
+        }
+    }
+
+    /// Ends the step under way, begun at the last lap (or at the start).
+    fn lap(&mut self, name: &'static str) {
+        let now = std::time::Instant::now();
+        self.done.push((name, now - self.since));
+        self.since = now;
     }
 }
 

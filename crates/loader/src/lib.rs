@@ -174,6 +174,8 @@ pub struct Probes {
     /// Python processes found among the targets (none looked for without stacks, or with
     /// `StackConfig::python_frames` off).
     python: Option<python::Finder>,
+    /// Where attaching spent its time, step by step ([`Probes::attach_steps`]).
+    attach_steps: Vec<(&'static str, std::time::Duration)>,
 }
 
 /// What the kernel side collected.

@@ -15,6 +15,11 @@ use crate::{
 };
 
 impl Probes {
+    /// Where attaching spent its time: each step's name and length, in order.
+    pub fn attach_steps(&self) -> &[(&'static str, std::time::Duration)] {
+        &self.attach_steps
+    }
+
     /// Loads the unwind tables of a followed process that started, exec'd or mapped new code
     /// since the last call, from the text of its `/proc/<pid>/maps` (`None`: it has gone).
     /// Call it often: until then its stacks fall back to frame pointers.
