@@ -52,8 +52,8 @@ struct RawBudget {
     workload: Option<String>,
     build: Option<String>,
     metric: toml::Spanned<String>,
-    max: Option<f64>,
-    min: Option<f64>,
+    max: Option<toml::Spanned<f64>>,
+    min: Option<toml::Spanned<f64>>,
     regression: Option<toml::Spanned<f64>>,
 }
 
@@ -72,7 +72,9 @@ pub struct Budget {
 }
 
 impl Budget {
-    fn applies(&self, run: &Run) -> bool {
+    /// Whether this budget is checked on `run`: its workload and build, where it names them,
+    /// are the run's.
+    pub fn applies(&self, run: &Run) -> bool {
         let matches = |want: &Option<String>, have: Option<&str>| match want {
             None => true,
             Some(want) => have == Some(want.as_str()),
@@ -132,28 +134,55 @@ pub fn parse(src: &str, path: &str) -> Result<Vec<Budget>, Error> {
                 format!("budget for `{metric}` sets none of max, min, regression"),
             ));
         }
-        // NaN passes every comparison and inf none: either would disable the budget silently.
-        for (key, limit) in [("max", raw.max), ("min", raw.min)] {
-            if let Some(v) = limit.filter(|v| !v.is_finite()) {
-                return Err(at(
-                    Some(span.clone()),
-                    format!("budget for `{metric}` has {key} = {v}; a limit is a finite number"),
+        // Each limit, refused at its own line and column: NaN passes every comparison and inf
+        // none, a negative max always fails and a negative min always holds (no figure is
+        // below zero), and a min above the max cannot be met. Any of them would make the
+        // budget mean something else than it says, silently.
+        let field = |key: &str, value: f64, span: Range<usize>, why: &str| {
+            at(
+                Some(span),
+                format!("budget for `{metric}` has {key} = {value}: {why}"),
+            )
+        };
+        for (key, limit) in [("max", &raw.max), ("min", &raw.min)] {
+            let Some(limit) = limit else { continue };
+            let v = *limit.get_ref();
+            if !v.is_finite() {
+                return Err(field(key, v, limit.span(), "a limit is a finite number"));
+            }
+            if v < 0.0 {
+                let effect = if key == "max" {
+                    "always fail"
+                } else {
+                    "always hold"
+                };
+                return Err(field(
+                    key,
+                    v,
+                    limit.span(),
+                    &format!(
+                        "no figure is below zero, so the budget would {effect} (a limit is 0 or more, in the figure's unit)"
+                    ),
                 ));
             }
         }
-        if let (Some(min), Some(max)) = (raw.min, raw.max)
-            && min > max
+        if let (Some(min), Some(max)) = (&raw.min, &raw.max)
+            && min.get_ref() > max.get_ref()
         {
-            return Err(at(
-                Some(span),
-                format!("budget for `{metric}` has min {min} above max {max}"),
+            return Err(field(
+                "min",
+                *min.get_ref(),
+                min.span(),
+                &format!("above max = {}, so the budget cannot hold", max.get_ref()),
             ));
         }
         let regression = match raw.regression {
             Some(r) if *r.get_ref() < 0.0 || !r.get_ref().is_finite() => {
-                return Err(at(
-                    Some(r.span()),
-                    "regression is an allowed worsening in percent, 0 or more".into(),
+                return Err(field(
+                    "regression",
+                    *r.get_ref(),
+                    r.span(),
+                    "a regression is the worsening allowed against --baseline, in percent, 0 or more",
                 ));
             }
             Some(r) => Some(r.into_inner()),
@@ -163,8 +192,8 @@ pub fn parse(src: &str, path: &str) -> Result<Vec<Budget>, Error> {
             workload: raw.workload,
             build: raw.build,
             metric,
-            max: raw.max,
-            min: raw.min,
+            max: raw.max.map(toml::Spanned::into_inner),
+            min: raw.min.map(toml::Spanned::into_inner),
             regression,
             line: line_col(src, span.start).0,
         });
@@ -377,7 +406,7 @@ mod tests {
             let text = format!("[[budget]]\nmetric = \"cpu.per_op\"\n{limit}\n");
             let e = parse(&text, "b.toml").unwrap_err().to_string();
             assert!(
-                e.starts_with("b.toml:1:1:") && e.contains("a limit is a finite number"),
+                e.starts_with("b.toml:3:7:") && e.contains("a limit is a finite number"),
                 "{e}"
             );
         }
@@ -408,6 +437,44 @@ mod tests {
                 .to_string()
                 .contains("none of max")
         );
+    }
+
+    #[test]
+    fn limits_that_change_what_a_budget_means_are_refused_at_their_field() {
+        let refused = |limits: &str| {
+            let text = format!("[[budget]]\nmetric = \"cpu.per_op\"\n{limits}\n");
+            parse(&text, "b.toml").unwrap_err().to_string()
+        };
+        let e = refused("max = -5");
+        assert!(
+            e.starts_with("b.toml:3:7: budget for `cpu.per_op` has max = -5:")
+                && e.contains("always fail"),
+            "{e}"
+        );
+        let e = refused("min = -0.5");
+        assert!(
+            e.starts_with("b.toml:3:7: budget for `cpu.per_op` has min = -0.5:")
+                && e.contains("always hold"),
+            "{e}"
+        );
+        let e = refused("max = 2\nmin = 3");
+        assert!(
+            e.starts_with("b.toml:4:7: budget for `cpu.per_op` has min = 3: above max = 2"),
+            "{e}"
+        );
+        for r in ["-1", "nan", "inf"] {
+            let e = refused(&format!("regression = {r}"));
+            assert!(
+                e.starts_with("b.toml:3:14: budget for `cpu.per_op` has regression = ")
+                    && e.contains("in percent, 0 or more"),
+                "{e}"
+            );
+        }
+        // Zero is a limit: no worsening at all, nothing at all, anything at all.
+        for ok in ["regression = 0", "max = 0", "min = 0", "min = 1\nmax = 1"] {
+            let text = format!("[[budget]]\nmetric = \"cpu.per_op\"\n{ok}\n");
+            assert!(parse(&text, "b.toml").is_ok(), "{ok}");
+        }
     }
 
     /// A run whose worker waited 2.9 s for a CPU held by a nice −15 hog.
