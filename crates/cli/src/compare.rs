@@ -4,6 +4,7 @@
 use std::{fs, path::PathBuf, process::ExitCode};
 
 use anyhow::{Context as _, Result};
+use switchyard_compare::identity::{Identity, mismatch};
 use switchyard_model::Run;
 
 use crate::fail::{hinted, out};
@@ -32,13 +33,20 @@ pub struct CompareArgs {
     /// Show every figure (all syscalls and perf counters), not only the headline ones.
     #[arg(long)]
     all: bool,
+    /// Compare runs of different workloads (or, where a side names none, of different
+    /// programs), which is refused otherwise: a warning instead of an error.
+    #[arg(long)]
+    allow_mismatch: bool,
 }
 
-fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
-    crate::runs::expand(paths)?
+/// The run files `paths` give (a folder gives its windows), and their runs.
+fn load(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<Run>)> {
+    let files = crate::runs::expand(paths)?;
+    let runs = files
         .iter()
         .map(|p| Run::load(p).map_err(crate::fail::run_file_error))
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok((files, runs))
 }
 
 /// The sides' names: as given, else what names a lone run file (its stem, or its directory's
@@ -73,9 +81,32 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
             ));
         }
     };
-    let a = load(&a_paths)?;
-    let b = load(&b_paths)?;
+    let (a_files, a) = load(&a_paths)?;
+    let (b_files, b) = load(&b_paths)?;
+    // Every run against the first: builds of one workload.
+    let ids: Vec<(String, Identity)> = a_files
+        .iter()
+        .chain(&b_files)
+        .map(|p| p.display().to_string())
+        .zip(a.iter().chain(&b).map(Identity::of))
+        .collect();
+    if let Some(((first, reference), rest)) = ids.split_first() {
+        for (other, id) in rest {
+            same_workload(
+                (first, reference),
+                (other, id),
+                args.allow_mismatch,
+                &Mismatch {
+                    what: "",
+                    hint: "compare builds of one workload (name it on both with `record --workload NAME` when no driver does); --allow-mismatch compares them anyway",
+                },
+            )?;
+        }
+    }
     let (a_label, b_label) = labels(&args, &a_paths, &b_paths);
+    if let (Some((_, ia)), Some((_, ib))) = (ids.first(), ids.get(a.len())) {
+        runtime_note((&a_label, ia), (&b_label, ib));
+    }
     let cmp = switchyard_compare::compare(&a_label, &a, &b_label, &b);
     out(switchyard_compare::render_text(&cmp, args.all))?;
     // Which few findings explain the difference.
@@ -95,4 +126,47 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         out(format!("comparison: {}\n", index.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How [`same_workload`] words a refusal: `what` ends the error's sentence, `hint` is the hint.
+pub struct Mismatch {
+    pub what: &'static str,
+    pub hint: &'static str,
+}
+
+/// Runs of different workloads (or, where one names none, of different programs) are refused
+/// (exit 2), or with `allow` said on stderr and let through. See
+/// [`switchyard_compare::identity`] for the rule.
+pub fn same_workload(
+    (a_label, a): (&str, &Identity),
+    (b_label, b): (&str, &Identity),
+    allow: bool,
+    words: &Mismatch,
+) -> Result<()> {
+    let Some(why) = mismatch(a, b) else {
+        return Ok(());
+    };
+    let sentence = format!(
+        "{a_label} and {b_label} are {why}: {} against {}{}",
+        a.describe(),
+        b.describe(),
+        words.what
+    );
+    if !allow {
+        return Err(hinted(sentence, words.hint));
+    }
+    say!("warning: {sentence}; going on, as --allow-mismatch asks");
+    Ok(())
+}
+
+/// Says on stderr when two runs' runtimes differ: builds of one workload may (a Go and a Rust
+/// build), but the figures of a runtime (GC) are then on one side only.
+pub fn runtime_note((a_label, a): (&str, &Identity), (b_label, b): (&str, &Identity)) {
+    if a.runtime != b.runtime {
+        say!(
+            "note: {a_label} runs {} and {b_label} {}: figures of a runtime (Go's GC, Python's frames) are on one side only",
+            a.runtime_name(),
+            b.runtime_name()
+        );
+    }
 }

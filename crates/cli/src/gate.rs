@@ -4,9 +4,13 @@
 use std::{fs, path::PathBuf, process::ExitCode};
 
 use anyhow::{Context as _, Result};
+use switchyard_compare::identity::Identity;
 use switchyard_model::{Run, metrics};
 
-use crate::fail::{hinted, out};
+use crate::{
+    compare::{Mismatch, runtime_note, same_workload},
+    fail::{hinted, out},
+};
 
 #[derive(clap::Args, Debug)]
 pub struct GateArgs {
@@ -26,11 +30,15 @@ pub struct GateArgs {
     /// List the figure names a budget can use, and exit.
     #[arg(long)]
     list: bool,
-    /// Run files to check.
     /// Judge the runs of each workload build together, on the median of each figure over
     /// them (repeats of a noisy figure, as `compare` takes them).
     #[arg(long)]
     median: bool,
+    /// Measure regressions against a --baseline of another workload (or, where one names
+    /// none, of another program), which is refused otherwise: a warning instead of an error.
+    #[arg(long)]
+    allow_mismatch: bool,
+    /// Run files to check.
     #[arg(value_name = "RUN", required_unless_present = "list")]
     runs: Vec<PathBuf>,
 }
@@ -90,7 +98,7 @@ pub fn run(args: GateArgs) -> Result<ExitCode> {
     let budgets = switchyard_gate::parse(&src, &shown).map_err(|e| {
         hinted(
             e.to_string(),
-            "see `switchyard gate --list` for figure names; a budget sets max, min or regression",
+            "fix the budget where the error points: `switchyard gate --list` gives the figure names and their units; a budget sets max, min (0 or more) and/or regression (percent)",
         )
     })?;
     let runs: Vec<(String, Run)> = crate::runs::expand(&args.runs)?
@@ -98,6 +106,52 @@ pub fn run(args: GateArgs) -> Result<ExitCode> {
         .map(|p| Ok((p.display().to_string(), load(p)?)))
         .collect::<Result<_>>()?;
     let baseline = args.baseline.as_deref().map(load).transpose()?;
+    // A regression is measured against the baseline: without one, or against another
+    // workload's, the budget cannot be checked, and that is the command's fault, not the run's.
+    let regressions = |run: &Run| {
+        budgets
+            .iter()
+            .find(|b| b.regression.is_some() && b.applies(run))
+    };
+    match (&baseline, &args.baseline) {
+        (Some(base), Some(base_path)) => {
+            let base_label = format!("the baseline {}", base_path.display());
+            let base_id = Identity::of(base);
+            let mut noted = false;
+            for (label, run) in runs.iter().filter(|(_, r)| regressions(r).is_some()) {
+                let id = Identity::of(run);
+                same_workload(
+                    (&base_label, &base_id),
+                    (label, &id),
+                    args.allow_mismatch,
+                    &Mismatch {
+                        what: ", so a regression against it would mean nothing",
+                        hint: "give --baseline a run of the same workload (name it on both with `record --workload NAME` when no driver does); --allow-mismatch checks against it anyway",
+                    },
+                )?;
+                if !noted && id.runtime != base_id.runtime {
+                    runtime_note((&base_label, &base_id), (label, &id));
+                    noted = true;
+                }
+            }
+        }
+        _ => {
+            if let Some((label, b)) = runs
+                .iter()
+                .find_map(|(label, r)| Some((label, regressions(r)?)))
+            {
+                return Err(hinted(
+                    format!(
+                        "budget `{}` ({shown}:{}) sets regression = {}, measured against a baseline run, and no --baseline was given (it applies to {label})",
+                        b.name(),
+                        b.line,
+                        b.regression.unwrap_or_default()
+                    ),
+                    "pass --baseline RUN, the run to measure against (e.g. the main branch's run.json), or drop `regression` from the budget",
+                ));
+            }
+        }
+    }
     let checks = if args.median {
         switchyard_gate::check_repeats(&budgets, &repeats(&runs), baseline.as_ref())
     } else {

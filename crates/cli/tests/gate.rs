@@ -50,9 +50,26 @@ fn budgets_pass_and_fail_with_exit_codes() {
         &["--baseline", a],
     );
     assert_eq!(base.status.code(), Some(0), "{:?}", text(&base));
-    // A regression budget without a baseline cannot pass.
+}
+
+#[test]
+fn a_regression_budget_without_a_baseline_is_a_usage_error() {
     let nobase = gate("[[budget]]\nmetric = \"cpu.per_op\"\nregression = 5\n", &[]);
-    assert_eq!(nobase.status.code(), Some(1), "{:?}", text(&nobase));
+    assert_user_error(&nobase, "budget `cpu.per_op` (");
+    let (stdout, stderr) = text(&nobase);
+    assert!(
+        stderr.contains("budgets.toml:1) sets regression = 5")
+            && stderr.contains("no --baseline was given")
+            && stderr.contains("hint: pass --baseline RUN"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty(), "no verdicts: {stdout}");
+    // One that applies to no run given asks for nothing.
+    let elsewhere = gate(
+        "[[budget]]\nmetric = \"cpu.per_op\"\nmax = 1000\n\n[[budget]]\nworkload = \"other\"\nmetric = \"cpu.per_op\"\nregression = 5\n",
+        &[],
+    );
+    assert_eq!(elsewhere.status.code(), Some(0), "{:?}", text(&elsewhere));
 }
 
 #[test]
@@ -96,6 +113,22 @@ fn bad_budget_files_name_line_and_column() {
         (
             "[[budget]]\nmetric = \"cpu.per_op\"\nmx = 3\n",
             ":3:1: unknown field `mx`",
+        ),
+        (
+            "[[budget]]\nmetric = \"cpu.per_op\"\nmax = -5\n",
+            ":3:7: budget for `cpu.per_op` has max = -5",
+        ),
+        (
+            "[[budget]]\nmetric = \"cpu.per_op\"\nmin = nan\n",
+            ":3:7: budget for `cpu.per_op` has min = NaN",
+        ),
+        (
+            "[[budget]]\nmetric = \"cpu.per_op\"\nmax = 1\nmin = 2\n",
+            ":4:7: budget for `cpu.per_op` has min = 2: above max = 1",
+        ),
+        (
+            "[[budget]]\nmetric = \"cpu.per_op\"\nregression = -10\n",
+            ":3:14: budget for `cpu.per_op` has regression = -10",
         ),
     ] {
         let out = gate(src, &[]);
@@ -190,4 +223,47 @@ fn median_judges_repeats_of_a_build_together() {
         .collect();
     assert_eq!(rows.len(), 1, "{table}");
     assert!(rows[0].contains("abs.json (median of 3)"), "{table}");
+}
+
+#[test]
+fn a_baseline_of_another_workload_is_refused_unless_allowed() {
+    let dir = tempdir("gate-baseline-workload");
+    let budgets = dir.join("budgets.toml");
+    std::fs::write(
+        &budgets,
+        "[[budget]]\nmetric = \"cpu.per_op\"\nregression = 1000\n",
+    )
+    .unwrap();
+    let run = |baseline: &str, candidate: &str, extra: &[&str]| {
+        Command::new(switchyard())
+            .args(["gate", "--budgets"])
+            .arg(&budgets)
+            .arg("--baseline")
+            .arg(recorded(baseline))
+            .args(extra)
+            .arg(recorded(candidate))
+            .output()
+            .unwrap()
+    };
+    // The relay measured against the broker: a regression that means nothing.
+    let out = run("abs", "mmsg", &[]);
+    assert_user_error(&out, "are runs of different workloads");
+    let stderr = text(&out).1;
+    assert!(
+        stderr.contains("workload `spinlock-broker`")
+            && stderr.contains("workload `mmsg-relay`")
+            && stderr.contains("--allow-mismatch"),
+        "{stderr}"
+    );
+    let out = run("abs", "mmsg", &["--allow-mismatch"]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    assert!(
+        text(&out).1.contains("warning: the baseline"),
+        "{:?}",
+        text(&out)
+    );
+    // Another build of one workload is what a baseline is for.
+    let out = run("abs", "spin-as-abs", &[]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    assert!(text(&out).1.is_empty(), "{:?}", text(&out));
 }

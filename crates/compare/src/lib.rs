@@ -13,6 +13,7 @@
 //! compare the builds' work ([`Row::total`]).
 
 mod html;
+pub mod identity;
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
