@@ -107,7 +107,7 @@ impl Collection {
     }
 
     /// Where attaching the probes spent its time, step by step (none in degraded mode).
-    pub fn attach_steps(&self) -> &[(&'static str, Duration)] {
+    pub fn attach_steps(&self) -> &[(String, Duration)] {
         match self {
             Collection::Ebpf { probes, .. } => probes.attach_steps(),
             Collection::Degraded { .. } => &[],

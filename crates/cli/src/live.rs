@@ -78,7 +78,7 @@ impl StartSteps {
     }
 
     /// The probes' own steps, which together took the time since the last lap.
-    fn attach(&mut self, probes: &[(&'static str, Duration)]) {
+    fn attach(&mut self, probes: &[(String, Duration)]) {
         let now = Instant::now();
         if let Some(lines) = &mut self.lines {
             lines.push(format!("{:>9} {:>9}", "attach", ms(now - self.since)));

@@ -140,29 +140,71 @@ impl Probes {
         };
         steps.lap("unwind tables of the target");
 
+        // Every program the configuration attaches, verified at once, on every CPU; the
+        // longest to verify first (sys_enter's, then the wakeup's, as -v measures them), so
+        // that the last to finish is a short one.
+        let btf = aya::Btf::from_sys_fs().map_err(|e| Error::Btf(e.to_string()))?;
+        let syscalls = config.syscalls != Syscalls::None;
+        let stacks = config.stacks.is_some();
+        let wanted: Vec<(&'static str, Option<&'static str>)> = [
+            (syscalls, programs::SYS_ENTER, None),
+            (
+                stacks || config.timeline.is_some(),
+                programs::SCHED_WAKEUP,
+                Some("sched_wakeup"),
+            ),
+            (syscalls && stacks, programs::SYS_EXIT_WALK, None),
+            (true, programs::SCHED_SWITCH_WALK, Some("sched_switch")),
+            (
+                config.stacks.as_ref().is_some_and(|s| s.oncpu_hz > 0),
+                programs::ONCPU,
+                None,
+            ),
+            (true, programs::SCHED_SWITCH, Some("sched_switch")),
+            (true, programs::SCHED_SWITCH_FINISH, Some("sched_switch")),
+            (syscalls && stacks, programs::SYS_EXIT_FINISH, None),
+            (syscalls, programs::SYS_EXIT, None),
+            (true, programs::TASK_NEWTASK, None),
+        ]
+        .into_iter()
+        .filter(|(on, ..)| *on)
+        .map(|(_, name, event)| (name, event))
+        .collect();
+        let verified = verify(&mut ebpf, &wanted, &btf)?;
+        let at_once = match verify_threads(verified.len()) {
+            1 => "one at a time".to_string(),
+            n => format!("{n} at once"),
+        };
+        steps.lap(format!(
+            "{} programs verified by the kernel, {at_once}; the longest:",
+            verified.len(),
+        ));
+        for (name, took) in verified.into_iter().take(4) {
+            steps.done.push((format!("  {name}"), took));
+        }
+
         // Follow first, then the scheduler, then syscalls: a child forked while attaching is
         // not missed, and no syscall exit is seen before its entry program is in place.
         attach_tracepoint(&mut ebpf, programs::TASK_NEWTASK, "task", "task_newtask")?;
-        let btf = aya::Btf::from_sys_fs().map_err(|e| Error::Btf(e.to_string()))?;
         attach_switch(&mut ebpf, &btf)?;
-        steps.lap("task and switch programs (verified, attached)");
+        steps.lap("task and switch programs attached");
         if config.syscalls != Syscalls::None {
             if config.stacks.is_some() {
                 load_sys_exit_jumps(&mut ebpf)?;
             }
             attach_raw(&mut ebpf, programs::SYS_ENTER, "sys_enter")?;
             attach_raw(&mut ebpf, programs::SYS_EXIT, "sys_exit")?;
-            steps.lap("syscall programs");
+            steps.lap("syscall programs attached");
         }
         if config.stacks.is_some() || config.timeline.is_some() {
             attach_btf(&mut ebpf, programs::SCHED_WAKEUP, "sched_wakeup", &btf)?;
-            steps.lap("wakeup program");
+            steps.lap("wakeup program attached");
         }
         if let Some(s) = &config.stacks
             && s.oncpu_hz > 0
         {
             attach_oncpu(&mut ebpf, s.oncpu_hz)?;
-            steps.lap("on-CPU sampler");
+            steps.lap("on-CPU sampler attached");
         }
         // Kernels without CONFIG_LOCKDEP-free contention tracepoints simply lack them.
         let contention = tracefs::find()
@@ -178,10 +220,10 @@ impl Probes {
         if config.spans.len() > MAX_SPANS as usize {
             return Err(Error::TooManySpans(config.spans.len()));
         }
-        steps.lap("lock contention programs");
+        steps.lap("lock contention programs verified, attached");
         if !config.spans.is_empty() {
             attach_spans(&mut ebpf, &config.spans)?;
-            steps.lap("span probes");
+            steps.lap("span probes verified, attached");
         }
         let (gc_symbols, gc_events) = match &config.go_gc {
             Some(binary) => {
@@ -195,7 +237,7 @@ impl Probes {
             None => (None, None),
         };
         if config.go_gc.is_some() {
-            steps.lap("Go GC probes");
+            steps.lap("Go GC probes verified, attached");
         }
         let timeline = match config.timeline {
             Some(_) => {
@@ -230,7 +272,7 @@ impl Probes {
 
 /// Where attaching spent its time: each step's name and length, in order.
 struct Steps {
-    done: Vec<(&'static str, std::time::Duration)>,
+    done: Vec<(String, std::time::Duration)>,
     since: std::time::Instant,
 }
 
@@ -243,11 +285,89 @@ impl Steps {
     }
 
     /// Ends the step under way, begun at the last lap (or at the start).
-    fn lap(&mut self, name: &'static str) {
+    fn lap(&mut self, name: impl Into<String>) {
         let now = std::time::Instant::now();
-        self.done.push((name, now - self.since));
+        self.done.push((name.into(), now - self.since));
         self.since = now;
     }
+}
+
+/// A program's load, where one verified beforehand ([`verify`]) is loaded too.
+fn loaded(
+    name: &'static str,
+    result: Result<(), aya::programs::ProgramError>,
+) -> Result<(), Error> {
+    match result {
+        Ok(()) | Err(aya::programs::ProgramError::AlreadyLoaded) => Ok(()),
+        Err(e) => Err(load_error(name, e)),
+    }
+}
+
+/// Loads the programs `wanted` (name, and the BTF tracepoint it is typed against), each
+/// verified by the kernel, on every CPU at once: the verifier is most of the time attaching
+/// takes, one program is verified by one thread, and a privileged load takes no global lock.
+/// The programs are attached later, in order, by the functions below.
+fn verify(
+    ebpf: &mut Ebpf,
+    wanted: &[(&'static str, Option<&'static str>)],
+    btf: &aya::Btf,
+) -> Result<Vec<(&'static str, std::time::Duration)>, Error> {
+    use aya::programs::Program;
+    let mut jobs: Vec<(usize, &'static str, Option<&'static str>, &mut Program)> = ebpf
+        .programs_mut()
+        .filter_map(|(name, p)| {
+            let order = wanted.iter().position(|(w, _)| *w == name)?;
+            let (name, event) = wanted[order];
+            Some((order, name, event, p))
+        })
+        .collect();
+    // In the order asked for (the object's own order is a hash map's).
+    jobs.sort_by_key(|j| j.0);
+    let threads = verify_threads(jobs.len());
+    let queue = std::sync::Mutex::new(jobs.into_iter());
+    let next = || queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| -> Result<Vec<_>, Error> {
+                    let mut took = Vec::new();
+                    while let Some((_, name, event, program)) = next() {
+                        let began = std::time::Instant::now();
+                        let result = match (program, event) {
+                            (Program::BtfTracePoint(p), Some(event)) => p.load(event, btf),
+                            (Program::TracePoint(p), _) => p.load(),
+                            (Program::RawTracePoint(p), _) => p.load(),
+                            (Program::PerfEvent(p), _) => p.load(),
+                            (Program::UProbe(p), _) => p.load(),
+                            // Left to the function that attaches it.
+                            _ => Ok(()),
+                        };
+                        loaded(name, result)?;
+                        took.push((name, began.elapsed()));
+                    }
+                    Ok(took)
+                })
+            })
+            .collect();
+        let mut took = Vec::new();
+        for w in workers {
+            took.extend(w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?);
+        }
+        took.sort_by_key(|&(_, t)| std::cmp::Reverse(t));
+        Ok(took)
+    })
+}
+
+/// Threads that verify `jobs` programs: one a CPU, at most one a program.
+/// SWITCHYARD_VERIFY_THREADS=1 verifies one program after another, as attaching did before:
+/// a benchmark's anchor for what verifying them at once saves.
+fn verify_threads(jobs: usize) -> usize {
+    std::env::var("SWITCHYARD_VERIFY_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+        .min(jobs)
+        .max(1)
 }
 
 /// The program `name` of the object as its kind `P` (not loaded yet).
@@ -321,7 +441,7 @@ fn attach_spans(ebpf: &mut Ebpf, spans: &[Span]) -> Result<(), Error> {
 fn attach_oncpu(ebpf: &mut Ebpf, hz: u64) -> Result<(), Error> {
     let name = programs::ONCPU;
     let program: &mut PerfEvent = program(ebpf, name)?;
-    program.load().map_err(|source| load_error(name, source))?;
+    loaded(name, program.load())?;
     let cpus = aya::util::online_cpus().map_err(|(_, e)| Error::Cpus(e))?;
     for cpu in cpus {
         program
@@ -366,7 +486,7 @@ fn attach_tracepoint(
     event: &str,
 ) -> Result<(), Error> {
     let program: &mut TracePoint = program(ebpf, name)?;
-    program.load().map_err(|source| load_error(name, source))?;
+    loaded(name, program.load())?;
     program
         .attach(category, event)
         .map_err(program_error(name))?;
@@ -381,7 +501,7 @@ fn attach_btf(
     btf: &aya::Btf,
 ) -> Result<(), Error> {
     let p: &mut aya::programs::BtfTracePoint = program(ebpf, name)?;
-    p.load(event, btf).map_err(|e| load_error(name, e))?;
+    loaded(name, p.load(event, btf))?;
     p.attach().map_err(program_error(name))?;
     Ok(())
 }
@@ -394,8 +514,7 @@ fn attach_switch(ebpf: &mut Ebpf, btf: &aya::Btf) -> Result<(), Error> {
         .enumerate()
     {
         let p: &mut aya::programs::BtfTracePoint = program(ebpf, name)?;
-        p.load("sched_switch", btf)
-            .map_err(|e| load_error(name, e))?;
+        loaded(name, p.load("sched_switch", btf))?;
         set_jump(ebpf, maps::SWITCH_JUMP, index as u32, name)?;
     }
     attach_btf(ebpf, programs::SCHED_SWITCH, "sched_switch", btf)
@@ -408,7 +527,7 @@ fn load_sys_exit_jumps(ebpf: &mut Ebpf) -> Result<(), Error> {
         .enumerate()
     {
         let p: &mut RawTracePoint = program(ebpf, name)?;
-        p.load().map_err(|e| load_error(name, e))?;
+        loaded(name, p.load())?;
         set_jump(ebpf, maps::SYSCALL_JUMP, index as u32, name)?;
     }
     Ok(())
@@ -440,7 +559,7 @@ fn set_jump(
 
 fn attach_raw(ebpf: &mut Ebpf, name: &'static str, event: &str) -> Result<(), Error> {
     let program: &mut RawTracePoint = program(ebpf, name)?;
-    program.load().map_err(|source| load_error(name, source))?;
+    loaded(name, program.load())?;
     program.attach(event).map_err(program_error(name))?;
     Ok(())
 }

@@ -175,7 +175,7 @@ pub struct Probes {
     /// `StackConfig::python_frames` off).
     python: Option<python::Finder>,
     /// Where attaching spent its time, step by step ([`Probes::attach_steps`]).
-    attach_steps: Vec<(&'static str, std::time::Duration)>,
+    attach_steps: Vec<(String, std::time::Duration)>,
 }
 
 /// What the kernel side collected.

@@ -16,7 +16,7 @@ use crate::{
 
 impl Probes {
     /// Where attaching spent its time: each step's name and length, in order.
-    pub fn attach_steps(&self) -> &[(&'static str, std::time::Duration)] {
+    pub fn attach_steps(&self) -> &[(String, std::time::Duration)] {
         &self.attach_steps
     }
 
