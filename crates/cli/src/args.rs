@@ -121,10 +121,11 @@ pub struct RecordArgs {
     pub unwind_rows: u32,
     /// Time a function from entry to return (uprobe + uretprobe), e.g. a spin-lock acquire:
     /// SYMBOL in the target's executable, or SYMBOL@/path/to/binary-or-library; LABEL= names
-    /// its figures (span.LABEL). Repeatable (at most 8). A symbol in a Go binary is refused:
-    /// the return probe replaces a return address on the stack, and Go, which walks and
-    /// copies goroutine stacks by their return addresses, would crash (a C library that a Go
-    /// program loads can be timed).
+    /// its figures (span.LABEL). Repeatable (at most 8). While the function runs, the return
+    /// probe replaces its return address on the stack, in every process running the binary:
+    /// a symbol in a Go binary is refused, since Go walks and copies goroutine stacks by their
+    /// return addresses and would crash (a C library that a Go program loads can be timed);
+    /// and a C++ exception or Rust panic unwinding through the function aborts the process.
     #[arg(long = "uprobe-span", value_name = "[LABEL=]SYMBOL[@BINARY]")]
     pub uprobe_spans: Vec<String>,
     /// Record the Go runtime's GC cycles, stop-the-world pauses and mark assists of a Go
