@@ -409,3 +409,70 @@ fn a_target_throttled_by_its_cgroup_quota_is_told() {
     assert!(throttled.contains("throttled by its CPU quota"), "{ex:#}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A run file of `tests/data`, by name.
+fn fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+#[track_caller]
+fn explain_json(args: &[&str]) -> Value {
+    let out = Command::new(switchyard())
+        .arg("explain")
+        .args(args)
+        .arg(fixture("hostile.json"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[test]
+fn explain_json_keeps_the_findings_top_chooses_for_the_text() {
+    let all = explain_json(&["--json"]);
+    let all = all["findings"].as_array().unwrap();
+    let busy: Vec<&Value> = all.iter().filter(|f| f["kind"] != "idle").collect();
+    let idle: Vec<&Value> = all.iter().filter(|f| f["kind"] == "idle").collect();
+    assert!(busy.len() > 2 && !idle.is_empty(), "{all:#?}");
+    let top = explain_json(&["--json", "--top", "2"]);
+    let top = top["findings"].as_array().unwrap();
+    // The first two of the request path, in rank order, then every idle wait, as the text
+    // shows them (the idle ones summed in one line).
+    let want: Vec<&Value> = busy[..2].iter().chain(&idle).copied().collect();
+    assert_eq!(top.iter().collect::<Vec<_>>(), want);
+    let out = Command::new(switchyard())
+        .args(["explain", "--top", "2"])
+        .arg(fixture("hostile.json"))
+        .output()
+        .unwrap();
+    let (plain, _) = text(&out);
+    let numbered = plain
+        .lines()
+        .take_while(|l| !l.starts_with("evidence"))
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .count();
+    assert_eq!(numbered, 2, "{plain}");
+}
+
+#[test]
+fn explain_top_zero_is_refused() {
+    for json in [false, true] {
+        let out = Command::new(switchyard())
+            .arg("explain")
+            .args(["--top", "0"])
+            .args(json.then_some("--json"))
+            .arg(fixture("hostile.json"))
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+        assert!(stdout.is_empty(), "{stdout}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains("'0'") && stderr.contains("--top"),
+            "{stderr}"
+        );
+    }
+}
