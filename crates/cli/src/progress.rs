@@ -11,7 +11,7 @@ use std::{
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use switchyard_counters::Counters;
-use switchyard_model::units;
+use switchyard_model::{term::escape, units};
 
 /// How often the figures are read and the line redrawn.
 const EVERY: Duration = Duration::from_millis(250);
@@ -84,7 +84,9 @@ impl Progress {
                 parts.push(format!("{} on CPU", units::ns(ns)));
             }
         }
-        bar.set_message(parts.join(" · "));
+        // Figures only today; escaped all the same, so that a name added to the line later
+        // (a thread's, the target's) cannot act on the terminal it redraws.
+        bar.set_message(escape(&parts.join(" · ")).into_owned());
     }
 
     /// Clears the line before the summary is printed.

@@ -1,9 +1,14 @@
 //! The terminal summary of a run.
+//!
+//! Names the target chose (its threads', its functions', its command line, the paths it maps)
+//! are [escaped](escape) where they are written, a table's cells each on its own, so that none
+//! acts on the terminal or forges a line; the findings escape their own sentences.
 
 use std::fmt::Write as _;
 
 use switchyard_model::{
     Collector, FrameKind, Run, SyscallRow, metrics,
+    term::escape,
     units::{bytes, command_line, counted, kib_as_mib, ns, percent, rate, thousands},
 };
 use switchyard_report::units::{
@@ -23,7 +28,7 @@ fn syscall_table(out: &mut String, title: &str, rows: &[&SyscallRow]) {
         let _ = writeln!(
             out,
             "  {:<22} {:>12} {:>8} {:>10} {:>10} {:>10}",
-            s.name,
+            escape(&s.name),
             thousands(s.count),
             thousands(s.errors),
             s.or_untimed(ns(s.total_ns)),
@@ -39,10 +44,12 @@ pub fn render(run: &Run, top: usize) -> String {
     let secs = m.duration_ns() as f64 / 1e9;
     let figures = metrics::extract(run);
     let ended = m.end.describe();
+    // Each word escaped, then quoted as a shell would need it.
+    let command: Vec<String> = m.command.iter().map(|a| escape(a).into()).collect();
     let _ = writeln!(
         out,
         "switchyard: {} (pid {}) for {} — {ended}",
-        command_line(&m.command),
+        command_line(&command),
         m.pid,
         ns(m.duration_ns())
     );
@@ -56,7 +63,7 @@ pub fn render(run: &Run, top: usize) -> String {
     if m.collector == Collector::Degraded {
         let _ = writeln!(out, "degraded mode: no eBPF; figures missing:");
         for x in &run.missing {
-            let _ = writeln!(out, "  - {} ({})", x.figure, x.reason);
+            let _ = writeln!(out, "  - {} ({})", escape(&x.figure), escape(&x.reason));
         }
     }
 
@@ -92,9 +99,10 @@ pub fn render(run: &Run, top: usize) -> String {
             .iter()
             .filter(|s| s.errors > 0)
             .flat_map(|s| {
-                s.errnos
-                    .iter()
-                    .map(move |e| format!("{} {}×{}", s.name, e.name, thousands(e.count)))
+                s.errnos.iter().map(move |e| {
+                    let (call, errno) = (escape(&s.name), escape(&e.name));
+                    format!("{call} {errno}×{}", thousands(e.count))
+                })
             })
             .take(top)
             .collect();
@@ -144,10 +152,13 @@ pub fn render(run: &Run, top: usize) -> String {
         let parts: Vec<String> = run
             .counters
             .iter()
-            .map(|c| match (c.value, c.name.as_str()) {
-                (Some(v), "task-clock") => format!("task-clock {}", ns(v)),
+            .map(|c| match (c.value, escape(&c.name)) {
+                (Some(v), name) if name == "task-clock" => format!("{name} {}", ns(v)),
                 (Some(v), name) => format!("{name} {}", thousands(v)),
-                (None, name) => format!("{name} {}", c.note.as_deref().unwrap_or("not supported")),
+                (None, name) => format!(
+                    "{name} {}",
+                    escape(c.note.as_deref().unwrap_or("not supported"))
+                ),
             })
             .collect();
         let _ = writeln!(out, "perf: {}", parts.join(", "));
@@ -156,8 +167,8 @@ pub fn render(run: &Run, top: usize) -> String {
         let _ = writeln!(
             out,
             "workload {} ({}): {} operations, {}/s; latency P50 {}, P99 {}, P99.99 {}, max {}",
-            w.name,
-            w.build,
+            escape(&w.name),
+            escape(&w.build),
             thousands(w.operations),
             thousands(w.throughput_per_s.round() as u64),
             ns(w.p50_ns),
@@ -176,10 +187,10 @@ pub fn render(run: &Run, top: usize) -> String {
             let _ = writeln!(
                 out,
                 "  futex {}{} (pid {}): {}, {}",
-                f.uaddr,
+                escape(&f.uaddr),
                 f.symbol
                     .as_deref()
-                    .map_or(String::new(), |s| format!(" {s}")),
+                    .map_or(String::new(), |s| format!(" {}", escape(s))),
                 f.tgid,
                 counted(f.count, "wait"),
                 ns(f.total_ns)
@@ -189,7 +200,7 @@ pub fn render(run: &Run, top: usize) -> String {
             let _ = writeln!(out, "kernel lock contention: {}", kernel_lock_waits(c));
         }
         for s in &l.spans {
-            let _ = writeln!(out, "span {}: {}", s.symbol, span_calls(&s.stats));
+            let _ = writeln!(out, "span {}: {}", escape(&s.symbol), span_calls(&s.stats));
         }
     }
     if let Some(kb) = run.max_rss_kb {
@@ -254,20 +265,21 @@ pub fn render(run: &Run, top: usize) -> String {
             let _ = writeln!(out, "{line}");
         }
         if let Some(q) = stack_quality(&p.stats) {
-            let _ = writeln!(out, "{q}");
+            let _ = writeln!(out, "{}", escape(&q));
         }
         if let Some(hint) = jvm_frame_pointers(run) {
             let _ = writeln!(out, "{hint}");
         }
         if let Some(t) = &p.stats.tables {
             let _ = writeln!(out, "unwind tables: {}", unwind_tables(t));
+            // A failure names the object, a path of the target's.
             for f in &t.failures {
-                let _ = writeln!(out, "warning: unwind table not built: {f}");
+                let _ = writeln!(out, "warning: unwind table not built: {}", escape(f));
             }
         }
     }
     for d in &run.drops {
-        let _ = writeln!(out, "warning: {} {}", thousands(d.count), d.reason);
+        let _ = writeln!(out, "warning: {} {}", thousands(d.count), escape(&d.reason));
     }
     out
 }
@@ -337,4 +349,72 @@ fn probe_share(p: &switchyard_model::Profiles) -> Option<String> {
          (bpf_prog_<tag>_<name> frames)",
         percent(in_probes as f64 / total as f64)
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use switchyard_golden::Golden;
+    use switchyard_model::{
+        Run,
+        term::{escape, is_unsafe},
+    };
+
+    use super::render;
+
+    fn data(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(name)
+    }
+
+    /// `v` with every character a terminal would act on replaced by as many `_` as its escape
+    /// takes: the same run with plain names, laid out alike (a line wraps where it wrapped).
+    fn tame(v: &mut serde_json::Value) {
+        use serde_json::Value;
+        match v {
+            Value::String(s) => {
+                *s = s
+                    .chars()
+                    .map(|c| {
+                        if is_unsafe(c) {
+                            "_".repeat(escape(&c.to_string()).len())
+                        } else {
+                            c.to_string()
+                        }
+                    })
+                    .collect();
+            }
+            Value::Array(items) => items.iter_mut().for_each(tame),
+            Value::Object(fields) => fields.values_mut().for_each(tame),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_targets_names_are_escaped_and_forge_no_line() {
+        let path = data("hostile.json");
+        let run = Run::load(&path).unwrap_or_else(|e| panic!("{e:#}"));
+        let text = render(&run, 10);
+        Golden::new(
+            data("results"),
+            "cargo test -p switchyard --bin switchyard summary",
+        )
+        .check("hostile.summary.txt", &text);
+        assert!(
+            !text.chars().any(|c| c != '\n' && is_unsafe(c)),
+            "a control character reached the summary: {text:?}"
+        );
+        // The same run with plain names prints as many lines: no name forged one.
+        let mut plain: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        tame(&mut plain);
+        let plain = Run::from_json(&plain.to_string(), "plain").unwrap();
+        assert_eq!(
+            text.lines().count(),
+            render(&plain, 10).lines().count(),
+            "{text}"
+        );
+    }
 }

@@ -22,6 +22,7 @@ pub use html::{Error, diff_folded, html};
 use switchyard_model::{
     Run,
     metrics::{self, Better, Metric},
+    term::escape,
     units::{Unit, compact, counted, percent_change},
 };
 
@@ -612,15 +613,19 @@ fn wrapped(out: &mut String, text: &str) {
 /// are left out. Columns are as wide as their widest cell; a figure's name is cut (down to
 /// 20 columns) when a row would not fit otherwise. Wide ranges, or the reason for no verdict
 /// with sides of different sizes, can still go beyond 100 columns.
+///
+/// Text that is not ours (the sides' labels, the workload and build names in the command to
+/// rerun, span labels in figure names) is [escaped](escape) as the page escapes it; "what
+/// changed" escapes its own sentences ([`switchyard_findings::Changes::render`]).
 pub fn render_text(c: &Comparison, all: bool) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{}", headline(c));
+    let _ = writeln!(out, "{}", escape(&headline(c)));
     let _ = writeln!(
         out,
         "A = {} ({}), B = {} ({})",
-        c.a_label,
+        escape(&c.a_label),
         counted(c.a_runs as u64, "run"),
-        c.b_label,
+        escape(&c.b_label),
         counted(c.b_runs as u64, "run"),
     );
     let _ = writeln!(
@@ -628,7 +633,7 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
         "medians, [min–max] with repeats; a change under {NOISE_PCT}% or inside the spread is noise"
     );
     if let Some(why) = no_verdicts(c, |s| format!("`{s}`")) {
-        wrapped(&mut out, &why);
+        wrapped(&mut out, &escape(&why));
     }
     let rows: Vec<&Row> = c.rows.iter().filter(|r| all || shown(r, c)).collect();
     let hidden = rows.iter().filter(|r| r.total && !all).count();
@@ -637,7 +642,7 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
         .iter()
         .map(|r| {
             [
-                r.name.clone(),
+                escape(&r.name).into_owned(),
                 side(&r.a, r.unit),
                 side(&r.b, r.unit),
                 r.delta_pct.map_or_else(|| "-".into(), percent_change),

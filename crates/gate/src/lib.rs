@@ -533,6 +533,45 @@ mod tests {
     }
 
     #[test]
+    fn the_targets_names_are_escaped_in_every_output() {
+        let mut run = waited_for_a_hog();
+        run.threads[0].comm = "\x1b]0;pwned\x07\r\nFAIL forged".into();
+        run.threads[1].comm = "hog\u{202e}".into();
+        run.cpu_holders[0].holder_comm = run.threads[1].comm.clone();
+        let budgets = parse(
+            "[[budget]]\nmetric = \"switches.involuntary\"\nmax = 100\n",
+            "b.toml",
+        )
+        .unwrap();
+        let checks = check(&budgets, &[("run.json".into(), run)], None);
+        let Status::Fail(why) = &checks[0].status else {
+            panic!("{checks:?}")
+        };
+        // The verdict keeps the names; each output escapes them its own way.
+        assert!(why.contains("\x1b]0;pwned"), "{why}");
+        for out in [
+            crate::text(&checks),
+            crate::markdown(&checks),
+            crate::junit(&checks),
+        ] {
+            assert!(
+                !out.chars()
+                    .any(|c| c != '\n' && switchyard_model::term::is_unsafe(c)),
+                "{out:?}"
+            );
+            assert!(
+                out.contains(r"\x1b]0;pwned\x07\r\nFAIL forged waited"),
+                "{out}"
+            );
+            assert!(out.contains(r"held by hog\u{202e}"), "{out}");
+        }
+        // A header, the check and the count: no forged line.
+        assert_eq!(crate::text(&checks).lines().count(), 3);
+        // The heading, a blank line, the table's head and rule, the check.
+        assert_eq!(crate::markdown(&checks).lines().count(), 5);
+    }
+
+    #[test]
     fn absent_figures_say_what_produces_them() {
         assert!(why_absent("gc.pause_max").contains("--go-gc"));
         assert!(why_absent("span.acquire.time").contains("--uprobe-span"));

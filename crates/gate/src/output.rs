@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use switchyard_model::units::with_unit;
+use switchyard_model::{term::escape, units::with_unit};
 
 use crate::{Check, Status};
 
@@ -35,28 +35,36 @@ fn verdict(c: &Check) -> (&'static str, String) {
     }
 }
 
-/// A plain table: one line per check.
+/// A plain table for the terminal: one line per check. Each cell is
+/// [escaped](switchyard_model::term::escape): a failure's reason carries the findings' thread
+/// and function names, which the target chose.
 pub fn text(checks: &[Check]) -> String {
     let mut out = String::new();
-    let w_run = checks.iter().map(|c| c.run.len()).max().unwrap_or(3).max(3);
-    let w_budget = checks
+    let rows: Vec<[String; 3]> = checks
         .iter()
-        .map(|c| c.budget.name().len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
+        .map(|c| {
+            let (_, why) = verdict(c);
+            [&c.run, &c.budget.name(), &why].map(|s| escape(s).into_owned())
+        })
+        .collect();
+    let width = |i: usize, least: usize| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .max()
+            .unwrap_or(least)
+            .max(least)
+    };
+    let (w_run, w_budget) = (width(0, 3), width(1, 6));
     let _ = writeln!(
         out,
         "{:<4}  {:<w_run$}  {:<w_budget$}  {:>12}  limit",
         "", "run", "budget", "value"
     );
-    for c in checks {
-        let (v, why) = verdict(c);
+    for (c, [run, budget, why]) in checks.iter().zip(&rows) {
+        let (v, _) = verdict(c);
         let _ = writeln!(
             out,
-            "{v:<4}  {:<w_run$}  {:<w_budget$}  {:>12}  {}{}",
-            c.run,
-            c.budget.name(),
+            "{v:<4}  {run:<w_run$}  {budget:<w_budget$}  {:>12}  {}{}",
             value(c),
             limit(c),
             if why.is_empty() {
@@ -71,8 +79,11 @@ pub fn text(checks: &[Check]) -> String {
     out
 }
 
+/// A markdown table cell: no line break (it would end the row, and could forge one) and no
+/// control character, as on the terminal; no `|` or tag.
 fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|")
+    escape(s)
+        .replace('|', "\\|")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
 }
@@ -107,8 +118,11 @@ pub fn markdown(checks: &[Check]) -> String {
     out
 }
 
+/// An XML attribute or text: control characters (which XML 1.0 does not allow, so a parser
+/// would reject the whole file) escaped as on the terminal, then the markup characters.
 fn xml(s: &str) -> String {
-    s.replace('&', "&amp;")
+    escape(s)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
