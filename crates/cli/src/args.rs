@@ -173,6 +173,12 @@ pub struct RecordArgs {
     /// descriptor reaching end of file without that line means the recording never started).
     #[arg(long, value_name = "FD")]
     pub ready_fd: Option<i32>,
+    /// Keep the target's command line in the run file as it is. By default, what looks like a
+    /// secret in it (the value of a flag named like --password, --token or --api-key, a
+    /// PASSWORD=… word, a URL's user:password@) is recorded as [redacted], since the line shows
+    /// in every report, profile and export of the run.
+    #[arg(long)]
+    pub no_redact: bool,
     /// Rows in each top-syscalls table of the summary (at least 1).
     #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_top)]
     pub top: usize,

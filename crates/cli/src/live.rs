@@ -184,15 +184,15 @@ impl<'p> Live<'p> {
         let (child, command) = match (stopped, &plan.target) {
             (Some(s), PlannedTarget::Spawn { argv, .. }) => {
                 let child = s.go(|| collection.refresh(&mut maps, pid))?;
-                (Some(child), argv.clone())
+                (Some(child), plan.recorded_command(argv))
             }
-            _ => (None, procfs::cmdline(pid)),
+            _ => (None, plan.recorded_command(&procfs::cmdline(pid))),
         };
         steps.lap("start", "clock started, command released");
         steps.say();
         say!(
             "switchyard: recording pid {pid} ({}){}; Ctrl-C to stop",
-            procfs::comm(pid).unwrap_or_else(|| "?".into()),
+            switchyard_model::term::escape(&procfs::comm(pid).unwrap_or_else(|| "?".into())),
             plan.duration
                 .map(|d| format!(" for {}", units::seconds(d.as_secs_f64())))
                 .unwrap_or_default()

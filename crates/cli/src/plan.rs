@@ -52,6 +52,8 @@ pub struct Plan {
     pub export: Option<switchyard_export::Config>,
     /// `service`, `build` and `workload`, as given.
     pub labels: std::collections::BTreeMap<String, String>,
+    /// Secrets in the target's command line are redacted (no `--no-redact`).
+    pub redact: bool,
 }
 
 pub enum PlannedTarget {
@@ -297,6 +299,17 @@ impl Plan {
             .into_iter()
             .filter_map(|(k, v)| Some((k.to_string(), v?)))
             .collect(),
+            redact: !args.no_redact,
+        }
+    }
+
+    /// The target's command line as the run keeps it: its secrets redacted, unless
+    /// `--no-redact` ([`switchyard_model::redact`]).
+    pub fn recorded_command(&self, argv: &[String]) -> Vec<String> {
+        if self.redact {
+            switchyard_model::redact::command(argv)
+        } else {
+            argv.to_vec()
         }
     }
 

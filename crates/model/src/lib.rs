@@ -10,6 +10,7 @@ mod hist;
 pub mod metrics;
 pub mod outfile;
 pub mod raw;
+pub mod redact;
 mod stacks;
 pub mod term;
 mod timeline;
