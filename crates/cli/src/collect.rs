@@ -29,6 +29,8 @@ pub enum Collection {
         timeline: Vec<TimelineEvent>,
         /// Loading an unwind table failed once already (warned about).
         unwind_warned: bool,
+        /// Placing a child's span probes failed once already (warned about).
+        span_warned: bool,
     },
     /// /proc samples: the first seen and the last seen figures of every thread.
     Degraded {
@@ -82,6 +84,7 @@ impl Collection {
                 gc_events: Vec::new(),
                 timeline: Vec::new(),
                 unwind_warned: false,
+                span_warned: false,
             }),
             Err(e) if e.is_permission() && plan.degraded => {
                 say!(
@@ -133,21 +136,33 @@ impl Collection {
 
     /// One poll: GC events drained, followed processes' maps and tables refreshed when due,
     /// /proc sampled in degraded mode.
-    pub fn tick(&mut self, pid: u32, maps: &mut Maps, maps_due: bool) {
+    pub fn tick(&mut self, pid: u32, maps: &mut Maps, maps_due: bool, follow_due: bool) {
         let followed = match self {
             Collection::Ebpf {
                 probes,
                 gc_events,
                 timeline,
+                span_warned,
                 ..
             } => {
                 probes.drain_gc_events(gc_events);
                 probes.drain_timeline(timeline);
-                if maps_due {
+                let followed = if maps_due || follow_due {
                     probes.followed()
                 } else {
                     Vec::new()
+                };
+                // Span probes are placed per process: a child the target forked gets its own.
+                if follow_due {
+                    for &tgid in &followed {
+                        if let Err(e) = probes.follow_spans(tgid)
+                            && !std::mem::replace(span_warned, true)
+                        {
+                            say!("warning: spans in child process {tgid}: {e}");
+                        }
+                    }
                 }
+                if maps_due { followed } else { Vec::new() }
             }
             Collection::Degraded { last, .. } => {
                 last.extend(procfs::threads(pid));

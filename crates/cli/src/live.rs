@@ -268,13 +268,16 @@ impl<'p> Live<'p> {
             // New processes, exec and dlopen: their maps for symbols and their unwind tables,
             // as soon as seen: every tick in the first second (the dynamic loader maps
             // libraries early), then every 100 ms.
-            let maps_due = self.plan.stacks.is_some()
-                && (self.started.elapsed() < Duration::from_secs(1)
-                    || last_maps.elapsed() >= Duration::from_millis(100));
-            if maps_due {
+            // Children get their span probes on the same cadence.
+            let due = self.started.elapsed() < Duration::from_secs(1)
+                || last_maps.elapsed() >= Duration::from_millis(100);
+            if due {
                 last_maps = Instant::now();
             }
-            self.collection.tick(self.pid, &mut self.maps, maps_due);
+            let maps_due = due && self.plan.stacks.is_some();
+            let follow_due = due && !self.plan.spans.is_empty();
+            self.collection
+                .tick(self.pid, &mut self.maps, maps_due, follow_due);
             self.jvms.tick(self.pid, &self.collection, &mut self.maps);
             // A window due as the duration runs out is the last one, read at the end: cutting
             // it here would leave a last window of a few milliseconds.

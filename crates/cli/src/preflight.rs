@@ -136,7 +136,7 @@ pub fn check_pid(pid: u32) -> Result<u32> {
     if let Some(tgid) = procfs::tgid(pid).filter(|&t| t != pid) {
         say!(
             "note: {pid} is a thread of process {tgid} ({}); recording the process",
-            procfs::comm(tgid).unwrap_or_default()
+            switchyard_model::term::escape(&procfs::comm(tgid).unwrap_or_default())
         );
         return check_pid(tgid);
     }
@@ -144,7 +144,7 @@ pub fn check_pid(pid: u32) -> Result<u32> {
         return Err(hinted(
             format!(
                 "pid {pid} ({}) has exited: it is a zombie its parent has not reaped, with nothing left to record",
-                procfs::comm(pid).unwrap_or_default()
+                switchyard_model::term::escape(&procfs::comm(pid).unwrap_or_default())
             ),
             format!(
                 "give the pid of a running process (`ps -o pid,stat,comm -p {pid}` shows Z for a zombie)"
@@ -155,7 +155,7 @@ pub fn check_pid(pid: u32) -> Result<u32> {
         return Err(hinted(
             format!(
                 "pid {pid} ({}) is a kernel thread",
-                procfs::comm(pid).unwrap_or_default()
+                switchyard_model::term::escape(&procfs::comm(pid).unwrap_or_default())
             ),
             "switchyard records user-space processes; pick the pid of a program",
         ));

@@ -490,3 +490,108 @@ fn a_span_on_a_c_library_of_a_go_program_changes_nothing() {
     let run = assert_unchanged("cgo", &plain, &out, run);
     assert_eq!(span_calls(&run, "cwork"), n);
 }
+
+/// `through` throws for odd numbers; the exception unwinds through its frame to main's catch.
+/// An unwinder cannot cross a frame whose return address a return probe replaced: the C++
+/// runtime calls std::terminate.
+const CXX_PROGRAM: &str = r#"#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+extern "C" __attribute__((noipa)) long through(long i) {
+    if (i % 2) throw std::runtime_error("odd");
+    return i;
+}
+
+int main(int argc, char **argv) {
+    long n = atol(argv[1]), caught = 0, sum = 0;
+    for (long i = 0; i < n; i++) {
+        try { sum += through(i); } catch (const std::exception &) { caught++; }
+    }
+    printf("caught %ld sum %ld\n", caught, sum);
+    return 0;
+}
+"#;
+
+/// `work` called N times after a pause (so that a recording following it as a child of the
+/// target has placed its probes); prints the sum.
+const C_LATE_PROGRAM: &str = r#"#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+__attribute__((noipa)) long work(long i) { return i * i % 1009 + 1; }
+
+int main(int argc, char **argv) {
+    long n = atol(argv[1]), sum = 0;
+    usleep(400000);
+    for (long i = 0; i < n; i++)
+        sum += work(i);
+    printf("calls %ld sum %ld\n", n, sum);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_span_reaches_no_process_but_the_targets() {
+    if !privileged("a_span_reaches_no_process_but_the_targets") {
+        return;
+    }
+    let dir = tempdir("spans-others");
+    std::fs::write(dir.join("through.cc"), CXX_PROGRAM).unwrap();
+    let built = Command::new("g++")
+        .args(["-O2", "-o", "through", "through.cc"])
+        .current_dir(&dir)
+        .output();
+    if !matches!(&built, Ok(o) if o.status.success()) {
+        skip(&format!("cannot compile with g++: {built:?}"));
+        return;
+    }
+    let prog = dir.join("through");
+    let command = [prog.as_os_str(), "1000".as_ref()];
+    let plain = untraced(&command);
+    assert_eq!(text(&plain).0, "caught 500 sum 249500\n", "{plain:?}");
+    // The recording's target is `sleep`; the same program, run beside it, is not a target.
+    let span = format!("through@{}", prog.display());
+    let run_path = dir.join("run.json");
+    let recording = record_ready(&[
+        "--uprobe-span",
+        &span,
+        "-o",
+        run_path.to_str().unwrap(),
+        "--",
+        "sleep",
+        "1",
+    ]);
+    let beside = untraced(&command);
+    let (code, stderr) = wait_output(recording);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        (beside.status.code(), text(&beside).0),
+        (Some(0), text(&plain).0),
+        "a program nobody records changed while a span was placed on it"
+    );
+    assert_eq!(span_calls(&load_run(&run_path), "through"), 0);
+}
+
+#[test]
+fn a_span_follows_a_child_the_target_forks() {
+    if !privileged("a_span_follows_a_child_the_target_forks") {
+        return;
+    }
+    let dir = tempdir("spans-child");
+    std::fs::write(dir.join("late.c"), C_LATE_PROGRAM).unwrap();
+    if !gcc(&dir, &["-O2", "-o", "late", "late.c"]) {
+        return;
+    }
+    let prog = dir.join("late");
+    // The shell forks the program (a command list is not exec'd in place).
+    let script = format!("{} 3000; true", prog.display());
+    let span = format!("work@{}", prog.display());
+    let command = ["sh".as_ref(), "-c".as_ref(), script.as_ref()];
+    let (out, run) = record(&dir, &["--uprobe-span", &span], &command);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("calls 3000"), "{stdout}");
+    let run = run.expect("a run file");
+    assert_eq!(span_calls(&run, "work"), 3000, "{stderr}");
+}

@@ -222,7 +222,7 @@ impl Probes {
         }
         steps.lap("lock contention programs verified, attached");
         if !config.spans.is_empty() {
-            attach_spans(&mut ebpf, &config.spans)?;
+            attach_spans(&mut ebpf, &config.spans, config.tgid)?;
             steps.lap("span probes verified, attached");
         }
         let (gc_symbols, gc_events) = match &config.go_gc {
@@ -261,12 +261,34 @@ impl Probes {
             windows: None,
             evicted: Evicted::default(),
             attach_steps: steps.done,
+            span_procs: std::collections::BTreeSet::from([config.tgid]),
             python: config
                 .stacks
                 .as_ref()
                 .is_some_and(|s| s.python_frames)
                 .then(Default::default),
         })
+    }
+}
+
+/// Processes given span probes, at most: a fork-heavy target's children beyond it go without.
+const MAX_SPAN_PROCS: usize = 4096;
+
+impl Probes {
+    /// The span probes of a process the recording follows (a child of the target), placed
+    /// once; the target's were placed as the probes attached. A process that has gone since
+    /// is not an error.
+    pub fn follow_spans(&mut self, tgid: u32) -> Result<(), Error> {
+        if self.spans.is_empty()
+            || self.span_procs.len() >= MAX_SPAN_PROCS
+            || !self.span_procs.insert(tgid)
+        {
+            return Ok(());
+        }
+        match attach_spans(&mut self.ebpf, &self.spans, tgid) {
+            Err(_) if !std::path::Path::new(&format!("/proc/{tgid}")).exists() => Ok(()),
+            other => other,
+        }
     }
 }
 
@@ -411,11 +433,19 @@ fn attach_go_gc(ebpf: &mut Ebpf, binary: &std::path::Path) -> Result<Vec<(String
     Ok(found)
 }
 
-/// Entry and return probes on every span's symbol; the cookie is the span's index.
-fn attach_spans(ebpf: &mut Ebpf, spans: &[Span]) -> Result<(), Error> {
+/// Entry and return probes on every span's symbol, in the process `tgid` only; the cookie is
+/// the span's index. A probe attached to every process would place a return probe in every
+/// program on the host that runs the function: its return address replaced, which an
+/// exception unwinding through it cannot survive, and a trap per call for processes nobody
+/// records.
+fn attach_spans(ebpf: &mut Ebpf, spans: &[Span], tgid: u32) -> Result<(), Error> {
+    let Some(pid) = std::num::NonZeroU32::new(tgid) else {
+        return Ok(());
+    };
+    let scope = UProbeScope::OneProcess(pid);
     for name in [programs::SPAN_ENTER, programs::SPAN_EXIT] {
         let program: &mut UProbe = program(ebpf, name)?;
-        program.load().map_err(|source| load_error(name, source))?;
+        loaded(name, program.load())?;
         for (i, span) in spans.iter().enumerate() {
             program
                 .attach(
@@ -424,7 +454,7 @@ fn attach_spans(ebpf: &mut Ebpf, spans: &[Span]) -> Result<(), Error> {
                         cookie: Some(i as u64),
                     },
                     &span.binary,
-                    UProbeScope::AllProcesses,
+                    scope,
                 )
                 .map_err(|source| Error::Uprobe {
                     symbol: span.symbol.clone(),

@@ -174,6 +174,8 @@ pub struct Probes {
     /// Python processes found among the targets (none looked for without stacks, or with
     /// `StackConfig::python_frames` off).
     python: Option<python::Finder>,
+    /// The processes whose span probes are placed ([`Probes::follow_spans`]).
+    span_procs: std::collections::BTreeSet<u32>,
     /// Where attaching spent its time, step by step ([`Probes::attach_steps`]).
     attach_steps: Vec<(String, std::time::Duration)>,
 }
