@@ -575,6 +575,30 @@ mod tests {
     }
 
     #[test]
+    fn the_example_in_docs_record_md() {
+        check(
+            &[
+                "./server",
+                "--password=hunter2",
+                "-db-token",
+                "t0k",
+                "--db",
+                "postgres://app:pw@db/main",
+                "PGPASSWORD=x",
+            ],
+            &[
+                "./server",
+                "--password=[redacted]",
+                "-db-token",
+                "[redacted]",
+                "--db",
+                "postgres://app:[redacted]@db/main",
+                "PGPASSWORD=[redacted]",
+            ],
+        );
+    }
+
+    #[test]
     fn a_line_without_secrets_is_unchanged() {
         let line = [
             "./server",
