@@ -378,13 +378,31 @@ impl EndReason {
             EndReason::TargetExited { code: Some(c), .. } => format!("target exited with code {c}"),
             EndReason::TargetExited {
                 signal: Some(s), ..
-            } => format!("target killed by signal {s}"),
+            } => format!("target killed by {}", signal_name(*s)),
             EndReason::TargetExited { .. } => "target exited".into(),
             EndReason::Duration => "--duration elapsed".into(),
-            EndReason::Interrupted { signal } => format!("interrupted (signal {signal})"),
+            EndReason::Interrupted { signal } => format!("interrupted by {}", signal_name(*signal)),
             EndReason::Window => "window cut (--every)".into(),
         }
     }
+}
+
+/// A signal's name (`SIGHUP`), or its number for one without a usual name here.
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_string()
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
