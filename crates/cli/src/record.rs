@@ -129,7 +129,10 @@ fn stop(mut live: Live, end: EndReason, windows: Option<&mut Windows>) -> Result
         symbolizer: None,
     });
     let heap_error = match heap {
-        Some(Ok((h, sites))) => {
+        Some(Ok((mut h, sites))) => {
+            // dhat keeps the command line as one string: its words, redacted like the run's.
+            let words: Vec<String> = h.command.split(' ').map(String::from).collect();
+            h.command = plan.recorded_command(&words).join(" ");
             crate::heap::attach(&mut run, h, sites);
             None
         }
