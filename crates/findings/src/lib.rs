@@ -49,16 +49,19 @@ pub struct Explanation {
     pub schema_version: u32,
     /// The recording's length, s.
     pub duration_s: f64,
-    /// Operations the workload completed, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Operations the workload completed, when known (`null` when not: the contract lists
+    /// every field, docs/explain.md).
+    #[serde(default)]
     pub operations: Option<u64>,
     /// Ranked: the request path's findings by seconds, then idle ones by seconds.
     pub findings: Vec<Finding>,
-    /// Throttling by the target's cgroup CPU quota, in a sentence, when it happened.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Throttling by the target's cgroup CPU quota, in a sentence, when it happened (`null`
+    /// when not).
+    #[serde(default)]
     pub throttled: Option<String>,
-    /// What the answer could not use, in sentences (no stacks, no holders, …).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// What the answer could not use, in sentences (no stacks, no holders, …); `[]` when
+    /// nothing was missing.
+    #[serde(default)]
     pub limits: Vec<String>,
 }
 
@@ -261,6 +264,52 @@ impl<'a> Ctx<'a> {
         } else {
             (format!("pid {tgid}"), false)
         }
+    }
+
+    /// Where thread `tid` ran: its hottest on-CPU site, from its on-CPU samples and the
+    /// stacks it was preempted at (running until then). What a thread did while it held a
+    /// CPU, never its waits. (running in SITE, frames innermost first)
+    fn running(&self, tid: u32) -> Option<(String, Vec<String>)> {
+        let p = &self.run.profiles;
+        let mut by_site: BTreeMap<String, (f64, Vec<String>)> = BTreeMap::new();
+        let samples: u64 = p
+            .oncpu
+            .stacks
+            .iter()
+            .filter(|s| s.tid == tid)
+            .map(|s| s.value)
+            .sum();
+        let on_ns = self
+            .run
+            .threads
+            .iter()
+            .find(|t| t.tid == tid)
+            .map_or(0.0, |t| t.oncpu_ns as f64);
+        for s in p.oncpu.stacks.iter().filter(|s| s.tid == tid) {
+            let frames = frames_of(self.run, s);
+            let e = by_site
+                .entry(classify::site(&frames))
+                .or_insert((0.0, classify::user_names(&frames)));
+            e.0 += on_ns * s.value as f64 / samples.max(1) as f64;
+        }
+        // Preempted there: it was running at that site until the switch.
+        for s in p
+            .offcpu
+            .stacks
+            .iter()
+            .filter(|s| s.tid == tid && s.label == "R")
+        {
+            let frames = frames_of(self.run, s);
+            let e = by_site
+                .entry(classify::site(&frames))
+                .or_insert((0.0, classify::user_names(&frames)));
+            e.0 += s.value as f64;
+        }
+        by_site
+            .into_iter()
+            .filter(|(site, _)| !site.is_empty())
+            .max_by(|a, b| a.1.0.total_cmp(&b.1.0))
+            .map(|(site, (_, frames))| (format!("running in {site}"), frames))
     }
 
     /// What thread `tid` of the run did with most of its time: its heaviest off-CPU stack
@@ -468,8 +517,9 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             let culprit = top.and_then(|(tid, held, _)| {
                 let h = holder_rows.get(&tid)?;
                 let (process, same) = cx.process_of(h.holder_tgid);
+                // It held the CPU, so it ran: where, never what it waited on at other times.
                 let (doing, frames) = if same {
-                    cx.doing(tid).map_or(("running".into(), vec![]), |(d, f, _)| (d, f))
+                    cx.running(tid).unwrap_or_else(|| ("running".into(), vec![]))
                 } else {
                     ("running".into(), vec![])
                 };
@@ -523,10 +573,8 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                     } else {
                         String::new()
                     },
-                    match c.frames.first() {
-                        Some(f) if c.same_process && c.doing.starts_with("running") => {
-                            format!(" in {f}")
-                        }
+                    match c.doing.strip_prefix("running in ") {
+                        Some(site) if c.same_process => format!(" in {site}"),
                         _ => String::new(),
                     }
                 );
@@ -537,7 +585,7 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                 );
                 if c.same_process && !c.frames.is_empty() {
                     evidence += &format!(
-                        "; {} spent most of its own time {} (its profiles)",
+                        "; {} was {} (its on-CPU samples and the stacks it was preempted at)",
                         c.thread, c.doing
                     );
                 }
@@ -587,7 +635,8 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
     // (waiter tid, site) → (waker tid, name) → ns.
     type Releasers = BTreeMap<(u32, String), f64>;
     let mut wakers: BTreeMap<(u32, String), Releasers> = BTreeMap::new();
-    let mut waker_stacks: BTreeMap<u32, (f64, Vec<String>)> = BTreeMap::new();
+    // The releaser's heaviest waking stack: (weight, user frames innermost first, site).
+    let mut waker_stacks: BTreeMap<u32, (f64, Vec<String>, String)> = BTreeMap::new();
     for s in &p.wakeup.stacks {
         let r = classify(&s.label, &frames_of(run, s));
         if r.kind != Kind::Lock {
@@ -605,13 +654,16 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             .entry((tid, s.waker_comm.clone()))
             .or_default() += v;
         // The releaser's heaviest waking stack.
-        let names = || classify::user_names(&frames(run, &s.waker_frames));
+        let read = || {
+            let f = frames(run, &s.waker_frames);
+            (v, classify::user_names(&f), classify::site(&f))
+        };
         match waker_stacks.entry(tid) {
             Entry::Vacant(e) => {
-                e.insert((v, names()));
+                e.insert(read());
             }
             Entry::Occupied(mut e) if v > e.get().0 => {
-                e.insert((v, names()));
+                e.insert(read());
             }
             Entry::Occupied(_) => {}
         }
@@ -716,6 +768,14 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         } else if *kind != Kind::Blocked {
             summary += &format!(" ({because})");
         }
+        // Where the holder released them: its stack at the wakeup.
+        let released = culprit
+            .as_ref()
+            .and_then(|c| Some((c, waker_stacks.get(&c.tid)?)))
+            .filter(|(_, (_, _, site))| !site.is_empty())
+            .map_or(String::new(), |(c, (_, _, site))| {
+                format!("; {} released them in {site} (its wakeup stack)", c.thread)
+            });
         out.push(Finding {
             kind: *kind,
             seconds: g.ns / 1e9,
@@ -724,7 +784,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             tids: tids.into_iter().collect(),
             site: site.clone(),
             culprit,
-            evidence: format!("off-CPU profile, [{label}] {chain}"),
+            evidence: format!("off-CPU profile, [{label}] {chain}{released}"),
             summary,
             address,
             symbol,
@@ -814,7 +874,11 @@ fn waker_tid(run: &Run, s: &Stack) -> u32 {
 }
 
 /// The holder of a lock: the thread that released it, and what it did with its time.
-fn lock_holder(cx: &Ctx, tid: u32, waker_stacks: &BTreeMap<u32, (f64, Vec<String>)>) -> Culprit {
+fn lock_holder(
+    cx: &Ctx,
+    tid: u32,
+    waker_stacks: &BTreeMap<u32, (f64, Vec<String>, String)>,
+) -> Culprit {
     let tgid = cx
         .run
         .threads
@@ -828,7 +892,7 @@ fn lock_holder(cx: &Ctx, tid: u32, waker_stacks: &BTreeMap<u32, (f64, Vec<String
             "releasing it".into(),
             waker_stacks
                 .get(&tid)
-                .map(|(_, f)| f.clone())
+                .map(|(_, f, _)| f.clone())
                 .unwrap_or_default(),
         ),
     };
