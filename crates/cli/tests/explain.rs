@@ -476,3 +476,21 @@ fn explain_top_zero_is_refused() {
         );
     }
 }
+
+#[test]
+fn explain_json_has_every_field_the_contract_lists_even_when_empty() {
+    let ex = explain_json(&["--json"]);
+    // docs/explain.md lists them: a reader tells "none" from "not recorded" by null and [].
+    for field in [
+        "schema_version",
+        "duration_s",
+        "operations",
+        "findings",
+        "throttled",
+        "limits",
+    ] {
+        assert!(ex.get(field).is_some(), "`{field}` missing: {ex:#}");
+    }
+    assert!(ex["throttled"].is_null() || ex["throttled"].is_string(), "{ex:#}");
+    assert!(ex["limits"].is_array(), "{ex:#}");
+}

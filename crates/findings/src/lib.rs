@@ -266,52 +266,6 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Where thread `tid` ran: its hottest on-CPU site, from its on-CPU samples and the
-    /// stacks it was preempted at (running until then). What a thread did while it held a
-    /// CPU, never its waits. (running in SITE, frames innermost first)
-    fn running(&self, tid: u32) -> Option<(String, Vec<String>)> {
-        let p = &self.run.profiles;
-        let mut by_site: BTreeMap<String, (f64, Vec<String>)> = BTreeMap::new();
-        let samples: u64 = p
-            .oncpu
-            .stacks
-            .iter()
-            .filter(|s| s.tid == tid)
-            .map(|s| s.value)
-            .sum();
-        let on_ns = self
-            .run
-            .threads
-            .iter()
-            .find(|t| t.tid == tid)
-            .map_or(0.0, |t| t.oncpu_ns as f64);
-        for s in p.oncpu.stacks.iter().filter(|s| s.tid == tid) {
-            let frames = frames_of(self.run, s);
-            let e = by_site
-                .entry(classify::site(&frames))
-                .or_insert((0.0, classify::user_names(&frames)));
-            e.0 += on_ns * s.value as f64 / samples.max(1) as f64;
-        }
-        // Preempted there: it was running at that site until the switch.
-        for s in p
-            .offcpu
-            .stacks
-            .iter()
-            .filter(|s| s.tid == tid && s.label == "R")
-        {
-            let frames = frames_of(self.run, s);
-            let e = by_site
-                .entry(classify::site(&frames))
-                .or_insert((0.0, classify::user_names(&frames)));
-            e.0 += s.value as f64;
-        }
-        by_site
-            .into_iter()
-            .filter(|(site, _)| !site.is_empty())
-            .max_by(|a, b| a.1.0.total_cmp(&b.1.0))
-            .map(|(site, (_, frames))| (format!("running in {site}"), frames))
-    }
-
     /// What thread `tid` of the run did with most of its time: its heaviest off-CPU stack
     /// (by state and site) or on-CPU site. (doing, frames innermost first, share of its time)
     fn doing(&self, tid: u32) -> Option<(String, Vec<String>, f64)> {
@@ -517,9 +471,8 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             let culprit = top.and_then(|(tid, held, _)| {
                 let h = holder_rows.get(&tid)?;
                 let (process, same) = cx.process_of(h.holder_tgid);
-                // It held the CPU, so it ran: where, never what it waited on at other times.
                 let (doing, frames) = if same {
-                    cx.running(tid).unwrap_or_else(|| ("running".into(), vec![]))
+                    cx.doing(tid).map_or(("running".into(), vec![]), |(d, f, _)| (d, f))
                 } else {
                     ("running".into(), vec![])
                 };
@@ -573,8 +526,10 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                     } else {
                         String::new()
                     },
-                    match c.doing.strip_prefix("running in ") {
-                        Some(site) if c.same_process => format!(" in {site}"),
+                    match c.frames.first() {
+                        Some(f) if c.same_process && c.doing.starts_with("running") => {
+                            format!(" in {f}")
+                        }
                         _ => String::new(),
                     }
                 );
@@ -585,7 +540,7 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                 );
                 if c.same_process && !c.frames.is_empty() {
                     evidence += &format!(
-                        "; {} was {} (its on-CPU samples and the stacks it was preempted at)",
+                        "; {} spent most of its own time {} (its profiles)",
                         c.thread, c.doing
                     );
                 }
@@ -635,8 +590,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
     // (waiter tid, site) → (waker tid, name) → ns.
     type Releasers = BTreeMap<(u32, String), f64>;
     let mut wakers: BTreeMap<(u32, String), Releasers> = BTreeMap::new();
-    // The releaser's heaviest waking stack: (weight, user frames innermost first, site).
-    let mut waker_stacks: BTreeMap<u32, (f64, Vec<String>, String)> = BTreeMap::new();
+    let mut waker_stacks: BTreeMap<u32, (f64, Vec<String>)> = BTreeMap::new();
     for s in &p.wakeup.stacks {
         let r = classify(&s.label, &frames_of(run, s));
         if r.kind != Kind::Lock {
@@ -654,16 +608,13 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             .entry((tid, s.waker_comm.clone()))
             .or_default() += v;
         // The releaser's heaviest waking stack.
-        let read = || {
-            let f = frames(run, &s.waker_frames);
-            (v, classify::user_names(&f), classify::site(&f))
-        };
+        let names = || classify::user_names(&frames(run, &s.waker_frames));
         match waker_stacks.entry(tid) {
             Entry::Vacant(e) => {
-                e.insert(read());
+                e.insert((v, names()));
             }
             Entry::Occupied(mut e) if v > e.get().0 => {
-                e.insert(read());
+                e.insert((v, names()));
             }
             Entry::Occupied(_) => {}
         }
@@ -768,14 +719,6 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         } else if *kind != Kind::Blocked {
             summary += &format!(" ({because})");
         }
-        // Where the holder released them: its stack at the wakeup.
-        let released = culprit
-            .as_ref()
-            .and_then(|c| Some((c, waker_stacks.get(&c.tid)?)))
-            .filter(|(_, (_, _, site))| !site.is_empty())
-            .map_or(String::new(), |(c, (_, _, site))| {
-                format!("; {} released them in {site} (its wakeup stack)", c.thread)
-            });
         out.push(Finding {
             kind: *kind,
             seconds: g.ns / 1e9,
@@ -784,7 +727,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             tids: tids.into_iter().collect(),
             site: site.clone(),
             culprit,
-            evidence: format!("off-CPU profile, [{label}] {chain}{released}"),
+            evidence: format!("off-CPU profile, [{label}] {chain}"),
             summary,
             address,
             symbol,
@@ -874,11 +817,7 @@ fn waker_tid(run: &Run, s: &Stack) -> u32 {
 }
 
 /// The holder of a lock: the thread that released it, and what it did with its time.
-fn lock_holder(
-    cx: &Ctx,
-    tid: u32,
-    waker_stacks: &BTreeMap<u32, (f64, Vec<String>, String)>,
-) -> Culprit {
+fn lock_holder(cx: &Ctx, tid: u32, waker_stacks: &BTreeMap<u32, (f64, Vec<String>)>) -> Culprit {
     let tgid = cx
         .run
         .threads
@@ -892,7 +831,7 @@ fn lock_holder(
             "releasing it".into(),
             waker_stacks
                 .get(&tid)
-                .map(|(_, f, _)| f.clone())
+                .map(|(_, f)| f.clone())
                 .unwrap_or_default(),
         ),
     };
