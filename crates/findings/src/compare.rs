@@ -34,10 +34,11 @@ pub struct Changes {
     /// Total thread time per `per`, ns, medians of A and B.
     pub total_a: f64,
     pub total_b: f64,
-    /// Ranked by |delta|, largest first; idle waits are not among them.
+    /// Ranked by |delta|, largest first; idle waits (and waits of parked threads) are not
+    /// among them.
     pub changes: Vec<Change>,
-    /// Idle waits (threads waiting for work) per `per`, ns, medians of A and B: apart from the
-    /// request path's changes.
+    /// Idle waits (threads waiting for work, and threads parked the whole recording) per
+    /// `per`, ns, medians of A and B: apart from the request path's changes.
     pub idle_a: f64,
     pub idle_b: f64,
 }
@@ -77,7 +78,21 @@ fn describe(f: &Finding) -> String {
     s
 }
 
-/// The differences between runs of A and runs of B, ranked.
+/// Whether thread `tid` of `run` was parked: it switched at most once a second and ran under
+/// 1% of its time. Its wall time is the recording's length, not the work's: per operation it
+/// only says how many operations fit in the recording (a parked `jemalloc_bg_thd` "costs"
+/// more per operation in the build that did fewer), so compare counts it as idle.
+fn parked(run: &Run, tid: u32) -> bool {
+    let Some(t) = run.threads.iter().find(|t| t.tid == tid) else {
+        return false;
+    };
+    let secs = run.meta.duration_ns() as f64 / 1e9;
+    let wall = (t.oncpu_ns + t.offcpu_ns()) as f64;
+    (t.voluntary + t.involuntary) as f64 <= secs.max(1.0) && (t.oncpu_ns as f64) < wall * 0.01
+}
+
+/// The differences between runs of A and runs of B, ranked. A wait of threads that were
+/// [parked] the whole recording counts as idle, whatever explain calls it.
 pub fn changes(a: &[Run], b: &[Run]) -> Changes {
     let per_op = a
         .iter()
@@ -100,8 +115,13 @@ pub fn changes(a: &[Run], b: &[Run]) -> Changes {
             let total: u64 = r.threads.iter().map(|t| t.oncpu_ns + t.offcpu_ns()).sum();
             totals.push(total as f64 / n);
             for f in &ex.findings {
+                let mut k = key(f);
+                let waits = !matches!(f.kind, Kind::Cpu | Kind::Oncpu);
+                if waits && !f.tids.is_empty() && f.tids.iter().all(|&t| parked(r, t)) {
+                    k.0 = Kind::Idle;
+                }
                 let e = m
-                    .entry(key(f))
+                    .entry(k)
                     .or_insert_with(|| (vec![0.0; runs.len()], describe(f)));
                 e.0[i] += f.seconds * 1e9 / n;
             }
@@ -202,12 +222,95 @@ impl Changes {
         }
         if self.idle_a + self.idle_b > 0.0 {
             out.push_str(&format!(
-                "  idle, not on the request path (waiting for work): {} → {}/{}\n",
+                "  idle, not on the request path (waiting for work, or parked): {} → {}/{}\n",
                 ns_f(self.idle_a),
                 ns_f(self.idle_b),
                 self.per
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use switchyard_model::{Frame, FrameKind, Log2Hist, Stack, ThreadRow};
+
+    use super::*;
+    use crate::tests::waits_run;
+
+    const MS: u64 = 1_000_000;
+
+    /// `run` with a thread that sat in one futex wait the whole recording, never switching
+    /// (jemalloc's background thread with nothing to purge), and `ops` operations.
+    fn with_parked_thread(mut run: Run, ops: u64) -> Run {
+        run.operations = Some(ops);
+        run.threads.push(ThreadRow {
+            tid: 7,
+            tgid: 100,
+            comm: "jemalloc_bg_thd".into(),
+            voluntary: 0,
+            involuntary: 0,
+            oncpu_ns: 0,
+            blocked_ns: 3_000 * MS,
+            runqueue_ns: 0,
+            woken_wait_ns: 0,
+            offcpu: Log2Hist::default(),
+            sched_delay: Log2Hist::default(),
+        });
+        let first = run.profiles.frames.len() as u32;
+        run.profiles.frames.push(Frame {
+            name: "futex_wait".into(),
+            module: "kernel".into(),
+            kind: FrameKind::Kernel,
+            ..Default::default()
+        });
+        run.profiles.offcpu.stacks.push(Stack {
+            tgid: 100,
+            tid: 7,
+            comm: "jemalloc_bg_thd".into(),
+            label: "S".into(),
+            frames: vec![first],
+            value: 3_000 * MS,
+            ..Default::default()
+        });
+        run
+    }
+
+    #[test]
+    fn a_parked_thread_is_idle_not_a_change_per_operation() {
+        // The same run, B doing a third of A's operations: every finding costs more per
+        // operation, the parked thread's 3 s the most, though it did nothing in either.
+        let a = with_parked_thread(waits_run(), 3_000);
+        let b = with_parked_thread(waits_run(), 1_000);
+        let parked = explain(&b)
+            .findings
+            .into_iter()
+            .find(|f| f.tids == [7])
+            .expect("a finding for the parked thread");
+        assert_ne!(parked.kind, Kind::Idle, "{parked:?}");
+        let ch = changes(&[a], &[b]);
+        assert_eq!(ch.per, "op");
+        assert!(
+            ch.changes
+                .iter()
+                .all(|c| !c.what.contains("jemalloc_bg_thd")),
+            "{}",
+            ch.render(9)
+        );
+        // Its 1 ms/op → 3 ms/op is with the idle waits.
+        assert!(ch.idle_b - ch.idle_a >= 2e6 - 1.0, "{ch:?}");
+        assert!(ch.render(5).contains("(waiting for work, or parked)"));
+        // A thread that switched, though mostly asleep, is still compared.
+        assert!(parked_threads_are_only_those(&with_parked_thread(
+            waits_run(),
+            1
+        )));
+    }
+
+    fn parked_threads_are_only_those(run: &Run) -> bool {
+        run.threads
+            .iter()
+            .all(|t| parked(run, t.tid) == (t.tid == 7))
     }
 }
