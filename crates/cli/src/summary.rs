@@ -356,40 +356,19 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     use switchyard_golden::Golden;
-    use switchyard_model::{
-        Run,
-        term::{escape, is_unsafe},
-    };
+    use switchyard_model::{Run, term::is_unsafe};
 
     use super::render;
+
+    mod tame {
+        include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/common/tame.rs"));
+    }
+    use tame::tame;
 
     fn data(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/data")
             .join(name)
-    }
-
-    /// `v` with every character a terminal would act on replaced by as many `_` as its escape
-    /// takes: the same run with plain names, laid out alike (a line wraps where it wrapped).
-    fn tame(v: &mut serde_json::Value) {
-        use serde_json::Value;
-        match v {
-            Value::String(s) => {
-                *s = s
-                    .chars()
-                    .map(|c| {
-                        if is_unsafe(c) {
-                            "_".repeat(escape(&c.to_string()).len())
-                        } else {
-                            c.to_string()
-                        }
-                    })
-                    .collect();
-            }
-            Value::Array(items) => items.iter_mut().for_each(tame),
-            Value::Object(fields) => fields.values_mut().for_each(tame),
-            _ => {}
-        }
     }
 
     #[test]

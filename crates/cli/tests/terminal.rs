@@ -10,6 +10,8 @@
 //! with plain names print.
 
 mod common;
+#[path = "common/tame.rs"]
+mod tame;
 
 use std::{
     path::{Path, PathBuf},
@@ -19,7 +21,8 @@ use std::{
 use common::*;
 use serde_json::Value;
 use switchyard_golden::Golden;
-use switchyard_model::term::{escape, is_unsafe};
+use switchyard_model::term::is_unsafe;
+use tame::tame;
 
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
@@ -34,27 +37,6 @@ fn golden(name: &str, actual: &str) {
     .check(name, actual);
 }
 
-/// `v` with every character a terminal would act on replaced by as many `_` as its escape
-/// takes: the same run with plain names, laid out alike (a line wraps where it wrapped).
-fn tame(v: &mut Value) {
-    match v {
-        Value::String(s) => {
-            *s = s
-                .chars()
-                .map(|c| {
-                    if is_unsafe(c) {
-                        "_".repeat(escape(&c.to_string()).len())
-                    } else {
-                        c.to_string()
-                    }
-                })
-                .collect();
-        }
-        Value::Array(items) => items.iter_mut().for_each(tame),
-        Value::Object(fields) => fields.values_mut().for_each(tame),
-        _ => {}
-    }
-}
 
 fn hostile() -> Value {
     load_run(&data().join("hostile.json"))

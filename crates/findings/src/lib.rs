@@ -266,6 +266,59 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Thread `tid`'s on-CPU samples as (site, user frames innermost first, ns): its exact
+    /// on-CPU time shared by its samples.
+    fn oncpu_sites(&self, tid: u32) -> Vec<(String, Vec<String>, f64)> {
+        let p = &self.run.profiles;
+        let mine = || p.oncpu.stacks.iter().filter(move |s| s.tid == tid);
+        let samples: u64 = mine().map(|s| s.value).sum();
+        if p.stats.oncpu_hz == 0 || samples == 0 {
+            return Vec::new();
+        }
+        let on_ns = self
+            .run
+            .threads
+            .iter()
+            .find(|t| t.tid == tid)
+            .map_or(0.0, |t| t.oncpu_ns as f64);
+        mine()
+            .map(|s| {
+                let frames = frames_of(self.run, s);
+                let ns = on_ns * s.value as f64 / samples as f64;
+                (classify::site(&frames), classify::user_names(&frames), ns)
+            })
+            .collect()
+    }
+
+    /// Where thread `tid` ran: its hottest on-CPU site, from its on-CPU samples and the
+    /// stacks it was preempted at (running until then). What a thread did while it held a
+    /// CPU, never its waits. (running in SITE, frames innermost first)
+    fn running(&self, tid: u32) -> Option<(String, Vec<String>)> {
+        let p = &self.run.profiles;
+        let mut by_site: BTreeMap<String, (f64, Vec<String>)> = BTreeMap::new();
+        for (site, frames, ns) in self.oncpu_sites(tid) {
+            by_site.entry(site).or_insert((0.0, frames)).0 += ns;
+        }
+        // Preempted there: it was running at that site until the switch.
+        for s in p
+            .offcpu
+            .stacks
+            .iter()
+            .filter(|s| s.tid == tid && s.label == "R")
+        {
+            let frames = frames_of(self.run, s);
+            let e = by_site
+                .entry(classify::site(&frames))
+                .or_insert((0.0, classify::user_names(&frames)));
+            e.0 += s.value as f64;
+        }
+        by_site
+            .into_iter()
+            .filter(|(site, _)| !site.is_empty())
+            .max_by(|a, b| a.1.0.total_cmp(&b.1.0))
+            .map(|(site, (_, frames))| (format!("running in {site}"), frames))
+    }
+
     /// What thread `tid` of the run did with most of its time: its heaviest off-CPU stack
     /// (by state and site) or on-CPU site. (doing, frames innermost first, share of its time)
     fn doing(&self, tid: u32) -> Option<(String, Vec<String>, f64)> {
@@ -292,30 +345,8 @@ impl<'a> Ctx<'a> {
                 .or_insert((0.0, classify::user_names(&frames)));
             e.0 += s.value as f64;
         }
-        let hz = p.stats.oncpu_hz as f64;
-        let on_ns = self
-            .run
-            .threads
-            .iter()
-            .find(|t| t.tid == tid)
-            .map_or(0.0, |t| t.oncpu_ns as f64);
-        let samples: u64 = p
-            .oncpu
-            .stacks
-            .iter()
-            .filter(|s| s.tid == tid)
-            .map(|s| s.value)
-            .sum();
-        if hz > 0.0 && samples > 0 {
-            for s in p.oncpu.stacks.iter().filter(|s| s.tid == tid) {
-                let frames = frames_of(self.run, s);
-                let site = classify::site(&frames);
-                let e = by_site
-                    .entry(("running".into(), site))
-                    .or_insert((0.0, classify::user_names(&frames)));
-                // The exact on-CPU time, shared by samples.
-                e.0 += on_ns * s.value as f64 / samples as f64;
-            }
+        for (site, frames, ns) in self.oncpu_sites(tid) {
+            by_site.entry(("running".into(), site)).or_insert((0.0, frames)).0 += ns;
         }
         for ((doing, site), (v, frames)) in by_site {
             if best.as_ref().is_none_or(|b| v > b.0) {
@@ -471,8 +502,9 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             let culprit = top.and_then(|(tid, held, _)| {
                 let h = holder_rows.get(&tid)?;
                 let (process, same) = cx.process_of(h.holder_tgid);
+                // It held the CPU, so it ran: where, never what it waited on at other times.
                 let (doing, frames) = if same {
-                    cx.doing(tid).map_or(("running".into(), vec![]), |(d, f, _)| (d, f))
+                    cx.running(tid).unwrap_or_else(|| ("running".into(), vec![]))
                 } else {
                     ("running".into(), vec![])
                 };
@@ -526,10 +558,8 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                     } else {
                         String::new()
                     },
-                    match c.frames.first() {
-                        Some(f) if c.same_process && c.doing.starts_with("running") => {
-                            format!(" in {f}")
-                        }
+                    match c.doing.strip_prefix("running in ") {
+                        Some(site) if c.same_process => format!(" in {site}"),
                         _ => String::new(),
                     }
                 );
@@ -540,7 +570,7 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                 );
                 if c.same_process && !c.frames.is_empty() {
                     evidence += &format!(
-                        "; {} spent most of its own time {} (its profiles)",
+                        "; {} was {} (its on-CPU samples and the stacks it was preempted at)",
                         c.thread, c.doing
                     );
                 }
@@ -590,7 +620,8 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
     // (waiter tid, site) → (waker tid, name) → ns.
     type Releasers = BTreeMap<(u32, String), f64>;
     let mut wakers: BTreeMap<(u32, String), Releasers> = BTreeMap::new();
-    let mut waker_stacks: BTreeMap<u32, (f64, Vec<String>)> = BTreeMap::new();
+    // The releaser's heaviest waking stack: (weight, user frames innermost first, site).
+    let mut waker_stacks: BTreeMap<u32, (f64, Vec<String>, String)> = BTreeMap::new();
     for s in &p.wakeup.stacks {
         let r = classify(&s.label, &frames_of(run, s));
         if r.kind != Kind::Lock {
@@ -608,13 +639,16 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             .entry((tid, s.waker_comm.clone()))
             .or_default() += v;
         // The releaser's heaviest waking stack.
-        let names = || classify::user_names(&frames(run, &s.waker_frames));
+        let read = || {
+            let f = frames(run, &s.waker_frames);
+            (v, classify::user_names(&f), classify::site(&f))
+        };
         match waker_stacks.entry(tid) {
             Entry::Vacant(e) => {
-                e.insert((v, names()));
+                e.insert(read());
             }
             Entry::Occupied(mut e) if v > e.get().0 => {
-                e.insert((v, names()));
+                e.insert(read());
             }
             Entry::Occupied(_) => {}
         }
@@ -719,6 +753,14 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         } else if *kind != Kind::Blocked {
             summary += &format!(" ({because})");
         }
+        // Where the holder released them: its stack at the wakeup.
+        let released = culprit
+            .as_ref()
+            .and_then(|c| Some((c, waker_stacks.get(&c.tid)?)))
+            .filter(|(_, (_, _, site))| !site.is_empty())
+            .map_or(String::new(), |(c, (_, _, site))| {
+                format!("; {} released them in {site} (its wakeup stack)", c.thread)
+            });
         out.push(Finding {
             kind: *kind,
             seconds: g.ns / 1e9,
@@ -727,7 +769,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             tids: tids.into_iter().collect(),
             site: site.clone(),
             culprit,
-            evidence: format!("off-CPU profile, [{label}] {chain}"),
+            evidence: format!("off-CPU profile, [{label}] {chain}{released}"),
             summary,
             address,
             symbol,
@@ -817,7 +859,11 @@ fn waker_tid(run: &Run, s: &Stack) -> u32 {
 }
 
 /// The holder of a lock: the thread that released it, and what it did with its time.
-fn lock_holder(cx: &Ctx, tid: u32, waker_stacks: &BTreeMap<u32, (f64, Vec<String>)>) -> Culprit {
+fn lock_holder(
+    cx: &Ctx,
+    tid: u32,
+    waker_stacks: &BTreeMap<u32, (f64, Vec<String>, String)>,
+) -> Culprit {
     let tgid = cx
         .run
         .threads
@@ -831,7 +877,7 @@ fn lock_holder(cx: &Ctx, tid: u32, waker_stacks: &BTreeMap<u32, (f64, Vec<String
             "releasing it".into(),
             waker_stacks
                 .get(&tid)
-                .map(|(_, f)| f.clone())
+                .map(|(_, f, _)| f.clone())
                 .unwrap_or_default(),
         ),
     };

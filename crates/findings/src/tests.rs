@@ -286,6 +286,28 @@ fn a_worker_behind_a_hog_waits_for_a_cpu_held_by_the_hog_in_its_spin() {
 }
 
 #[test]
+fn a_cpu_holder_is_named_by_where_it_ran_not_by_its_idle_time() {
+    // The hog ran 0.3 s and idled 9 s in epoll_wait: its idle time is heavier than its
+    // running, but it held the worker's CPU by running, in hog_spin.
+    let mut run = waits_run();
+    run.threads[1].oncpu_ns = 300 * MS;
+    run.threads[1].blocked_ns = 9_000 * MS;
+    let idle = stack(
+        &mut run,
+        2,
+        "S",
+        &["main", "event_loop", "epoll_wait"],
+        &["__x64_sys_epoll_wait", "do_epoll_wait", "schedule"],
+        9_000 * MS,
+    );
+    run.profiles.offcpu.stacks.push(idle);
+    let ex = explain(&run);
+    let c = find(&ex, Kind::Cpu, "worker").culprit.clone().unwrap();
+    assert_eq!(c.doing, "running in hog_spin", "{c:?}");
+    assert_eq!(c.frames.first().map(String::as_str), Some("hog_spin"));
+}
+
+#[test]
 fn a_lock_held_across_a_sleep_names_the_holder_and_its_sleep() {
     let ex = explain(&waits_run());
     let f = find(&ex, Kind::Lock, "lock-waiter");
