@@ -11,7 +11,7 @@ use inferno::{
 };
 use switchyard_model::{
     Run,
-    units::{counted, ns, ns_f, percent_change},
+    units::{counted, ns, ns_f},
 };
 use switchyard_report::{
     ProfileKind, Threads, document, embed_flamegraph, escape_html as esc, folded_threads,
@@ -246,7 +246,7 @@ fn cell(s: &Option<crate::Spread>, unit: switchyard_model::units::Unit) -> Strin
 }
 
 fn row(out: &mut String, r: &Row) {
-    let pct = r.delta_pct.map_or_else(|| "-".into(), percent_change);
+    let pct = crate::delta_text(r);
     // The row's class is its verdict: better, worse, noise, same; withheld, or none.
     let class = match r.verdict {
         Verdict::Withheld => "withheld",

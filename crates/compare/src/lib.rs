@@ -341,13 +341,13 @@ pub fn headline(c: &Comparison) -> String {
         && c.rows.iter().any(|r| r.verdict == Verdict::Withheld);
     let listed = |r: &Row| match r.verdict {
         Verdict::Better | Verdict::Worse => true,
-        Verdict::Withheld => unjudged && r.delta_pct.is_some_and(|p| p.abs() >= NOISE_PCT),
+        Verdict::Withheld => unjudged && r.delta_pct.is_none_or(|p| p.abs() >= NOISE_PCT),
         _ => false,
     };
     let mut changed: Vec<&Row> = c
         .rows
         .iter()
-        .filter(|r| listed(r) && headline_figure(&r.name) && r.delta_pct.is_some())
+        .filter(|r| listed(r) && headline_figure(&r.name) && r.delta.is_some_and(|d| d != 0.0))
         .collect();
     // Throughput, CPU per operation, the work's other costs per operation, then latency; the
     // largest change first within each.
@@ -366,13 +366,21 @@ pub fn headline(c: &Comparison) -> String {
         .iter()
         .take(4)
         .map(|r| {
-            let pct = r.delta_pct.unwrap_or(0.0);
-            let sign = if pct < 0.0 { "\u{2212}" } else { "+" };
-            format!(
-                "{sign}{} {}",
-                switchyard_model::units::percent_whole(pct.abs() / 100.0),
-                short_name(&r.name)
-            )
+            let delta = r.delta.unwrap_or(0.0);
+            let sign = if delta < 0.0 { "\u{2212}" } else { "+" };
+            let name = short_name(&r.name);
+            // From a tiny base, the amount: "+0.90 futex waits/op", not "+112500%".
+            let amount = if tiny_base(r) {
+                let v = figure(delta.abs(), r.unit);
+                match name.ends_with("/op") {
+                    true => v.trim_end_matches("/op").to_string(),
+                    false => v,
+                }
+            } else {
+                let pct = r.delta_pct.unwrap_or(0.0);
+                switchyard_model::units::percent_whole(pct.abs() / 100.0)
+            };
+            format!("{sign}{amount} {name}")
         })
         .collect();
     let unjudged = unjudged.then(|| {
@@ -479,6 +487,38 @@ fn judge(
     )
 }
 
+/// A base below the other side over this is tiny: a percentage from it (`+112500%`) says
+/// only that it was near zero, so the delta is given as an amount (`+0.90/op`).
+pub const TINY_BASE: f64 = 10.0;
+
+/// Whether row `r`'s delta reads as an amount rather than a percentage: A is zero or
+/// [tiny](TINY_BASE) next to B.
+fn tiny_base(r: &Row) -> bool {
+    let (Some(a), Some(b), Some(d)) = (&r.a, &r.b, r.delta) else {
+        return false;
+    };
+    d != 0.0 && (r.delta_pct.is_none() || a.median.abs() * TINY_BASE < b.median.abs())
+}
+
+/// A row's delta as tables show it: a percentage ("+10.0%"), or from a zero or
+/// [tiny](TINY_BASE) base the amount with its unit ("+0.90/op"); "-" for none.
+pub fn delta_text(r: &Row) -> String {
+    match (r.delta, r.delta_pct) {
+        (Some(d), _) if tiny_base(r) => signed(d, r.unit),
+        (_, Some(p)) => percent_change(p),
+        _ => "-".into(),
+    }
+}
+
+/// `d` with its sign and unit, signed as [`percent_change`] signs.
+fn signed(d: f64, unit: Unit) -> String {
+    format!(
+        "{}{}",
+        if d < 0.0 { "-" } else { "+" },
+        figure(d.abs(), unit)
+    )
+}
+
 /// A figure in a table: compact, a whole count without decimals, with its unit.
 pub fn figure(v: f64, unit: Unit) -> String {
     let n = if v.fract() == 0.0 && v.abs() < 1e6 {
@@ -540,34 +580,9 @@ pub fn verdict_text(r: &Row) -> String {
     }
 }
 
-/// Widest the terminal table's figure column gets; longer names are cut ([`cut_name`]).
-const NAME_WIDTH: usize = 30;
-
-/// Narrowest the figure column is cut to so that a row fits [`WIDTH`].
-const MIN_NAME_WIDTH: usize = 20;
-
-/// Columns the terminal table keeps within, when its figures allow.
+/// Columns the terminal table keeps within, when its figures' names allow: a name is never
+/// cut (it is what a budget file names), so a long one widens its table.
 const WIDTH: usize = 100;
-
-/// `name` in at most `width` columns: cut in the middle, keeping its last part, so that
-/// `syscalls.getppid.per_op` and `syscalls.getppid.per_s` stay apart (`syscalls.getp….per_op`).
-fn cut_name(name: &str, width: usize) -> String {
-    let chars = name.chars().count();
-    if chars <= width {
-        return name.to_string();
-    }
-    let last = name.rfind('.').map_or("", |i| &name[i..]);
-    let last = if last.chars().count() * 2 <= width {
-        last
-    } else {
-        ""
-    };
-    let head: String = name
-        .chars()
-        .take(width.saturating_sub(1 + last.chars().count()))
-        .collect();
-    format!("{head}…{last}")
-}
 
 /// `text` in lines of at most [`WIDTH`] columns: one line when it fits, else a line per
 /// clause (after "; "), each broken at spaces outside `code spans` if it is still too long.
@@ -610,9 +625,9 @@ fn wrapped(out: &mut String, text: &str) {
 /// that compare the builds' work first. Totals and rates of figures also known per operation
 /// get no verdict and are listed only with `all`, which also includes every syscall;
 /// otherwise syscalls and perf counters whose both sides are below 1% of the total syscalls
-/// are left out. Columns are as wide as their widest cell; a figure's name is cut (down to
-/// 20 columns) when a row would not fit otherwise. Wide ranges, or the reason for no verdict
-/// with sides of different sizes, can still go beyond 100 columns.
+/// are left out. Columns are as wide as their widest cell. A figure's name is whole, so that
+/// it can be copied into a budget file: long names, wide ranges, or the reason for no verdict
+/// with sides of different sizes can take a row beyond 100 columns.
 ///
 /// Text that is not ours (the sides' labels, the workload and build names in the command to
 /// rerun, span labels in figure names) is [escaped](escape) as the page escapes it; "what
@@ -645,7 +660,7 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
                 escape(&r.name).into_owned(),
                 side(&r.a, r.unit),
                 side(&r.b, r.unit),
-                r.delta_pct.map_or_else(|| "-".into(), percent_change),
+                delta_text(r),
                 verdict_text(r),
             ]
         })
@@ -657,17 +672,9 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
             *w = (*w).max(cell.chars().count());
         }
     }
-    widths[0] = widths[0].min(NAME_WIDTH);
-    // Two columns before the figure, one between the figures, two before the verdict.
-    let row_width = |w: &[usize; 5]| 2 + w[0] + 1 + w[1] + 1 + w[2] + 1 + w[3] + 2 + w[4];
-    let over = row_width(&widths).saturating_sub(WIDTH);
-    widths[0] = widths[0]
-        .saturating_sub(over)
-        .max(MIN_NAME_WIDTH.min(widths[0]));
     let [name_w, a_w, b_w, pct_w, _] = widths;
     let line = |out: &mut String, cells: &[String; 5]| {
         let [name, a, b, pct, v] = cells;
-        let name = cut_name(name, name_w);
         let row = format!("  {name:<name_w$} {a:>a_w$} {b:>b_w$} {pct:>pct_w$}  {v}");
         let _ = writeln!(out, "{}", row.trim_end());
     };
@@ -787,25 +794,60 @@ mod tests {
         );
     }
 
+    fn row(name: &str, unit: Unit, a: f64, b: f64) -> Row {
+        let (sa, sb) = (spread(&[a; 3]), spread(&[b; 3]));
+        let (delta, delta_pct, verdict) = judge(sa.as_ref(), sb.as_ref(), Better::Lower);
+        Row {
+            name: name.into(),
+            area: Area::of(name),
+            total: false,
+            unit,
+            a: sa,
+            b: sb,
+            delta,
+            delta_pct,
+            verdict,
+        }
+    }
+
+    fn comparison(rows: Vec<Row>) -> Comparison {
+        Comparison {
+            a_label: "a".into(),
+            b_label: "b".into(),
+            a_runs: 3,
+            b_runs: 3,
+            rows,
+            rerun: String::new(),
+            changed: Default::default(),
+        }
+    }
+
     #[test]
-    fn names_are_cut_in_the_middle() {
-        assert_eq!(
-            cut_name("syscalls.getppid.per_op", 30),
-            "syscalls.getppid.per_op"
-        );
-        assert_eq!(
-            cut_name("syscalls.getppid.per_op", 20),
-            "syscalls.get….per_op"
-        );
-        assert_eq!(
-            cut_name("syscalls.getppid.per_s", 20),
-            "syscalls.getp….per_s"
-        );
-        assert_eq!(cut_name("syscalls.getppid.per_s", 20).chars().count(), 20);
-        assert_eq!(
-            cut_name("a.very_long_last_part_of_a_name", 20),
-            "a.very_long_last_pa…"
-        );
+    fn a_tiny_base_gets_the_amount_not_a_percentage() {
+        // 0.0008 → 0.9 futex waits/op is "+112400%" from a base that is all but zero.
+        let tiny = row("futex.waits.per_op", Unit::PerOp, 0.0008, 0.9);
+        assert_eq!(delta_text(&tiny), "+0.8992/op");
+        let zero = row("futex.waits.per_op", Unit::PerOp, 0.0, 0.9);
+        assert_eq!(delta_text(&zero), "+0.9000/op");
+        // A fall to near zero is a percentage still: −99.9% says it.
+        let fall = row("futex.waits.per_op", Unit::PerOp, 0.9, 0.0008);
+        assert_eq!(delta_text(&fall), "-99.9%");
+        let usual = row("cpu.per_op", Unit::MicrosPerOp, 100.0, 150.0);
+        assert_eq!(delta_text(&usual), "+50.0%");
+        let none = row("futex.waits.per_op", Unit::PerOp, 0.0, 0.0);
+        assert_eq!(delta_text(&none), "-");
+        let c = comparison(vec![usual, tiny]);
+        assert_eq!(headline(&c), "b: +50% CPU/op, +0.8992 futex waits/op");
+        assert!(render_text(&c, false).contains(" +0.8992/op "));
+    }
+
+    #[test]
+    fn figure_names_are_never_cut() {
+        let name = "switches.total.a_figure_with_a_long_name_from_a_span_label.per_op";
+        let c = comparison(vec![row(name, Unit::PerOp, 1.0, 2.0)]);
+        let text = render_text(&c, true);
+        assert!(text.contains(&format!("  {name} ")), "{text}");
+        assert!(!text.contains('…'), "{text}");
     }
 
     #[test]

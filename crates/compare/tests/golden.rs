@@ -364,9 +364,10 @@ fn a_change_under_one_percent_is_noise() {
 }
 
 /// The terminal table fits 100 columns, with verdicts withheld (1 run a side) or given (3 a
-/// side, their ranges narrow), and whole counts print without decimals.
+/// side, their ranges narrow), and whole counts print without decimals. Names are never cut
+/// (a budget file names them): a name longer than 25 columns may widen it by its excess.
 #[test]
-fn the_terminal_table_fits_100_columns() {
+fn the_terminal_table_fits_100_columns_but_for_long_names() {
     let (a, b) = runs();
     let (a3, b3) = three_runs();
     let comparisons = [
@@ -375,9 +376,16 @@ fn the_terminal_table_fits_100_columns() {
     ];
     for (c, all) in comparisons.iter().flat_map(|c| [(c, false), (c, true)]) {
         let text = switchyard_compare::render_text(c, all);
+        let longest = c
+            .rows
+            .iter()
+            .filter(|r| text.contains(&format!("  {} ", r.name)))
+            .map(|r| r.name.chars().count())
+            .max()
+            .unwrap_or(0);
         for line in text.lines() {
             assert!(
-                line.chars().count() <= 100,
+                line.chars().count() <= 100 + longest.saturating_sub(25),
                 "{} columns: {line}",
                 line.chars().count()
             );
