@@ -5,6 +5,10 @@
 //! (file, file offset) pair and blazesym reads the ELF symbols and DWARF (with inlined frames)
 //! of that file. Kernel addresses go through kallsyms. Addresses nothing covers become
 //! `[unknown]` frames and are counted, not hidden.
+//!
+//! An address in a file whose symbols do not cover it (a static function of a binary stripped
+//! to `.dynsym`, with no detached debug file under /usr/lib/debug) is named `[module+offset]`,
+//! the module being the name the process was started by (see [`Maps::module`]).
 
 mod maps;
 mod perfmap;
@@ -165,13 +169,14 @@ impl<'a> Resolver<'a> {
                 continue;
             }
             let offsets: Vec<u64> = items.iter().map(|&(_, _, o)| o).collect();
-            let module = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
+            // Named per process: one file may be one program's `redis-server` and another's
+            // `redis-check-rdb`.
+            let maps = self.maps;
+            let module_of = |tgid: u32| maps.module(tgid, &path);
             if let Some(&(tgid, ip, _)) = items.first()
                 && let Some(m) = self.maps.mapping(tgid, ip)
             {
+                let module = module_of(tgid);
                 self.binaries
                     .entry(module.clone())
                     .or_insert_with(|| Binary {
@@ -189,6 +194,7 @@ impl<'a> Resolver<'a> {
                 .symbolize(&Source::Elf(elf), Input::FileOffset(&offsets))
                 .unwrap_or_default();
             for (i, &(tgid, ip, offset)) in items.iter().enumerate() {
+                let module = module_of(tgid);
                 let frames = match results.get(i) {
                     Some(Symbolized::Sym(sym)) => {
                         let mut out = Vec::new();
@@ -667,5 +673,118 @@ mod data_symbol_tests {
             Some("SWITCHYARD_TEST_LOCK+0x10")
         );
         assert_eq!(data_symbol(&maps, pid, 8), None);
+    }
+}
+
+#[cfg(test)]
+mod exe_name_tests {
+    use std::{io::BufRead as _, os::unix::process::CommandExt as _, process::Command};
+
+    use super::*;
+
+    /// A program with an exported function (in `.dynsym`) and a static one (no symbol once
+    /// stripped), printing both addresses and waiting, as Debian's redis is built.
+    const PROGRAM: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((noinline)) static int hidden(int x) { return x * 3 + 1; }
+__attribute__((noinline)) int visible(int x) { return hidden(x) + 2; }
+int main(void) {
+    printf("%lx %lx\n", (unsigned long)hidden, (unsigned long)visible);
+    fflush(stdout);
+    pause();
+    return visible(1);
+}
+"#;
+
+    /// Starts `dir/name` as `name` (found on PATH), reads the two addresses it prints,
+    /// snapshots its maps and symbolises one stack at each.
+    #[track_caller]
+    fn record(dir: &Path, name: &str) -> (Frame, Frame) {
+        let mut child = Command::new(dir.join(name))
+            .arg0(name)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("piped stdout"))
+            .read_line(&mut line)
+            .expect("reading the addresses");
+        let mut maps = Maps::default();
+        maps.refresh(child.id()).expect("the program's maps");
+        let _ = child.kill();
+        let _ = child.wait();
+        let ips: Vec<u64> = line
+            .split_whitespace()
+            .map(|a| u64::from_str_radix(a, 16).expect("a hex address"))
+            .collect();
+        let sample = |id| RawSample {
+            tgid: child.id(),
+            tid: child.id(),
+            user_stack: id,
+            kernel_stack: -1,
+            value: 1,
+            ..RawSample::default()
+        };
+        let raw = Raw {
+            user_stacks: HashMap::from([(1, vec![ips[0]]), (2, vec![ips[1]])]),
+            oncpu: vec![sample(1), sample(2)],
+            ..Raw::default()
+        };
+        let p = symbolize(&raw, &maps, &HashMap::new());
+        let frame = |ip: u64| {
+            p.oncpu
+                .stacks
+                .iter()
+                .flat_map(|s| &s.frames)
+                .map(|&f| p.frames[f as usize].clone())
+                .find(|f| f.addr == ip)
+                .unwrap_or_else(|| panic!("no frame at {ip:#x}: {:?}", p.frames))
+        };
+        (frame(ips[0]), frame(ips[1]))
+    }
+
+    #[test]
+    fn a_program_started_through_a_link_is_named_as_started() {
+        let dir = std::env::temp_dir().join(format!(
+            "switchyard-symbolize-exe-name-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("creating a temp dir");
+        std::fs::write(dir.join("program.c"), PROGRAM).expect("writing program.c");
+        // Linked with -s: the static function keeps no symbol, the exported one stays in
+        // .dynsym (-rdynamic).
+        let out = Command::new("cc")
+            .args(["-O1", "-rdynamic", "-s", "-o"])
+            .arg(dir.join("check-tool"))
+            .arg(dir.join("program.c"))
+            .output()
+            .expect("running cc (the Rust toolchain's linker)");
+        assert!(
+            out.status.success(),
+            "cc failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Debian's redis-server: a symbolic link the kernel resolves, so the maps name the
+        // other file.
+        std::os::unix::fs::symlink("check-tool", dir.join("server")).expect("a symlink");
+        // A hard link: the maps name it as executed.
+        std::fs::hard_link(dir.join("check-tool"), dir.join("hard")).expect("a hard link");
+
+        for name in ["server", "hard"] {
+            let (hidden, visible) = record(&dir, name);
+            assert_eq!(visible.name, "visible", "{name}: {visible:?}");
+            assert_eq!(visible.module, name, "{name}: {visible:?}");
+            assert_eq!(hidden.module, name, "{name}: {hidden:?}");
+            assert!(
+                hidden.name.starts_with(&format!("[{name}+0x")),
+                "{name}: {hidden:?}"
+            );
+        }
+        // Started by the file's own name, it keeps it.
+        let (hidden, _) = record(&dir, "check-tool");
+        assert!(hidden.name.starts_with("[check-tool+0x"), "{hidden:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -29,6 +29,9 @@ pub struct Maps {
     /// The JIT-compiled BPF programs' symbols (`bpf_prog_<tag>_<name>`), by start address,
     /// read from /proc/kallsyms while the probes were loaded.
     bpf_symbols: Vec<(u64, String)>,
+    /// Per process, its executable's path as its maps show it and the name the process knows
+    /// it by, where the two differ (see [`exe_name`]).
+    exe_names: HashMap<u32, (PathBuf, String)>,
 }
 
 /// The most a BPF program's JIT image is taken to span past its symbol when no other
@@ -58,6 +61,7 @@ impl Maps {
     pub fn refresh(&mut self, tgid: u32) -> Option<String> {
         let text = fs::read_to_string(format!("/proc/{tgid}/maps")).ok()?;
         self.copy_perf_map(tgid);
+        self.name_exe(tgid);
         let maps = parse(&text);
         if !maps.is_empty() {
             let list = self.by_tgid.entry(tgid).or_default();
@@ -66,6 +70,34 @@ impl Maps {
             }
         }
         Some(text)
+    }
+
+    /// Notes the name process `tgid` knows its executable by, when it differs from the file's
+    /// own: read again only when the process executed another file.
+    fn name_exe(&mut self, tgid: u32) {
+        let Ok(exe) = fs::read_link(format!("/proc/{tgid}/exe")) else {
+            return;
+        };
+        if self.exe_names.get(&tgid).is_some_and(|(p, _)| *p == exe) {
+            return;
+        }
+        match exe_name(tgid, &exe) {
+            Some(name) => self.exe_names.insert(tgid, (exe, name)),
+            None => self.exe_names.remove(&tgid),
+        };
+    }
+
+    /// The module name of a frame in `path` of process `tgid`: the file's name, or for the
+    /// process's executable the name it was started by (`redis-server`, a link to
+    /// `redis-check-rdb`).
+    pub fn module(&self, tgid: u32, path: &Path) -> String {
+        match self.exe_names.get(&tgid) {
+            Some((exe, name)) if exe == path => name.clone(),
+            _ => path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        }
     }
 
     /// Reads what process `tgid` added to its perf map since the last call, whole lines
@@ -207,6 +239,55 @@ impl Maps {
     pub fn processes(&self) -> usize {
         self.by_tgid.len()
     }
+}
+
+/// The name process `tgid` knows its executable `exe` by, when it is not `exe`'s own file
+/// name: the kernel resolves a symbolic link before it maps a file, so a program started as
+/// `redis-server`, a link to `redis-check-rdb`, maps (and its `/proc/<pid>/exe` names) the
+/// latter. The candidates are the program name of its command line (a hard link's name, or a
+/// link's) and its `comm`, which the kernel set from the name it was executed by; one counts
+/// only when it names the very file mapped (same device and inode), found as given or beside
+/// `exe`, in the process's own root.
+fn exe_name(tgid: u32, exe: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let own = exe.file_name()?.to_str()?;
+    let id = |p: &Path| fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let mapped = id(Path::new(&format!("/proc/{tgid}/exe")))?;
+    let cmdline = fs::read(format!("/proc/{tgid}/cmdline")).unwrap_or_default();
+    let argv0 = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+    let argv0 = String::from_utf8_lossy(argv0);
+    let comm = fs::read_to_string(format!("/proc/{tgid}/comm")).unwrap_or_default();
+    let root = PathBuf::from(format!("/proc/{tgid}/root"));
+    let cwd = PathBuf::from(format!("/proc/{tgid}/cwd"));
+    // A server that rewrites its title (`redis-server *:6379`) keeps the name first.
+    let first = argv0.split_whitespace().next().unwrap_or_default();
+    [argv0.as_ref(), first, comm.trim_end_matches('\n')]
+        .into_iter()
+        .filter(|c| !c.is_empty())
+        .find_map(|c| {
+            let given = Path::new(c);
+            let name = given.file_name()?.to_str()?;
+            if name == own {
+                return None;
+            }
+            let places = [
+                if given.is_absolute() {
+                    Some(root.join(given.strip_prefix("/").ok()?))
+                } else if c.contains('/') {
+                    Some(cwd.join(given))
+                } else {
+                    None
+                },
+                exe.parent()
+                    .and_then(|d| d.strip_prefix("/").ok())
+                    .map(|d| root.join(d).join(name)),
+            ];
+            places
+                .into_iter()
+                .flatten()
+                .any(|p| id(&p) == Some(mapped))
+                .then(|| name.to_string())
+        })
 }
 
 /// Parses the executable, file-backed lines of a maps file.
