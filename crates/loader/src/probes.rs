@@ -47,9 +47,13 @@ impl Probes {
             }
             return Ok(());
         };
-        let Some(proc) = finder.find(text) else {
+        let Some(found) = finder.find(text) else {
             return Ok(());
         };
+        if let Some(gil) = found.gil {
+            finder.gils.insert(pid, gil);
+        }
+        let proc = found.proc;
         if finder.procs.get(&pid) == Some(&proc) {
             return Ok(());
         }
@@ -235,6 +239,20 @@ impl Probes {
         convert::stack_frames(&mut collected.raw, &stacks, self.windows.as_mut());
         if self.python.as_ref().is_some_and(|f| !f.procs.is_empty()) {
             collected.raw.python_codes = read::python_codes(&self.ebpf, &collected.raw)?;
+        }
+        if let Some(f) = &self.python {
+            let mut gils: Vec<_> = f.gils.iter().collect();
+            gils.sort_by_key(|(tgid, _)| **tgid);
+            collected.locks.runtime_locks = gils
+                .into_iter()
+                .map(|(&tgid, &(start, gil))| switchyard_model::RuntimeLock {
+                    tgid,
+                    name: "the GIL".into(),
+                    symbol: gil.symbol.into(),
+                    start,
+                    len: gil.len,
+                })
+                .collect();
         }
         collected.unwind = self.tables.as_ref().map(|t| t.stats().clone());
         Ok(collected)

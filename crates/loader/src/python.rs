@@ -31,6 +31,40 @@ pub struct Interpreter {
     /// this, for a position-independent object; 0 and unused for a fixed one).
     pub first_vaddr: u64,
     pub relocatable: bool,
+    /// The main interpreter's GIL, when the version's place for it is known.
+    pub gil: Option<Gil>,
+}
+
+/// Where the main interpreter's GIL (`struct _gil_runtime_state`: its mutex, its condition
+/// variables) lies in `_PyRuntime`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gil {
+    /// Its offset in `_PyRuntime`.
+    pub offset: u64,
+    /// `sizeof(struct _gil_runtime_state)`.
+    pub len: u64,
+    /// Its place, named.
+    pub symbol: &'static str,
+}
+
+/// The GIL's place for CPython 3.`minor` on x86-64 (measured with `offsetof` against each
+/// version's internal headers, and by gdb in pyenv's 3.11.7, 3.12.1 and 3.13.0; Debian's
+/// 3.11.2 waits on `_PyRuntime+0x1b0` and `+0x1b4`, the condition variable's two futex words
+/// at 32 + 40 bytes into it). 3.11 keeps it in `_PyRuntime.ceval.gil`; 3.12 and 3.13 in each
+/// interpreter (`interp->ceval.gil` points to `interp->_gil`), the main one inside
+/// `_PyRuntime._main_interpreter`.
+pub fn gil(minor: u16) -> Option<Gil> {
+    let (offset, symbol) = match minor {
+        11 => (360, "_PyRuntime.ceval.gil"),
+        12 => (77_432, "_PyRuntime._main_interpreter._gil"),
+        13 => (96_104, "_PyRuntime._main_interpreter._gil"),
+        _ => return None,
+    };
+    Some(Gil {
+        offset,
+        len: 208,
+        symbol,
+    })
 }
 
 /// The structure offsets of CPython 3.`minor`, or `None` for a version without a table.
@@ -92,6 +126,8 @@ mod debug_offsets {
     pub const VERSION: usize = 1;
     pub const INTERPRETERS_HEAD: usize = 5;
     pub const INTERP_THREADS_HEAD: usize = 9;
+    pub const FREE_THREADED: usize = 2;
+    pub const INTERP_GIL: usize = 15;
     pub const TSTATE_SIZE: usize = 19;
     pub const TSTATE_NEXT: usize = 21;
     pub const TSTATE_CURRENT_FRAME: usize = 23;
@@ -161,6 +197,21 @@ pub fn from_debug_offsets(bytes: &[u8], minor: u16) -> Option<PyProc> {
     })
 }
 
+/// 3.13's GIL, where its `_Py_DebugOffsets` agree with the table: a build with the GIL, and
+/// `PyInterpreterState._gil` where 3.13.0 has it.
+fn gil_of_debug_offsets(bytes: &[u8]) -> Option<Gil> {
+    let w = |i: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+        ))
+    };
+    (bytes.get(..8)? == debug_offsets::COOKIE
+        && w(debug_offsets::FREE_THREADED)? == 0
+        && w(debug_offsets::INTERP_GIL)? == 7752)
+        .then(|| gil(13))
+        .flatten()
+}
+
 /// Reads `path` and says whether it holds an interpreter this walker knows.
 pub fn inspect(path: &Path) -> Option<Interpreter> {
     let data = std::fs::read(path).ok()?;
@@ -187,17 +238,21 @@ pub fn inspect(path: &Path) -> Option<Interpreter> {
     }
     let first_vaddr = file.segments().map(|s| s.address()).min().unwrap_or(0);
     let minor = minor as u16;
-    let layout = match layout(minor) {
+    let (layout, gil) = match layout(minor) {
         Some(mut l) => {
             l.interp_head = INTERPRETERS_HEAD;
-            l
+            (l, gil(minor))
         }
         None => {
             let section = file
                 .section_by_index(runtime_symbol.section_index()?)
                 .ok()?;
             let at = usize::try_from(runtime.checked_sub(section.address())?).ok()?;
-            from_debug_offsets(section.data().ok()?.get(at..)?, minor)?
+            let bytes = section.data().ok()?.get(at..)?;
+            (
+                from_debug_offsets(bytes, minor)?,
+                gil_of_debug_offsets(bytes),
+            )
         }
     };
     Some(Interpreter {
@@ -206,6 +261,7 @@ pub fn inspect(path: &Path) -> Option<Interpreter> {
         runtime,
         first_vaddr,
         relocatable: file.kind() == object::ObjectKind::Dynamic,
+        gil,
     })
 }
 
@@ -215,12 +271,24 @@ pub struct Finder {
     objects: HashMap<String, Option<Interpreter>>,
     /// The procs registered, by tgid.
     pub procs: HashMap<u32, PyProc>,
+    /// Their GILs, by tgid: (first byte in the process, the place's size and name). Kept
+    /// after a process has gone: its waits are still in the recording.
+    pub gils: HashMap<u32, (u64, Gil)>,
+}
+
+/// An interpreter found in a process's maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// Its layout, with `_PyRuntime.interpreters.head`'s address in the process.
+    pub proc: PyProc,
+    /// Its GIL's first byte in the process, and its place.
+    pub gil: Option<(u64, Gil)>,
 }
 
 impl Finder {
     /// The interpreter of a process from the text of its maps, with `_PyRuntime`'s address
     /// in the process; `None` when it maps none (or one of a version without a layout).
-    pub fn find(&mut self, maps_text: &str) -> Option<PyProc> {
+    pub fn find(&mut self, maps_text: &str) -> Option<Found> {
         let mut lowest: HashMap<&str, u64> = HashMap::new();
         for line in maps_text.lines().filter_map(MapsLine::parse) {
             if line.path.starts_with('/') && line.offset == 0 {
@@ -239,8 +307,12 @@ impl Finder {
             } else {
                 0
             };
-            proc.interp_head = i.runtime.wrapping_add(bias) + i.layout.interp_head;
-            return Some(proc);
+            let runtime = i.runtime.wrapping_add(bias);
+            proc.interp_head = runtime + i.layout.interp_head;
+            return Some(Found {
+                proc,
+                gil: i.gil.map(|g| (runtime + g.offset, g)),
+            });
         }
         None
     }
@@ -291,7 +363,11 @@ mod tests {
             path.display()
         );
         let p = Finder::default().find(&maps).expect("found in maps");
-        assert_eq!(p.interp_head, i.runtime + 40);
+        assert_eq!(p.proc.interp_head, i.runtime + 40);
+        // Debian's 3.11.2 waits for its GIL on `_PyRuntime+0x1b0` and `+0x1b4`.
+        let (start, gil) = p.gil.expect("a GIL");
+        assert_eq!(start, i.runtime + 0x168);
+        assert!(start + gil.len > i.runtime + 0x1b4);
     }
 
     /// pyenv's 3.13, when this host has one: its layout comes from `_Py_DebugOffsets`, and
@@ -334,6 +410,9 @@ mod tests {
             (128, 112, 68, 200)
         );
         assert_eq!((l.unicode_ascii_data, l.bytes_data), (40, 32));
+        // Its GIL: `_Py_DebugOffsets` agree that `PyInterpreterState._gil` is where 3.13.0
+        // has it.
+        assert_eq!(i.gil.map(|g| g.offset), Some(96_104));
     }
 
     #[test]

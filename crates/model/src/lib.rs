@@ -259,6 +259,35 @@ pub struct Locks {
     pub contention: Option<WaitSummary>,
     /// `--uprobe-span` functions: entry-to-return time.
     pub spans: Vec<SpanRow>,
+    /// Locks a runtime keeps at a known place in each process (CPython's GIL), found from its
+    /// symbols and its version's layout: a futex wait on a word inside one is a wait for it,
+    /// whatever its stack names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runtime_locks: Vec<RuntimeLock>,
+}
+
+/// A lock of a runtime, at a known place in a process.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RuntimeLock {
+    pub tgid: u32,
+    /// What it is, as a sentence's object: "the GIL".
+    pub name: String,
+    /// Where it is: `_PyRuntime.ceval.gil` (3.11), `_PyRuntime._main_interpreter._gil`.
+    pub symbol: String,
+    /// The structure's first byte in the process, and its size: every futex word of the lock
+    /// (its mutex, its condition variables) lies inside.
+    pub start: u64,
+    pub len: u64,
+}
+
+impl Locks {
+    /// The runtime lock of process `tgid` whose structure holds futex word `uaddr` (0x…).
+    pub fn runtime_lock(&self, tgid: u32, uaddr: &str) -> Option<&RuntimeLock> {
+        let addr = u64::from_str_radix(uaddr.trim_start_matches("0x"), 16).ok()?;
+        self.runtime_locks
+            .iter()
+            .find(|l| l.tgid == tgid && l.start <= addr && addr < l.start + l.len)
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
