@@ -166,8 +166,17 @@ pub struct RecordArgs {
     /// A workload driver's result file (switchyard-driver-result JSON) to attach to the run:
     /// operations for per-operation figures, and the latency the driver measured. Read when
     /// the recording ends (waiting up to 5 s for the driver to write it).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["ops", "ops_file"])]
     pub workload_result: Option<PathBuf>,
+    /// Operations the load completed during the recording (redis-benchmark's -n, wrk's
+    /// requests), for per-operation figures when no driver writes a result file.
+    #[arg(long, value_name = "N", value_parser = parse_ops, conflicts_with = "ops_file")]
+    pub ops: Option<u64>,
+    /// A file holding the number of operations the load completed (one whole number, blank
+    /// lines and spaces around it allowed), read when the recording ends (waiting up to 5 s
+    /// for it to appear): for a load whose count is known only at its end.
+    #[arg(long, value_name = "FILE")]
+    pub ops_file: Option<PathBuf>,
     /// Once the probes are attached and the target runs, write `recording <pid>` and a newline
     /// to this inherited file descriptor and close it: a start handshake for harnesses (the
     /// descriptor reaching end of file without that line means the recording never started).
@@ -258,6 +267,11 @@ fn parse_top(s: &str) -> Result<usize, String> {
         "rows",
         "show an empty table (at least 1; the default is 10)",
     )
+}
+
+/// A number of operations, 1 or more: per-operation figures divide by it.
+pub(crate) fn parse_ops(s: &str) -> Result<u64, String> {
+    parse_at_least_one(s, "operations", "give no per-operation figure (at least 1)")
 }
 
 /// A ring buffer size in bytes, from `4K`, `64M` or `1G` (binary units): a power of two from

@@ -41,6 +41,8 @@ pub struct Plan {
     pub perf_counters: bool,
     pub duration: Option<Duration>,
     pub workload_result: Option<PathBuf>,
+    /// `--ops N` or `--ops-file FILE`: the operations, when no driver result gives them.
+    pub ops: Option<Ops>,
     /// `--heap-profile`.
     pub heap: Option<crate::heap::HeapPlan>,
     /// The run file; with --every, the windows' folder. `None`: export only.
@@ -54,6 +56,14 @@ pub struct Plan {
     pub labels: std::collections::BTreeMap<String, String>,
     /// Secrets in the target's command line are redacted (no `--no-redact`).
     pub redact: bool,
+}
+
+/// Where the run's operation count comes from, without a driver's result.
+pub enum Ops {
+    /// `--ops N`.
+    Count(u64),
+    /// `--ops-file FILE`, read when the recording ends.
+    File(PathBuf),
 }
 
 pub enum PlannedTarget {
@@ -137,6 +147,16 @@ impl Plan {
                     args.workload_result.is_some(),
                     "--workload-result",
                     "a driver writes one result for the whole run",
+                ),
+                (
+                    args.ops.is_some(),
+                    "--ops",
+                    "the count is for the whole run, not a window",
+                ),
+                (
+                    args.ops_file.is_some(),
+                    "--ops-file",
+                    "the count is for the whole run, not a window",
                 ),
                 (
                     args.degraded,
@@ -285,6 +305,11 @@ impl Plan {
             perf_counters: args.perf_counters,
             duration: args.duration,
             workload_result: args.workload_result,
+            ops: match (args.ops, args.ops_file) {
+                (Some(n), _) => Some(Ops::Count(n)),
+                (None, Some(path)) => Some(Ops::File(path)),
+                (None, None) => None,
+            },
             heap,
             output,
             top: args.top,

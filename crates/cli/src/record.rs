@@ -19,7 +19,7 @@ use crate::{
     assemble::{Recording, Source, assemble},
     cgroup, finish,
     live::{Live, catch_signals},
-    plan::Plan,
+    plan::{Ops, Plan},
     procfs,
     windows::Windows,
 };
@@ -128,6 +128,16 @@ fn stop(mut live: Live, end: EndReason, windows: Option<&mut Windows>) -> Result
         cgroup,
         symbolizer: None,
     });
+    // Without a driver's result, the count the user gave.
+    if run.operations.is_none() {
+        run.operations = match &plan.ops {
+            Some(Ops::Count(n)) => Some(*n),
+            Some(Ops::File(path)) => read_ops(path)
+                .map_err(|e| say!("warning: {e:#}; the run has no per-operation figures"))
+                .ok(),
+            None => None,
+        };
+    }
     let heap_error = match heap {
         Some(Ok((mut h, sites))) => {
             // dhat keeps the command line as one string: its words, redacted like the run's.
@@ -144,6 +154,20 @@ fn stop(mut live: Live, end: EndReason, windows: Option<&mut Windows>) -> Result
         heap_error,
         evicted,
     })
+}
+
+/// The operation count in `path` (`--ops-file`), waited for up to 5 s (the load may still be
+/// writing it): one whole number, 1 or more.
+fn read_ops(path: &std::path::Path) -> Result<u64> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !path.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the operation count {}", path.display()))?;
+    crate::args::parse_ops(&text)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("reading the operation count {}", path.display()))
 }
 
 /// A driver result file, waited for up to 5 s (the driver may still be writing it).

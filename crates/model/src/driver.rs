@@ -223,6 +223,22 @@ pub fn monotonic_ns() -> u64 {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_documented_result_reads() {
+        // docs/driver-result.md shows a result for drivers switchyard did not write: it must
+        // read as it is shown.
+        let doc = include_str!("../../../docs/driver-result.md");
+        let json = doc
+            .split("```json\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("a json block in docs/driver-result.md");
+        let r = DriverResult::from_json(json, Path::new("docs/driver-result.md"))
+            .unwrap_or_else(|e| panic!("{e}: {json}"));
+        assert_eq!((r.operations, r.workload.as_str()), (200_000, "redis"));
+        assert_eq!(r.to_workload(0).p99_ns, 900_000);
+    }
+
     fn sample() -> DriverResult {
         DriverResult {
             format: FORMAT.into(),
