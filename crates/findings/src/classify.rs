@@ -209,6 +209,9 @@ const GIL: &[&str] = &[
     "_PyThreadState_Attach",
 ];
 
+/// What a futex wait under way from the start to the stop is read as: a thread parked.
+pub const PARKED: &str = "a futex wait never woken in the recording";
+
 /// What a wait for the GIL is read as being for.
 pub const GIL_WAIT: &str = "the GIL";
 
@@ -488,6 +491,15 @@ pub fn classify(label: &str, frames: &[&Frame]) -> Reading {
             }
             return match park {
                 Some(p) => reading(Kind::Idle, &p.name),
+                // A futex wait under way at both bounds, never woken in the recording (its user
+                // stack is walked where a wait begins or ends, and it did neither): parked.
+                None if user
+                    .iter()
+                    .all(|f| f.name == switchyard_model::raw::OPEN_AT_STOP_FRAME)
+                    && !user.is_empty() =>
+                {
+                    reading(Kind::Idle, PARKED)
+                }
                 None => reading(Kind::Lock, name),
             };
         }
@@ -522,7 +534,13 @@ pub fn site(frames: &[&Frame]) -> String {
     {
         return f.name.clone();
     }
-    let user = || frames.iter().rev().filter(|f| f.kind != FrameKind::Kernel);
+    // A lost user stack names no place: the innermost kernel frame does then.
+    let user = || {
+        frames
+            .iter()
+            .rev()
+            .filter(|f| f.kind != FrameKind::Kernel && !f.name.ends_with("stack lost]"))
+    };
     // A helper inlined into the program's function is that function's.
     let name = user()
         .find(|f| !is_library(f) && !f.inlined)

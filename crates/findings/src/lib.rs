@@ -825,9 +825,10 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             site: String::new(),
             culprit: None,
             evidence: if stacks_on {
-                "thread rows: blocked time no off-CPU stack covers (a wait under way when the \
-                 recording began, or short waits under --min-block or not sampled)"
-                    .into()
+                format!(
+                    "thread rows: blocked time no off-CPU stack covers: {}",
+                    uncovered_why(run)
+                )
             } else {
                 "thread rows: blocked time (recorded without stacks)".into()
             },
@@ -844,6 +845,33 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// Why blocked time can lack a stack in a run recorded with stacks. A wait open at the
+/// recording's start or stop has one (walked where it ended, or read from /proc at the stop);
+/// what is left are waits too short to walk, waits not drawn, and stacks lost.
+fn uncovered_why(run: &Run) -> String {
+    let st = &run.profiles.stats;
+    let mut why = vec![format!(
+        "waits under --min-block ({}) are not walked",
+        ns(st.min_block_ns)
+    )];
+    if st.offcpu_intervals > st.offcpu_walked {
+        why.push(format!(
+            "{} of {} off-CPU intervals were not sampled (--offcpu-period {})",
+            st.offcpu_intervals - st.offcpu_walked,
+            st.offcpu_intervals,
+            ns(st.offcpu_period_ns)
+        ));
+    }
+    let lost = st.collisions + st.missing_kernel;
+    if lost > 0 {
+        why.push(format!("{lost} stacks were lost"));
+    }
+    if run.meta.window.is_some() {
+        why.push("a window's waits still open at its end have no stack yet".into());
+    }
+    why.join("; ")
 }
 
 /// The waker's thread id: as recorded, or, in a run from before ids were kept, the thread of

@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 
 use switchyard_common::{
-    NR_EXIT, NR_EXIT_GROUP, SyscallStats, ThreadStats, UserStack, WaitStats, maps, sampling, tp,
+    HIST_BUCKETS, NR_EXIT, NR_EXIT_GROUP, SyscallStats, ThreadStats, UserStack, WaitStats, maps,
+    sampling, tp,
 };
-use switchyard_model::raw::{Raw, RawSample, RawWaker};
+use switchyard_model::raw::{Raw, RawSample, RawWaker, USER_STACK_OPEN_AT_STOP};
 use switchyard_model::{
     CpuHolder, DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow,
     WaitSummary, errno_name, syscall_name,
@@ -15,6 +16,7 @@ use switchyard_model::{
 
 use crate::{
     Collected, DropKind, GcCollected, GcKind, Span,
+    bounds::Bounds,
     read::{PerCpu, Snapshot, Stacks},
     window::{Cumulative, Seen, ThreadTimes, Windows},
 };
@@ -23,8 +25,16 @@ use crate::{
 pub(crate) struct Input<'a> {
     /// The target's tgid: every other followed process is a child.
     pub target: u32,
+    /// When the recording started (CLOCK_MONOTONIC ns; 0: unknown): nothing before it counts.
+    pub start: u64,
     /// Where the intervals in progress end (CLOCK_MONOTONIC ns); `None` leaves them out.
     pub end: Option<u64>,
+    /// The threads as /proc showed them at the start and at `end`, when `end` is the stop:
+    /// the waits still open then get their state and kernel stack, and a thread that never
+    /// switched its figures.
+    pub bounds: Option<&'a Bounds>,
+    /// Stacks were recorded.
+    pub stacks: bool,
     /// The spans timed, in `SPANS` order.
     pub spans: &'a [Span],
     /// The Go GC probes' symbols, when they are attached.
@@ -40,7 +50,7 @@ pub(crate) fn collected(
     mut windows: Option<&mut Windows>,
 ) -> Collected {
     let syscalls = syscall_rows(snap, windows.as_deref_mut());
-    let threads = thread_rows(snap, input.end, windows.as_deref_mut());
+    let threads = thread_rows(snap, input, windows.as_deref_mut());
     let cpu_holders = cpu_holders(snap, windows.as_deref_mut());
     let (drops, drop_counts) = drops(snap, windows.as_deref_mut());
     let mut per = |i: u32| {
@@ -56,6 +66,9 @@ pub(crate) fn collected(
         .collect();
     children.sort_unstable();
     let mut raw = samples(snap, windows.as_deref_mut());
+    if windows.is_none() {
+        open_waits(snap, input, &mut raw);
+    }
     let locks = locks(snap, input.spans, &mut raw, windows.as_deref_mut());
     let gc = input.gc_symbols.map(|symbols| gc(snap, symbols, windows));
     Collected {
@@ -151,20 +164,21 @@ fn exited(t: &ThreadStats) -> bool {
 }
 
 /// A thread's figures, with the interval in progress at `end` (on CPU since its last
-/// switch-in, or off since its last switch-out) counted up to `end`.
-fn thread_times(t: &ThreadStats, end: Option<u64>) -> ThreadTimes {
+/// switch-in, or off since its last switch-out, and never before `start`) counted up to `end`.
+fn thread_times(t: &ThreadStats, start: u64, end: Option<u64>) -> ThreadTimes {
     let (mut oncpu, mut blocked, mut runqueue) = (t.oncpu_ns, t.blocked_ns, t.runqueue_ns);
     let mut woken_wait = t.woken_wait_ns;
     if let Some(end) = end {
         if t.last_in > t.last_out {
-            oncpu += end.saturating_sub(t.last_in);
+            oncpu += end.saturating_sub(t.last_in.max(start));
         } else if t.last_out_involuntary != 0 {
-            runqueue += end.saturating_sub(t.last_out);
+            runqueue += end.saturating_sub(t.last_out.max(start));
         } else if !exited(t) {
             // Woken and not yet run: blocked up to the wakeup, waiting since.
-            let woke = t.wakeup_at.clamp(t.last_out, end.max(t.last_out));
+            let out = t.last_out.max(start);
+            let woke = t.wakeup_at.clamp(out, end.max(out));
             let woke = if t.wakeup_at == 0 { end } else { woke };
-            blocked += woke.saturating_sub(t.last_out);
+            blocked += woke.saturating_sub(out);
             runqueue += end.saturating_sub(woke);
             woken_wait += end.saturating_sub(woke);
         }
@@ -181,22 +195,53 @@ fn thread_times(t: &ThreadStats, end: Option<u64>) -> ThreadTimes {
     }
 }
 
-/// Thread rows by (tgid, tid); threads that never switched, or added nothing to this window,
-/// are left out. A window's exited threads are noted for eviction.
+/// A thread that never switched, from start to `end`, by the scheduler's own clocks at both
+/// bounds: on CPU and runnable as `schedstat` moved, blocked the rest (it slept throughout,
+/// or ran or waited for a CPU without a switch). `None` when /proc did not show it at both.
+fn unswitched_times(tid: u32, start: u64, end: u64, bounds: &Bounds) -> Option<ThreadTimes> {
+    let (a, b) = (bounds.start.get(&tid)?, bounds.end.get(&tid)?);
+    let window = end.saturating_sub(start);
+    let oncpu = b.exec_ns.saturating_sub(a.exec_ns).min(window);
+    let runqueue = b
+        .runqueue_ns
+        .saturating_sub(a.runqueue_ns)
+        .min(window - oncpu);
+    Some(ThreadTimes {
+        voluntary: 0,
+        involuntary: 0,
+        oncpu_ns: oncpu,
+        blocked_ns: window - oncpu - runqueue,
+        runqueue_ns: runqueue,
+        woken_wait_ns: 0,
+        offcpu_hist: [0; HIST_BUCKETS],
+        delay_hist: [0; HIST_BUCKETS],
+    })
+}
+
+/// Thread rows by (tgid, tid); threads that added nothing to this window are left out, and,
+/// without the bounds from /proc, threads that never switched. A window's exited threads are
+/// noted for eviction.
 fn thread_rows(
     snap: &Snapshot,
-    end: Option<u64>,
+    input: &Input,
     mut windows: Option<&mut Windows>,
 ) -> Vec<ThreadRow> {
     let mut threads = Vec::new();
     for (tid, t) in &snap.threads {
         let tid = *tid;
-        // Entries made at the start or at a thread's creation, for a thread that never
-        // switched: nothing was counted.
-        if t.voluntary + t.involuntary == 0 {
-            continue;
-        }
-        let times = thread_times(t, end);
+        let unswitched = t.voluntary + t.involuntary == 0 && t.last_in == 0;
+        let times = match (input.bounds, input.end) {
+            (Some(b), Some(end)) if unswitched => {
+                match unswitched_times(tid, input.start, end, b) {
+                    Some(times) => times,
+                    None => continue,
+                }
+            }
+            // Entries made at the start or at a thread's creation, for a thread that never
+            // switched: nothing was counted.
+            _ if unswitched => continue,
+            _ => thread_times(t, input.start, input.end),
+        };
         let times = match windows.as_deref_mut() {
             Some(w) => {
                 if exited(t) {
@@ -230,6 +275,96 @@ fn thread_rows(
     }
     threads.sort_by_key(|t| (t.tgid, t.tid));
     threads
+}
+
+/// The first id of the kernel stacks made from /proc (the kernel side's ids are far below).
+const PROC_STACK_IDS: i32 = 1 << 30;
+
+/// The off-CPU intervals still open at the stop, which the kernel side records only when
+/// they end: each as a sample under the state it began in (blocked, then woken and waiting
+/// for a CPU, or preempted), with the kernel stack /proc showed at the stop and the user
+/// stack walked at its switch-out, if one was. A thread that never switched is one such
+/// interval, from the start.
+fn open_waits(snap: &Snapshot, input: &Input, raw: &mut Raw) {
+    let (Some(bounds), Some(end), true) = (input.bounds, input.end, input.stacks) else {
+        return;
+    };
+    let mut next_id = PROC_STACK_IDS;
+    for (tid, t) in &snap.threads {
+        let tid = *tid;
+        let Some(at) = bounds.end.get(&tid) else {
+            continue;
+        };
+        let unswitched = t.voluntary + t.involuntary == 0 && t.last_in == 0;
+        // On CPU at the stop, gone, or runnable throughout with no switch (`schedstat` has
+        // its time, and it has no wait).
+        if exited(t) || (t.last_in > t.last_out && !unswitched) || (unswitched && at.state == 'R') {
+            continue;
+        }
+        let out = t.last_out.max(input.start);
+        if end <= out {
+            continue;
+        }
+        // A walk at switch-out, outside a syscall, chosen with probability `sample_p`.
+        let (user, p) = if t.in_syscall == 0 && !unswitched {
+            if t.sample_p == 0 || t.user_stack < 0 {
+                continue;
+            }
+            (t.user_stack, t.sample_p as u64)
+        } else {
+            // Inside a syscall: the length is known now, so the interval is taken whole. Its
+            // user stack is walked at the syscall's exit, still to come; a futex wait's was
+            // walked at its entry.
+            let user = snap
+                .inflight
+                .get(&tid)
+                .filter(|e| e.futex_wait != 0 && e.user_stack >= 0)
+                .map_or(USER_STACK_OPEN_AT_STOP, |e| e.user_stack);
+            (user, sampling::ONE)
+        };
+        let weight = |ns: u64| ns.saturating_mul(sampling::ONE) / p;
+        let kernel = if at.kernel_ips.is_empty() {
+            -1
+        } else {
+            let id = next_id;
+            next_id += 1;
+            raw.stacks.insert(id, at.kernel_ips.clone());
+            id
+        };
+        let mut push = |state: u32, ns: u64| {
+            if ns != 0 {
+                raw.offcpu.push(RawSample {
+                    tgid: t.tgid,
+                    tid,
+                    user_stack: user,
+                    kernel_stack: kernel,
+                    label: state_label(state, tp::PREEMPT_FLAG as u32),
+                    value: weight(ns),
+                    waker: None,
+                });
+            }
+        };
+        let preempted = t.last_out_involuntary != 0 && !unswitched;
+        let state = if unswitched {
+            bounds
+                .start
+                .get(&tid)
+                .map_or(t.state, |a| crate::probes::report_state(a.state))
+        } else {
+            t.state
+        };
+        if preempted {
+            push(tp::PREEMPT_FLAG as u32, end - out);
+            continue;
+        }
+        let woke = if t.wakeup_at == 0 {
+            end
+        } else {
+            t.wakeup_at.clamp(out, end)
+        };
+        push(state, woke - out);
+        push(state | tp::WOKEN_FLAG as u32, end - woke);
+    }
 }
 
 /// Who held the CPU, longest first.

@@ -7,6 +7,7 @@
 //! continuous recording's windows apart. This file holds the crate's public types.
 
 mod attach;
+mod bounds;
 mod btf;
 mod convert;
 mod error;
@@ -165,6 +166,12 @@ pub struct Probes {
     tables: Option<unwind::Tables>,
     /// When the recording stopped ([`Probes::stop`]), CLOCK_MONOTONIC ns.
     stopped: Option<u64>,
+    /// When it started ([`Probes::start`]), CLOCK_MONOTONIC ns (0: not yet).
+    started: u64,
+    /// The targets' threads as /proc showed them at the start and at the stop.
+    bounds: bounds::Bounds,
+    /// Stacks are recorded.
+    stacks_on: bool,
     /// Entries of each stack map (`--stack-map-size`).
     stack_map_size: u32,
     /// A continuous recording's values at the last cut ([`Probes::cut`]).

@@ -104,34 +104,34 @@ impl Probes {
     /// then publishes the start to the kernel side, which times nothing before it. Returns
     /// the start (CLOCK_MONOTONIC ns, the clock of every kernel-side timestamp).
     pub fn start(&mut self, tgid: u32) -> Result<u64, Error> {
-        {
-            let tasks = procfs::process::Process::new(tgid as i32)
-                .and_then(|p| p.tasks())
-                .into_iter()
-                .flatten()
-                .flatten();
-            for task in tasks {
-                // SAFETY: ThreadStats is plain integers (aya::Pod); all-zero is a valid value.
-                let mut zero: ThreadStats = unsafe { std::mem::zeroed() };
-                zero.tgid = tgid;
-                // Runnable now (R): until it runs, it waits on a run queue, not blocked.
-                let runnable = task.stat().is_ok_and(|st| st.state == 'R');
-                zero.last_out_involuntary = u32::from(runnable);
-                // Asleep: inside a syscall, almost always, so its user stack is the one it
-                // has when that syscall returns.
-                zero.in_syscall = u32::from(!runnable);
-                // Off CPU since before the start (1: any time before it): its first switch
-                // must be a switch-in, and one the kernel does not report is then seen.
-                zero.last_out = u64::from(!runnable);
-                zero.user_stack = -1;
-                zero.kernel_stack = -1;
-                // A thread that already has an entry keeps what it counted.
-                threads::seed(&mut self.ebpf, task.tid as u32, zero)?;
-            }
+        // Each thread's state and clocks now: what a thread that never switches did all
+        // along, and the state of a wait already under way.
+        self.bounds.start = crate::bounds::tasks(&[tgid], false);
+        for (&tid, task) in &self.bounds.start {
+            // SAFETY: ThreadStats is plain integers (aya::Pod); all-zero is a valid value.
+            let mut zero: ThreadStats = unsafe { std::mem::zeroed() };
+            zero.tgid = tgid;
+            // Runnable now (R): until it runs, it waits on a run queue, not blocked.
+            let runnable = task.state == 'R';
+            zero.last_out_involuntary = u32::from(runnable);
+            // Asleep: inside a syscall, almost always, so its user stack is the one it
+            // has when that syscall returns.
+            zero.in_syscall = u32::from(!runnable);
+            // Off CPU since before the start (1: any time before it): its first switch
+            // must be a switch-in, and one the kernel does not report is then seen.
+            zero.last_out = u64::from(!runnable);
+            // The state its first interval is recorded under, as a switch-out would have
+            // reported it.
+            zero.state = report_state(task.state);
+            zero.user_stack = -1;
+            zero.kernel_stack = -1;
+            // A thread that already has an entry keeps what it counted.
+            threads::seed(&mut self.ebpf, tid, zero)?;
         }
         // CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
         let start = switchyard_model::driver::monotonic_ns();
         self.set_start(start)?;
+        self.started = start;
         Ok(start)
     }
 
@@ -144,6 +144,8 @@ impl Probes {
         self.set_start(u64::MAX)?;
         let end = switchyard_model::driver::monotonic_ns();
         self.stopped = Some(end);
+        // Each thread's state and place now: a wait still open has its kernel stack here.
+        self.bounds.end = crate::bounds::tasks(&self.followed(), self.stacks_on);
         Ok(end)
     }
 
@@ -224,9 +226,15 @@ impl Probes {
             gc: self.gc_symbols.is_some(),
         };
         let snapshot = read::snapshot(&self.ebpf, &reading)?;
+        // The bounds close the intervals still open at the stop; a continuous recording's
+        // windows end where nothing was read from /proc.
+        let at_stop = self.windows.is_none() && end.is_some() && end == self.stopped;
         let input = convert::Input {
             target,
+            start: self.started,
             end,
+            bounds: at_stop.then_some(&self.bounds),
+            stacks: self.stacks_on,
             spans: &self.spans,
             gc_symbols: self.gc_symbols.as_deref(),
         };
@@ -348,4 +356,17 @@ fn evict_idle<K: aya::Pod + std::hash::Hash + Eq, V: aya::Pod + Cumulative>(
         }
     }
     removed
+}
+
+/// A /proc state letter as `sched_switch` reports a switch-out in that state (TASK_REPORT
+/// bits; 0: runnable).
+pub(crate) fn report_state(state: char) -> u32 {
+    match state {
+        'R' => 0,
+        'D' => 2,
+        'T' => 4,
+        't' => 8,
+        'I' => 0x80,
+        _ => 1,
+    }
 }

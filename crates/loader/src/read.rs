@@ -5,12 +5,12 @@ use std::collections::{BTreeMap, HashSet};
 
 use aya::{
     Ebpf, Pod,
-    maps::{HashMap, Map, MapData, PerCpuArray, PerCpuHashMap},
+    maps::{Array, HashMap, Map, MapData, PerCpuArray, PerCpuHashMap},
 };
 use switchyard_common::{
-    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, OffCpuKey, OnCpuKey, PyCode,
-    PyCodeKey, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey, gc,
-    maps, sampling,
+    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, InFlight, OffCpuKey, OnCpuKey,
+    PyCode, PyCodeKey, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey,
+    gc, maps, sampling,
 };
 
 use switchyard_model::raw::PythonCode;
@@ -33,6 +33,8 @@ pub(crate) struct Snapshot {
     /// The names of the threads of `threads` that switched, from `/proc` (absent when it has
     /// gone): the kernel side reads a thread's name only now and then.
     pub comms: BTreeMap<u32, String>,
+    /// `INFLIGHT`: the syscall each thread of `threads` is inside now, by tid.
+    pub inflight: BTreeMap<u32, InFlight>,
     /// `CPU_HOLDERS`.
     pub cpu_holders: Vec<(CpuHolderKey, CpuHolderStats)>,
     /// `DROPS`, by [`switchyard_common::drops`] index.
@@ -69,9 +71,10 @@ pub(crate) struct Reading {
 /// Every map but the stack maps.
 pub(crate) fn snapshot(ebpf: &Ebpf, what: &Reading) -> Result<Snapshot, Error> {
     let threads: Vec<(u32, ThreadStats)> = crate::threads::read(ebpf)?;
+    // Every thread's, the ones that never switched too (their entries were seeded with the
+    // tgid).
     let comms = threads
         .iter()
-        .filter(|(_, t)| t.voluntary + t.involuntary != 0)
         .filter_map(|(tid, t)| {
             let comm = std::fs::read_to_string(format!("/proc/{}/task/{tid}/comm", t.tgid)).ok()?;
             Some((*tid, comm.trim_end().to_string()))
@@ -90,7 +93,9 @@ pub(crate) fn snapshot(ebpf: &Ebpf, what: &Reading) -> Result<Snapshot, Error> {
         HashMap::try_from(map(ebpf, maps::TARGETS)?).map_err(map_err(maps::TARGETS))?;
     let targets = targets.keys().filter_map(Result::ok).collect();
     let cpu_holders = with_held_rows(hash(ebpf, maps::CPU_HOLDERS)?, &threads);
+    let inflight = inflight(ebpf, &threads)?;
     Ok(Snapshot {
+        inflight,
         syscalls: per_cpu_array(ebpf, maps::SYSCALLS)?,
         errnos,
         threads,
@@ -121,6 +126,22 @@ pub(crate) fn snapshot(ebpf: &Ebpf, what: &Reading) -> Result<Snapshot, Error> {
             false => Vec::new(),
         },
     })
+}
+
+/// The `INFLIGHT` slot of each thread of `threads` that is inside a syscall (its slot holds
+/// its id and an entry time).
+fn inflight(ebpf: &Ebpf, threads: &[(u32, ThreadStats)]) -> Result<BTreeMap<u32, InFlight>, Error> {
+    let array: Array<&MapData, InFlight> =
+        Array::try_from(map(ebpf, maps::INFLIGHT)?).map_err(map_err(maps::INFLIGHT))?;
+    // Sized to a power of two.
+    let mask = array.len().saturating_sub(1);
+    Ok(threads
+        .iter()
+        .filter_map(|&(tid, _)| {
+            let e = array.get(&(tid & mask), 0).ok()?;
+            (e.pid_tgid as u32 == tid && e.ts != 0).then_some((tid, e))
+        })
+        .collect())
 }
 
 /// Entries of the stack maps, by id.

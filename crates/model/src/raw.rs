@@ -28,6 +28,13 @@ pub struct RawWaker {
     pub kernel_stack: i32,
 }
 
+/// The user stack id of a wait still open at the stop inside a syscall: its user stack is
+/// walked where the syscall returns, and it had not returned.
+pub const USER_STACK_OPEN_AT_STOP: i32 = -2;
+
+/// The frame such a stack shows in its user stack's place.
+pub const OPEN_AT_STOP_FRAME: &str = "[wait open at the stop: user stack lost]";
+
 /// Everything the kernel side kept about stacks.
 #[derive(Clone, Debug, Default)]
 pub struct Raw {

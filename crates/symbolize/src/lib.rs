@@ -363,6 +363,9 @@ impl<'a> Resolver<'a> {
                     });
                 }
             }
+            None if user == switchyard_model::raw::USER_STACK_OPEN_AT_STOP => {
+                out.push(self.pseudo(switchyard_model::raw::OPEN_AT_STOP_FRAME))
+            }
             None => out.push(self.pseudo("[user stack lost]")),
         }
         if let Some(ips) = raw.stacks.get(&kernel) {

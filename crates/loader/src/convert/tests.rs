@@ -71,7 +71,10 @@ fn wait(count: u64, total_ns: u64, max_ns: u64, timeouts: u64, eagain: u64) -> W
 fn input(end: Option<u64>) -> Input<'static> {
     Input {
         target: 10,
+        start: 0,
         end,
+        bounds: None,
+        stacks: true,
         spans: &[],
         gc_symbols: None,
     }
