@@ -478,18 +478,23 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
             let total = cx.threads_time(&tids);
             let share = if total > 0.0 { g.ns / total } else { 0.0 };
-            // Holders pool by process and name without numbers (a driver's connection-1 …
-            // connection-4 are one culprit); the pool's busiest thread names it.
-            let mut pools: BTreeMap<(u32, String), (f64, u32, f64, usize)> = BTreeMap::new();
+            // Holders pool by program: whether they are the target's, and the name without
+            // numbers (a driver's connection-1 … connection-4 are one culprit, and so are two
+            // `busy` processes); the pool's busiest thread names it, its pids go in the
+            // evidence. (held, busiest tid, its held, threads, pids)
+            type Pool = (f64, u32, f64, usize, BTreeSet<u32>);
+            let mut pools: BTreeMap<(bool, String), Pool> = BTreeMap::new();
             for (&tid, &held) in &g.culprits {
                 let Some(h) = holder_rows.get(&tid) else {
                     continue;
                 };
+                let ours = cx.targets.contains(&h.holder_tgid);
                 let e = pools
-                    .entry((h.holder_tgid, pattern(&h.holder_comm)))
-                    .or_insert((0.0, tid, 0.0, 0));
+                    .entry((ours, pattern(&h.holder_comm)))
+                    .or_insert((0.0, tid, 0.0, 0, BTreeSet::new()));
                 e.0 += held;
                 e.3 += 1;
+                e.4.insert(h.holder_tgid);
                 if held > e.2 {
                     (e.1, e.2) = (tid, held);
                 }
@@ -497,11 +502,17 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             let top = pools
                 .values()
                 .max_by(|a, b| a.0.total_cmp(&b.0))
-                .map(|&(held, tid, _, n)| (tid, held, n));
-            let pool_size = top.map_or(1, |t| t.2);
-            let culprit = top.and_then(|(tid, held, _)| {
+                .map(|(held, tid, _, n, pids)| (*tid, *held, *n, pids.clone()));
+            let pool_size = top.as_ref().map_or(1, |t| t.2);
+            let pids = top.as_ref().map(|t| t.3.clone()).unwrap_or_default();
+            let culprit = top.and_then(|(tid, held, _, _)| {
                 let h = holder_rows.get(&tid)?;
                 let (process, same) = cx.process_of(h.holder_tgid);
+                let process = match pids.len() {
+                    0 | 1 => process,
+                    n if same => format!("{process} ({n} processes)"),
+                    n => format!("{n} processes"),
+                };
                 // It held the CPU, so it ran: where, never what it waited on at other times.
                 let (doing, frames) = if same {
                     cx.running(tid).unwrap_or_else(|| ("running".into(), vec![]))
@@ -547,10 +558,11 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                     } else {
                         String::new()
                     },
-                    if c.same_process {
-                        "this process".to_string()
-                    } else {
-                        format!("another process, {}", c.process)
+                    match (c.same_process, pids.len()) {
+                        (true, 0 | 1) => "this process".to_string(),
+                        (true, n) => format!("{n} of the target's processes"),
+                        (false, 0 | 1) => format!("another process, {}", c.process),
+                        (false, n) => format!("{n} other processes"),
                     },
                     c.nice.map_or(String::new(), |n| format!(", nice {n}")),
                     if *held < 0.95 {
@@ -568,6 +580,10 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                     c.thread,
                     percent(*held)
                 );
+                if pids.len() > 1 {
+                    let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+                    evidence += &format!(", in pids {}", list.join(", "));
+                }
                 if c.same_process && !c.frames.is_empty() {
                     evidence += &format!(
                         "; {} was {} (its on-CPU samples and the stacks it was preempted at)",

@@ -286,6 +286,45 @@ fn a_worker_behind_a_hog_waits_for_a_cpu_held_by_the_hog_in_its_spin() {
 }
 
 #[test]
+fn cpu_holders_of_one_program_in_several_processes_are_one_culprit() {
+    // Two `busy` processes took the worker's CPU about equally: one program, one line of
+    // 100%, not "busy (pid 300), 51.7% of the wait".
+    let mut run = waits_run();
+    let holder = |pid: u32, ns: u64| CpuHolder {
+        tgid: 100,
+        tid: 1,
+        cpu: 0,
+        holder_tgid: pid,
+        holder_tid: pid,
+        holder_comm: "busy".into(),
+        holder_nice: 0,
+        count: 100,
+        ns,
+    };
+    run.cpu_holders = vec![holder(300, 1_500 * MS), holder(400, 1_400 * MS)];
+    let ex = explain(&run);
+    let f = find(&ex, Kind::Cpu, "worker");
+    let c = f.culprit.as_ref().unwrap();
+    assert_eq!(
+        (c.thread.as_str(), c.pid, c.same_process),
+        ("busy", 300, false)
+    );
+    assert!(!f.summary.contains("of the wait"), "{}", f.summary);
+    assert!(f.summary.contains("2 other processes"), "{}", f.summary);
+    assert!(f.evidence.contains("pids 300, 400"), "{}", f.evidence);
+    // Two programs stay apart: the larger is the culprit, with its share.
+    run.cpu_holders[1].holder_comm = "other".into();
+    let ex = explain(&run);
+    let f = find(&ex, Kind::Cpu, "worker");
+    assert!(
+        f.summary.contains("another process, pid 300"),
+        "{}",
+        f.summary
+    );
+    assert!(f.summary.contains("51.7% of the wait"), "{}", f.summary);
+}
+
+#[test]
 fn a_cpu_holder_is_named_by_where_it_ran_not_by_its_idle_time() {
     // The hog ran 0.3 s and idled 9 s in epoll_wait: its idle time is heavier than its
     // running, but it held the worker's CPU by running, in hog_spin.
