@@ -153,13 +153,79 @@ struct Piece<'a> {
 /// The summary and the page leave it out of the off-CPU headline, and the page's flame graphs
 /// hide those stacks, by this one reading.
 pub fn idle_offcpu_ns(run: &Run) -> u64 {
+    let reader = Reader::new(run);
     run.profiles
         .offcpu
         .stacks
         .iter()
-        .filter(|s| classify(&s.label, &frames(run, &s.frames)).kind == Kind::Idle)
+        .filter(|s| reader.read(s).kind == Kind::Idle)
         .map(|s| s.value)
         .sum()
+}
+
+/// Reads a run's stacks as [`classify`] does, and knows the runtime locks' waits: a futex
+/// wait whose user stack waited on a word inside a runtime's lock (CPython's GIL, placed by
+/// the recorder from `_PyRuntime` and the version's layout) is a wait for that lock, though a
+/// stripped interpreter names no `take_gil` and its stack reads as a condition variable.
+pub struct Reader<'a> {
+    run: &'a Run,
+    /// (tgid, user frames) → (ns on a runtime lock's words, ns on any word), from the futex
+    /// profile.
+    futex: BTreeMap<(u32, Vec<u32>), (u64, u64)>,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(run: &'a Run) -> Reader<'a> {
+        let mut futex: BTreeMap<(u32, Vec<u32>), (u64, u64)> = BTreeMap::new();
+        if !run.locks.runtime_locks.is_empty() {
+            for s in &run.profiles.futex.stacks {
+                let e = futex
+                    .entry((s.tgid, user_frames(run, &s.frames)))
+                    .or_default();
+                if run.locks.runtime_lock(s.tgid, &s.label).is_some() {
+                    e.0 += s.value;
+                }
+                e.1 += s.value;
+            }
+        }
+        Reader { run, futex }
+    }
+
+    /// One stack of the run, read.
+    pub fn read(&self, s: &Stack) -> Reading {
+        self.read_as(s.tgid, &s.label, &s.frames)
+    }
+
+    /// A stack of process `tgid` in state `label` with `frames` (indices into the run's
+    /// frames, root first), read.
+    pub fn read_as(&self, tgid: u32, label: &str, frames: &[u32]) -> Reading {
+        let mut r = classify(label, &self::frames(self.run, frames));
+        // A futex wait (a lock, or a condition variable's park) on the runtime's lock.
+        if matches!(r.kind, Kind::Lock | Kind::Idle)
+            && r.because != classify::GIL_WAIT
+            && !self.futex.is_empty()
+            && let Some(&(on, all)) = self.futex.get(&(tgid, user_frames(self.run, frames)))
+            && on * 2 > all
+        {
+            r.kind = Kind::Lock;
+            r.because = classify::GIL_WAIT.into();
+        }
+        r
+    }
+}
+
+/// The user frames of a stack (the frames before its kernel ones), as indices.
+fn user_frames(run: &Run, indices: &[u32]) -> Vec<u32> {
+    indices
+        .iter()
+        .copied()
+        .filter(|&i| {
+            run.profiles
+                .frames
+                .get(i as usize)
+                .is_some_and(|f| f.kind != switchyard_model::FrameKind::Kernel)
+        })
+        .collect()
 }
 
 /// The run's frames at `indices` (a stack's, a timeline stack's), root first.
@@ -208,6 +274,7 @@ pub fn thread_list(names: &[String]) -> String {
 
 struct Ctx<'a> {
     run: &'a Run,
+    reader: Reader<'a>,
     comm: BTreeMap<u32, &'a str>,
     total: BTreeMap<u32, u64>,
     targets: BTreeSet<u32>,
@@ -237,6 +304,7 @@ impl<'a> Ctx<'a> {
             .unwrap_or_default();
         Ctx {
             run,
+            reader: Reader::new(run),
             comm,
             total,
             targets,
@@ -331,7 +399,7 @@ impl<'a> Ctx<'a> {
         let mut by_site: BTreeMap<(String, String), (f64, Vec<String>)> = BTreeMap::new();
         for s in p.offcpu.stacks.iter().filter(|s| s.tid == tid) {
             let frames = frames_of(self.run, s);
-            let r = classify(&s.label, &frames);
+            let r = self.reader.read(s);
             let doing = match r.kind {
                 Kind::Cpu => "waiting for a CPU".to_string(),
                 Kind::Io => "in block I/O".into(),
@@ -401,7 +469,7 @@ pub fn explain(run: &Run) -> Explanation {
     findings.retain(|f| f.seconds * 1e9 >= MIN_NS && (f.share >= MIN_SHARE || f.kind == Kind::Gc));
     if let Some(t) = &run.timeline {
         for f in &mut findings {
-            f.when = when(run, t, f);
+            f.when = when(&cx, t, f);
             if let Some(w) = &f.when {
                 f.summary += &w.tail();
             }
@@ -621,7 +689,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         .filter(|s| s.label != "R" && s.label != "W")
         .map(|s| Piece {
             tid: s.tid,
-            reading: classify(&s.label, &frames_of(run, s)),
+            reading: cx.reader.read(s),
             ns: s.value as f64,
             stack: s,
         })
@@ -629,7 +697,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
     // The wait for a CPU after each wakeup, by what the thread had waited on.
     let mut then_cpu: BTreeMap<(u32, Kind, String), f64> = BTreeMap::new();
     for s in p.offcpu.stacks.iter().filter(|s| s.label == "W") {
-        let r = classify("S", &frames_of(run, s));
+        let r = cx.reader.read_as(s.tgid, "S", &s.frames);
         *then_cpu.entry((s.tid, r.kind, r.site)).or_default() += s.value as f64;
     }
     // Releasers of each (waiter, site) wait, from the wakeup profile.
@@ -639,7 +707,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
     // The releaser's heaviest waking stack: (weight, user frames innermost first, site).
     let mut waker_stacks: BTreeMap<u32, (f64, Vec<String>, String)> = BTreeMap::new();
     for s in &p.wakeup.stacks {
-        let r = classify(&s.label, &frames_of(run, s));
+        let r = cx.reader.read(s);
         if r.kind != Kind::Lock {
             continue;
         }
@@ -749,12 +817,22 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         if !site.is_empty() {
             summary += &format!(" in {site}");
         }
+        // A runtime's lock is named by its place in the runtime ("_PyRuntime.ceval.gil+0x48"),
+        // another static by its symbol.
         let symbol = address.as_ref().and_then(|a| {
-            run.locks
-                .futex_top
-                .iter()
-                .find(|f| f.uaddr == *a)
-                .and_then(|f| f.symbol.clone())
+            let tgid = |t: &u32| run.threads.iter().find(|th| th.tid == *t).map(|th| th.tgid);
+            let runtime = tids.iter().filter_map(tgid).find_map(|p| {
+                let l = run.locks.runtime_lock(p, a)?;
+                let addr = u64::from_str_radix(a.trim_start_matches("0x"), 16).ok()?;
+                Some(format!("{}+{:#x}", l.symbol, addr - l.start))
+            });
+            runtime.or_else(|| {
+                run.locks
+                    .futex_top
+                    .iter()
+                    .find(|f| f.uaddr == *a)
+                    .and_then(|f| f.symbol.clone())
+            })
         });
         match (&address, &symbol) {
             (Some(a), Some(sym)) => summary += &format!(" (futex {sym} at {a})"),
@@ -765,7 +843,13 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             summary += &format!(", then {} waiting for a CPU", ns(g.then_cpu as u64));
         }
         if let Some(c) = &culprit {
-            summary += &format!(", released by {}; it was {}", c.thread, c.doing);
+            // Threads fighting over one lock share a name: the holder is told by its id.
+            let holder = if names.contains(&c.thread) {
+                format!("{} (tid {})", c.thread, c.tid)
+            } else {
+                c.thread.clone()
+            };
+            summary += &format!(", released by {holder}; it was {}", c.doing);
         } else if *kind != Kind::Blocked {
             summary += &format!(" ({because})");
         }
@@ -953,7 +1037,9 @@ fn lock_address(run: &Run, tids: &BTreeSet<u32>, site: &str, gil: bool) -> Optio
         }
         let frames = frames_of(run, s);
         // A GIL wait and a wait on the program's own lock may share a site.
-        if classify::site(&frames) == site && classify::takes_gil(&frames) == gil {
+        let on_gil =
+            classify::takes_gil(&frames) || run.locks.runtime_lock(s.tgid, &s.label).is_some();
+        if classify::site(&frames) == site && on_gil == gil {
             *by.entry(s.label.as_str()).or_default() += s.value;
         }
     }
@@ -1162,7 +1248,8 @@ fn gc_pauses(cx: &Ctx) -> Vec<Finding> {
 }
 
 /// When finding `f` happened: the timeline's intervals of its threads that read as it.
-fn when(run: &Run, t: &switchyard_model::Timeline, f: &Finding) -> Option<When> {
+fn when(cx: &Ctx, t: &switchyard_model::Timeline, f: &Finding) -> Option<When> {
+    let run = cx.run;
     use switchyard_model::ThreadState;
     let tids: BTreeSet<u32> = f.tids.iter().copied().collect();
     let mut times: Vec<u64> = Vec::new();
@@ -1206,7 +1293,12 @@ fn when(run: &Run, t: &switchyard_model::Timeline, f: &Finding) -> Option<When> 
                 let Some(indices) = t.stacks.get(stack as usize) else {
                     continue;
                 };
-                let r = classify(label, &frames(run, indices));
+                let tgid = run
+                    .threads
+                    .iter()
+                    .find(|th| th.tid == tid)
+                    .map_or(0, |th| th.tgid);
+                let r = cx.reader.read_as(tgid, label, indices);
                 if r.kind == f.kind && r.site == f.site {
                     times.push(at);
                 }

@@ -649,3 +649,109 @@ fn the_terminal_text_escapes_the_targets_names_and_keeps_its_lines() {
         "{text}"
     );
 }
+
+/// Two CPython threads fighting for the GIL on a stripped interpreter: their stacks name no
+/// `take_gil`, only a condition variable (the idle rule's park), but the futex words they
+/// wait on lie inside `_PyRuntime.ceval.gil`, so the wait is the GIL, held by the other.
+fn gil_run(with_gil: bool) -> Run {
+    let mut run = waits_run();
+    run.threads = vec![
+        thread(11, "python3.11", 1_400 * MS, 1_500 * MS, 100 * MS),
+        thread(12, "python3.11", 1_450 * MS, 1_450 * MS, 100 * MS),
+    ];
+    run.cpu_holders.clear();
+    if with_gil {
+        run.locks.runtime_locks = vec![switchyard_model::RuntimeLock {
+            tgid: 100,
+            name: "the GIL".into(),
+            symbol: "_PyRuntime.ceval.gil".into(),
+            start: 0xa5b8a8,
+            len: 208,
+        }];
+    }
+    let user = [
+        "Thread.run (threading.py:975)",
+        "crunch (gil.py:8)",
+        "[python3.11+0xf94ed]",
+        "___pthread_cond_timedwait64",
+        "__pthread_cond_wait_common",
+        "__futex_abstimed_wait_common",
+    ];
+    let futex = ["__x64_sys_futex", "do_futex", "futex_wait", "schedule"];
+    let mut off = Vec::new();
+    let mut words = Vec::new();
+    let mut wakes = Vec::new();
+    for (tid, other, ns) in [(11, 12, 1_500 * MS), (12, 11, 1_450 * MS)] {
+        off.push(stack(&mut run, tid, "S", &user, &futex, ns));
+        // The condition variable's two futex words, +0x48 and +0x4c into the GIL.
+        for (word, share) in [("0xa5b8f0", 3), ("0xa5b8f4", 2)] {
+            words.push(stack(&mut run, tid, word, &user, &[], ns * share / 5));
+        }
+        let mut wake = stack(&mut run, tid, "S", &user, &futex, 300);
+        wake.waker_tid = other;
+        wake.waker_comm = "python3.11".into();
+        wake.waker_frames = stack(
+            &mut run,
+            other,
+            "",
+            &[
+                "crunch (gil.py:8)",
+                "[python3.11+0xf8a12]",
+                "___pthread_cond_signal",
+            ],
+            &[],
+            0,
+        )
+        .frames;
+        wakes.push(wake);
+    }
+    run.profiles.offcpu.stacks = off;
+    run.profiles.futex.stacks = words;
+    run.profiles.wakeup.stacks = wakes;
+    run.profiles.oncpu.stacks.clear();
+    for f in run
+        .profiles
+        .frames
+        .iter_mut()
+        .filter(|f| f.name.contains(".py:"))
+    {
+        f.kind = FrameKind::Python;
+    }
+    run
+}
+
+#[test]
+fn a_gil_wait_is_found_by_its_futex_word_on_a_stripped_interpreter() {
+    let ex = explain(&gil_run(true));
+    let f = &ex.findings[0];
+    assert_eq!(f.kind, Kind::Lock, "{:#?}", ex.findings);
+    assert!(f.summary.contains("waited for the GIL"), "{}", f.summary);
+    assert_eq!(f.tids, vec![11, 12]);
+    assert_eq!(f.site, "crunch (gil.py:8)");
+    // Half of each thread's time, over the threads that fought.
+    assert!((f.share - 2.95 / 6.0).abs() < 1e-6, "{}", f.share);
+    assert_eq!(f.symbol.as_deref(), Some("_PyRuntime.ceval.gil+0x48"));
+    // What held it: the other thread, told apart by its id.
+    let c = f.culprit.as_ref().expect("a holder");
+    assert!([11, 12].contains(&c.tid), "{c:?}");
+    assert!(
+        f.summary.contains(&format!("python3.11 (tid {})", c.tid)),
+        "{}",
+        f.summary
+    );
+    assert!(
+        !ex.findings.iter().any(|f| f.kind == Kind::Idle),
+        "{:#?}",
+        ex.findings
+    );
+    assert_eq!(idle_offcpu_ns(&gil_run(true)), 0);
+
+    // A run that does not know where the GIL is reads the same stacks as a park.
+    let ex = explain(&gil_run(false));
+    assert!(
+        ex.findings.iter().any(|f| f.kind == Kind::Idle)
+            && !ex.findings.iter().any(|f| f.kind == Kind::Lock),
+        "{:#?}",
+        ex.findings
+    );
+}
