@@ -22,7 +22,8 @@ pub(crate) fn hides_idle(kind: ProfileKind) -> bool {
 
 /// Whether `stack` (an off-CPU or wakeup stack: the sleeper's frames) is an idle wait.
 pub(crate) fn is_idle(run: &Run, stack: &Stack) -> bool {
-    waits_for_work(run, &stack.label, &stack.frames)
+    // Read as explain reads it: a park on the GIL's condition variable is the GIL, not idle.
+    switchyard_findings::Reader::new(run).read(stack).kind == Kind::Idle
 }
 
 /// Whether a thread that went off CPU in state `label` ("S", "D", …) with `frames` (indices
