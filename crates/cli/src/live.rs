@@ -12,6 +12,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
+use nix::sys::signal::Signal;
 use switchyard_counters::{Counters, Scope};
 use switchyard_model::{Collector, EndReason, Meta, TargetMode, units};
 use switchyard_symbolize::Maps;
@@ -41,6 +42,14 @@ pub const ENDING_SIGNALS: [i32; 5] = [
     signal_hook::consts::SIGHUP,
     signal_hook::consts::SIGPIPE,
 ];
+
+/// Blocks SIGPIPE in the calling thread: a write of its to a pipe with no reader fails with
+/// EPIPE, and the signal stays pending on the thread instead of ending the recording.
+fn block_sigpipe() {
+    let mut set = nix::sys::signal::SigSet::empty();
+    set.add(Signal::SIGPIPE);
+    let _ = set.thread_block();
+}
 
 /// The ending signals, caught: the latest one's number once one came, else 0.
 pub fn catch_signals() -> Result<Arc<AtomicUsize>> {
@@ -198,8 +207,15 @@ impl<'p> Live<'p> {
                 .unwrap_or_default()
         );
         if let Some(mut ready) = ready {
-            // A reader that has gone away is not an error of the recording.
-            let _ = writeln!(ready, "recording {pid}");
+            // A reader that has gone away is not an error of the recording, nor the end of
+            // it: written from a thread that blocks SIGPIPE, so that one raised by this write
+            // dies with the thread.
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    block_sigpipe();
+                    let _ = writeln!(ready, "recording {pid}");
+                });
+            });
         }
         Ok(Live {
             plan,

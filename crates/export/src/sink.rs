@@ -51,6 +51,20 @@ enum Failure {
     Refused(String),
 }
 
+/// A connection a sink loses is its own error (EPIPE, retried), never a signal to the process,
+/// which ends a recording on SIGPIPE (a reader of its output gone). Blocked in the sender
+/// thread, and so in the threads its client starts; one raised here stays pending on this
+/// thread, unseen.
+fn block_sigpipe() {
+    // SAFETY: a signal set built on the stack and handed to pthread_sigmask for this thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 impl Sink {
     pub fn start(target: Target, queue: usize) -> Sink {
         let (tx, rx) = mpsc::sync_channel(queue);
@@ -63,7 +77,10 @@ impl Sink {
             let (stats, abandon) = (Arc::clone(&stats), Arc::clone(&abandon));
             std::thread::Builder::new()
                 .name("switchyard-export".into())
-                .spawn(move || work(target, rx, stats, abandon))
+                .spawn(move || {
+                    block_sigpipe();
+                    work(target, rx, stats, abandon)
+                })
                 .ok()
         };
         if thread.is_none() {
