@@ -6,6 +6,8 @@
 #   - each flame graph's script ran (its frames are drawn and answer clicks);
 #   - a timeline's tracks are drawn, hovering names a slice, and dragging a range re-filters
 #     its flame graphs.
+#   - every table (div.scroll) fits its box at 1400 px, folded ones opened to measure (a
+#     table.wide, with a column per histogram bucket, may scroll in its box);
 #   - each "show idle waits" checkbox swaps a flame graph without idle waits for the one with
 #     them, and back (the timeline's re-draws its off-CPU graph with them);
 # It writes a screenshot of the page as loaded (1400x2400; FULL_PAGE=1: the whole page;
@@ -212,6 +214,20 @@ try:
   const problems = [];
   const sleep = ms => new Promise(r => setTimeout(r, ms));
   const click = (el) => el.dispatchEvent(new MouseEvent("click", {bubbles: true, cancelable: true}));
+  // Every table fits the page's width (1400 px) as loaded: one that scrolls hides its last
+  // columns where scroll bars are hidden (macOS, touch screens). A folded one is measured open;
+  // a table.wide has as many columns as its data (histogram buckets) and may scroll.
+  for (const box of document.querySelectorAll("div.scroll")) {
+    if (box.querySelector("table.wide")) continue;
+    const fold = box.closest("details"), open = fold && fold.open;
+    if (fold) fold.open = true;
+    const over = box.scrollWidth - box.clientWidth;
+    if (over > 1) {
+      const t = box.querySelector("table");
+      problems.push(`${(t && t.id) || "a table"} is ${over} px wider than its box (${box.clientWidth} px) at 1400 px`);
+    }
+    if (fold) fold.open = open;
+  }
   for (const table of document.querySelectorAll("table.sortable")) {
     const heads = table.tHead.rows[0].cells;
     for (const th of heads) { th.click(); th.click(); }

@@ -144,6 +144,19 @@ fn card(out: &mut String, value: &str, key: &str, sub: &str) {
     );
 }
 
+/// What recorded the run, as recorded: perf counters only when the run carries them
+/// (`record --perf-counters`; always asked for in degraded mode).
+fn collector(run: &Run) -> &'static str {
+    match (run.meta.collector, run.counters.is_empty()) {
+        (Collector::Ebpf, false) => "eBPF and perf counters",
+        (Collector::Ebpf, true) => {
+            "eBPF; no perf counters (<code>record --perf-counters</code> adds them)"
+        }
+        (Collector::Degraded, false) => "degraded: /proc and perf software counters, no eBPF",
+        (Collector::Degraded, true) => "degraded: /proc only, no eBPF, no perf counters",
+    }
+}
+
 fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
     let m = &run.meta;
     let secs = secs(run);
@@ -229,14 +242,7 @@ fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
     kv(out, "Started", &utc(m.start_wall_ns));
     kv(out, "Duration", &ns(m.duration_ns()));
     kv(out, "Ended", &Esc(&m.end.describe()).to_string());
-    kv(
-        out,
-        "Collector",
-        match m.collector {
-            Collector::Ebpf => "eBPF and perf counters",
-            Collector::Degraded => "degraded: /proc and perf software counters, no eBPF",
-        },
-    );
+    kv(out, "Collector", collector(run));
     kv(
         out,
         "Host",
@@ -413,26 +419,30 @@ fn capitalised(label: &str) -> String {
 }
 
 /// Every named figure of the run, as comparisons and budgets name them, with its value and
-/// what it measures.
+/// what it measures. Folded by default: a run has a couple of hundred, and the sections after them matter more.
 fn figures_section(out: &mut String, figures: &Figures) {
-    out.push_str(
+    let n = figures.len();
+    let _ = write!(
+        out,
         "<section id=\"figures\">\n<h2>Figures</h2>\n\
          <p class=\"note\">The run's named figures: <code>switchyard compare</code> and budgets \
          (<code>switchyard gate</code>) read these. Click a column to sort.</p>\n\
+         <details class=\"view\">\n<summary>{n} {}</summary>\n\
          <div class=\"scroll\"><table class=\"data sortable\" id=\"figure-table\">\n<thead><tr>\
          <th>Figure</th><th class=\"num\">Value</th><th>What it measures</th></tr></thead>\n<tbody>\n",
+        if n == 1 { "figure" } else { "figures" }
     );
     for (name, m) in figures {
         let about = metrics::definition(name).map_or("", |(f, _)| f.about);
         let _ = writeln!(
             out,
-            "<tr><td><code>{}</code></td>{}<td>{}</td></tr>",
+            "<tr><td><code>{}</code></td>{}<td class=\"text\">{}</td></tr>",
             Esc(name),
             num(m.value, &Esc(&m.unit.human_unit(m.value)).to_string()),
             Esc(about)
         );
     }
-    out.push_str("</tbody>\n</table></div>\n</section>\n");
+    out.push_str("</tbody>\n</table></div>\n</details>\n</section>\n");
 }
 
 fn counter_value(c: &Counter) -> String {
@@ -513,7 +523,7 @@ fn syscalls(out: &mut String, run: &Run) {
         };
         let _ = writeln!(
             out,
-            "<tr><td>{}</td>{}{}{}{}<td>{}</td>{}{}{}{}</tr>",
+            "<tr><td>{}</td>{}{}{}{}<td class=\"text\">{}</td>{}{}{}{}</tr>",
             Esc(&s.name),
             num(s.nr, &s.nr.to_string()),
             num(s.count, &thousands(s.count)),
@@ -797,7 +807,7 @@ fn sched_delay(out: &mut String, run: &Run) {
         .max()
         .unwrap_or(0);
     out.push_str(
-        "<div class=\"scroll\"><table class=\"data sortable\" id=\"sched-delay-table\">\n<thead><tr>\
+        "<div class=\"scroll\"><table class=\"data sortable wide\" id=\"sched-delay-table\">\n<thead><tr>\
          <th class=\"num\">TID</th><th>Thread</th><th class=\"num\">Waits</th>\
          <th class=\"num\" aria-sort=\"descending\">Waiting for a CPU</th>\
          <th class=\"num wrap\">of which after a wakeup (scheduler delay)</th>",
@@ -805,7 +815,7 @@ fn sched_delay(out: &mut String, run: &Run) {
     for i in first..=last {
         let _ = write!(
             out,
-            "<th class=\"num\" title=\"{}\">{}</th>",
+            "<th class=\"num bucket\" title=\"{}\">{}</th>",
             bucket_range(i),
             bucket_floor(i)
         );
@@ -824,8 +834,14 @@ fn sched_delay(out: &mut String, run: &Run) {
         );
         for i in first..=last {
             match h.buckets.get(i).copied().unwrap_or(0) {
-                0 => out.push_str("<td class=\"num zero\" data-v=\"0\">0</td>"),
-                c => out.push_str(&num(c, &thousands(c))),
+                0 => out.push_str("<td class=\"num bucket zero\" data-v=\"0\">0</td>"),
+                c => {
+                    let _ = write!(
+                        out,
+                        "<td class=\"num bucket\" data-v=\"{c}\">{}</td>",
+                        thousands(c)
+                    );
+                }
             }
         }
         out.push_str("</tr>\n");
