@@ -265,3 +265,119 @@ fn pyenv_python_3_12_and_3_13_frames_in_every_profile() {
         }
     }
 }
+
+/// Two threads fighting for the GIL on Debian's stripped `/usr/bin/python3.11`
+/// (`workloads/demo/python/gil.py`): the first finding is the GIL, found by the futex words
+/// the threads waited on (the stripped binary names no `take_gil`), over both threads, held
+/// by one of them, and its share is the part of their time they neither ran nor waited for a
+/// CPU another process held (each thread's CPU time as the script measured it; its run-queue
+/// time and who held the CPU from the run's thread rows and cpu_holders).
+#[test]
+fn debian_python_3_11_gil_fight_is_the_first_finding() {
+    if !privileged("debian_python_3_11_gil_fight_is_the_first_finding") {
+        return;
+    }
+    let python = Path::new("/usr/bin/python3.11");
+    if !python.exists() {
+        let reason = "skipping: /usr/bin/python3.11 is not installed";
+        assert!(
+            std::env::var("CI").is_err(),
+            "{reason}; CI=true turns a skip into a failure"
+        );
+        eprintln!("{reason}");
+        return;
+    }
+    let dir = tempdir("python-gil");
+    let script = script().with_file_name("gil.py");
+    let run_path = dir.join("run.json");
+    let out = std::process::Command::new(switchyard())
+        .args(["record", "-o"])
+        .arg(&run_path)
+        .arg("--")
+        .arg(python)
+        .arg(&script)
+        .arg("3")
+        .output()
+        .expect("running switchyard record");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no result line from gil.py:\n{stdout}\n{stderr}"));
+    let fighters: serde_json::Value = serde_json::from_str(line).unwrap();
+    let run = load_run(&run_path);
+    let mut tids: Vec<u64> = Vec::new();
+    let (mut cpu, mut wall, mut runq) = (0.0, 0.0, 0.0);
+    for (tid, r) in fighters.as_object().unwrap() {
+        let tid: u64 = tid.parse().unwrap();
+        tids.push(tid);
+        cpu += r["cpu"].as_f64().unwrap();
+        wall += r["wall"].as_f64().unwrap();
+        let row = run["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tid"] == tid)
+            .unwrap_or_else(|| panic!("no thread row for {tid}"));
+        // The part of its run-queue time another process held the CPU for (behind the other
+        // fighter, it waited for the GIL).
+        let (mut other, mut all) = (0.0, 0.0);
+        for h in run["cpu_holders"].as_array().unwrap() {
+            if h["tid"] == tid {
+                all += h["ns"].as_f64().unwrap();
+                if h["holder_tgid"] != run["meta"]["pid"] {
+                    other += h["ns"].as_f64().unwrap();
+                }
+            }
+        }
+        if all > 0.0 {
+            runq += row["runqueue_ns"].as_f64().unwrap() / 1e9 * other / all;
+        }
+    }
+    // Each fighter waits for the GIL whenever it neither runs nor waits for a CPU another
+    // process holds: about half of its time on an otherwise idle two-CPU host.
+    let expected = 1.0 - (cpu + runq) / wall;
+
+    let out = std::process::Command::new(switchyard())
+        .args(["explain", "--json"])
+        .arg(&run_path)
+        .output()
+        .expect("running switchyard explain");
+    let (json, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let ex: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let first = &ex["findings"][0];
+    let summary = first["summary"].as_str().unwrap_or_default();
+    assert!(
+        first["kind"] == "lock" && summary.contains("waited for the GIL"),
+        "the first finding is not the GIL:\n{json}"
+    );
+    let found: Vec<u64> = first["tids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap())
+        .collect();
+    assert!(
+        tids.iter().all(|t| found.contains(t)),
+        "the GIL finding is not over both fighters {tids:?}: {first}"
+    );
+    // The culprit: the other fighter, which held it.
+    let holder = first["culprit"]["tid"].as_u64().unwrap_or_default();
+    assert!(
+        tids.contains(&holder),
+        "the GIL's holder is not a fighter: {first}"
+    );
+    assert!(
+        first["symbol"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("_PyRuntime.ceval.gil+")),
+        "the GIL's futex word is not named: {first}"
+    );
+    let share = first["share"].as_f64().unwrap();
+    assert!(
+        (share - expected).abs() <= 0.10,
+        "GIL share {share:.3}, expected {expected:.3} (cpu {cpu:.2} s, run queue {runq:.2} s, wall {wall:.2} s): {first}"
+    );
+}

@@ -214,6 +214,39 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The run-queue time of threads fighting for the GIL that another fighter held the CPU for,
+/// by waiter, ns. A fighter preempted by (or woken behind) the thread that runs Python could
+/// not have run Python before taking the GIL back: that wait is the GIL's, not the CPU's
+/// (more CPUs would not end it). Fighters: the threads with GIL waits in the off-CPU profile.
+fn behind_gil(run: &Run, reader: &Reader) -> (BTreeSet<u32>, BTreeMap<u32, f64>) {
+    let fighters: BTreeSet<u32> = run
+        .profiles
+        .offcpu
+        .stacks
+        .iter()
+        .filter(|s| s.label != "R" && s.label != "W")
+        .filter(|s| reader.read(s).because == classify::GIL_WAIT)
+        .map(|s| s.tid)
+        .collect();
+    let mut held: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    for h in &run.cpu_holders {
+        let e = held.entry(h.tid).or_default();
+        if fighters.contains(&h.tid) && h.holder_tid != h.tid && fighters.contains(&h.holder_tid) {
+            e.0 += h.ns;
+        }
+        e.1 += h.ns;
+    }
+    let behind = run
+        .threads
+        .iter()
+        .filter_map(|t| {
+            let &(by, all) = held.get(&t.tid)?;
+            (by > 0).then(|| (t.tid, t.runqueue_ns as f64 * by as f64 / all as f64))
+        })
+        .collect();
+    (fighters, behind)
+}
+
 /// The user frames of a stack (the frames before its kernel ones), as indices.
 fn user_frames(run: &Run, indices: &[u32]) -> Vec<u32> {
     indices
@@ -275,6 +308,11 @@ pub fn thread_list(names: &[String]) -> String {
 struct Ctx<'a> {
     run: &'a Run,
     reader: Reader<'a>,
+    /// Waits for a CPU that were the GIL's, by waiter: the part of a GIL fighter's run-queue
+    /// time the CPU was held by another fighter (see [`behind_gil`]), ns.
+    behind_gil: BTreeMap<u32, f64>,
+    /// The threads with GIL waits.
+    gil_fighters: BTreeSet<u32>,
     comm: BTreeMap<u32, &'a str>,
     total: BTreeMap<u32, u64>,
     targets: BTreeSet<u32>,
@@ -302,9 +340,13 @@ impl<'a> Ctx<'a> {
             .first()
             .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
             .unwrap_or_default();
+        let reader = Reader::new(run);
+        let (gil_fighters, behind_gil) = behind_gil(run, &reader);
         Ctx {
             run,
-            reader: Reader::new(run),
+            reader,
+            behind_gil,
+            gil_fighters,
             comm,
             total,
             targets,
@@ -481,6 +523,7 @@ pub fn explain(run: &Run) -> Explanation {
             .then(b.seconds.total_cmp(&a.seconds))
             .then(a.site.cmp(&b.site))
     });
+    gil_holders_after_the_gil(&mut findings);
     out.findings = findings;
     if let Some(c) = &run.cgroup
         && c.throttled_periods > 0
@@ -494,6 +537,33 @@ pub fn explain(run: &Run) -> Explanation {
         ));
     }
     out
+}
+
+/// Threads fighting for the GIL run in turns: their running is what held the GIL while the
+/// others waited, the GIL finding's culprit, not a cause of its own. Their on-CPU finding
+/// ranks right after the GIL's (two fighters run about as long as they wait, and the first
+/// line must say why they waited).
+fn gil_holders_after_the_gil(findings: &mut Vec<Finding>) {
+    let is_gil = |f: &Finding| f.kind == Kind::Lock && f.summary.contains("waited for the GIL");
+    let Some(gil) = findings.iter().position(is_gil) else {
+        return;
+    };
+    let fighters: BTreeSet<u32> = findings[gil].tids.iter().copied().collect();
+    let mut i = 0;
+    let mut at = gil;
+    while i < at {
+        let f = &findings[i];
+        if f.kind == Kind::Oncpu
+            && !f.tids.is_empty()
+            && f.tids.iter().all(|t| fighters.contains(t))
+        {
+            let f = findings.remove(i);
+            at -= 1;
+            findings.insert(at + 1, f);
+        } else {
+            i += 1;
+        }
+    }
 }
 
 /// Waiting for a CPU: one finding per waiting pool and the pool that held the CPU.
@@ -511,7 +581,16 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     let mut holder_rows: BTreeMap<u32, &switchyard_model::CpuHolder> = BTreeMap::new();
     for t in run.threads.iter().filter(|t| t.runqueue_ns > 0) {
-        let hs = holders.get(&t.tid).cloned().unwrap_or_default();
+        let mut hs = holders.get(&t.tid).cloned().unwrap_or_default();
+        // Behind the GIL's holder: the GIL finding's, not this one's.
+        let behind = cx.behind_gil.get(&t.tid).copied().unwrap_or(0.0);
+        if behind > 0.0 {
+            hs.retain(|h| !cx.gil_fighters.contains(&h.holder_tid) || h.holder_tid == t.tid);
+        }
+        let wait = t.runqueue_ns as f64 - behind;
+        if wait < 1.0 {
+            continue;
+        }
         let held: u64 = hs.iter().map(|h| h.ns).sum();
         // The time each holder ended, scaled to the thread's exact wait.
         let top = hs.iter().max_by_key(|h| h.ns);
@@ -525,14 +604,14 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         } else {
             "preempted"
         };
-        g.add(t.tid, t.runqueue_ns as f64, because);
+        g.add(t.tid, wait, because);
         for h in hs {
             let share = if held > 0 {
                 h.ns as f64 / held as f64
             } else {
                 0.0
             };
-            *g.culprits.entry(h.holder_tid).or_default() += share * t.runqueue_ns as f64;
+            *g.culprits.entry(h.holder_tid).or_default() += share * wait;
             let e = holder_rows.entry(h.holder_tid).or_insert(h);
             if h.ns > e.ns {
                 *e = h;
@@ -772,8 +851,23 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         }
         *stacked.entry(piece.tid).or_default() += piece.ns;
     }
+    // A fighter's wait for a CPU behind the GIL's holder joins its heaviest GIL wait.
+    let mut behind: BTreeMap<(Kind, String, String), f64> = BTreeMap::new();
+    for (&tid, &ns) in &cx.behind_gil {
+        let gil = groups
+            .iter_mut()
+            .filter(|(_, g)| g.because.contains_key(classify::GIL_WAIT))
+            .filter_map(|(k, g)| Some((k, g.tids.get(&tid).copied()?, g)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((key, _, g)) = gil {
+            g.add(tid, ns, classify::GIL_WAIT);
+            g.then_cpu = (g.then_cpu - ns).max(0.0);
+            *behind.entry(key.clone()).or_default() += ns;
+        }
+    }
     let mut out = Vec::new();
     for (key, g) in groups {
+        let behind = behind.get(&key).copied().unwrap_or(0.0);
         let (kind, site, _) = &key;
         let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
         let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
@@ -839,6 +933,12 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             (Some(a), None) => summary += &format!(" (futex {a})"),
             _ => {}
         }
+        if behind >= MIN_NS {
+            summary += &format!(
+                ", {} of it runnable behind the thread that held it",
+                ns(behind as u64)
+            );
+        }
         if g.then_cpu >= 0.1 * g.ns && g.then_cpu >= MIN_NS {
             summary += &format!(", then {} waiting for a CPU", ns(g.then_cpu as u64));
         }
@@ -869,7 +969,17 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             tids: tids.into_iter().collect(),
             site: site.clone(),
             culprit,
-            evidence: format!("off-CPU profile, [{label}] {chain}{released}"),
+            evidence: format!(
+                "off-CPU profile, [{label}] {chain}{released}{}",
+                if behind > 0.0 {
+                    format!(
+                        "; thread rows and cpu_holders: {} waiting for a CPU another thread fighting for the GIL held",
+                        ns(behind as u64)
+                    )
+                } else {
+                    String::new()
+                }
+            ),
             summary,
             address,
             symbol,

@@ -755,3 +755,51 @@ fn a_gil_wait_is_found_by_its_futex_word_on_a_stripped_interpreter() {
         ex.findings
     );
 }
+
+#[test]
+fn a_gil_fighter_runnable_behind_the_other_waits_for_the_gil_and_its_running_ranks_after() {
+    let mut run = gil_run(true);
+    // Each fighter waited 100 ms for a CPU: 80 ms behind the other fighter, 20 ms behind
+    // another process.
+    for (tid, other) in [(11, 12), (12, 11)] {
+        for (holder, tgid, ns) in [(other, 100, 80 * MS), (900, 900, 20 * MS)] {
+            run.cpu_holders.push(CpuHolder {
+                tgid: 100,
+                tid,
+                cpu: 0,
+                holder_tgid: tgid,
+                holder_tid: holder,
+                holder_comm: if tgid == 100 { "python3.11" } else { "rustc" }.into(),
+                holder_nice: 0,
+                count: 10,
+                ns,
+            });
+        }
+    }
+    // They ran longer than they waited.
+    run.threads[0].oncpu_ns = 3_000 * MS;
+    run.threads[1].oncpu_ns = 3_000 * MS;
+    let ex = explain(&run);
+    let gil = &ex.findings[0];
+    assert!(
+        gil.summary.contains("waited for the GIL"),
+        "{:#?}",
+        ex.findings
+    );
+    assert!((gil.seconds - 3.11).abs() < 1e-6, "{}", gil.seconds);
+    assert!(
+        gil.summary
+            .contains("160.0 ms of it runnable behind the thread that held it"),
+        "{}",
+        gil.summary
+    );
+    // Their running is what held it: right after.
+    assert_eq!(ex.findings[1].kind, Kind::Oncpu, "{:#?}", ex.findings);
+    assert!(ex.findings[1].seconds > gil.seconds);
+    // Only the wait behind another process is a wait for a CPU (40 ms, under the floor).
+    assert!(
+        !ex.findings.iter().any(|f| f.kind == Kind::Cpu),
+        "{:#?}",
+        ex.findings
+    );
+}
