@@ -491,6 +491,258 @@ fn explain_json_has_every_field_the_contract_lists_even_when_empty() {
     ] {
         assert!(ex.get(field).is_some(), "`{field}` missing: {ex:#}");
     }
-    assert!(ex["throttled"].is_null() || ex["throttled"].is_string(), "{ex:#}");
+    assert!(
+        ex["throttled"].is_null() || ex["throttled"].is_string(),
+        "{ex:#}"
+    );
     assert!(ex["limits"].is_array(), "{ex:#}");
+}
+
+/// The demo's epoll server, started and idle: its JSON line (port, pid, tids) and the child.
+fn epoll_server(args: &[&str]) -> (Value, std::process::Child) {
+    use std::io::BufRead;
+    let mut child = Command::new(demo())
+        .arg("epoll-server")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting the demo's epoll server");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let own: Value = serde_json::from_str(&line).expect("the server's JSON line");
+    (own, child)
+}
+
+/// One request to the server on `port`, its answer.
+fn ask(port: u64, line: &str) -> String {
+    use std::io::{BufRead, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port as u16)).unwrap();
+    c.write_all(line.as_bytes()).unwrap();
+    let mut answer = String::new();
+    std::io::BufReader::new(c).read_line(&mut answer).unwrap();
+    answer
+}
+
+/// `switchyard explain --json RUN`.
+fn explain_run(run: &std::path::Path) -> Value {
+    let ex = Command::new(switchyard())
+        .args(["explain", "--json"])
+        .arg(run)
+        .output()
+        .expect("running switchyard explain");
+    let (json, err) = text(&ex);
+    assert!(ex.status.success(), "{err}");
+    serde_json::from_str(&json).expect("explain --json is JSON")
+}
+
+/// The seconds of the findings of `kind` about thread `tid`.
+fn seconds_of(ex: &Value, kind: &str, tid: u64) -> f64 {
+    ex["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == kind && f["tids"].as_array().unwrap().iter().any(|t| t == tid))
+        .map(|f| ns(&f["seconds"]))
+        .sum()
+}
+
+#[test]
+fn a_server_attached_idle_then_loaded_then_idle_waits_for_work_not_blocked() {
+    let test = "a_server_attached_idle_then_loaded_then_idle_waits_for_work_not_blocked";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempdir("epoll-server");
+    let run_path = dir.join("run.json");
+    let (own, mut server) = epoll_server(&["--work-us", "300"]);
+    let port = own["port"].as_u64().unwrap();
+    let pid = own["pid"].to_string();
+    // Idle in epoll_wait (no timeout) since before the recording: a wait open at its start.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let rec = record_ready(&[
+        "--pid",
+        &pid,
+        "--duration",
+        "5s",
+        "-o",
+        run_path.to_str().unwrap(),
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let before: Value = serde_json::from_str(&ask(port, "stats\n")).unwrap();
+    // Loaded: two clients, one request at a time each, for 1.5 s.
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(move || {
+                use std::io::{BufRead, Write};
+                let c = std::net::TcpStream::connect(("127.0.0.1", port as u16)).unwrap();
+                let mut r = std::io::BufReader::new(c.try_clone().unwrap());
+                let mut w = c;
+                let t = std::time::Instant::now();
+                let mut line = String::new();
+                while t.elapsed() < std::time::Duration::from_millis(1500) {
+                    w.write_all(b"x\n").unwrap();
+                    line.clear();
+                    r.read_line(&mut line).unwrap();
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    // Idle again, still waiting when the recording stops: a wait open at its end.
+    let (code, stderr) = wait_output(rec);
+    assert_eq!(code, Some(0), "{stderr}");
+    let after: Value = serde_json::from_str(&ask(port, "stats\n")).unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(after["requests"].as_u64().unwrap() > 100, "{after}");
+
+    let run = load_run(&run_path);
+    let (start, end) = (
+        ns(&run["meta"]["start_mono_ns"]),
+        ns(&run["meta"]["end_mono_ns"]),
+    );
+    // The server's own time in epoll_wait over the window: what it waited between the two
+    // stats requests, less the last wait's part after the stop, plus the first wait's part
+    // after the start (that wait ended with the first request).
+    let waited = ns(&after["epoll_ns"]) - ns(&before["epoll_ns"]) - (ns(&after["wake_ns"]) - end)
+        + (ns(&before["wake_ns"]) - start);
+    let ran = ns(&after["cpu_ns"]) - ns(&before["cpu_ns"]);
+
+    // Its one thread is listed, and every nanosecond of its window has a cause.
+    let threads = run["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 1, "{threads:#?}");
+    let ex = explain_run(&run_path);
+    let findings = ex["findings"].as_array().unwrap();
+    let first = &findings[0];
+    // What it did besides waiting for work: it ran (or waited for a CPU, on a busy machine).
+    assert!(
+        first["kind"] == "oncpu" || first["kind"] == "cpu",
+        "first finding: {first:#}"
+    );
+    assert!(
+        !findings.iter().any(|f| f["kind"] == "blocked"),
+        "a wait for work open at either bound read as blocked: {ex:#}"
+    );
+    let tid = own["tid"].as_u64().unwrap();
+    within(
+        "the server's idle time against its own time in epoll_wait",
+        seconds_of(&ex, "idle", tid) * 1e9,
+        waited,
+        10.0,
+    );
+    within(
+        "the server's on-CPU time against its own CPU clock",
+        seconds_of(&ex, "oncpu", tid) * 1e9,
+        ran,
+        10.0,
+    );
+    let window = end - start;
+    within(
+        "the server's idle share against its own",
+        seconds_of(&ex, "idle", tid) * 1e9 / window * 1e9,
+        waited / window * 1e9,
+        10.0,
+    );
+}
+
+#[test]
+fn threads_that_never_switch_are_listed_with_their_state_and_time() {
+    let test = "threads_that_never_switch_are_listed_with_their_state_and_time";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempdir("never-switch");
+    let run_path = dir.join("run.json");
+    let (own, mut server) = epoll_server(&["--parked", "2", "--sleepers", "1"]);
+    let pid = own["pid"].to_string();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let rec = record_ready(&[
+        "--pid",
+        &pid,
+        "--duration",
+        "2s",
+        "-o",
+        run_path.to_str().unwrap(),
+    ]);
+    let (code, stderr) = wait_output(rec);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(code, Some(0), "{stderr}");
+
+    let run = load_run(&run_path);
+    let window = window_ns(&run);
+    let tids = |what: &str| -> Vec<u64> {
+        own[what]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_u64().unwrap())
+            .collect()
+    };
+    let (parked, sleepers, main) = (
+        tids("parked"),
+        tids("sleepers"),
+        own["tid"].as_u64().unwrap(),
+    );
+    // Every thread, though none switched: the server idle in epoll_wait, two parked on a
+    // condvar, one asleep, each blocked its whole window.
+    let threads = run["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 4, "{threads:#?}");
+    assert!(stderr.contains(", 4 threads"), "{stderr}");
+    for t in threads {
+        assert_eq!(
+            t["voluntary"].as_u64().unwrap() + t["involuntary"].as_u64().unwrap(),
+            0
+        );
+        within(
+            &format!("thread {}'s blocked time against the window", t["tid"]),
+            ns(&t["blocked_ns"]),
+            window,
+            1.0,
+        );
+    }
+    let ex = explain_run(&run_path);
+    assert!(
+        !ex["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] == "blocked"),
+        "{ex:#}"
+    );
+    // The server and the two parked threads wait for work, each its whole window (a finding
+    // may hold several threads).
+    let idle: Vec<&Value> = ex["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "idle")
+        .collect();
+    for &tid in parked.iter().chain([&main]) {
+        assert!(
+            idle.iter()
+                .any(|f| f["tids"].as_array().unwrap().iter().any(|t| t == tid)),
+            "thread {tid} is in no idle finding: {ex:#}"
+        );
+    }
+    within(
+        "the idle time of the server and the parked threads against 3 windows",
+        idle.iter().map(|f| ns(&f["seconds"])).sum::<f64>() * 1e9,
+        3.0 * window,
+        1.0,
+    );
+    within(
+        "the sleeper's time on a timer against the window",
+        seconds_of(&ex, "sleep", sleepers[0]) * 1e9,
+        window,
+        1.0,
+    );
+    // The sleeper is the only thing that is not waiting for work: it comes first.
+    let first = &ex["findings"][0];
+    assert_eq!(first["kind"], "sleep", "{first:#}");
+    assert_eq!(first["tids"][0], sleepers[0], "{first:#}");
 }

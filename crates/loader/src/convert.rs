@@ -280,6 +280,21 @@ fn thread_rows(
 /// The first id of the kernel stacks made from /proc (the kernel side's ids are far below).
 const PROC_STACK_IDS: i32 = 1 << 30;
 
+/// The user stack thread `tid` enters syscall `nr` from, when the syscall-entry samples show
+/// it entering that call from one stack only (an event loop's wait); otherwise
+/// `USER_STACK_OPEN_AT_STOP`.
+fn entered_from(snap: &Snapshot, tid: u32, nr: u32) -> i32 {
+    let mut stacks = snap
+        .syscall_stacks
+        .iter()
+        .filter(|(k, _)| k.tid == tid && k.nr == nr && k.user_stack >= 0)
+        .map(|(k, _)| k.user_stack);
+    match (stacks.next(), stacks.next()) {
+        (Some(one), None) => one,
+        _ => USER_STACK_OPEN_AT_STOP,
+    }
+}
+
 /// The off-CPU intervals still open at the stop, which the kernel side records only when
 /// they end: each as a sample under the state it began in (blocked, then woken and waiting
 /// for a CPU, or preempted), with the kernel stack /proc showed at the stop and the user
@@ -315,11 +330,11 @@ fn open_waits(snap: &Snapshot, input: &Input, raw: &mut Raw) {
             // Inside a syscall: the length is known now, so the interval is taken whole. Its
             // user stack is walked at the syscall's exit, still to come; a futex wait's was
             // walked at its entry.
-            let user = snap
-                .inflight
-                .get(&tid)
-                .filter(|e| e.futex_wait != 0 && e.user_stack >= 0)
-                .map_or(USER_STACK_OPEN_AT_STOP, |e| e.user_stack);
+            let user = match snap.inflight.get(&tid) {
+                Some(e) if e.futex_wait != 0 && e.user_stack >= 0 => e.user_stack,
+                Some(e) => entered_from(snap, tid, e.nr as u32),
+                None => USER_STACK_OPEN_AT_STOP,
+            };
             (user, sampling::ONE)
         };
         let weight = |ns: u64| ns.saturating_mul(sampling::ONE) / p;

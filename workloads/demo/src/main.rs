@@ -28,6 +28,13 @@
 //!                                                sleeps, a nice -15 hog starving a worker on
 //!                                                CPU 0, fsync in DIR, an idle epoll loop;
 //!                                                prints each thread's tid and measured waits)
+//! switchyard-demo epoll-server [--work-us W] [--parked P] [--sleepers S]
+//!                                               (a one-thread epoll server on 127.0.0.1: each
+//!                                                line is answered "ok" after W µs on CPU, and
+//!                                                "stats" with its own figures as JSON; P
+//!                                                threads parked on a condvar and S asleep for
+//!                                                an hour never switch; prints its port and
+//!                                                threads' tids as a JSON line)
 //! ```
 //!
 //! Syscalls are issued directly (`syscall(2)`) so their counts are exactly what was asked:
@@ -1256,6 +1263,135 @@ fn main() {
         "locks" => locks(&args),
         "blockers" => blockers(&args),
         "waits" => waits(&args),
+        "epoll-server" => epoll_server(&args),
         _ => usage(),
+    }
+}
+
+/// CLOCK_MONOTONIC (the recorder's clock) or CLOCK_THREAD_CPUTIME_ID, ns.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out pointer.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A one-thread epoll server, idle in `epoll_wait` (no timeout) until a client writes. It
+/// keeps its own figures: the time inside `epoll_wait` (with when the last one returned) and
+/// its CPU time, answered to a `stats` line, so a test can tell its idle and busy time over
+/// any window. Threads that never switch (parked on a condvar nobody signals, or asleep for
+/// an hour) can be added beside it.
+fn epoll_server(args: &Args) {
+    use std::{
+        collections::HashMap,
+        net::TcpListener,
+        os::fd::AsRawFd,
+        sync::{Arc, Condvar, Mutex, mpsc},
+    };
+    let work = Duration::from_micros(args.num("--work-us", 200));
+    let (tx, rx) = mpsc::channel();
+    let mut never = Vec::new();
+    for i in 0..args.num("--parked", 0) + args.num("--sleepers", 0) {
+        let parked = i < args.num("--parked", 0);
+        let tx = tx.clone();
+        never.push(thread::spawn(move || {
+            tx.send((parked, gettid())).unwrap();
+            if parked {
+                let pair = Arc::new((Mutex::new(()), Condvar::new()));
+                let mut g = pair.0.lock().unwrap();
+                loop {
+                    g = pair.1.wait(g).unwrap();
+                }
+            } else {
+                thread::sleep(Duration::from_secs(3600));
+            }
+        }));
+    }
+    drop(tx);
+    let (mut parked, mut sleepers) = (Vec::new(), Vec::new());
+    // Each sends once, then keeps its sender while it waits.
+    for (p, tid) in rx.iter().take(never.len()) {
+        if p {
+            parked.push(tid)
+        } else {
+            sleepers.push(tid)
+        }
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let lfd = listener.as_raw_fd();
+    // SAFETY: plain syscalls on our own descriptors.
+    let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    let add = |fd: i32| {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: as above.
+        unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+    };
+    add(lfd);
+    println!(
+        "{{\"port\":{},\"pid\":{},\"tid\":{},\"parked\":{parked:?},\"sleepers\":{sleepers:?}}}",
+        listener.local_addr().unwrap().port(),
+        process::id(),
+        gettid()
+    );
+    let _ = std::io::stdout().flush();
+    let mut conns: HashMap<i32, (std::net::TcpStream, Vec<u8>)> = HashMap::new();
+    let (mut epoll_ns, mut requests) = (0u64, 0u64);
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
+    loop {
+        let t0 = clock_ns(libc::CLOCK_MONOTONIC);
+        // SAFETY: a valid buffer of 64 events.
+        let n = unsafe { libc::epoll_wait(epfd, events.as_mut_ptr(), 64, -1) };
+        let wake_ns = clock_ns(libc::CLOCK_MONOTONIC);
+        epoll_ns += wake_ns - t0;
+        for ev in events.iter().take(n.max(0) as usize) {
+            let fd = ev.u64 as i32;
+            if fd == lfd {
+                while let Ok((c, _)) = listener.accept() {
+                    c.set_nonblocking(true).unwrap();
+                    add(c.as_raw_fd());
+                    conns.insert(c.as_raw_fd(), (c, Vec::new()));
+                }
+                continue;
+            }
+            let Some((c, buf)) = conns.get_mut(&fd) else {
+                continue;
+            };
+            let mut chunk = [0u8; 4096];
+            let closed = loop {
+                match c.read(&mut chunk) {
+                    Ok(0) => break true,
+                    Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break false,
+                    Err(_) => break true,
+                }
+            };
+            while let Some(end) = buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=end).collect();
+                let reply = if line.starts_with(b"stats") {
+                    format!(
+                        "{{\"epoll_ns\":{epoll_ns},\"wake_ns\":{wake_ns},\"cpu_ns\":{},\"requests\":{requests}}}\n",
+                        clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+                    )
+                } else {
+                    requests += 1;
+                    let t = Instant::now();
+                    while t.elapsed() < work {
+                        std::hint::spin_loop();
+                    }
+                    "ok\n".to_string()
+                };
+                let _ = c.write_all(reply.as_bytes());
+            }
+            if closed {
+                conns.remove(&fd);
+            }
+        }
     }
 }
