@@ -791,4 +791,34 @@ mod tests {
             (Kind::Idle, "wait_for_ping (threads.py:47)")
         );
     }
+
+    #[test]
+    fn a_wait_open_at_both_bounds_reads_by_its_kernel_stack() {
+        use switchyard_model::raw::OPEN_AT_STOP_FRAME;
+        // A futex wait from start to stop, never woken, its user stack never walked: parked.
+        let parked = read(
+            "S",
+            &[OPEN_AT_STOP_FRAME],
+            &["__x64_sys_futex", "do_futex", "futex_wait", "futex_do_wait"],
+        );
+        assert_eq!((parked.kind, parked.because.as_str()), (Kind::Idle, PARKED));
+        // Its place is its innermost kernel frame, not the lost user stack.
+        assert_eq!(parked.site, "futex_do_wait");
+        let epoll = read(
+            "S",
+            &[OPEN_AT_STOP_FRAME],
+            &["__x64_sys_epoll_wait", "do_epoll_wait"],
+        );
+        assert_eq!(
+            (epoll.kind, epoll.site.as_str()),
+            (Kind::Idle, "do_epoll_wait")
+        );
+        // A futex wait whose user stack is known is read by it, as any other.
+        let lock = read(
+            "S",
+            &["main", "___pthread_mutex_lock", "__lll_lock_wait"],
+            &["__x64_sys_futex", "futex_wait"],
+        );
+        assert_eq!(lock.kind, Kind::Lock);
+    }
 }

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use switchyard_common::{
-    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, HIST_BUCKETS, OffCpuKey,
-    OnCpuKey, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey, drops,
-    unwind::COMPLETE,
+    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, HIST_BUCKETS, InFlight,
+    OffCpuKey, OnCpuKey, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats,
+    WakeupKey, drops, unwind::COMPLETE,
 };
 
 use super::*;
@@ -857,5 +857,135 @@ fn state_labels() {
     assert_eq!(
         labels,
         ["R", "R", "W", "S", "D", "T", "t", "I", "state 0x402"]
+    );
+}
+
+/// The waits open at the stop, and threads that never switched, read with the bounds /proc
+/// gave: each gets its state, its kernel stack and the user stack known for it, and its row.
+#[test]
+fn waits_open_at_the_bounds_have_their_state_stacks_and_rows() {
+    use crate::bounds::{Bounds, TaskAt};
+    let (start, end) = (1_000, 11_000);
+    // Parked from before the start to after the stop: never switched.
+    let mut parked = thread(10);
+    parked.in_syscall = 1;
+    parked.last_out = 1;
+    parked.state = 1;
+    // Ran, then blocked at 4000 in epoll_wait (nr 232), still waiting at the stop.
+    let mut server = thread(10);
+    server.voluntary = 3;
+    server.oncpu_ns = 2_000;
+    server.blocked_ns = 1_000;
+    server.last_in = 3_000;
+    server.last_out = 4_000;
+    server.in_syscall = 1;
+    server.state = 1;
+    // Blocked at 6000 in a futex wait, woken at 10000, not yet run at the stop.
+    let mut waiter = thread(10);
+    waiter.voluntary = 1;
+    waiter.last_in = 5_000;
+    waiter.last_out = 6_000;
+    waiter.wakeup_at = 10_000;
+    waiter.in_syscall = 1;
+    waiter.state = 1;
+    // Runnable at the start and never switched: on CPU as schedstat moved.
+    let mut spinner = thread(10);
+    spinner.last_out_involuntary = 1;
+    let inflight = |nr: u64, futex: u32, user_stack: i32| InFlight {
+        pid_tgid: 0,
+        ts: 1,
+        nr,
+        uaddr: 0,
+        user_stack,
+        futex_wait: futex,
+        offcpu_pending: 0,
+        untimed_left: 0,
+    };
+    let snap = Snapshot {
+        threads: vec![(21, parked), (22, server), (23, waiter), (24, spinner)],
+        inflight: BTreeMap::from([(22, inflight(232, 0, -1)), (23, inflight(202, 1, 9))]),
+        // The server enters epoll_wait from one stack only.
+        syscall_stacks: vec![(
+            SyscallStackKey {
+                tgid: 10,
+                tid: 22,
+                nr: 232,
+                user_stack: 7,
+            },
+            4,
+        )],
+        ..Default::default()
+    };
+    let at = |state: char, exec_ns: u64, kernel_ips: Vec<u64>| TaskAt {
+        tgid: 10,
+        state,
+        wchan: String::new(),
+        kernel_ips,
+        exec_ns,
+        runqueue_ns: 0,
+    };
+    let bounds = Bounds {
+        start: BTreeMap::from([(21, at('S', 50, vec![])), (24, at('R', 100, vec![]))]),
+        end: BTreeMap::from([
+            (21, at('S', 50, vec![0xa1, 0xa2])),
+            (22, at('S', 0, vec![0xb1])),
+            (23, at('R', 0, vec![])),
+            (24, at('R', 9_100, vec![])),
+        ]),
+    };
+    let c = collected(
+        &snap,
+        &Input {
+            start,
+            bounds: Some(&bounds),
+            ..input(Some(end))
+        },
+        None,
+    );
+    let rows: Vec<(u32, u64, u64, u64)> = c
+        .threads
+        .iter()
+        .map(|t| (t.tid, t.oncpu_ns, t.blocked_ns, t.runqueue_ns))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (21, 0, 10_000, 0),
+            (22, 2_000, 1_000 + 7_000, 0),
+            (23, 0, 4_000, 1_000),
+            (24, 9_000, 1_000, 0),
+        ]
+    );
+    let samples: Vec<(u32, i32, Option<Vec<u64>>, &str, u64)> = c
+        .raw
+        .offcpu
+        .iter()
+        .map(|s| {
+            (
+                s.tid,
+                s.user_stack,
+                c.raw.stacks.get(&s.kernel_stack).cloned(),
+                s.label.as_str(),
+                s.value,
+            )
+        })
+        .collect();
+    assert_eq!(
+        samples,
+        vec![
+            // Open from start to stop, the kernel stack from /proc, no user stack to be had.
+            (
+                21,
+                USER_STACK_OPEN_AT_STOP,
+                Some(vec![0xa1, 0xa2]),
+                "S",
+                10_000
+            ),
+            // The one stack it enters epoll_wait from.
+            (22, 7, Some(vec![0xb1]), "S", 7_000),
+            // The futex wait's user stack from its entry; blocked to the wakeup, then woken.
+            (23, 9, None, "S", 4_000),
+            (23, 9, None, "W", 1_000),
+        ]
     );
 }
