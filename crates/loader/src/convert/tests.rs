@@ -956,7 +956,9 @@ fn waits_open_at_the_bounds_have_their_state_stacks_and_rows() {
             (24, 9_000, 1_000, 0),
         ]
     );
-    let samples: Vec<(u32, i32, Option<Vec<u64>>, &str, u64)> = c
+    // (tid, user stack, kernel frames, state, ns)
+    type Sample<'a> = (u32, i32, Option<Vec<u64>>, &'a str, u64);
+    let samples: Vec<Sample> = c
         .raw
         .offcpu
         .iter()
