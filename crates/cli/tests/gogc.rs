@@ -200,3 +200,90 @@ fn go_gc_on_a_non_go_binary_is_a_clear_error() {
         .unwrap();
     assert_user_error(&out, "none of the Go runtime's GC functions");
 }
+
+/// An allocating Go program (`go-gc -churn-s`: workers replacing the nodes of a large
+/// pointer-rich live set) against its own `GODEBUG=gctrace=1`: the GC's findings (the
+/// collector's work, the mark assists, the stop-the-world pauses) take gctrace's share of the
+/// CPU, within 10 points, as shares of the process's CPU time; the GC is the first or second
+/// finding, and the first is the program's own work or the GC it drives. Recorded at nice
+/// -15, so the host's other load does not decide the ranking.
+#[test]
+fn go_gc_share_of_the_cpu_matches_gctrace() {
+    if !privileged("go_gc_share_of_the_cpu_matches_gctrace") {
+        return;
+    }
+    let dir = tempdir("gogc-share");
+    let Some(target) = go_target(&dir) else {
+        return;
+    };
+    let run_path = dir.join("run.json");
+    let out = Command::new("nice")
+        .args(["-n", "-15"])
+        .arg(switchyard())
+        .args(["record", "-o"])
+        .arg(&run_path)
+        .arg("--")
+        .arg(&target)
+        .args(["-churn-s", "3"])
+        .env("GODEBUG", "gctrace=1")
+        .output()
+        .expect("running switchyard");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // "gc N @T s P%: …": P is the GC's share of the CPU since the program started.
+    let traced: f64 = stderr
+        .lines()
+        .filter_map(|l| {
+            let (_, rest) = l.strip_prefix("gc ")?.split_once(" @")?;
+            let (_, rest) = rest.split_once(' ')?;
+            rest.split_once("%:")?.0.parse::<f64>().ok()
+        })
+        .next_back()
+        .unwrap_or_else(|| panic!("no gctrace line:\n{stderr}"))
+        / 100.0;
+    let out = Command::new(switchyard())
+        .args(["explain", "--json"])
+        .arg(&run_path)
+        .output()
+        .expect("running switchyard explain");
+    let (json, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let ex: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let findings = ex["findings"].as_array().unwrap();
+    let gc: Vec<&serde_json::Value> = findings
+        .iter()
+        .filter(|f| f["kind"] == "gc")
+        .filter(|f| {
+            !f["evidence"]
+                .as_str()
+                .unwrap()
+                .starts_with("off-CPU profile")
+        })
+        .collect();
+    let share: f64 = gc.iter().map(|f| f["share"].as_f64().unwrap()).sum();
+    assert!(
+        (share - traced).abs() <= 0.10,
+        "the GC's findings take {share:.3} of the CPU, gctrace {traced:.3}:\n{json}"
+    );
+    let has = |what: &str| {
+        gc.iter()
+            .any(|f| f["summary"].as_str().unwrap().contains(what))
+    };
+    assert!(
+        has("mark assists") && has("stopped the world") && has("mark workers"),
+        "the assists, the pauses and the collector are not each a finding:\n{json}"
+    );
+    assert!(
+        findings[..2].iter().any(|f| f["kind"] == "gc"),
+        "the GC is neither first nor second:\n{json}"
+    );
+    let first = &findings[0];
+    let culprit = first["culprit"]["doing"].as_str().unwrap_or_default();
+    assert!(
+        (first["kind"] == "oncpu"
+            && first["site"] == "main.churn.func1"
+            && first["culprit"].is_null())
+            || (first["kind"] == "gc" && culprit == "allocating in main.churn.func1"),
+        "the first finding is neither the churn nor the GC it drives:\n{json}"
+    );
+}

@@ -270,9 +270,35 @@ pub fn in_probe(frames: &[&Frame]) -> bool {
 
 /// Whether an on-CPU stack is the Go GC at work.
 pub fn in_gc(frames: &[&Frame]) -> bool {
+    gc_work(frames).is_some()
+}
+
+/// Whose work the Go GC's on-CPU time is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GcWork {
+    /// The collector's own: mark workers (dedicated, fractional, idle) and sweeping.
+    Collector,
+    /// A mark assist: an allocating goroutine made to mark before its allocation goes on.
+    Assist,
+}
+
+/// Whether an on-CPU stack is the Go GC at work, and whose work: an assist (under
+/// `runtime.gcAssistAlloc`) or the collector's own.
+pub fn gc_work(frames: &[&Frame]) -> Option<GcWork> {
+    let user = || frames.iter().filter(|f| f.kind != FrameKind::Kernel);
+    if user().any(|f| f.name.starts_with("runtime.gcAssistAlloc")) {
+        return Some(GcWork::Assist);
+    }
+    user()
+        .any(|f| GC_WORK.iter().any(|g| f.name.starts_with(g)))
+        .then_some(GcWork::Collector)
+}
+
+/// Whether an on-CPU stack is allocating on Go's heap (under `runtime.mallocgc`).
+pub fn allocating(frames: &[&Frame]) -> bool {
     frames
         .iter()
-        .any(|f| f.kind != FrameKind::Kernel && GC_WORK.iter().any(|g| f.name.starts_with(g)))
+        .any(|f| f.kind != FrameKind::Kernel && f.name.starts_with("runtime.mallocgc"))
 }
 
 /// Syscall names, for stacks recorded without kernel frames (label), by kind.

@@ -70,7 +70,9 @@ pub struct Finding {
     pub kind: Kind,
     /// Thread time in this finding, s.
     pub seconds: f64,
-    /// Of the threads' time (on CPU + off CPU over the recording).
+    /// A wait's: of its threads' time (on CPU + off CPU over the recording), the threads
+    /// that waited so. Running (on CPU, the Go GC's work, its pauses): of the process's CPU
+    /// time.
     pub share: f64,
     /// Thread names, and their ids in the same order.
     pub threads: Vec<String>,
@@ -97,6 +99,27 @@ pub struct Finding {
     /// When it happened, from the timeline (runs recorded with `--timeline`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<When>,
+    /// `share` is of the process's CPU time (running, the Go GC's work and pauses), not of
+    /// the threads' time.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub of_process_cpu: bool,
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+impl Finding {
+    /// What `share` is a share of, for a sentence: "of the process's CPU", "of their time".
+    pub fn share_of(&self) -> &'static str {
+        if self.of_process_cpu {
+            "of the process's CPU"
+        } else if self.threads.len() == 1 {
+            "of its time"
+        } else {
+            "of their time"
+        }
+    }
 }
 
 /// When a finding's intervals fell, s from the recording's start.
@@ -456,7 +479,10 @@ impl<'a> Ctx<'a> {
             e.0 += s.value as f64;
         }
         for (site, frames, ns) in self.oncpu_sites(tid) {
-            by_site.entry(("running".into(), site)).or_insert((0.0, frames)).0 += ns;
+            by_site
+                .entry(("running".into(), site))
+                .or_insert((0.0, frames))
+                .0 += ns;
         }
         for ((doing, site), (v, frames)) in by_site {
             if best.as_ref().is_none_or(|b| v > b.0) {
@@ -752,6 +778,7 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                 symbol: None,
                 then_cpu_s: 0.0,
                 when: None,
+                of_process_cpu: false,
             }
         })
         .collect()
@@ -985,6 +1012,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             symbol,
             then_cpu_s: g.then_cpu / 1e9,
             when: None,
+            of_process_cpu: false,
         });
     }
     // Blocked time no walked stack covers: stacks off, or waits too short to walk.
@@ -1023,6 +1051,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                 symbol: None,
                 then_cpu_s: 0.0,
                 when: None,
+                of_process_cpu: false,
             });
             continue;
         }
@@ -1052,6 +1081,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             symbol: None,
             then_cpu_s: 0.0,
             when: None,
+            of_process_cpu: false,
         });
     }
     out
@@ -1177,20 +1207,45 @@ fn chain(run: &Run, s: &Stack) -> String {
     }
 }
 
-/// On CPU: one finding per pool of threads and its hottest site.
+/// On CPU: one finding per pool of threads and its hottest site; the Go GC's own work (mark
+/// workers and sweeping) and its mark assists, each a finding. Their share is of the process's
+/// CPU time: an on-CPU cost is CPU the rest of the process did not get, whatever its threads
+/// did with the rest of their time.
 fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
     let run = cx.run;
     let p = &run.profiles;
+    let process_cpu: f64 = run.threads.iter().map(|t| t.oncpu_ns as f64).sum();
+    let of_cpu = |ns: f64| {
+        if process_cpu > 0.0 {
+            ns / process_cpu
+        } else {
+            0.0
+        }
+    };
     let mut sites: BTreeMap<u32, BTreeMap<String, u64>> = BTreeMap::new();
-    // Samples in the Go GC (mark workers, assists, sweeping), by thread: (in it, all).
-    let mut gc: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    // Samples by thread: (the GC's own work, mark assists, all).
+    let mut gc: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new();
+    // Samples allocating (under runtime.mallocgc, assists included), by (thread, site).
+    let mut allocating: BTreeMap<(u32, String), u64> = BTreeMap::new();
     for s in &p.oncpu.stacks {
         let frames = frames_of(run, s);
         let e = gc.entry(s.tid).or_default();
-        e.1 += s.value;
-        if classify::in_gc(&frames) {
-            e.0 += s.value;
-            continue;
+        e.2 += s.value;
+        if classify::allocating(&frames) {
+            *allocating
+                .entry((s.tid, classify::site(&frames)))
+                .or_default() += s.value;
+        }
+        match classify::gc_work(&frames) {
+            Some(classify::GcWork::Assist) => {
+                e.1 += s.value;
+                continue;
+            }
+            Some(classify::GcWork::Collector) => {
+                e.0 += s.value;
+                continue;
+            }
+            None => {}
         }
         // The recorder's own uprobe traps say nothing of where the program was.
         if classify::in_probe(&frames) {
@@ -1199,7 +1254,8 @@ fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
         let site = classify::site(&frames);
         *sites.entry(s.tid).or_default().entry(site).or_default() += s.value;
     }
-    let mut gc_groups: BTreeMap<String, Group> = BTreeMap::new();
+    let mut collector = Group::default();
+    let mut assists = Group::default();
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
     let mut share_of_site: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
     for t in run.threads.iter().filter(|t| t.oncpu_ns > 0) {
@@ -1211,78 +1267,163 @@ fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
         let site = top.as_ref().map_or(String::new(), |(s, _)| s.clone());
         let key = (pattern(&t.comm), site);
         // The exact on-CPU time, shared between the GC and the rest by samples.
-        let (in_gc, samples) = gc.get(&t.tid).copied().unwrap_or((0, 0));
-        let gc_ns = if samples > 0 {
-            t.oncpu_ns as f64 * in_gc as f64 / samples as f64
-        } else {
-            0.0
+        let (own, assist, samples) = gc.get(&t.tid).copied().unwrap_or((0, 0, 0));
+        let part = |n: u64| {
+            if samples > 0 {
+                t.oncpu_ns as f64 * n as f64 / samples as f64
+            } else {
+                0.0
+            }
         };
-        if gc_ns > 0.0 {
-            gc_groups
-                .entry(pattern(&t.comm))
-                .or_default()
-                .add(t.tid, gc_ns, "");
+        if own > 0 {
+            collector.add(t.tid, part(own), "");
         }
-        groups
-            .entry(key.clone())
-            .or_default()
-            .add(t.tid, t.oncpu_ns as f64 - gc_ns, "");
+        if assist > 0 {
+            assists.add(t.tid, part(assist), "");
+        }
+        groups.entry(key.clone()).or_default().add(
+            t.tid,
+            t.oncpu_ns as f64 - part(own) - part(assist),
+            "",
+        );
         let e = share_of_site.entry(key).or_default();
         e.0 += top.map_or(0, |(_, v)| v);
         e.1 += all;
     }
-    let gc_findings: Vec<Finding> = gc_groups
-        .into_values()
-        .map(|g| {
-            let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
-            let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
-            let total = cx.threads_time(&tids);
-            let share = if total > 0.0 { g.ns / total } else { 0.0 };
-            let (in_gc, all) = tids.iter().fold((0, 0), |(a, b), t| {
-                let (x, y) = gc.get(t).copied().unwrap_or((0, 0));
-                (a + x, b + y)
-            });
-            Finding {
-                kind: Kind::Gc,
-                seconds: g.ns / 1e9,
-                share,
-                summary: format!(
-                    "{} ran the Go GC {} on CPU ({} of {} time): mark workers, assists and sweeping, CPU the requests did not get",
-                    thread_list(&names),
-                    ns(g.ns as u64),
-                    percent(share),
-                    if names.len() == 1 { "its" } else { "their" },
-                ),
-                evidence: format!(
-                    "thread rows (on-CPU time); on-CPU profile: {in_gc} of {all} samples under runtime.gcBgMarkWorker, gcAssistAlloc, gcDrain or bgsweep"
-                ),
-                threads: names,
-                tids: tids.into_iter().collect(),
-                site: "runtime.gcBgMarkWorker".into(),
-                culprit: None,
-                address: None,
-                symbol: None,
-                then_cpu_s: 0.0,
-                when: None,
+    // What made the GC work: the program's heaviest allocating site, and its busiest thread.
+    let culprit = {
+        let mut by_site: BTreeMap<&str, (u64, u32, u64)> = BTreeMap::new();
+        for ((tid, site), &n) in &allocating {
+            let e = by_site.entry(site.as_str()).or_default();
+            e.0 += n;
+            if n > e.2 {
+                (e.1, e.2) = (*tid, n);
             }
+        }
+        by_site
+            .into_iter()
+            .filter(|(site, _)| !site.is_empty())
+            .max_by_key(|(_, (n, _, _))| *n)
+            .map(|(site, (_, tid, _))| {
+                let tgid = run
+                    .threads
+                    .iter()
+                    .find(|t| t.tid == tid)
+                    .map_or(0, |t| t.tgid);
+                let (process, same) = cx.process_of(tgid);
+                Culprit {
+                    thread: cx.name(tid),
+                    tid,
+                    process,
+                    pid: tgid,
+                    same_process: same,
+                    nice: None,
+                    cpu: None,
+                    doing: format!("allocating in {site}"),
+                    frames: vec![site.to_string()],
+                }
+            })
+    };
+    let samples_of = |tids: &BTreeSet<u32>, pick: fn(&(u64, u64, u64)) -> u64| {
+        tids.iter().fold((0, 0), |(a, b), t| {
+            let e = gc.get(t).copied().unwrap_or_default();
+            (a + pick(&e), b + e.2)
         })
-        .collect();
+    };
+    let driven_by = |c: &Option<Culprit>| {
+        c.as_ref().map_or(String::new(), |c| {
+            format!(", driven by {} {}", c.thread, c.doing)
+        })
+    };
+    let mut gc_findings = Vec::new();
+    if collector.ns > 0.0 {
+        let g = &collector;
+        let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
+        let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
+        let (n, all) = samples_of(&tids, |e| e.0);
+        let share = of_cpu(g.ns);
+        gc_findings.push(Finding {
+            kind: Kind::Gc,
+            seconds: g.ns / 1e9,
+            share,
+            summary: format!(
+                "the Go GC's mark workers and sweeping ran {} on CPU ({} of the process's CPU) on {}{}: CPU the requests did not get",
+                ns(g.ns as u64),
+                percent(share),
+                thread_list(&names),
+                driven_by(&culprit),
+            ),
+            evidence: format!(
+                "thread rows (on-CPU time); on-CPU profile: {n} of {all} samples of these threads under runtime.gcBgMarkWorker, gcDrain or bgsweep; process CPU {}",
+                ns(process_cpu as u64)
+            ),
+            threads: names,
+            tids: tids.into_iter().collect(),
+            site: "runtime.gcBgMarkWorker".into(),
+            culprit: culprit.clone(),
+            address: None,
+            symbol: None,
+            then_cpu_s: 0.0,
+            when: None,
+            of_process_cpu: true,
+        });
+    }
+    if assists.ns > 0.0 {
+        let g = &assists;
+        let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
+        let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
+        let (n, all) = samples_of(&tids, |e| e.1);
+        let share = of_cpu(g.ns);
+        let count = run
+            .gc
+            .as_ref()
+            .filter(|g| g.mark_assists > 0)
+            .map_or(String::new(), |g| {
+                format!(" in {} mark assists", g.mark_assists)
+            });
+        // Where the assists were made: the program's site under them.
+        let site = allocating_site(run, &tids);
+        gc_findings.push(Finding {
+            kind: Kind::Gc,
+            seconds: g.ns / 1e9,
+            share,
+            summary: format!(
+                "{} did the Go GC's marking as {} allocated: {} on CPU{count} ({} of the process's CPU){}",
+                thread_list(&names),
+                if names.len() == 1 { "it" } else { "they" },
+                ns(g.ns as u64),
+                percent(share),
+                if site.is_empty() { String::new() } else { format!(", in {site}") },
+            ),
+            evidence: format!(
+                "thread rows (on-CPU time); on-CPU profile: {n} of {all} samples of these threads under runtime.gcAssistAlloc; process CPU {}",
+                ns(process_cpu as u64)
+            ),
+            threads: names,
+            tids: tids.into_iter().collect(),
+            site,
+            culprit: culprit.clone(),
+            address: None,
+            symbol: None,
+            then_cpu_s: 0.0,
+            when: None,
+            of_process_cpu: true,
+        });
+    }
     groups
         .into_iter()
         .filter(|(_, g)| g.ns > 0.0)
         .map(|(key, g)| {
             let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
             let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
-            let total = cx.threads_time(&tids);
-            let share = if total > 0.0 { g.ns / total } else { 0.0 };
+            let share = of_cpu(g.ns);
             let (in_site, all) = share_of_site.get(&key).copied().unwrap_or((0, 0));
             let site = key.1;
             let mut summary = format!(
-                "{} ran {} on CPU ({} of {} time)",
+                "{} ran {} on CPU ({} of the process's CPU)",
                 thread_list(&names),
                 ns(g.ns as u64),
                 percent(share),
-                if names.len() == 1 { "its" } else { "their" },
             );
             let evidence = if all > 0 {
                 summary += &format!(
@@ -1309,13 +1450,39 @@ fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
                 symbol: None,
                 then_cpu_s: 0.0,
                 when: None,
+                of_process_cpu: true,
             }
         })
         .chain(gc_findings)
         .collect()
 }
 
-/// Go's stop-the-world pauses: every goroutine waits, whichever thread it is on.
+/// The program's own site most of `tids`' mark assists were made from (the function whose
+/// allocation assisted).
+fn allocating_site(run: &Run, tids: &BTreeSet<u32>) -> String {
+    let mut by: BTreeMap<String, u64> = BTreeMap::new();
+    for s in run
+        .profiles
+        .oncpu
+        .stacks
+        .iter()
+        .filter(|s| tids.contains(&s.tid))
+    {
+        let frames = frames_of(run, s);
+        if classify::gc_work(&frames) == Some(classify::GcWork::Assist) {
+            *by.entry(classify::site(&frames)).or_default() += s.value;
+        }
+    }
+    by.into_iter()
+        .filter(|(s, _)| !s.is_empty() && !s.starts_with("runtime."))
+        .max_by_key(|(_, v)| *v)
+        .map(|(s, _)| s)
+        .unwrap_or_default()
+}
+
+/// Go's stop-the-world pauses: every goroutine waits, whichever thread it is on. Their effect
+/// is the CPU the process would have had: the pauses' time by the CPUs it kept busy on
+/// average while the world ran (as gctrace counts a pause once per P).
 fn gc_pauses(cx: &Ctx) -> Vec<Finding> {
     let Some(g) = &cx.run.gc else {
         return Vec::new();
@@ -1323,37 +1490,46 @@ fn gc_pauses(cx: &Ctx) -> Vec<Finding> {
     if g.pauses == 0 {
         return Vec::new();
     }
-    let secs = cx.run.meta.duration_ns() as f64;
-    let share = if secs > 0.0 {
-        g.pause_total_ns as f64 / secs
+    let run = cx.run;
+    let duration = run.meta.duration_ns() as f64;
+    let process_cpu: f64 = run.threads.iter().map(|t| t.oncpu_ns as f64).sum();
+    let paused = g.pause_total_ns as f64;
+    let running = (duration - paused).max(1.0);
+    let busy = (process_cpu / running).max(1.0);
+    let lost = paused * busy;
+    let share = if process_cpu > 0.0 {
+        lost / process_cpu
     } else {
         0.0
     };
     vec![Finding {
         kind: Kind::Gc,
-        seconds: g.pause_total_ns as f64 / 1e9,
+        seconds: lost / 1e9,
         share,
         threads: vec!["every goroutine".into()],
         tids: vec![],
         site: "runtime.stopTheWorldWithSema".into(),
         culprit: None,
         evidence: format!(
-            "Go runtime uprobes: {} stop-the-world pauses in {} GC cycles",
-            g.pauses, g.cycles
+            "Go runtime uprobes: {} stop-the-world pauses in {} GC cycles, {} in all; thread rows: the process kept {busy:.2} CPUs busy while the world ran",
+            g.pauses,
+            g.cycles,
+            ns(g.pause_total_ns)
         ),
         summary: format!(
-            "the Go runtime stopped the world {} times for {} in all ({} of the recording; longest {}), over {} GC cycles with {} mark assists",
+            "the Go runtime stopped the world {} times for {} in all (longest {}), over {} GC cycles: every goroutine stopped, about {} of CPU lost ({} of the process's CPU)",
             g.pauses,
             ns(g.pause_total_ns),
-            percent(share),
             ns(g.pause_max_ns),
             g.cycles,
-            g.mark_assists
+            ns(lost as u64),
+            percent(share),
         ),
         address: None,
         symbol: None,
         then_cpu_s: 0.0,
         when: None,
+        of_process_cpu: true,
     }]
 }
 

@@ -803,3 +803,87 @@ fn a_gil_fighter_runnable_behind_the_other_waits_for_the_gil_and_its_running_ran
         ex.findings
     );
 }
+
+/// The Go GC's work, its mark assists and its pauses are each a finding, their shares of the
+/// process's CPU (not of mostly idle threads' time), the assists at the site that allocated,
+/// and the GC driven by the allocating site.
+#[test]
+fn the_go_gc_s_work_assists_and_pauses_are_findings_of_the_process_s_cpu() {
+    let mut run = waits_run();
+    run.threads
+        .push(thread(7, "cache", 1_000 * MS, 9_000 * MS, 0));
+    let collector = stack(
+        &mut run,
+        7,
+        "",
+        &[
+            "runtime.gcBgMarkWorker",
+            "runtime.gcDrain",
+            "runtime.scanobject",
+        ],
+        &[],
+        30,
+    );
+    let assist = stack(
+        &mut run,
+        7,
+        "",
+        &[
+            "main.serve",
+            "main.handle",
+            "runtime.mallocgc",
+            "runtime.gcAssistAlloc",
+            "runtime.gcDrainN",
+        ],
+        &[],
+        20,
+    );
+    let serve = stack(&mut run, 7, "", &["main.serve", "main.handle"], &[], 50);
+    run.profiles.oncpu.stacks = vec![collector, assist, serve];
+    run.gc = Some(switchyard_model::GoGc {
+        cycles: 10,
+        pauses: 100,
+        pause_total_ns: 50 * MS,
+        pause_max_ns: MS,
+        mark_assists: 500,
+        ..Default::default()
+    });
+    let ex = explain(&run);
+    // Every target thread's CPU: the waits run's 2.896 s and the cache's 1 s.
+    let process_cpu = 3.896;
+    let gc = |what: &str| {
+        ex.findings
+            .iter()
+            .find(|f| f.kind == Kind::Gc && f.summary.contains(what))
+            .unwrap_or_else(|| panic!("no GC finding with {what:?}: {:#?}", ex.findings))
+    };
+    let own = gc("mark workers");
+    assert!((own.seconds - 0.3).abs() < 1e-9, "{own:?}");
+    assert!((own.share - 0.3 / process_cpu).abs() < 1e-9, "{own:?}");
+    assert!(
+        own.summary.contains("of the process's CPU"),
+        "{}",
+        own.summary
+    );
+    assert_eq!(
+        own.culprit.as_ref().map(|c| c.doing.as_str()),
+        Some("allocating in main.handle")
+    );
+    let assists = gc("500 mark assists");
+    assert!((assists.seconds - 0.2).abs() < 1e-9, "{assists:?}");
+    assert!((assists.share - 0.2 / process_cpu).abs() < 1e-9);
+    assert_eq!(assists.site, "main.handle");
+    // The world stopped 50 ms while the process kept 3.896 s / 2.95 s = 1.32 CPUs busy.
+    let pauses = gc("stopped the world 100 times");
+    let lost = 0.05 * process_cpu / 2.95;
+    assert!((pauses.seconds - lost).abs() < 1e-9, "{pauses:?}");
+    assert!((pauses.share - lost / process_cpu).abs() < 1e-9);
+    // The rest of the cache's CPU is its own, over the process's CPU too.
+    let on = find(&ex, Kind::Oncpu, "cache");
+    assert!((on.seconds - 0.5).abs() < 1e-9, "{on:?}");
+    assert!((on.share - 0.5 / process_cpu).abs() < 1e-9, "{on:?}");
+    // Ranked by their effect: the collector's 0.3 s before the assists' 0.2 s before the
+    // pauses' 66 ms.
+    let rank = |f: &Finding| ex.findings.iter().position(|g| g == f).unwrap();
+    assert!(rank(own) < rank(assists) && rank(assists) < rank(pauses));
+}

@@ -102,14 +102,14 @@ pub(crate) fn section(out: &mut String, ex: &Explanation) {
 
 fn finding(out: &mut String, f: &Finding) {
     let kind = f.kind.name();
-    let whose = if f.threads.len() == 1 { "its" } else { "their" };
     let _ = writeln!(
         out,
         "<li class=\"finding k-{kind}\"><span class=\"kind\">{kind}</span> \
-         <span class=\"f-time\">{}</span> <span class=\"f-share\">{} of {whose} time</span> \
+         <span class=\"f-time\">{}</span> <span class=\"f-share\">{} {}</span> \
          <span class=\"f-summary\">{}</span>",
         seconds(f.seconds),
         percent(f.share),
+        text(f.share_of()),
         text(sentence(f))
     );
     if let Some(c) = &f.culprit {
