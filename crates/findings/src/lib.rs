@@ -1474,7 +1474,8 @@ fn allocating_site(run: &Run, tids: &BTreeSet<u32>) -> String {
         }
     }
     by.into_iter()
-        .filter(|(s, _)| !s.is_empty() && !s.starts_with("runtime."))
+        // A stack whose walk stopped inside the runtime names no site of the program's.
+        .filter(|(s, _)| !s.is_empty() && !s.starts_with("runtime.") && !s.starts_with("internal/"))
         .max_by_key(|(_, v)| *v)
         .map(|(s, _)| s)
         .unwrap_or_default()
