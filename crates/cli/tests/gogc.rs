@@ -205,8 +205,8 @@ fn go_gc_on_a_non_go_binary_is_a_clear_error() {
 /// pointer-rich live set) against its own `GODEBUG=gctrace=1`: the GC's findings (the
 /// collector's work, the mark assists, the stop-the-world pauses) take gctrace's share of the
 /// CPU, within 10 points, as shares of the process's CPU time; the GC is the first or second
-/// finding, and the first is the program's own work or the GC it drives. Recorded at nice
-/// -15, so the host's other load does not decide the ranking.
+/// of the program's own causes (waits for a CPU depend on the host's other load), and the
+/// first is the program's own work or the GC it drives. Recorded at nice -15.
 #[test]
 fn go_gc_share_of_the_cpu_matches_gctrace() {
     if !privileged("go_gc_share_of_the_cpu_matches_gctrace") {
@@ -249,9 +249,18 @@ fn go_gc_share_of_the_cpu_matches_gctrace() {
     let (json, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     let ex: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let findings = ex["findings"].as_array().unwrap();
+    // The program's own causes, ranked: waits for a CPU are left out, since how long its
+    // threads wait for one depends on the host's other load (these tests share a small host;
+    // the program keeps both its Ps busy, so any other load makes its threads queue).
+    let findings: Vec<&serde_json::Value> = ex["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] != "cpu")
+        .collect();
     let gc: Vec<&serde_json::Value> = findings
         .iter()
+        .copied()
         .filter(|f| f["kind"] == "gc")
         .filter(|f| {
             !f["evidence"]
