@@ -9,10 +9,16 @@
 //! - **every other wait**: the off-CPU profile, each stack read by [`classify`] (the kernel
 //!   frames say which wait, the user frames what for and where); a thread's blocked time no
 //!   walked stack covers is "blocked" with no cause;
+//! - **the GIL**: a futex wait whose user stack waited (in the futex profile) on a word inside
+//!   the interpreter's GIL, placed by the recorder from `_PyRuntime` and the version's layout
+//!   (`run.locks.runtime_locks`), read by [`Reader`]; a fighter's wait for a CPU another
+//!   fighter held is the GIL's too;
 //! - **a lock's holder**: the thread that woke the waiters (the wakeup profile's waker: the
 //!   thread that released the lock), and what that thread did with its own time: its
 //!   heaviest off-CPU or on-CPU stack;
-//! - **on CPU**: the thread rows' on-CPU time, and the on-CPU profile's hottest site.
+//! - **on CPU**: the thread rows' on-CPU time, and the on-CPU profile's hottest site; the Go
+//!   GC's work and its mark assists are split off by their samples, and every running
+//!   finding's share is of the process's CPU time.
 //!
 //! Limits: the holder's doing is read over the whole recording, not only over the waits; a
 //! lock handed between many threads names the one that released it most. Runtimes whose
