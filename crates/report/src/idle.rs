@@ -3,7 +3,7 @@
 //! graphs of those profiles leave them out by default and show them one click away; the folded
 //! files and pprof profiles keep every stack.
 
-use switchyard_findings::{Kind, classify};
+use switchyard_findings::Kind;
 use switchyard_model::{Run, Stack};
 
 use crate::ProfileKind;
@@ -24,12 +24,6 @@ pub(crate) fn hides_idle(kind: ProfileKind) -> bool {
 pub(crate) fn is_idle(run: &Run, stack: &Stack) -> bool {
     // Read as explain reads it: a park on the GIL's condition variable is the GIL, not idle.
     switchyard_findings::Reader::new(run).read(stack).kind == Kind::Idle
-}
-
-/// Whether a thread that went off CPU in state `label` ("S", "D", …) with `frames` (indices
-/// into the run's frames, root first) waited for work.
-pub(crate) fn waits_for_work(run: &Run, label: &str, frames: &[u32]) -> bool {
-    classify(label, &switchyard_findings::frames(run, frames)).kind == Kind::Idle
 }
 
 /// The time of `kind`'s idle stacks, ns; 0 for a profile whose graph shows them all.

@@ -211,19 +211,23 @@ fn data(run: &Run, tl: &Timeline, end: u64) -> (String, usize, bool) {
         .take(MAX_SAMPLES)
         .flat_map(|&(at, tid, stack)| [at, tid as u64, stack as u64])
         .collect();
-    // Each off-CPU interval, and 1 when it is an idle wait (by its stack and state).
-    let mut idle: BTreeMap<(u32, u8), bool> = BTreeMap::new();
-    let mut waits_for_work = |stack: u32, state: u8| {
-        *idle.entry((stack, state)).or_insert_with(|| {
+    // Each off-CPU interval, and 1 when it is an idle wait (by its stack, state and process,
+    // read as explain reads it: a park on the GIL is not idle).
+    let reader = switchyard_findings::Reader::new(run);
+    let tgids: BTreeMap<u32, u32> = run.threads.iter().map(|t| (t.tid, t.tgid)).collect();
+    let mut idle: BTreeMap<(u32, u32, u8), bool> = BTreeMap::new();
+    let mut waits_for_work = |tid: u32, stack: u32, state: u8| {
+        let tgid = tgids.get(&tid).copied().unwrap_or(0);
+        *idle.entry((tgid, stack, state)).or_insert_with(|| {
             let label = match ThreadState::from_u8(state) {
                 ThreadState::Sleeping => "S",
                 ThreadState::Uninterruptible => "D",
                 ThreadState::Other => "I",
                 _ => return false,
             };
-            tl.stacks
-                .get(stack as usize)
-                .is_some_and(|frames| crate::idle::waits_for_work(run, label, frames))
+            tl.stacks.get(stack as usize).is_some_and(|frames| {
+                reader.read_as(tgid, label, frames).kind == switchyard_findings::Kind::Idle
+            })
         })
     };
     let off: Vec<u64> = tl
@@ -236,7 +240,7 @@ fn data(run: &Run, tl: &Timeline, end: u64) -> (String, usize, bool) {
                 tid as u64,
                 stack as u64,
                 w,
-                u64::from(waits_for_work(stack, state)),
+                u64::from(waits_for_work(tid, stack, state)),
             ]
         })
         .collect();
