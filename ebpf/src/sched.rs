@@ -33,8 +33,8 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use switchyard_common::{
-    CpuHolderKey, CpuHolderStats, HIST_BUCKETS, MAX_THREADS, OffCpuKey, ThreadStats, WakeupKey,
-    drops, log2_bucket, sampling, timeline as tl, tp, unwind,
+    CpuHolderKey, CpuHolderStats, HIST_BUCKETS, HeldKey, MAX_THREADS, OffCpuKey, ThreadStats,
+    WakeupKey, drops, log2_bucket, sampling, timeline as tl, tp, unwind,
 };
 
 use crate::{
@@ -93,6 +93,10 @@ static OFFCPU: HashMap<OffCpuKey, u64> = HashMap::with_max_entries(KEYS, 0);
 
 #[map]
 static WAKEUPS: HashMap<WakeupKey, u64> = HashMap::with_max_entries(KEYS, 0);
+
+/// What each waker of a target thread did while it waited (see `HeldKey`).
+#[map]
+pub static HELD: HashMap<HeldKey, u64> = HashMap::with_max_entries(KEYS, 0);
 
 /// Who held the CPU while a target thread waited for one, by waiter, holder and CPU.
 #[map]
@@ -541,6 +545,8 @@ fn offcpu_stacks(
     // The wakeup profile weights the blocked part only: the waker ended that.
     let wake_ns = weight(wake_p, blocked, own_blocked);
     let kernel = blocked_kernel_stack(next);
+    // Kept until the next switch-out: what this thread was doing, should it wake another.
+    t.kernel_stack = kernel;
     if t.in_syscall == 0 {
         record(t, tid, t.user_stack, kernel, offcpu_ns, delay_ns, wake_ns);
         return;
@@ -654,6 +660,7 @@ pub fn flush_pending(tid: u32, user: i32) {
 #[inline(always)]
 fn flush(t: &mut ThreadStats, tid: u32, user: i32) {
     t.pending = 0;
+    t.last_user_stack = if user >= 0 { user as u32 + 1 } else { 0 };
     record(
         t,
         tid,
@@ -865,6 +872,12 @@ fn begin(t: &mut ThreadStats, i: &Interval, user: i32) {
     t.waker_set = 0;
     t.wakeup_at = 0;
     t.user_stack = if i.sample_p != 0 { user } else { -1 };
+    // Inside a syscall, known where it returns (`flush`).
+    t.last_user_stack = if i.sample_p != 0 && user >= 0 {
+        user as u32 + 1
+    } else {
+        0
+    };
     // Read only for an interval outside a syscall that was chosen, the one walked here.
     // SAFETY: a helper with no arguments.
     t.walked_at = if i.sample_p != 0 {

@@ -21,12 +21,12 @@ use aya_ebpf::{
     macros::btf_tracepoint,
     programs::BtfTracePointContext,
 };
-use switchyard_common::{timeline as tl, unwind};
+use switchyard_common::{HELD_RUNNING, HeldKey, timeline as tl, unwind};
 
 use crate::{
-    sched::{TASK_PID_OFFSET, draw, sample_probability, thread},
-    shared::{current_comm, recording},
-    stacks::{stack_ids, stacks_on},
+    sched::{HELD, TASK_PID_OFFSET, draw, sample_probability, thread},
+    shared::{current_comm, recording, start_ns},
+    stacks::{add, stack_ids, stacks_on},
     timeline,
 };
 
@@ -92,24 +92,81 @@ fn try_sched_wakeup(ctx: &BtfTracePointContext) {
             t.predicted_sys_ns,
         )));
     }
-    if t.wake_p == 0 {
+    let (user, kernel) = if t.wake_p != 0 {
+        // A wakeup from an interrupt runs on whatever task was interrupted; user space tells
+        // those apart by the interrupt entry in the kernel stack.
+        let (user, kernel) = stack_ids(ctx, unwind::SLOT_TRACEPOINT, false);
+        // The walk holds this CPU: a sleeper that runs next on it runs that much later, only
+        // because its interval was chosen; `sched` leaves that time out of the interval's
+        // weight. Timed from `now`, read a few instructions before the walk: one clock read
+        // fewer on every walked wakeup, for nanoseconds more counted as the walk's own.
+        t.wake_walk_ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(now);
+        t.woken_at = now;
+        t.wake_cpu = unsafe { bpf_get_smp_processor_id() };
+        let waker = bpf_get_current_pid_tgid();
+        t.waker_user_stack = user;
+        t.waker_kernel_stack = kernel;
+        t.waker_tgid = (waker >> 32) as u32;
+        t.waker_tid = waker as u32;
+        t.waker_comm = current_comm();
+        t.waker_set = 1;
+        (user, kernel)
+    } else {
+        (-1, -1)
+    };
+    held(pid, t.tgid, t.last_out, now, user, kernel);
+}
+
+/// What the waker (the current task), when it is a target thread, did while thread `tid`
+/// waited from `out` to `now`: the part of its own last interval off CPU within the wait, by
+/// that interval's state and stacks, and the part it ran since, by its stacks at this wakeup
+/// (`user`, `kernel`; negative when not walked). A lock's holder that slept holding it shows
+/// that sleep; one that slept elsewhere and ran into the lock does not.
+#[inline(always)]
+fn held(tid: u32, tgid: u32, out: u64, now: u64, user: i32, kernel: i32) {
+    let waker_id = bpf_get_current_pid_tgid();
+    let (waker, waker_tgid) = (waker_id as u32, (waker_id >> 32) as u32);
+    if waker == tid {
         return;
     }
-    // A wakeup from an interrupt runs on whatever task was interrupted; user space tells
-    // those apart by the interrupt entry in the kernel stack.
-    let (user, kernel) = stack_ids(ctx, unwind::SLOT_TRACEPOINT, false);
-    // The walk holds this CPU: a sleeper that runs next on it runs that much later, only
-    // because its interval was chosen; `sched` leaves that time out of the interval's weight.
-    // Timed from `now`, read a few instructions before the walk: one clock read fewer on every
-    // walked wakeup, for nanoseconds more counted as the walk's own.
-    t.wake_walk_ns = unsafe { bpf_ktime_get_ns() }.saturating_sub(now);
-    t.woken_at = now;
-    t.wake_cpu = unsafe { bpf_get_smp_processor_id() };
-    let waker = bpf_get_current_pid_tgid();
-    t.waker_user_stack = user;
-    t.waker_kernel_stack = kernel;
-    t.waker_tgid = (waker >> 32) as u32;
-    t.waker_tid = waker as u32;
-    t.waker_comm = current_comm();
-    t.waker_set = 1;
+    let Some(w) = thread(waker) else {
+        return;
+    };
+    // SAFETY: the waker is running here, so its own switches are not writing its entry.
+    let w = unsafe { &*w };
+    // Waiting since its switch-out, or since the start for a wait under way then.
+    let start = start_ns();
+    let from = if out > start { out } else { start };
+    // The waker runs now; it ran from `last_in`, off CPU from `last_out` to then.
+    if w.last_in == 0 || w.last_in > now {
+        return;
+    }
+    if w.last_out != 0 && w.last_out < w.last_in && w.last_in > from {
+        let off_from = if w.last_out > from { w.last_out } else { from };
+        let key = HeldKey {
+            tgid,
+            tid,
+            holder_tgid: waker_tgid,
+            holder_tid: waker,
+            state: w.state,
+            user_stack: w.last_user_stack as i32 - 1,
+            kernel_stack: w.kernel_stack,
+            _pad: 0,
+        };
+        add(&HELD, &key, w.last_in - off_from);
+    }
+    let ran_from = if w.last_in > from { w.last_in } else { from };
+    if now > ran_from {
+        let key = HeldKey {
+            tgid,
+            tid,
+            holder_tgid: waker_tgid,
+            holder_tid: waker,
+            state: HELD_RUNNING,
+            user_stack: user,
+            kernel_stack: kernel,
+            _pad: 0,
+        };
+        add(&HELD, &key, now - ran_from);
+    }
 }

@@ -746,3 +746,49 @@ fn threads_that_never_switch_are_listed_with_their_state_and_time() {
     assert_eq!(first["kind"], "sleep", "{first:#}");
     assert_eq!(first["tids"][0], sleepers[0], "{first:#}");
 }
+
+/// A lock's holder is read over the waits it ended, never over its whole recording: the
+/// demo's holders sleep 2 ms holding their lock and rest 6 ms outside it, so most of their
+/// own time is the rest, while every wait of theirs was the sleep under the lock.
+#[test]
+fn a_lock_holder_is_read_over_the_waits_it_ended() {
+    if !privileged("a_lock_holder_is_read_over_the_waits_it_ended") {
+        return;
+    }
+    let dir = tempdir("explain-held");
+    let run = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .args(["record", "-o"])
+        .arg(&run)
+        .arg("--")
+        .arg(demo())
+        .args(["waits", "--seconds", "2", "--rest-us", "6000", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let ex = explain_run(&run);
+    for (waiter, holder, under) in [
+        ("lock-waiter", "lock-holder", "sleep_holding_lock"),
+        ("rust-waiter", "rust-holder", "sleep_holding_rust_lock"),
+    ] {
+        let lock = finding(&ex, "lock", waiter);
+        let c = &lock["culprit"];
+        assert_eq!(c["thread"], holder, "{lock:#}");
+        let doing = c["doing"].as_str().unwrap();
+        assert!(
+            doing.starts_with(&format!("sleeping in switchyard_demo::{under} for ")),
+            "{waiter}'s holder is named by what it did during the waits: {doing}"
+        );
+        // "… for 98.1% of the waits": nearly all of each wait was that sleep.
+        let share: f64 = doing
+            .rsplit(" for ")
+            .next()
+            .and_then(|s| s.strip_suffix("% of the waits"))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no share in {doing:?}"));
+        assert!(share >= 90.0, "{doing}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

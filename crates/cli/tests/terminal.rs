@@ -37,7 +37,6 @@ fn golden(name: &str, actual: &str) {
     .check(name, actual);
 }
 
-
 fn hostile() -> Value {
     load_run(&data().join("hostile.json"))
 }

@@ -39,6 +39,9 @@ pub mod maps {
     pub const WAKEUPS: &str = "WAKEUPS";
     /// `CpuHolderKey -> CpuHolderStats`: who held the CPU while a target thread waited.
     pub const CPU_HOLDERS: &str = "CPU_HOLDERS";
+    /// `HashMap<HeldKey, u64>`: what a waker of the targets did while the thread it woke
+    /// waited, ns by its state and stacks.
+    pub const HELD: &str = "HELD";
     /// `HashMap<SyscallStackKey, u64>`: sampled syscall entries by user stack.
     pub const SYSCALL_STACKS: &str = "SYSCALL_STACKS";
     /// `PerCpuArray<ThreadStats>` of one zeroed entry: the template for new threads (a
@@ -133,6 +136,7 @@ pub mod maps {
         OFFCPU,
         WAKEUPS,
         CPU_HOLDERS,
+        HELD,
         SYSCALL_STACKS,
         ZERO_THREAD,
         SYSCALL_TICK,
@@ -823,7 +827,10 @@ pub struct ThreadStats {
     pub tgid: u32,
     /// 1 when the last switch-out was involuntary.
     pub last_out_involuntary: u32,
-    pub _pad: u32,
+    /// The user stack id of the thread's last interval off CPU plus one, once walked (at
+    /// its switch-out, or where its syscall returned); 0: none. What a waker was doing
+    /// before it woke a thread ([`HeldKey`]).
+    pub last_user_stack: u32,
     pub voluntary: u64,
     pub involuntary: u64,
     pub oncpu_ns: u64,
@@ -960,6 +967,31 @@ pub struct WakeupKey {
 }
 const _: () = assert!(core::mem::size_of::<WakeupKey>() == 48);
 
+/// What the thread that woke a target thread did while that thread waited: the part of its
+/// last interval off CPU that overlaps the wait (by its state at that switch-out and the
+/// interval's stacks), and the part it ran (`state` [`HELD_RUNNING`], by its stacks at the
+/// wakeup when they were walked). Only wakers that are themselves targets.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HeldKey {
+    /// The woken thread's process and thread.
+    pub tgid: u32,
+    pub tid: u32,
+    /// The waker.
+    pub holder_tgid: u32,
+    pub holder_tid: u32,
+    /// `prev_state` of the waker's last switch-out as the switch program reports it, or
+    /// [`HELD_RUNNING`].
+    pub state: u32,
+    pub user_stack: i32,
+    pub kernel_stack: i32,
+    pub _pad: u32,
+}
+const _: () = assert!(core::mem::size_of::<HeldKey>() == 32);
+
+/// [`HeldKey::state`] of the time a waker ran before the wakeup.
+pub const HELD_RUNNING: u32 = u32::MAX;
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SyscallStackKey {
@@ -1013,6 +1045,7 @@ mod pod {
     unsafe impl aya::Pod for super::OnCpuKey {}
     unsafe impl aya::Pod for super::OffCpuKey {}
     unsafe impl aya::Pod for super::WakeupKey {}
+    unsafe impl aya::Pod for super::HeldKey {}
     unsafe impl aya::Pod for super::CpuHolderKey {}
     unsafe impl aya::Pod for super::CpuHolderStats {}
     unsafe impl aya::Pod for super::SyscallStackKey {}

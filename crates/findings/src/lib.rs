@@ -471,14 +471,7 @@ impl<'a> Ctx<'a> {
         for s in p.offcpu.stacks.iter().filter(|s| s.tid == tid) {
             let frames = frames_of(self.run, s);
             let r = self.reader.read(s);
-            let doing = match r.kind {
-                Kind::Cpu => "waiting for a CPU".to_string(),
-                Kind::Io => "in block I/O".into(),
-                Kind::Lock => "waiting for a lock".into(),
-                Kind::Net => "waiting on the network".into(),
-                Kind::Idle => "idle".into(),
-                _ => "sleeping".into(),
-            };
+            let doing = doing_words(r.kind).to_string();
             let e = by_site
                 .entry((doing, r.site))
                 .or_insert((0.0, classify::user_names(&frames)));
@@ -923,7 +916,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             g.culprits
                 .iter()
                 .max_by(|a, b| a.1.total_cmp(b.1))
-                .map(|(&tid, _)| lock_holder(cx, tid, &waker_stacks))
+                .map(|(&tid, _)| lock_holder(cx, tid, &tids, &waker_stacks))
         } else {
             None
         };
@@ -1136,6 +1129,7 @@ fn waker_tid(run: &Run, s: &Stack) -> u32 {
 fn lock_holder(
     cx: &Ctx,
     tid: u32,
+    waiters: &BTreeSet<u32>,
     waker_stacks: &BTreeMap<u32, (f64, Vec<String>, String)>,
 ) -> Culprit {
     let tgid = cx
@@ -1145,8 +1139,13 @@ fn lock_holder(
         .find(|t| t.tid == tid)
         .map_or(0, |t| t.tgid);
     let (process, same) = cx.process_of(tgid);
-    let (doing, frames) = match cx.doing(tid) {
-        Some((d, f, share)) => (format!("{d} for {} of its time", percent(share)), f),
+    // Over the waits it ended when the run has them; else over the whole recording.
+    let during = held_doing(cx.run, waiters, tid, waker_stacks);
+    let (doing, frames) = match during.or_else(|| {
+        cx.doing(tid)
+            .map(|(d, f, share)| (format!("{d} for {} of its time", percent(share)), f))
+    }) {
+        Some(found) => found,
         None => (
             "releasing it".into(),
             waker_stacks
@@ -1165,6 +1164,72 @@ fn lock_holder(
         cpu: None,
         doing,
         frames,
+    }
+}
+
+/// What `holder` did while `waiters` waited for it to wake them, from the held profile: the
+/// heaviest of its states and sites over those waits, and that part's share of them ("sleeping
+/// in flush for 96.1% of the waits"). `None` for a run without it (a holder outside the
+/// targets, stacks off, or a run from before it was kept).
+fn held_doing(
+    run: &Run,
+    waiters: &BTreeSet<u32>,
+    holder: u32,
+    waker_stacks: &BTreeMap<u32, (f64, Vec<String>, String)>,
+) -> Option<(String, Vec<String>)> {
+    let mut by: BTreeMap<(String, String), (f64, Vec<String>)> = BTreeMap::new();
+    let mut total = 0.0;
+    for s in run
+        .profiles
+        .held
+        .stacks
+        .iter()
+        .filter(|s| s.waker_tid == holder && waiters.contains(&s.tid))
+    {
+        let v = s.value as f64;
+        total += v;
+        let (doing, site, names) = if s.label == "running" {
+            // Its stack as it woke them: where it ran into the release (the heaviest waking
+            // stack, when this one was not walked).
+            let f = frames(run, &s.waker_frames);
+            let site = classify::site(&f);
+            if site.is_empty() || site.starts_with('[') {
+                let (names, site) = waker_stacks
+                    .get(&holder)
+                    .map(|(_, f, site)| (f.clone(), site.clone()))
+                    .unwrap_or_default();
+                ("running".to_string(), site, names)
+            } else {
+                ("running".to_string(), site, classify::user_names(&f))
+            }
+        } else {
+            let f = frames(run, &s.waker_frames);
+            let r = classify(&s.label, &f);
+            (
+                doing_words(r.kind).to_string(),
+                r.site,
+                classify::user_names(&f),
+            )
+        };
+        by.entry((doing, site)).or_insert((0.0, names)).0 += v;
+    }
+    let ((doing, site), (v, names)) = by.into_iter().max_by(|a, b| a.1.0.total_cmp(&b.1.0))?;
+    let share = percent(v / total.max(1.0));
+    Some(match site.is_empty() {
+        true => (format!("{doing} for {share} of the waits"), names),
+        false => (format!("{doing} in {site} for {share} of the waits"), names),
+    })
+}
+
+/// What a thread was doing, in words, by the kind of its wait.
+fn doing_words(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Cpu => "waiting for a CPU",
+        Kind::Io => "in block I/O",
+        Kind::Lock => "waiting for a lock",
+        Kind::Net => "waiting on the network",
+        Kind::Idle => "idle",
+        _ => "sleeping",
     }
 }
 

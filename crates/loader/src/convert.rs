@@ -497,6 +497,33 @@ fn samples(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Raw {
             }),
         });
     }
+    // The waker's interval in the waker's place: the thread woken, by what its waker did.
+    for (k, v) in &snap.held {
+        let v = added(windows.as_deref_mut().map(|w| &mut w.held), *k, *v);
+        if v == 0 {
+            continue;
+        }
+        let running = k.state == switchyard_common::HELD_RUNNING;
+        raw.held.push(RawSample {
+            tgid: k.tgid,
+            tid: k.tid,
+            user_stack: -1,
+            kernel_stack: -1,
+            label: if running {
+                "running".into()
+            } else {
+                state_label(k.state, tp::PREEMPT_FLAG as u32)
+            },
+            value: v,
+            waker: Some(RawWaker {
+                tgid: k.holder_tgid,
+                tid: k.holder_tid,
+                comm: String::new(),
+                user_stack: k.user_stack,
+                kernel_stack: k.kernel_stack,
+            }),
+        });
+    }
     for (k, v) in &snap.syscall_stacks {
         let v = added(
             windows.as_deref_mut().map(|w| &mut w.syscall_stacks),

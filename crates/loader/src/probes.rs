@@ -281,6 +281,7 @@ impl Probes {
         idle += evict_idle(ebpf, maps::ONCPU, &mut w.oncpu);
         idle += evict_idle(ebpf, maps::OFFCPU, &mut w.offcpu);
         idle += evict_idle(ebpf, maps::WAKEUPS, &mut w.wakeups);
+        idle += evict_idle(ebpf, maps::HELD, &mut w.held);
         idle += evict_idle(ebpf, maps::SYSCALL_STACKS, &mut w.syscall_stacks);
         idle += evict_idle(ebpf, maps::FUTEXES, &mut w.futexes);
         idle += evict_idle(ebpf, maps::CPU_HOLDERS, &mut w.cpu_holders);

@@ -8,9 +8,9 @@ use aya::{
     maps::{Array, HashMap, Map, MapData, PerCpuArray, PerCpuHashMap},
 };
 use switchyard_common::{
-    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, InFlight, OffCpuKey, OnCpuKey,
-    PyCode, PyCodeKey, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats, WakeupKey,
-    gc, maps, sampling,
+    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, HeldKey, InFlight, OffCpuKey,
+    OnCpuKey, PyCode, PyCodeKey, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats,
+    WakeupKey, gc, maps, sampling,
 };
 
 use switchyard_model::raw::PythonCode;
@@ -47,6 +47,8 @@ pub(crate) struct Snapshot {
     pub oncpu: Vec<(OnCpuKey, u64)>,
     pub offcpu: Vec<(OffCpuKey, u64)>,
     pub wakeups: Vec<(WakeupKey, u64)>,
+    /// `HELD`: what the targets' wakers did while the threads they woke waited.
+    pub held: Vec<(HeldKey, u64)>,
     pub syscall_stacks: Vec<(SyscallStackKey, u64)>,
     /// `FUTEXES`.
     pub futexes: Vec<(FutexKey, FutexStats)>,
@@ -109,6 +111,7 @@ pub(crate) fn snapshot(ebpf: &Ebpf, what: &Reading) -> Result<Snapshot, Error> {
         oncpu: hash(ebpf, maps::ONCPU)?,
         offcpu: hash(ebpf, maps::OFFCPU)?,
         wakeups: hash(ebpf, maps::WAKEUPS)?,
+        held: hash(ebpf, maps::HELD)?,
         syscall_stacks: hash(ebpf, maps::SYSCALL_STACKS)?,
         futexes: hash(ebpf, maps::FUTEXES)?,
         futex_waits: per_cpu_entry(ebpf, maps::FUTEX_WAITS, 0)?,

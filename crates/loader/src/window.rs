@@ -10,7 +10,7 @@
 use std::{collections::HashMap, hash::Hash};
 
 use switchyard_common::{
-    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, HIST_BUCKETS, OffCpuKey,
+    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, HIST_BUCKETS, HeldKey, OffCpuKey,
     OnCpuKey, SyscallStackKey, SyscallStats, WaitStats, WakeupKey,
 };
 
@@ -220,6 +220,7 @@ pub(crate) struct Windows {
     pub oncpu: Seen<OnCpuKey, u64>,
     pub offcpu: Seen<OffCpuKey, u64>,
     pub wakeups: Seen<WakeupKey, u64>,
+    pub held: Seen<HeldKey, u64>,
     pub syscall_stacks: Seen<SyscallStackKey, u64>,
     pub futexes: Seen<FutexKey, FutexStats>,
     pub cpu_holders: Seen<CpuHolderKey, CpuHolderStats>,
@@ -264,6 +265,10 @@ impl Windows {
         for k in self.wakeups.keys() {
             user.extend([k.user_stack, k.waker_user_stack]);
             kernel.extend([k.kernel_stack, k.waker_kernel_stack]);
+        }
+        for k in self.held.keys() {
+            user.insert(k.user_stack);
+            kernel.insert(k.kernel_stack);
         }
         for k in self.syscall_stacks.keys() {
             user.insert(k.user_stack);

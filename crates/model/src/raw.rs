@@ -47,6 +47,9 @@ pub struct Raw {
     pub oncpu: Vec<RawSample>,
     pub offcpu: Vec<RawSample>,
     pub wakeup: Vec<RawSample>,
+    /// What the targets' wakers did while the threads they woke waited: the woken thread,
+    /// and in the waker's place the waker's interval (label: its state, or `running`).
+    pub held: Vec<RawSample>,
     pub syscalls: Vec<RawSample>,
     pub futex: Vec<RawSample>,
     /// The distinct stacks of timeline events (`--timeline`), symbolised in this order into
@@ -75,6 +78,7 @@ impl Raw {
             .iter()
             .chain(&self.offcpu)
             .chain(&self.wakeup)
+            .chain(&self.held)
             .chain(&self.syscalls)
             .chain(&self.futex)
             .chain(&self.timeline)

@@ -17,6 +17,13 @@ pub struct Profiles {
     /// Off-CPU time of a target thread by who woke it: the sleeper's stack, then the waker's;
     /// value: ns.
     pub wakeup: Profile,
+    /// What the thread that woke a target thread did while it waited: the woken thread's
+    /// id, and the waker's (`waker_tid`, `waker_frames`) state (label: S, D, R…, or
+    /// `running`: the waker ran, its stack at the wakeup being in `wakeup`) and stacks of
+    /// the part of its own interval off CPU within the wait; value: ns. Only wakers that
+    /// are themselves targets.
+    #[serde(default, skip_serializing_if = "Profile::is_empty")]
+    pub held: Profile,
     /// User stacks at syscall entry (every call, or one in `syscall_sample_every`); value: calls
     /// (already multiplied back by the sampling rate).
     pub syscalls: Profile,

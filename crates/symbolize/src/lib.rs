@@ -502,6 +502,9 @@ pub fn symbolize_with(
     let wakeup = build(&raw.wakeup, "wakeup", "ns");
     let syscalls = build(&raw.syscalls, "syscalls", "calls");
     let futex = build(&raw.futex, "futex", "ns");
+    let held = build(&raw.held, "held", "ns");
+    // Read by explain, not shown as a profile: no completeness line of its own.
+    quality.retain(|q| q.profile != "held");
     let mut stats = raw.stats.clone();
     // What the user sees: unknown frames across the stacks shown, not addresses looked up.
     let unknown = |f: &u32| {
@@ -532,6 +535,7 @@ pub fn symbolize_with(
         oncpu,
         offcpu,
         wakeup,
+        held,
         syscalls,
         futex,
         stats,

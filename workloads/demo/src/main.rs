@@ -924,10 +924,10 @@ fn sleep_holding_lock(b: &mut Blocked) {
     b.time(|| nanosleep_wrapper(2000));
 }
 
-/// Both holders rest 1 ms between turns, the lock released.
+/// Both holders rest `us` (1 ms unless `--rest-us`) between turns, the lock released.
 #[inline(never)]
-fn rest_outside_lock() {
-    nanosleep_wrapper(1000);
+fn rest_outside_lock(us: u64) {
+    nanosleep_wrapper(us);
     std::hint::black_box(());
 }
 
@@ -1052,7 +1052,9 @@ fn epoll_wait_one(epfd: i32, timeout_ms: i32) -> i32 {
 /// checked:
 /// - `lock-waiter` blocks in `wait_for_lock` (`pthread_mutex_lock` of `DEMO_LOCK`) while
 ///   `lock-holder` sleeps 2 ms holding it in `sleep_holding_lock`, then rests 1 ms
-///   (`rest_outside_lock`); the waiter comes back 200 µs after each turn (`come_back_soon`);
+///   (`rest_outside_lock`; `--rest-us` sets it: a holder that rests longer than it holds
+///   spends most of its time away from the lock); the waiter comes back 200 µs after each
+///   turn (`come_back_soon`);
 /// - `rust-waiter` and `rust-holder` do the same with a `std::sync::Mutex`
 ///   (`wait_for_rust_lock`, `sleep_holding_rust_lock`);
 /// - `hog` (nice -15 when allowed, i.e. as root) spins in `hog_spin` on CPU 0, where `worker`
@@ -1069,6 +1071,7 @@ fn epoll_wait_one(epfd: i32, timeout_ms: i32) -> i32 {
 /// JSON.
 fn waits(args: &Args) {
     let secs = args.num("--seconds", 3);
+    let rest_us = args.num("--rest-us", 1000);
     let dir = std::path::PathBuf::from(args.value("--dir").unwrap_or("."));
     let path = dir.join(format!("switchyard-demo-waits-{}.dat", process::id()));
     pin_to_cpu(1);
@@ -1111,7 +1114,7 @@ fn waits(args: &Args) {
             }
             sleep_holding_lock(&mut held);
             demo_lock_unlock();
-            rest_outside_lock();
+            rest_outside_lock(rest_us);
         }
         (gettid(), held)
     });
@@ -1133,7 +1136,7 @@ fn waits(args: &Args) {
             let mut turns = lock_rust_mutex(&m);
             sleep_holding_rust_lock(&mut turns, &mut held);
             drop(turns);
-            rest_outside_lock();
+            rest_outside_lock(rest_us);
         }
         (gettid(), held)
     });
