@@ -14,14 +14,17 @@
 //!   (`run.locks.runtime_locks`), read by [`Reader`]; a fighter's wait for a CPU another
 //!   fighter held is the GIL's too;
 //! - **a lock's holder**: the thread that woke the waiters (the wakeup profile's waker: the
-//!   thread that released the lock), and what that thread did with its own time: its
-//!   heaviest off-CPU or on-CPU stack;
+//!   thread that released the lock), and what that thread did while they waited: the held
+//!   profile, joined in the kernel at each wakeup (the part of the waker's last interval off
+//!   CPU within the wait, and its running since); a run without it, by its heaviest stack;
+//! - **a CPU's holder**: where it ran (its on-CPU samples and the stacks it was preempted at);
 //! - **on CPU**: the thread rows' on-CPU time, and the on-CPU profile's hottest site; the Go
 //!   GC's work and its mark assists are split off by their samples, and every running
 //!   finding's share is of the process's CPU time.
 //!
-//! Limits: the holder's doing is read over the whole recording, not only over the waits; a
-//! lock handed between many threads names the one that released it most. Runtimes whose
+//! Limits: a lock's holder's doing is read over its last interval off CPU and its running
+//! since, within each wait (an earlier interval inside a long wait is not seen); a lock
+//! handed between many threads names the one that released it most. Runtimes whose
 //! mutexes keep no owner (Rust std, Go) are named the same way, by their releaser.
 
 pub mod classify;
