@@ -408,6 +408,28 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Thread `tid` of the run as a culprit, doing `doing` in `frames` (innermost first).
+    fn thread_culprit(&self, tid: u32, doing: String, frames: Vec<String>) -> Culprit {
+        let tgid = self
+            .run
+            .threads
+            .iter()
+            .find(|t| t.tid == tid)
+            .map_or(0, |t| t.tgid);
+        let (process, same_process) = self.process_of(tgid);
+        Culprit {
+            thread: self.name(tid),
+            tid,
+            process,
+            pid: tgid,
+            same_process,
+            nice: None,
+            cpu: None,
+            doing,
+            frames,
+        }
+    }
+
     /// Thread `tid`'s on-CPU samples as (site, user frames innermost first, ns): its exact
     /// on-CPU time shared by its samples.
     fn oncpu_sites(&self, tid: u32) -> Vec<(String, Vec<String>, f64)> {
@@ -1135,13 +1157,6 @@ fn lock_holder(
     waiters: &BTreeSet<u32>,
     waker_stacks: &BTreeMap<u32, (f64, Vec<String>, String)>,
 ) -> Culprit {
-    let tgid = cx
-        .run
-        .threads
-        .iter()
-        .find(|t| t.tid == tid)
-        .map_or(0, |t| t.tgid);
-    let (process, same) = cx.process_of(tgid);
     // Over the waits it ended when the run has them; else over the whole recording.
     let during = held_doing(cx.run, waiters, tid, waker_stacks);
     let (doing, frames) = match during.or_else(|| {
@@ -1157,17 +1172,7 @@ fn lock_holder(
                 .unwrap_or_default(),
         ),
     };
-    Culprit {
-        thread: cx.name(tid),
-        tid,
-        process,
-        pid: tgid,
-        same_process: same,
-        nice: None,
-        cpu: None,
-        doing,
-        frames,
-    }
+    cx.thread_culprit(tid, doing, frames)
 }
 
 /// What `holder` did while `waiters` waited for it to wake them, from the held profile: the
@@ -1379,23 +1384,7 @@ fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
             .filter(|(site, _)| !site.is_empty())
             .max_by_key(|(_, (n, _, _))| *n)
             .map(|(site, (_, tid, _))| {
-                let tgid = run
-                    .threads
-                    .iter()
-                    .find(|t| t.tid == tid)
-                    .map_or(0, |t| t.tgid);
-                let (process, same) = cx.process_of(tgid);
-                Culprit {
-                    thread: cx.name(tid),
-                    tid,
-                    process,
-                    pid: tgid,
-                    same_process: same,
-                    nice: None,
-                    cpu: None,
-                    doing: format!("allocating in {site}"),
-                    frames: vec![site.to_string()],
-                }
+                cx.thread_culprit(tid, format!("allocating in {site}"), vec![site.to_string()])
             })
     };
     let samples_of = |tids: &BTreeSet<u32>, pick: fn(&(u64, u64, u64)) -> u64| {
