@@ -295,6 +295,12 @@ fn switch_in(
         }
     }
     t.waker_set = 0;
+    // Kept for a thread this one wakes while it runs (`HeldKey`).
+    t.last_wakeup_at = if t.last_out_involuntary == 0 {
+        t.wakeup_at
+    } else {
+        0
+    };
     t.wakeup_at = 0;
     t.last_in = now;
     if timeline::on() {

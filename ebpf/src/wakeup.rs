@@ -21,7 +21,7 @@ use aya_ebpf::{
     macros::btf_tracepoint,
     programs::BtfTracePointContext,
 };
-use switchyard_common::{HELD_RUNNING, HeldKey, timeline as tl, unwind};
+use switchyard_common::{HELD_RUNNING, HeldKey, timeline as tl, tp, unwind};
 
 use crate::{
     sched::{HELD, TASK_PID_OFFSET, draw, sample_probability, thread},
@@ -143,7 +143,15 @@ fn held(tid: u32, tgid: u32, out: u64, now: u64, user: i32, kernel: i32) {
     }
     if w.last_out != 0 && w.last_out < w.last_in && w.last_in > from {
         let off_from = if w.last_out > from { w.last_out } else { from };
-        let key = HeldKey {
+        // Blocked up to its own wakeup, then waiting for a CPU (no wakeup seen: blocked
+        // throughout, or preempted, which its state says).
+        let woke = w.last_wakeup_at;
+        let split = if woke > w.last_out && woke < w.last_in {
+            woke
+        } else {
+            w.last_in
+        };
+        let mut key = HeldKey {
             tgid,
             tid,
             holder_tgid: waker_tgid,
@@ -153,7 +161,14 @@ fn held(tid: u32, tgid: u32, out: u64, now: u64, user: i32, kernel: i32) {
             kernel_stack: w.kernel_stack,
             _pad: 0,
         };
-        add(&HELD, &key, w.last_in - off_from);
+        if split > off_from {
+            add(&HELD, &key, split - off_from);
+        }
+        let runnable_from = if split > off_from { split } else { off_from };
+        if w.last_in > runnable_from {
+            key.state = w.state | tp::WOKEN_FLAG as u32;
+            add(&HELD, &key, w.last_in - runnable_from);
+        }
     }
     let ran_from = if w.last_in > from { w.last_in } else { from };
     if now > ran_from {

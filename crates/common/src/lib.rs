@@ -897,10 +897,26 @@ pub struct ThreadStats {
     /// `held.count` is 0.
     pub held_by: CpuHolderKey,
     pub held: CpuHolderStats,
+    /// `wakeup_at` of the last interval off CPU, kept past its switch-in (0: none seen, or
+    /// preempted): where that interval's blocked part ended and its wait for a CPU began,
+    /// should the thread wake another ([`HeldKey`]).
+    pub last_wakeup_at: u64,
 }
 const _: () = assert!(
     core::mem::size_of::<ThreadStats>()
-        == 16 + 7 * 8 + 16 + 8 * HIST_BUCKETS + 32 + 16 + 24 + 56 + 24 + 8 * HIST_BUCKETS + 24 + 40
+        == 16
+            + 7 * 8
+            + 16
+            + 8 * HIST_BUCKETS
+            + 32
+            + 16
+            + 24
+            + 56
+            + 24
+            + 8 * HIST_BUCKETS
+            + 24
+            + 40
+            + 8
 );
 
 /// Who held a CPU while a target thread waited for it: the task the waiter took the CPU from.

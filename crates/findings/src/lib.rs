@@ -1158,7 +1158,7 @@ fn lock_holder(
     waker_stacks: &BTreeMap<u32, (f64, Vec<String>, String)>,
 ) -> Culprit {
     // Over the waits it ended when the run has them; else over the whole recording.
-    let during = held_doing(cx.run, waiters, tid, waker_stacks);
+    let during = held_doing(cx, waiters, tid, waker_stacks);
     let (doing, frames) = match during.or_else(|| {
         cx.doing(tid)
             .map(|(d, f, share)| (format!("{d} for {} of its time", percent(share)), f))
@@ -1180,11 +1180,12 @@ fn lock_holder(
 /// in flush for 96.1% of the waits"). `None` for a run without it (a holder outside the
 /// targets, stacks off, or a run from before it was kept).
 fn held_doing(
-    run: &Run,
+    cx: &Ctx,
     waiters: &BTreeSet<u32>,
     holder: u32,
     waker_stacks: &BTreeMap<u32, (f64, Vec<String>, String)>,
 ) -> Option<(String, Vec<String>)> {
+    let run = cx.run;
     let mut by: BTreeMap<(String, String), (f64, Vec<String>)> = BTreeMap::new();
     let mut total = 0.0;
     for s in run
@@ -1211,13 +1212,14 @@ fn held_doing(
                 ("running".to_string(), site, classify::user_names(&f))
             }
         } else {
+            // As its own stack would read (a wait on the GIL's word is the GIL).
+            let r = cx.reader.read_as(s.tgid, &s.label, &s.waker_frames);
+            let doing = match r.because == classify::GIL_WAIT {
+                true => "waiting for the GIL",
+                false => doing_words(r.kind),
+            };
             let f = frames(run, &s.waker_frames);
-            let r = classify(&s.label, &f);
-            (
-                doing_words(r.kind).to_string(),
-                r.site,
-                classify::user_names(&f),
-            )
+            (doing.to_string(), r.site, classify::user_names(&f))
         };
         by.entry((doing, site)).or_insert((0.0, names)).0 += v;
     }
