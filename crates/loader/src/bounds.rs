@@ -141,6 +141,19 @@ fn kallsyms<'a>(text: &str, names: &std::collections::BTreeSet<&'a str>) -> BTre
     out
 }
 
+/// A /proc state letter as `sched_switch` reports a switch-out in that state (TASK_REPORT
+/// bits; 0: runnable).
+pub(crate) fn report_state(state: char) -> u32 {
+    match state {
+        'R' => 0,
+        'D' => 2,
+        'T' => 4,
+        't' => 8,
+        'I' => 0x80,
+        _ => 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -364,7 +364,7 @@ fn open_waits(snap: &Snapshot, input: &Input, raw: &mut Raw) {
             bounds
                 .start
                 .get(&tid)
-                .map_or(t.state, |a| crate::probes::report_state(a.state))
+                .map_or(t.state, |a| crate::bounds::report_state(a.state))
         } else {
             t.state
         };

@@ -122,7 +122,7 @@ impl Probes {
             zero.last_out = u64::from(!runnable);
             // The state its first interval is recorded under, as a switch-out would have
             // reported it.
-            zero.state = report_state(task.state);
+            zero.state = crate::bounds::report_state(task.state);
             zero.user_stack = -1;
             zero.kernel_stack = -1;
             // A thread that already has an entry keeps what it counted.
@@ -357,17 +357,4 @@ fn evict_idle<K: aya::Pod + std::hash::Hash + Eq, V: aya::Pod + Cumulative>(
         }
     }
     removed
-}
-
-/// A /proc state letter as `sched_switch` reports a switch-out in that state (TASK_REPORT
-/// bits; 0: runnable).
-pub(crate) fn report_state(state: char) -> u32 {
-    match state {
-        'R' => 0,
-        'D' => 2,
-        'T' => 4,
-        't' => 8,
-        'I' => 0x80,
-        _ => 1,
-    }
 }
