@@ -16,7 +16,7 @@ use switchyard_symbolize::Maps;
 
 use crate::{
     assemble::Source,
-    fail::{PRIVILEGE_HINT, hinted, signal_name},
+    fail::{PRIVILEGE_HINT, hinted},
     plan::Plan,
     procfs::{self, ThreadSample},
 };
@@ -67,7 +67,7 @@ impl Collection {
                         return Err(hinted(
                             format!(
                                 "interrupted by {} while the probes were attaching; nothing was recorded",
-                                signal_name(sig as i32)
+                                switchyard_model::signal_name(sig as i32)
                             ),
                             "`switchyard record -v` shows where attaching spends its time",
                         ));

@@ -81,13 +81,6 @@ pub fn verifier_log(err: &anyhow::Error) -> Option<String> {
         .and_then(|l| l.verifier_log_tail(20))
 }
 
-/// A signal's name (`SIGINT`), or its number when it has none.
-pub fn signal_name(sig: i32) -> String {
-    nix::sys::signal::Signal::try_from(sig)
-        .map(|s| s.as_str().to_string())
-        .unwrap_or_else(|_| format!("signal {sig}"))
-}
-
 /// A run file that cannot be read: one line naming the file (and line and column), and a hint.
 pub fn run_file_error(err: RunLoadError) -> anyhow::Error {
     let hint = match &err {

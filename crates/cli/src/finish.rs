@@ -6,10 +6,10 @@ use std::{path::Path, process::ExitCode, time::Duration};
 
 use anyhow::{Context as _, Result};
 use switchyard_export::Exporter;
-use switchyard_model::{EndReason, Meta, Run, TargetMode, outfile, units};
+use switchyard_model::{EndReason, Meta, Run, TargetMode, outfile, signal_name, units};
 
 use crate::{
-    fail::{hint_for, hinted, signal_name},
+    fail::{hint_for, hinted},
     plan::Plan,
     summary,
     windows::Windows,

@@ -178,7 +178,8 @@ impl<'p> Live<'p> {
         // still be seen to exit.
         let pidfd = PidFd::open(pid);
         // A live target that exited while the probes attached: there is nothing to record.
-        if plan.target.mode() == TargetMode::Pid && !procfs::exists(pid) {
+        if plan.target.mode() == TargetMode::Pid && (!procfs::exists(pid) || procfs::is_zombie(pid))
+        {
             return Err(crate::fail::hinted(
                 format!("pid {pid} exited while the probes were attaching; nothing was recorded"),
                 "record a process that keeps running, or record the command itself: switchyard record -- CMD",

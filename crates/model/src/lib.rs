@@ -417,7 +417,7 @@ impl EndReason {
 }
 
 /// A signal's name (`SIGHUP`), or its number for one without a usual name here.
-fn signal_name(signal: i32) -> String {
+pub fn signal_name(signal: i32) -> String {
     let name = match signal {
         libc::SIGHUP => "SIGHUP",
         libc::SIGINT => "SIGINT",
