@@ -1,16 +1,14 @@
 //! Lock waits: futex waits (from the syscall probes, see `syscalls.rs`), kernel lock
 //! contention (`lock:contention_begin/end`, BTF tracepoints: they fire host-wide, and fill no
-//! trace record for the tasks turned away), and user-space spans timed by a uprobe at a
-//! named function's entry and a uretprobe at its return (`--uprobe-span`).
+//! trace record for the tasks turned away).
 
 use aya_ebpf::{
-    EbpfContext as _,
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, generated::bpf_get_attach_cookie},
-    macros::{btf_tracepoint, map, uprobe, uretprobe},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::{btf_tracepoint, map},
     maps::{Array, HashMap, PerCpuArray},
-    programs::{BtfTracePointContext, ProbeContext, RetProbeContext},
+    programs::BtfTracePointContext,
 };
-use switchyard_common::{FutexKey, FutexStats, MAX_SPANS, WaitStats, drops};
+use switchyard_common::{FutexKey, FutexStats, WaitStats, drops};
 
 use crate::{
     shared::{drop_event, inflight_mask, is_target, recording},
@@ -29,13 +27,6 @@ static LOCK_CONTENTION: PerCpuArray<WaitStats> = PerCpuArray::with_max_entries(1
 /// Sized by the loader like INFLIGHT.
 #[map]
 static LOCK_INFLIGHT: Array<u64> = Array::with_max_entries(1, 0);
-
-#[map]
-static SPANS: PerCpuArray<WaitStats> = PerCpuArray::with_max_entries(MAX_SPANS, 0);
-
-/// Sized by the loader: INFLIGHT's size × MAX_SPANS.
-#[map]
-static SPAN_INFLIGHT: Array<u64> = Array::with_max_entries(1, 0);
 
 const ETIMEDOUT: i64 = 110;
 const EAGAIN: i64 = 11;
@@ -123,53 +114,6 @@ pub fn contention_end(ctx: BtfTracePointContext) -> i32 {
             // SAFETY: a per-CPU slot.
             unsafe { (*s).timeouts += 1 };
         }
-    }
-    0
-}
-
-#[inline(always)]
-fn span_slot(ctx_ptr: *mut core::ffi::c_void, tid: u32) -> Option<(u32, *mut u64)> {
-    // SAFETY: the cookie the loader attached with: the span's index.
-    let span = unsafe { bpf_get_attach_cookie(ctx_ptr) } as u32;
-    if span >= MAX_SPANS {
-        return None;
-    }
-    let idx = (tid & inflight_mask()) * MAX_SPANS + span;
-    SPAN_INFLIGHT.get_ptr_mut(idx).map(|p| (span, p))
-}
-
-#[uprobe]
-pub fn span_enter(ctx: ProbeContext) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if !is_target((pid_tgid >> 32) as u32) {
-        return 0;
-    }
-    if let Some((_, slot)) = span_slot(ctx.as_ptr(), pid_tgid as u32) {
-        // SAFETY: this thread's slot for this span.
-        unsafe { *slot = bpf_ktime_get_ns() };
-    }
-    0
-}
-
-#[uretprobe]
-pub fn span_exit(ctx: RetProbeContext) -> u32 {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let Some((span, slot)) = span_slot(ctx.as_ptr(), pid_tgid as u32) else {
-        return 0;
-    };
-    // SAFETY: this thread's slot for this span.
-    let start = unsafe { *slot };
-    if start == 0 {
-        return 0;
-    }
-    // SAFETY: as above.
-    unsafe { *slot = 0 };
-    if !recording() {
-        return 0;
-    }
-    let took = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
-    if let Some(s) = SPANS.get_ptr_mut(span) {
-        record(s, took);
     }
     0
 }

@@ -24,6 +24,7 @@ mod oncpu;
 mod python;
 mod sched;
 mod shared;
+mod spans;
 mod stacks;
 mod syscalls;
 mod timeline;

@@ -10,7 +10,9 @@ use aya_ebpf::{
 use switchyard_common::{OnCpuKey, timeline as tl, unwind};
 
 use crate::{
+    sched::thread,
     shared::{is_target, recording},
+    spans,
     stacks::{KEYS, add, stack_ids},
     timeline,
 };
@@ -40,6 +42,10 @@ fn try_oncpu(ctx: &PerfEventContext) {
         kernel_stack,
     };
     add(&ONCPU, &key, 1);
+    if let Some(t) = thread(key.tid) {
+        // SAFETY: the sampled thread is the current one; its switches are not running.
+        spans::sample(unsafe { &mut *t }, user_stack, kernel_stack);
+    }
     if timeline::on() {
         timeline::emit(
             tl::ONCPU,

@@ -40,6 +40,7 @@ use switchyard_common::{
 use crate::{
     inflight::{in_syscall, slot},
     shared::{current_comm, drop_event, is_target, start_ns},
+    spans,
     stacks::{KEYS, add, blocked_kernel_stack, stacks_on, user_stack},
     timeline,
 };
@@ -293,6 +294,7 @@ fn switch_in(
         if stacks_on() && off >= min && !missed_out {
             offcpu_stacks(t, next, tgid, tid, off, blocked, now);
         }
+        spans::interval(t, prev_id, blocked, waiting);
     }
     t.waker_set = 0;
     // Kept for a thread this one wakes while it runs (`HeldKey`).
@@ -502,7 +504,12 @@ fn offcpu_stacks(
 ) {
     count(sampling::INTERVALS);
     let p = if t.in_syscall != 0 {
-        draw(sample_probability(off))
+        // An interval inside a span is always walked: its instance may be kept whole.
+        draw(if spans::open(t) {
+            sampling::ONE as u32
+        } else {
+            sample_probability(off)
+        })
     } else {
         t.sample_p
     };
@@ -666,6 +673,7 @@ pub fn flush_pending(tid: u32, user: i32) {
 #[inline(always)]
 fn flush(t: &mut ThreadStats, tid: u32, user: i32) {
     t.pending = 0;
+    spans::pending_user_stack(t, user);
     t.last_user_stack = if user >= 0 { user as u32 + 1 } else { 0 };
     record(
         t,
@@ -792,7 +800,7 @@ fn switch_out(
     // An exiting thread (TASK_DEAD) never runs again, and has no user stack left.
     let mut p = 0;
     if stacks && !in_sys && raw_state & TASK_DEAD == 0 {
-        p = draw(if t.predicted_ns == 0 {
+        p = draw(if t.predicted_ns == 0 || spans::open(t) {
             sampling::ONE as u32
         } else {
             sample_probability(t.predicted_ns)

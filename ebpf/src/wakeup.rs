@@ -21,11 +21,12 @@ use aya_ebpf::{
     macros::btf_tracepoint,
     programs::BtfTracePointContext,
 };
-use switchyard_common::{HELD_RUNNING, HeldKey, timeline as tl, tp, unwind};
+use switchyard_common::{HELD_RUNNING, HeldKey, sampling, timeline as tl, tp, unwind};
 
 use crate::{
     sched::{HELD, TASK_PID_OFFSET, draw, sample_probability, thread},
     shared::{current_comm, recording, start_ns},
+    spans,
     stacks::{add, stack_ids, stacks_on},
     timeline,
 };
@@ -85,12 +86,14 @@ fn try_sched_wakeup(ctx: &BtfTracePointContext) {
         return;
     }
     if t.in_syscall != 0 {
-        // Chosen by the interval's expected length: blocked so far, or the thread's usual.
+        // Chosen by the interval's expected length: blocked so far, or the thread's usual;
+        // inside a span, always (its instance may be kept whole).
         let so_far = now.saturating_sub(t.last_out);
-        t.wake_p = draw(sample_probability(core::cmp::max(
-            so_far,
-            t.predicted_sys_ns,
-        )));
+        t.wake_p = draw(if spans::open(t) {
+            sampling::ONE as u32
+        } else {
+            sample_probability(core::cmp::max(so_far, t.predicted_sys_ns))
+        });
     }
     let (user, kernel) = if t.wake_p != 0 {
         // A wakeup from an interrupt runs on whatever task was interrupted; user space tells
@@ -114,7 +117,12 @@ fn try_sched_wakeup(ctx: &BtfTracePointContext) {
     } else {
         (-1, -1)
     };
-    held(pid, t.tgid, t.last_out, now, user, kernel);
+    let (held_ns, held_state, held_user) = held(pid, t.tgid, t.last_out, now, user, kernel);
+    if spans::open(t) {
+        t.wake_held_ns = held_ns;
+        t.wake_held_state = held_state;
+        t.wake_held_user_stack = held_user;
+    }
 }
 
 /// What the waker (the current task), when it is a target thread, did while thread `tid`
@@ -122,15 +130,19 @@ fn try_sched_wakeup(ctx: &BtfTracePointContext) {
 /// that interval's state and stacks, and the part it ran since, by its stacks at this wakeup
 /// (`user`, `kernel`; negative when not walked). A lock's holder that slept holding it shows
 /// that sleep; one that slept elsewhere and ran into the lock does not.
+///
+/// Returns the waker's time off CPU within the wait, blocked, with that interval's state and
+/// user stack ((0, 0, -1): none).
 #[inline(always)]
-fn held(tid: u32, tgid: u32, out: u64, now: u64, user: i32, kernel: i32) {
+fn held(tid: u32, tgid: u32, out: u64, now: u64, user: i32, kernel: i32) -> (u64, u32, i32) {
+    let mut off = (0, 0, -1);
     let waker_id = bpf_get_current_pid_tgid();
     let (waker, waker_tgid) = (waker_id as u32, (waker_id >> 32) as u32);
     if waker == tid {
-        return;
+        return off;
     }
     let Some(w) = thread(waker) else {
-        return;
+        return off;
     };
     // SAFETY: the waker is running here, so its own switches are not writing its entry.
     let w = unsafe { &*w };
@@ -139,7 +151,7 @@ fn held(tid: u32, tgid: u32, out: u64, now: u64, user: i32, kernel: i32) {
     let from = if out > start { out } else { start };
     // The waker runs now; it ran from `last_in`, off CPU from `last_out` to then.
     if w.last_in == 0 || w.last_in > now {
-        return;
+        return off;
     }
     if w.last_out != 0 && w.last_out < w.last_in && w.last_in > from {
         let off_from = if w.last_out > from { w.last_out } else { from };
@@ -163,6 +175,7 @@ fn held(tid: u32, tgid: u32, out: u64, now: u64, user: i32, kernel: i32) {
         };
         if split > off_from {
             add(&HELD, &key, split - off_from);
+            off = (split - off_from, w.state, key.user_stack);
         }
         let runnable_from = if split > off_from { split } else { off_from };
         if w.last_in > runnable_from {
@@ -184,4 +197,5 @@ fn held(tid: u32, tgid: u32, out: u64, now: u64, user: i32, kernel: i32) {
         };
         add(&HELD, &key, now - ran_from);
     }
+    off
 }

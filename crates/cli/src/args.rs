@@ -119,14 +119,21 @@ pub struct RecordArgs {
     /// warns that a table did not fit.
     #[arg(long, default_value_t = 2 << 20, value_name = "N", value_parser = parse_unwind_rows)]
     pub unwind_rows: u32,
-    /// Time a function from entry to return (uprobe + uretprobe), e.g. a spin-lock acquire:
+    /// A span: one request, timed from a function's entry to its return (uprobe +
+    /// uretprobe) on one thread, and measured one by one: every instance's duration goes into
+    /// a histogram, and the slowest instances (and a sample of the typical ones) keep their
+    /// anatomy: time on CPU, waiting for a CPU and who held it, blocked by stack and waker.
     /// SYMBOL in the target's executable, or SYMBOL@/path/to/binary-or-library; LABEL= names
     /// its figures (span.LABEL). Repeatable (at most 8). While the function runs, the return
     /// probe replaces its return address on the stack, in every process running the binary:
     /// a symbol in a Go binary is refused, since Go walks and copies goroutine stacks by their
     /// return addresses and would crash (a C library that a Go program loads can be timed);
     /// and a C++ exception or Rust panic unwinding through the function aborts the process.
-    #[arg(long = "uprobe-span", value_name = "[LABEL=]SYMBOL[@BINARY]")]
+    #[arg(
+        long = "span",
+        visible_alias = "uprobe-span",
+        value_name = "[LABEL=]SYMBOL[@BINARY]"
+    )]
     pub uprobe_spans: Vec<String>,
     /// Record the Go runtime's GC cycles, stop-the-world pauses and mark assists of a Go
     /// target (entry-only uprobes on the unmodified binary).

@@ -147,6 +147,11 @@ impl Collection {
             } => {
                 probes.drain_gc_events(gc_events);
                 probes.drain_timeline(timeline);
+                if let Err(e) = probes.poll_spans()
+                    && !std::mem::replace(span_warned, true)
+                {
+                    say!("warning: span instances: {e}");
+                }
                 let followed = if maps_due || follow_due {
                     probes.followed()
                 } else {

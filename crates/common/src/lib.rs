@@ -61,6 +61,14 @@ pub mod maps {
     pub const SPANS: &str = "SPANS";
     /// `Array<u64>` indexed by `(tid & INFLIGHT_MASK) * MAX_SPANS + span`: entry time.
     pub const SPAN_INFLIGHT: &str = "SPAN_INFLIGHT";
+    /// `PerCpuArray<SpanHist>` indexed by span: every instance's duration.
+    pub const SPAN_HIST: &str = "SPAN_HIST";
+    /// `Array<u64>` of `2 * MAX_SPANS`, written by user space while recording: per span, the
+    /// duration from which an instance is sent whole (`2 * span`), and one in how many of the
+    /// faster ones is sent as a typical one (`2 * span + 1`; 0: none).
+    pub const SPAN_CTL: &str = "SPAN_CTL";
+    /// `RingBuf` of `SpanInstance`: the slow instances and a sample of the typical ones.
+    pub const SPAN_EVENTS: &str = "SPAN_EVENTS";
     /// `RingBuf` of `GcEvent`: Go runtime GC events with their timestamps.
     pub const GC_EVENTS: &str = "GC_EVENTS";
     /// `RingBuf` of `TimelineEvent` (`--timeline`): timestamped switches, wakeups, slow
@@ -146,6 +154,9 @@ pub mod maps {
         LOCK_INFLIGHT,
         SPANS,
         SPAN_INFLIGHT,
+        SPAN_HIST,
+        SPAN_CTL,
+        SPAN_EVENTS,
         GC_EVENTS,
         TIMELINE,
         GC_COUNTS,
@@ -293,7 +304,10 @@ pub mod drops {
     /// The timeline ring buffer was full: an event of `--timeline` was lost (the aggregate
     /// figures still count it).
     pub const TIMELINE_FULL: u32 = 16;
-    pub const COUNT: u32 = 17;
+    /// The span instance ring buffer was full: a slow or sampled instance's anatomy was lost
+    /// (its duration is still in the span's histogram).
+    pub const SPAN_EVENTS_FULL: u32 = 17;
+    pub const COUNT: u32 = 18;
     /// Human names, indexed like the array.
     pub const NAMES: [&str; COUNT as usize] = [
         "syscalls lost (in-flight slot shared by two threads; pid_max above the array size)",
@@ -313,6 +327,7 @@ pub mod drops {
         "switch-ins the kernel did not report (timed from the CPU's last reported switch)",
         "switch-outs the kernel did not report (timed as runnable from the switch-in)",
         "timeline events lost (ring buffer full; raise --timeline-buffer)",
+        "span instances lost (ring buffer full; their durations are still counted)",
     ];
 }
 
@@ -805,6 +820,145 @@ pub mod timeline {
 /// Uprobe spans: at most this many symbols per recording.
 pub const MAX_SPANS: u32 = 8;
 
+/// A span's duration histogram: log-linear, [`SPAN_SUB_BITS`] bits below each power of two
+/// (a bucket is at most 1/64 of its value wide), from 1 ns to 2^40 ns.
+pub const SPAN_SUB_BITS: u32 = 6;
+pub const SPAN_HIST_BUCKETS: usize = (HIST_BUCKETS - SPAN_SUB_BITS as usize + 1) * 64;
+
+/// The span histogram's bucket for a duration of `v` ns, as both sides compute it.
+#[inline(always)]
+pub fn span_bucket(v: u64) -> usize {
+    if v < 1 << (SPAN_SUB_BITS + 1) {
+        return v as usize;
+    }
+    let e = log2_bucket(v) as u32;
+    let shift = e - SPAN_SUB_BITS;
+    let b = ((shift as u64) << SPAN_SUB_BITS) + (v >> shift);
+    if b as usize >= SPAN_HIST_BUCKETS {
+        SPAN_HIST_BUCKETS - 1
+    } else {
+        b as usize
+    }
+}
+
+/// The smallest duration (ns) that falls in bucket `b` ([`span_bucket`]'s inverse).
+pub fn span_bucket_low(b: usize) -> u64 {
+    let sub = 1usize << SPAN_SUB_BITS;
+    if b < 2 * sub {
+        return b as u64;
+    }
+    let shift = (b / sub - 1) as u32;
+    ((b % sub + sub) as u64) << shift
+}
+
+/// Every instance of one span, on one CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SpanHist {
+    pub count: u64,
+    pub total_ns: u64,
+    /// Returns with no entry seen since the start (open when the recording started).
+    pub open_at_start: u64,
+    /// Entries while a span was open on the thread (nested or recursive): the outermost
+    /// instance counts, these are only counted.
+    pub nested: u64,
+    pub buckets: [u64; SPAN_HIST_BUCKETS],
+}
+
+/// Blocked parts, CPU holders and on-CPU sites kept per span instance.
+pub const SPAN_PARTS: usize = 6;
+pub const SPAN_HOLDERS: usize = 2;
+pub const SPAN_SITES: usize = 4;
+
+/// Time a span instance was blocked with one kernel stack and one waker.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpanPart {
+    pub ns: u64,
+    /// The intervals, and the part of them the waker (a target thread) was itself off CPU.
+    pub count: u32,
+    pub user_stack: i32,
+    pub kernel_stack: i32,
+    /// `prev_state` as the switch program reports it.
+    pub state: u32,
+    pub waker_tgid: u32,
+    pub waker_tid: u32,
+    pub waker_user_stack: i32,
+    pub waker_kernel_stack: i32,
+    /// What the waker did while the span waited, as [`HeldKey`] has it: its own last
+    /// interval off CPU within the wait (`held_ns`, its state and user stack).
+    pub held_ns: u64,
+    pub held_state: u32,
+    pub held_user_stack: i32,
+}
+const _: () = assert!(core::mem::size_of::<SpanPart>() == 56);
+
+/// Time a span instance waited for a CPU another task held.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpanHolder {
+    pub ns: u64,
+    pub tgid: u32,
+    pub tid: u32,
+    pub comm: [u64; 2],
+}
+const _: () = assert!(core::mem::size_of::<SpanHolder>() == 32);
+
+/// On-CPU samples of a span instance with one user stack.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpanSite {
+    pub samples: u32,
+    pub user_stack: i32,
+    pub kernel_stack: i32,
+    pub _pad: u32,
+}
+
+/// `SpanInstance::flags`.
+pub mod span_flags {
+    /// At least as slow as the span's threshold when it returned.
+    pub const SLOW: u32 = 1;
+    /// A typical instance, sampled.
+    pub const TYPICAL: u32 = 2;
+    /// Entered before the recording started: not counted.
+    pub const OPEN_AT_START: u32 = 4;
+}
+
+/// One span instance: kept in its thread's entry while open (`index` is the span plus one
+/// then), sent whole through `SPAN_EVENTS` when it returns slow or is sampled. Times in ns.
+///
+/// While open, `oncpu_ns`, `blocked_ns` and `runqueue_ns` hold the thread's own counters at
+/// the entry; at the return they become the instance's parts.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SpanInstance {
+    pub index: u32,
+    pub flags: u32,
+    pub tgid: u32,
+    pub tid: u32,
+    /// Entries since this instance's, not yet returned (nested or recursive).
+    pub depth: u32,
+    /// The part whose user stack is taken where its syscall returns, plus one (0: none).
+    pub pending_part: u32,
+    pub start: u64,
+    pub end: u64,
+    pub oncpu_ns: u64,
+    pub blocked_ns: u64,
+    pub runqueue_ns: u64,
+    /// Blocked time in parts that did not fit `parts`, and CPU waits beyond `holders`.
+    pub other_blocked_ns: u64,
+    pub other_held_ns: u64,
+    pub samples: u32,
+    pub _pad: u32,
+    pub parts: [SpanPart; SPAN_PARTS],
+    pub holders: [SpanHolder; SPAN_HOLDERS],
+    pub sites: [SpanSite; SPAN_SITES],
+}
+const _: () = assert!(
+    core::mem::size_of::<SpanInstance>()
+        == 24 + 7 * 8 + 8 + 56 * SPAN_PARTS + 32 * SPAN_HOLDERS + 16 * SPAN_SITES
+);
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ErrnoKey {
@@ -901,6 +1055,14 @@ pub struct ThreadStats {
     /// preempted): where that interval's blocked part ended and its wait for a CPU began,
     /// should the thread wake another ([`HeldKey`]).
     pub last_wakeup_at: u64,
+    /// What the waker of the interval in progress did while this thread waited, for a span
+    /// open on it: its own off-CPU part within the wait, that interval's state and user stack
+    /// (set at the wakeup, taken at the switch-in).
+    pub wake_held_ns: u64,
+    pub wake_held_state: u32,
+    pub wake_held_user_stack: i32,
+    /// The span instance open on this thread (`span.index` 0: none).
+    pub span: SpanInstance,
 }
 const _: () = assert!(
     core::mem::size_of::<ThreadStats>()
@@ -917,6 +1079,8 @@ const _: () = assert!(
             + 24
             + 40
             + 8
+            + 16
+            + core::mem::size_of::<SpanInstance>()
 );
 
 /// Who held a CPU while a target thread waited for it: the task the waiter took the CPU from.
@@ -1068,6 +1232,8 @@ mod pod {
     unsafe impl aya::Pod for super::FutexKey {}
     unsafe impl aya::Pod for super::FutexStats {}
     unsafe impl aya::Pod for super::WaitStats {}
+    unsafe impl aya::Pod for super::SpanHist {}
+    unsafe impl aya::Pod for super::SpanInstance {}
     unsafe impl aya::Pod for super::GcEvent {}
     unsafe impl aya::Pod for super::UnwindRow {}
     unsafe impl aya::Pod for super::UnwindMapping {}
@@ -1081,6 +1247,33 @@ mod pod {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn span_buckets_are_contiguous_and_within_a_64th() {
+        assert_eq!(span_bucket(0), 0);
+        assert_eq!(span_bucket(127), 127);
+        assert_eq!(span_bucket(128), 128);
+        assert_eq!(span_bucket(u64::MAX), SPAN_HIST_BUCKETS - 1);
+        let mut last = 0;
+        extern crate std;
+        let mut values: std::vec::Vec<u64> = (1..1u64 << 40).step_by(999_983).collect();
+        values.extend([1 << 39, (1 << 40) - 1]);
+        values.sort_unstable();
+        for v in values {
+            let b = span_bucket(v);
+            assert!(b >= last, "{v}: bucket {b} below {last}");
+            last = b;
+            let low = span_bucket_low(b);
+            assert!(
+                low <= v && v - low <= v / 64,
+                "{v} in bucket {b} from {low}"
+            );
+            assert_eq!(span_bucket(low), b);
+        }
+        for b in 1..SPAN_HIST_BUCKETS {
+            assert!(span_bucket_low(b) > span_bucket_low(b - 1), "bucket {b}");
+        }
+    }
 
     #[test]
     fn log2_buckets() {

@@ -69,6 +69,12 @@ impl Probes {
         let (timeline_bytes, timeline_syscall_ns) = config
             .timeline
             .map_or((4096, 0), |t| (t.buffer_bytes.max(4096), t.syscall_ns));
+        // Room for about 7,500 instances between two polls (a tick apart).
+        let span_bytes: u32 = if config.spans.is_empty() {
+            4096
+        } else {
+            4 << 20
+        };
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::TARGET_TGID, &config.tgid, true)
             .override_global(globals::FOLLOW_CHILDREN, &follow, true)
@@ -88,11 +94,11 @@ impl Probes {
             .override_global(globals::TIMELINE_ON, &timeline_on, true)
             .override_global(globals::TIMELINE_SYSCALL_NS, &timeline_syscall_ns, true)
             .map_max_entries(maps::TIMELINE, timeline_bytes)
+            .map_max_entries(maps::SPAN_EVENTS, span_bytes)
             .map_max_entries(maps::INFLIGHT, slots)
             .map_max_entries(maps::THREADS, thread_slots)
             .map_max_entries(maps::THREAD_CLAIMS, thread_slots)
             .map_max_entries(maps::LOCK_INFLIGHT, slots)
-            .map_max_entries(maps::SPAN_INFLIGHT, slots * MAX_SPANS)
             .map_max_entries(maps::USER_STACKS, map_size)
             .map_max_entries(maps::KERNEL_STACKS, map_size)
             // One page's worth when unused: the array is mmap-able, so page-sized at least.
@@ -221,10 +227,16 @@ impl Probes {
             return Err(Error::TooManySpans(config.spans.len()));
         }
         steps.lap("lock contention programs verified, attached");
-        if !config.spans.is_empty() {
+        let span_events = if config.spans.is_empty() {
+            None
+        } else {
             attach_spans(&mut ebpf, &config.spans, config.tgid)?;
             steps.lap("span probes verified, attached");
-        }
+            let map = ebpf
+                .take_map(maps::SPAN_EVENTS)
+                .ok_or(Error::MissingMap(maps::SPAN_EVENTS))?;
+            Some(RingBuf::try_from(map).map_err(map_err(maps::SPAN_EVENTS))?)
+        };
         let (gc_symbols, gc_events) = match &config.go_gc {
             Some(binary) => {
                 let symbols = attach_go_gc(&mut ebpf, binary)?;
@@ -264,6 +276,12 @@ impl Probes {
             windows: None,
             evicted: Evicted::default(),
             attach_steps: steps.done,
+            span_events,
+            span_kept: config.spans.iter().map(|_| Default::default()).collect(),
+            span_last: config.spans.iter().map(|_| Default::default()).collect(),
+            span_control: config.spans.iter().map(|_| (0, 1)).collect(),
+            span_polled: None,
+            span_ring_lost: 0,
             span_procs: std::collections::BTreeSet::from([config.tgid]),
             python: config
                 .stacks

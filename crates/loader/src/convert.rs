@@ -37,6 +37,8 @@ pub(crate) struct Input<'a> {
     pub stacks: bool,
     /// The spans timed, in `SPANS` order.
     pub spans: &'a [Span],
+    /// What each span measured one by one, in the same order.
+    pub measured: &'a [crate::spans::Measured],
     /// The Go GC probes' symbols, when they are attached.
     pub gc_symbols: Option<&'a [(String, bool)]>,
 }
@@ -69,7 +71,16 @@ pub(crate) fn collected(
     if windows.is_none() {
         open_waits(snap, input, &mut raw);
     }
-    let locks = locks(snap, input.spans, &mut raw, windows.as_deref_mut());
+    let mut locks = locks(snap, input.spans, &mut raw, windows.as_deref_mut());
+    let mut span_stacks = std::collections::HashMap::new();
+    for (row, m) in locks.spans.iter_mut().zip(input.measured) {
+        row.anatomy = Some(crate::spans::anatomy(
+            m,
+            input.start,
+            &mut raw,
+            &mut span_stacks,
+        ));
+    }
     let gc = input.gc_symbols.map(|symbols| gc(snap, symbols, windows));
     Collected {
         syscalls,
@@ -576,6 +587,7 @@ fn locks(
             label: span.label.clone(),
             symbol: span.symbol.clone(),
             binary: span.binary.display().to_string(),
+            anatomy: None,
         });
     }
     let mut by_addr: BTreeMap<(u32, u64), (u64, u64)> = BTreeMap::new();
@@ -738,7 +750,7 @@ fn added<K: std::hash::Hash + Eq + Copy, V: Cumulative>(
 }
 
 /// A task name kept as two native-endian words.
-fn comm_string(words: [u64; 2]) -> String {
+pub(crate) fn comm_string(words: [u64; 2]) -> String {
     let mut comm = [0u8; 16];
     comm[..8].copy_from_slice(&words[0].to_ne_bytes());
     comm[8..].copy_from_slice(&words[1].to_ne_bytes());

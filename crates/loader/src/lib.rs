@@ -17,6 +17,7 @@ mod kinds;
 mod probes;
 mod python;
 mod read;
+mod spans;
 mod threads;
 pub mod tracefs;
 mod unwind;
@@ -181,6 +182,16 @@ pub struct Probes {
     /// Python processes found among the targets (none looked for without stacks, or with
     /// `StackConfig::python_frames` off).
     python: Option<python::Finder>,
+    /// The span instances sent whole (`--span`), and what is kept of them per span.
+    span_events: Option<RingBuf<MapData>>,
+    span_kept: Vec<spans::Kept>,
+    /// Each span's histogram at the last reading (a window's is what was added since).
+    span_last: Vec<spans::Hist>,
+    /// What the kernel side was last told per span: (threshold ns, one in N of the others).
+    span_control: Vec<(u64, u64)>,
+    span_polled: Option<std::time::Instant>,
+    /// Ring-buffer losses of span instances at the last reading.
+    span_ring_lost: u64,
     /// The processes whose span probes are placed ([`Probes::follow_spans`]).
     span_procs: std::collections::BTreeSet<u32>,
     /// Where attaching spent its time, step by step ([`Probes::attach_steps`]).

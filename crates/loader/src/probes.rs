@@ -3,14 +3,17 @@
 
 use aya::{
     Ebpf,
-    maps::{Array, HashMap, MapData},
+    maps::{Array, HashMap, MapData, PerCpuArray},
 };
-use switchyard_common::{GcEvent as RawGcEvent, PyProc, ThreadStats, UserStack, maps, programs};
+use switchyard_common::{
+    GcEvent as RawGcEvent, PyProc, SpanHist, SpanInstance, ThreadStats, UserStack, drops, maps,
+    programs, span_flags,
+};
 
 use crate::{
     Collected, Error, Evicted, GcEvent, GcKind, Probes, TimelineEvent, convert,
     error::map_err,
-    read, threads,
+    read, spans, threads,
     window::{Cumulative, Seen, Windows},
 };
 
@@ -82,6 +85,131 @@ impl Probes {
                 }
             }
         }
+    }
+
+    /// Keeps the span instances sent so far, and every 100 ms tells the kernel side again
+    /// which instances to send: those at least as slow as nine tenths of the P99 so far, and
+    /// one in N of the others (call it often: the ring is finite).
+    pub fn poll_spans(&mut self) -> Result<(), Error> {
+        let Some(ring) = &mut self.span_events else {
+            return Ok(());
+        };
+        while let Some(item) = ring.next() {
+            if item.len() >= std::mem::size_of::<SpanInstance>() {
+                // SAFETY: the kernel side writes whole SpanInstances; read unaligned.
+                let i = unsafe { std::ptr::read_unaligned(item.as_ptr() as *const SpanInstance) };
+                // `index` is the span plus one (0 would be no span open).
+                if let Some(k) = self.span_kept.get_mut((i.index as usize).wrapping_sub(1)) {
+                    k.add(i);
+                }
+            }
+        }
+        if self.started == 0
+            || self
+                .span_polled
+                .is_some_and(|t| t.elapsed() < std::time::Duration::from_millis(100))
+        {
+            return Ok(());
+        }
+        self.span_polled = Some(std::time::Instant::now());
+        let elapsed =
+            switchyard_model::driver::monotonic_ns().saturating_sub(self.started) as f64 / 1e9;
+        let hists = self.span_hists()?;
+        let name = maps::SPAN_CTL;
+        let map = self.ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
+        let mut ctl: Array<&mut MapData, u64> = Array::try_from(map).map_err(map_err(name))?;
+        for (i, h) in hists.iter().enumerate() {
+            let c = spans::control(h, elapsed);
+            if self.span_control.get(i) != Some(&c) {
+                ctl.set(2 * i as u32, c.0, 0).map_err(map_err(name))?;
+                ctl.set(2 * i as u32 + 1, c.1, 0).map_err(map_err(name))?;
+            }
+            if let Some(slot) = self.span_control.get_mut(i) {
+                *slot = c;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every span's histogram so far, summed over CPUs.
+    fn span_hists(&self) -> Result<Vec<spans::Hist>, Error> {
+        let name = maps::SPAN_HIST;
+        let map = self.ebpf.map(name).ok_or(Error::MissingMap(name))?;
+        let array: PerCpuArray<&MapData, SpanHist> =
+            PerCpuArray::try_from(map).map_err(map_err(name))?;
+        (0..self.spans.len() as u32)
+            .map(|i| {
+                let values = array.get(&i, 0).map_err(map_err(name))?;
+                Ok(spans::Hist::sum(&values))
+            })
+            .collect()
+    }
+
+    /// What each span measured since the last reading; `last`: the recording's last reading,
+    /// when the instances still open are counted (by whether their thread lives).
+    fn measured(
+        &mut self,
+        threads: &[(u32, ThreadStats)],
+        last: bool,
+    ) -> Result<Vec<spans::Measured>, Error> {
+        if self.spans.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.poll_spans()?;
+        let lost = self.span_lost();
+        let hists = self.span_hists()?;
+        let mut out = Vec::new();
+        for (i, h) in hists.into_iter().enumerate() {
+            let before = self.span_last.get(i).cloned().unwrap_or_default();
+            let hist = h.since(&before);
+            if let Some(slot) = self.span_last.get_mut(i) {
+                *slot = h;
+            }
+            let (kept, dropped) = self
+                .span_kept
+                .get_mut(i)
+                .map(spans::Kept::take)
+                .unwrap_or_default();
+            let mut open = (0, 0);
+            if last {
+                for (tid, t) in threads {
+                    if t.span.index as usize == i + 1
+                        && t.span.flags & span_flags::OPEN_AT_START == 0
+                    {
+                        if self.bounds.end.contains_key(tid) {
+                            open.0 += 1;
+                        } else {
+                            open.1 += 1;
+                        }
+                    }
+                }
+            }
+            out.push(spans::Measured {
+                hist,
+                kept,
+                // Ring losses are not told apart by span: each span is told all of them.
+                dropped: dropped + lost,
+                control: self.span_control.get(i).copied().unwrap_or_default(),
+                open,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Span instances the ring buffer lost since the last reading.
+    fn span_lost(&mut self) -> u64 {
+        let name = maps::DROPS;
+        let Some(map) = self.ebpf.map(name) else {
+            return 0;
+        };
+        let Ok(array) = PerCpuArray::<&MapData, u64>::try_from(map) else {
+            return 0;
+        };
+        let now: u64 = array
+            .get(&drops::SPAN_EVENTS_FULL, 0)
+            .map(|v| v.iter().sum())
+            .unwrap_or(0);
+        now - std::mem::replace(&mut self.span_ring_lost, now).min(now)
     }
 
     /// Moves the timeline events streamed so far into `out` (call it often: the ring is
@@ -229,6 +357,8 @@ impl Probes {
         // The bounds close the intervals still open at the stop; a continuous recording's
         // windows end where nothing was read from /proc.
         let at_stop = self.windows.is_none() && end.is_some() && end == self.stopped;
+        let final_read = end.is_some() && end == self.stopped;
+        let measured = self.measured(&snapshot.threads, final_read)?;
         let input = convert::Input {
             target,
             start: self.started,
@@ -236,6 +366,7 @@ impl Probes {
             bounds: at_stop.then_some(&self.bounds),
             stacks: self.stacks_on,
             spans: &self.spans,
+            measured: &measured,
             gc_symbols: self.gc_symbols.as_deref(),
         };
         let mut collected = convert::collected(&snapshot, &input, self.windows.as_mut());

@@ -311,6 +311,100 @@ pub struct SpanRow {
     pub symbol: String,
     pub binary: String,
     pub stats: WaitSummary,
+    /// Every instance's duration, and the slowest and a sample of the typical instances
+    /// whole (absent in runs recorded before spans were measured one by one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anatomy: Option<SpanAnatomy>,
+}
+
+/// A span measured one by one: the duration of every instance, and the anatomy of the
+/// slowest ones and of a uniform sample of the others.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SpanAnatomy {
+    /// Instances that returned in the recording.
+    pub count: u64,
+    pub total_ns: u64,
+    /// Every instance's duration: (the bucket's lowest ns, instances), ascending; a bucket is
+    /// at most 1/64 of its value wide.
+    pub hist: Vec<(u64, u64)>,
+    /// Returns of instances entered before the recording started (not counted).
+    pub open_at_start: u64,
+    /// Entries inside an instance open on the same thread (nested or recursive: the
+    /// outermost is the instance).
+    pub nested: u64,
+    /// Instances still open at the stop, on a live thread.
+    pub open_at_stop: u64,
+    /// Instances whose thread exited inside them: they never returned.
+    pub never_returned: u64,
+    /// Slow instances the kernel sent that the table of kept ones had no room for, and
+    /// those the ring buffer lost (their durations are in `hist`).
+    pub dropped: u64,
+    /// At least this slow, an instance was sent whole: the threshold in force at the end.
+    pub threshold_ns: u64,
+    /// One in this many of the faster instances was sent whole, for contrast (at the end).
+    pub typical_every: u64,
+    /// The instances kept whole: the slowest, then the sample of typical ones.
+    pub instances: Vec<SpanInstance>,
+}
+
+/// One span instance, whole. Times in ns; stacks are indices into `Profiles::span_stacks`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SpanInstance {
+    pub tgid: u32,
+    pub tid: u32,
+    /// From the recording's start.
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub oncpu_ns: u64,
+    pub blocked_ns: u64,
+    pub runqueue_ns: u64,
+    /// Sent because it was slow (else: a sampled typical one).
+    pub slow: bool,
+    /// Blocked time by stack and waker, largest first.
+    pub blocked: Vec<SpanWait>,
+    /// Blocked time beyond the parts kept.
+    #[serde(default)]
+    pub other_blocked_ns: u64,
+    /// Waits for a CPU by the task that held it, largest first.
+    pub cpu: Vec<SpanCpuWait>,
+    #[serde(default)]
+    pub other_cpu_ns: u64,
+    /// On-CPU samples taken inside it, by stack.
+    pub samples: Vec<SpanSample>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SpanWait {
+    pub ns: u64,
+    /// Intervals off CPU.
+    pub count: u32,
+    /// The state it blocked in ("S", "D", …).
+    pub state: String,
+    /// Its stack (user and kernel), `None` when not walked.
+    pub stack: Option<u32>,
+    /// The thread that woke it (0: unknown, or not a wakeup the probes saw).
+    pub waker_tgid: u32,
+    pub waker_tid: u32,
+    pub waker_stack: Option<u32>,
+    /// The waker's own time off CPU within these waits, its state and user stack then: what
+    /// a lock's holder did while it held it.
+    pub held_ns: u64,
+    pub held_state: String,
+    pub held_stack: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SpanCpuWait {
+    pub ns: u64,
+    pub tgid: u32,
+    pub tid: u32,
+    pub comm: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SpanSample {
+    pub samples: u32,
+    pub stack: Option<u32>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -55,6 +55,9 @@ pub struct Raw {
     /// The distinct stacks of timeline events (`--timeline`), symbolised in this order into
     /// `Profiles::timeline_stacks`; values unused.
     pub timeline: Vec<RawSample>,
+    /// The distinct stacks of span instances, symbolised in this order into
+    /// `Profiles::span_stacks`; values unused.
+    pub span_stacks: Vec<RawSample>,
     /// CPython code objects that Python frames in `user_stacks` refer to, by (tgid, address).
     pub python_codes: HashMap<(u32, u64), PythonCode>,
     pub stats: StackStats,
@@ -72,7 +75,7 @@ pub struct PythonCode {
 }
 
 impl Raw {
-    /// Every sample of every profile, and the timeline's stacks.
+    /// Every sample of every profile, and the timeline's and span instances' stacks.
     pub fn samples(&self) -> impl Iterator<Item = &RawSample> {
         self.oncpu
             .iter()
@@ -82,6 +85,7 @@ impl Raw {
             .chain(&self.syscalls)
             .chain(&self.futex)
             .chain(&self.timeline)
+            .chain(&self.span_stacks)
     }
 
     /// The stack ids the samples refer to: (user ids, kernel ids).

@@ -42,6 +42,10 @@ pub struct Profiles {
     /// The stacks of `Raw::timeline`, in its order (the run file keeps them in its timeline).
     #[serde(skip)]
     pub timeline_stacks: Vec<Vec<u32>>,
+    /// The stacks span instances refer to (`SpanWait::stack`, …), in `Raw::span_stacks`'
+    /// order: frame indices, root first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub span_stacks: Vec<Vec<u32>>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]

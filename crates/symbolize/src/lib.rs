@@ -528,8 +528,14 @@ pub fn symbolize_with(
         .iter()
         .map(|s| r.stack(raw, s.tgid, s.user_stack, s.kernel_stack))
         .collect();
+    let span_stacks = raw
+        .span_stacks
+        .iter()
+        .map(|s| r.stack(raw, s.tgid, s.user_stack, s.kernel_stack))
+        .collect();
     Profiles {
         timeline_stacks,
+        span_stacks,
         heap: Profile::default(),
         frames: r.frames,
         oncpu,

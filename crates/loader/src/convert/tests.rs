@@ -76,6 +76,7 @@ fn input(end: Option<u64>) -> Input<'static> {
         bounds: None,
         stacks: true,
         spans: &[],
+        measured: &[],
         gc_symbols: None,
     }
 }
@@ -600,6 +601,7 @@ fn spans_and_contention_are_summed_per_entry() {
         &snap,
         &Input {
             spans: &spans,
+            measured: &[],
             ..input(None)
         },
         None,

@@ -1,0 +1,416 @@
+//! The user side of spans measured one by one: the instances the kernel sends whole are kept
+//! here (the slowest ones, and a uniform sample of the others), and the thresholds that
+//! decide what it sends are set from the histogram as the recording goes.
+//!
+//! A typical instance costs the kernel a histogram update and nothing that crosses to user
+//! space: only an instance at least as slow as the threshold (nine tenths of the P99 so far,
+//! bucket-exact) crosses, or one in `every` of the others, `every` chosen so that about
+//! [`TYPICAL_PER_S`] a second do.
+
+use std::{
+    cmp::Reverse,
+    collections::{BinaryHeap, HashMap},
+};
+
+use switchyard_common::{
+    SPAN_HIST_BUCKETS, SpanHist, SpanInstance, span_bucket_low, span_flags, tp,
+};
+use switchyard_model::{
+    SpanAnatomy, SpanCpuWait, SpanSample, SpanWait,
+    raw::{Raw, RawSample},
+};
+
+use crate::convert::{comm_string, state_label};
+
+/// Slow instances kept per span (and window); the fastest of them go first when it fills.
+pub const KEEP_SLOW: usize = 4096;
+/// Typical instances kept per span (and window), a uniform sample of those sent.
+pub const KEEP_TYPICAL: usize = 1024;
+/// Typical instances the kernel is asked to send a second, per span.
+pub const TYPICAL_PER_S: u64 = 200;
+/// Until a span has this many instances, every one is sent: there is no P99 to go by yet.
+const MIN_FOR_THRESHOLD: u64 = 200;
+
+/// One span's durations, summed over CPUs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hist {
+    pub count: u64,
+    pub total_ns: u64,
+    pub open_at_start: u64,
+    pub nested: u64,
+    pub buckets: Vec<u64>,
+}
+
+impl Default for Hist {
+    fn default() -> Hist {
+        Hist {
+            count: 0,
+            total_ns: 0,
+            open_at_start: 0,
+            nested: 0,
+            buckets: vec![0; SPAN_HIST_BUCKETS],
+        }
+    }
+}
+
+impl Hist {
+    /// The per-CPU values of one span, summed.
+    pub fn sum(values: &[SpanHist]) -> Hist {
+        let mut h = Hist::default();
+        for v in values {
+            h.count += v.count;
+            h.total_ns += v.total_ns;
+            h.open_at_start += v.open_at_start;
+            h.nested += v.nested;
+            for (a, b) in h.buckets.iter_mut().zip(v.buckets.iter()) {
+                *a += b;
+            }
+        }
+        h
+    }
+
+    /// What was added since `before`.
+    pub fn since(&self, before: &Hist) -> Hist {
+        Hist {
+            count: self.count.saturating_sub(before.count),
+            total_ns: self.total_ns.saturating_sub(before.total_ns),
+            open_at_start: self.open_at_start.saturating_sub(before.open_at_start),
+            nested: self.nested.saturating_sub(before.nested),
+            buckets: self
+                .buckets
+                .iter()
+                .zip(&before.buckets)
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect(),
+        }
+    }
+
+    /// The lowest duration (bucket-exact: the bucket's lowest) at or above which lie
+    /// `ceil(count × (1 − q))` instances; 0 when empty.
+    pub fn at_quantile(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        // Less a millionth: 1 − 0.99 is not exactly 0.01 in binary.
+        let above = ((self.count as f64) * (1.0 - q) - 1e-6).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (b, n) in self.buckets.iter().enumerate().rev() {
+            seen += n;
+            if seen >= above {
+                return span_bucket_low(b);
+            }
+        }
+        0
+    }
+
+    /// (bucket's lowest ns, count) of the buckets that have any, ascending.
+    pub fn sparse(&self) -> Vec<(u64, u64)> {
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n != 0)
+            .map(|(b, n)| (span_bucket_low(b), *n))
+            .collect()
+    }
+}
+
+/// A slow instance in the heap: ordered by duration, then by arrival.
+struct Slow(u64, u64, Box<SpanInstance>);
+
+impl PartialEq for Slow {
+    fn eq(&self, other: &Slow) -> bool {
+        (self.0, self.1) == (other.0, other.1)
+    }
+}
+impl Eq for Slow {}
+impl PartialOrd for Slow {
+    fn partial_cmp(&self, other: &Slow) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Slow {
+    fn cmp(&self, other: &Slow) -> std::cmp::Ordering {
+        (self.0, self.1).cmp(&(other.0, other.1))
+    }
+}
+
+/// The instances kept of one span.
+#[derive(Default)]
+pub struct Kept {
+    /// The slowest, by duration (a min-heap: the fastest of them leaves first).
+    slow: BinaryHeap<Reverse<Slow>>,
+    typical: Vec<SpanInstance>,
+    typical_seen: u64,
+    seq: u64,
+    /// Slow instances the table had no room for.
+    pub dropped: u64,
+    rng: u64,
+}
+
+impl Kept {
+    pub fn add(&mut self, i: SpanInstance) {
+        self.seq += 1;
+        let took = i.end.saturating_sub(i.start);
+        if i.flags & span_flags::SLOW != 0 {
+            if self.slow.len() < KEEP_SLOW {
+                self.slow.push(Reverse(Slow(took, self.seq, Box::new(i))));
+            } else if self.slow.peek().is_some_and(|Reverse(s)| s.0 < took) {
+                self.slow.pop();
+                self.slow.push(Reverse(Slow(took, self.seq, Box::new(i))));
+                self.dropped += 1;
+            } else {
+                self.dropped += 1;
+            }
+            return;
+        }
+        // Reservoir sampling: every typical instance sent has the same chance to stay.
+        self.typical_seen += 1;
+        if self.typical.len() < KEEP_TYPICAL {
+            self.typical.push(i);
+            return;
+        }
+        let r = self.next_random() % self.typical_seen;
+        if (r as usize) < KEEP_TYPICAL {
+            self.typical[r as usize] = i;
+        }
+    }
+
+    /// xorshift64*: a uniform draw for the reservoir (no cryptographic need).
+    fn next_random(&mut self) -> u64 {
+        if self.rng == 0 {
+            self.rng = 0x9e37_79b9_7f4a_7c15 ^ self.seq;
+        }
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Everything kept, slowest first, then the typical sample by start; the table empties
+    /// (the next window keeps its own).
+    pub fn take(&mut self) -> (Vec<SpanInstance>, u64) {
+        let mut slow: Vec<_> = std::mem::take(&mut self.slow)
+            .into_iter()
+            .map(|Reverse(s)| *s.2)
+            .collect();
+        slow.sort_by_key(|i| Reverse(i.end.saturating_sub(i.start)));
+        let mut typical = std::mem::take(&mut self.typical);
+        typical.sort_by_key(|i| i.start);
+        slow.extend(typical);
+        self.typical_seen = 0;
+        (slow, std::mem::take(&mut self.dropped))
+    }
+}
+
+/// What the kernel is told for one span: (threshold ns, one in `every` of the others).
+pub fn control(h: &Hist, elapsed_s: f64) -> (u64, u64) {
+    if h.count < MIN_FOR_THRESHOLD {
+        return (0, 1);
+    }
+    let threshold = h.at_quantile(0.99) / 10 * 9;
+    let rate = h.count as f64 / elapsed_s.max(0.001);
+    let every = ((rate / TYPICAL_PER_S as f64).ceil() as u64).max(1);
+    (threshold, every)
+}
+
+/// What one span measured over a reading (the recording, or a window).
+#[derive(Default)]
+pub struct Measured {
+    pub hist: Hist,
+    /// The instances kept, slowest first, then the typical sample.
+    pub kept: Vec<SpanInstance>,
+    /// Kept-table and ring-buffer losses.
+    pub dropped: u64,
+    /// The threshold and sampling in force at the end ([`control`]).
+    pub control: (u64, u64),
+    /// Instances open at the end: on a live thread, on a thread that exited.
+    pub open: (u64, u64),
+}
+
+/// One span's anatomy for the run: its histogram, the instances kept (their stacks added to
+/// `raw.span_stacks`, deduplicated through `stacks`), and what was left open or lost. `start`:
+/// the recording's, CLOCK_MONOTONIC ns.
+pub fn anatomy(
+    input: &Measured,
+    start: u64,
+    raw: &mut Raw,
+    stacks: &mut HashMap<(u32, i32, i32), u32>,
+) -> SpanAnatomy {
+    let mut stack = |tgid: u32, user: i32, kernel: i32| -> Option<u32> {
+        if user < 0 && kernel < 0 {
+            return None;
+        }
+        Some(*stacks.entry((tgid, user, kernel)).or_insert_with(|| {
+            raw.span_stacks.push(RawSample {
+                tgid,
+                user_stack: user,
+                kernel_stack: kernel,
+                ..Default::default()
+            });
+            raw.span_stacks.len() as u32 - 1
+        }))
+    };
+    let instances = input
+        .kept
+        .iter()
+        .map(|i| {
+            let mut blocked: Vec<SpanWait> = i
+                .parts
+                .iter()
+                .filter(|p| p.ns != 0)
+                .map(|p| SpanWait {
+                    ns: p.ns,
+                    count: p.count,
+                    state: state_label(p.state, tp::PREEMPT_FLAG as u32),
+                    stack: stack(i.tgid, p.user_stack, p.kernel_stack),
+                    waker_tgid: p.waker_tgid,
+                    waker_tid: p.waker_tid,
+                    waker_stack: if p.waker_tid != 0 {
+                        stack(p.waker_tgid, p.waker_user_stack, p.waker_kernel_stack)
+                    } else {
+                        None
+                    },
+                    held_ns: p.held_ns,
+                    held_state: if p.held_ns != 0 {
+                        state_label(p.held_state, tp::PREEMPT_FLAG as u32)
+                    } else {
+                        String::new()
+                    },
+                    held_stack: if p.held_ns != 0 {
+                        stack(p.waker_tgid, p.held_user_stack, -1)
+                    } else {
+                        None
+                    },
+                })
+                .collect();
+            blocked.sort_by_key(|w| Reverse(w.ns));
+            let mut cpu: Vec<SpanCpuWait> = i
+                .holders
+                .iter()
+                .filter(|h| h.ns != 0)
+                .map(|h| SpanCpuWait {
+                    ns: h.ns,
+                    tgid: h.tgid,
+                    tid: h.tid,
+                    comm: comm_string(h.comm),
+                })
+                .collect();
+            cpu.sort_by_key(|c| Reverse(c.ns));
+            let mut samples: Vec<SpanSample> = i
+                .sites
+                .iter()
+                .filter(|s| s.samples != 0)
+                .map(|s| SpanSample {
+                    samples: s.samples,
+                    stack: stack(i.tgid, s.user_stack, s.kernel_stack),
+                })
+                .collect();
+            samples.sort_by_key(|s| Reverse(s.samples));
+            switchyard_model::SpanInstance {
+                tgid: i.tgid,
+                tid: i.tid,
+                start_ns: i.start.saturating_sub(start),
+                duration_ns: i.end.saturating_sub(i.start),
+                oncpu_ns: i.oncpu_ns,
+                blocked_ns: i.blocked_ns,
+                runqueue_ns: i.runqueue_ns,
+                slow: i.flags & span_flags::SLOW != 0,
+                blocked,
+                other_blocked_ns: i.other_blocked_ns,
+                cpu,
+                other_cpu_ns: i.other_held_ns,
+                samples,
+            }
+        })
+        .collect();
+    SpanAnatomy {
+        count: input.hist.count,
+        total_ns: input.hist.total_ns,
+        hist: input.hist.sparse(),
+        open_at_start: input.hist.open_at_start,
+        nested: input.hist.nested,
+        open_at_stop: input.open.0,
+        never_returned: input.open.1,
+        dropped: input.dropped,
+        threshold_ns: input.control.0,
+        typical_every: input.control.1,
+        instances,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_common::span_bucket;
+
+    fn hist(durations: &[u64]) -> Hist {
+        let mut h = Hist::default();
+        for &d in durations {
+            h.count += 1;
+            h.total_ns += d;
+            h.buckets[span_bucket(d)] += 1;
+        }
+        h
+    }
+
+    #[test]
+    fn the_p99_is_where_the_slowest_hundredth_begins() {
+        // 990 instances of 200 µs, 10 of 8 ms: the P99 is the slowest ten's bucket.
+        let mut d = vec![200_000; 990];
+        d.extend([8_000_000; 10]);
+        let h = hist(&d);
+        let p99 = h.at_quantile(0.99);
+        assert!(
+            p99 <= 8_000_000 && 8_000_000 - p99 < 8_000_000 / 64,
+            "{p99}"
+        );
+        let p50 = h.at_quantile(0.5);
+        assert!(p50 <= 200_000 && 200_000 - p50 < 200_000 / 64, "{p50}");
+        assert_eq!(h.at_quantile(1.0), p99);
+        assert_eq!(Hist::default().at_quantile(0.99), 0);
+    }
+
+    #[test]
+    fn the_control_sends_everything_until_there_is_a_p99() {
+        assert_eq!(control(&hist(&[5; 10]), 1.0), (0, 1));
+        let mut d = vec![1_000; 9_900];
+        d.extend([1_000_000; 100]);
+        let (threshold, every) = control(&hist(&d), 1.0);
+        assert!(threshold > 1_000 && threshold < 1_000_000, "{threshold}");
+        assert_eq!(every, 50);
+    }
+
+    fn instance(took: u64, flags: u32, start: u64) -> SpanInstance {
+        // SAFETY: a plain-old-data struct; all zeroes is a valid value.
+        let mut i: SpanInstance = unsafe { std::mem::zeroed() };
+        i.start = start;
+        i.end = start + took;
+        i.flags = flags;
+        i
+    }
+
+    #[test]
+    fn the_slowest_stay_when_the_table_fills() {
+        let mut k = Kept::default();
+        for n in 0..(KEEP_SLOW as u64 + 10) {
+            k.add(instance(1_000 + n, span_flags::SLOW, n));
+        }
+        let (kept, dropped) = k.take();
+        assert_eq!(kept.len(), KEEP_SLOW);
+        assert_eq!(dropped, 10);
+        assert_eq!(kept[0].end - kept[0].start, 1_000 + KEEP_SLOW as u64 + 9);
+        assert_eq!(kept.last().map(|i| i.end - i.start), Some(1_010));
+        for n in 0..(KEEP_TYPICAL as u64 * 3) {
+            k.add(instance(10, span_flags::TYPICAL, n));
+        }
+        let (kept, dropped) = k.take();
+        assert_eq!((kept.len(), dropped), (KEEP_TYPICAL, 0));
+        // A uniform sample of 3× as many: some of each third stay.
+        for third in 0..3u64 {
+            let lo = third * KEEP_TYPICAL as u64;
+            let hi = lo + KEEP_TYPICAL as u64;
+            let n = kept.iter().filter(|i| (lo..hi).contains(&i.start)).count();
+            assert!(n > KEEP_TYPICAL / 6, "third {third}: {n}");
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! Spans (`--span`): one request, from a function's entry (a uprobe) to its return (a
+//! uretprobe) on one thread, measured one by one.
+//!
+//! The instance open on a thread lives in the thread's own entry (`ThreadStats::span`). Its
+//! entry keeps the thread's counters; its return turns them into the instance's time on CPU,
+//! blocked and waiting for a CPU. Meanwhile the switch program adds each interval off CPU by
+//! its stacks and waker, and each wait for a CPU by the task that held it; the on-CPU sampler
+//! adds its samples by stack. At the return every duration goes into the span's histogram,
+//! and only an instance at least as slow as the threshold user space keeps (or one in N of
+//! the others, for contrast) crosses to user space whole.
+
+use aya_ebpf::{
+    EbpfContext as _,
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_prandom_u32, bpf_ktime_get_ns,
+        generated::bpf_get_attach_cookie,
+    },
+    macros::{map, uprobe, uretprobe},
+    maps::{Array, PerCpuArray, RingBuf},
+    programs::{ProbeContext, RetProbeContext},
+};
+use switchyard_common::{
+    MAX_SPANS, SPAN_HOLDERS, SPAN_PARTS, SPAN_SITES, SpanHist, SpanInstance, ThreadStats,
+    WaitStats, drops, span_bucket, span_flags,
+};
+
+use crate::{
+    sched::{thread, thread_entry},
+    shared::{current_comm, drop_event, is_target, recording, start_ns},
+};
+
+/// Every span's durations, as the figures have them (count, total, log2 histogram).
+#[map]
+static SPANS: PerCpuArray<WaitStats> = PerCpuArray::with_max_entries(MAX_SPANS, 0);
+
+#[map]
+static SPAN_HIST: PerCpuArray<SpanHist> = PerCpuArray::with_max_entries(MAX_SPANS, 0);
+
+#[map]
+static SPAN_CTL: Array<u64> = Array::with_max_entries(2 * MAX_SPANS, 0);
+
+/// Sized by the loader; one page without spans.
+#[map]
+static SPAN_EVENTS: RingBuf = RingBuf::with_byte_size(4096, 0);
+
+/// The thread's time on CPU so far, counted to `now`: its switch-outs add what ran before
+/// them, the run in progress is added here.
+#[inline(always)]
+fn oncpu_so_far(t: &ThreadStats, now: u64) -> u64 {
+    let since = if t.last_in != 0 {
+        t.last_in
+    } else {
+        start_ns()
+    };
+    t.oncpu_ns + now.saturating_sub(since)
+}
+
+#[inline(always)]
+fn hist(span: u32) -> Option<&'static mut SpanHist> {
+    // SAFETY: a per-CPU slot; programs on one CPU do not run concurrently.
+    SPAN_HIST.get_ptr_mut(span).map(|h| unsafe { &mut *h })
+}
+
+#[uprobe]
+pub fn span_enter(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !is_target((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    // SAFETY: the cookie the loader attached with: the span's index.
+    let span = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    if span >= MAX_SPANS {
+        return 0;
+    }
+    let Some(t) = thread_entry(pid_tgid as u32) else {
+        return 0;
+    };
+    // SAFETY: the thread runs here, so its switches are not writing its entry.
+    let t = unsafe { &mut *t };
+    let on = recording();
+    if t.span.index != 0 {
+        t.span.depth += 1;
+        if on && let Some(h) = hist(span) {
+            h.nested += 1;
+        }
+        return 0;
+    }
+    // SAFETY: a helper with no arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let oncpu = oncpu_so_far(t, now);
+    let (blocked, runqueue) = (t.blocked_ns, t.runqueue_ns);
+    let s = &mut t.span;
+    s.index = span + 1;
+    s.flags = if on { 0 } else { span_flags::OPEN_AT_START };
+    s.tgid = (pid_tgid >> 32) as u32;
+    s.tid = pid_tgid as u32;
+    s.depth = 0;
+    s.pending_part = 0;
+    s.start = now;
+    s.end = 0;
+    s.oncpu_ns = oncpu;
+    s.blocked_ns = blocked;
+    s.runqueue_ns = runqueue;
+    s.other_blocked_ns = 0;
+    s.other_held_ns = 0;
+    s.samples = 0;
+    for i in 0..SPAN_PARTS {
+        s.parts[i].ns = 0;
+    }
+    for i in 0..SPAN_HOLDERS {
+        s.holders[i].ns = 0;
+    }
+    for i in 0..SPAN_SITES {
+        s.sites[i].samples = 0;
+    }
+    0
+}
+
+#[uretprobe]
+pub fn span_exit(ctx: RetProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !is_target((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    let on = recording();
+    let Some(t) = thread(pid_tgid as u32) else {
+        return 0;
+    };
+    // SAFETY: as in `span_enter`.
+    let t = unsafe { &mut *t };
+    if t.span.index == 0 {
+        // Entered before this entry probe was placed.
+        // SAFETY: as in `span_enter`.
+        let span = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+        if on && let Some(h) = hist(span) {
+            h.open_at_start += 1;
+        }
+        return 0;
+    }
+    if t.span.depth != 0 {
+        t.span.depth -= 1;
+        return 0;
+    }
+    // Returning after the stop: left open, user space counts it so.
+    if !on {
+        return 0;
+    }
+    let span = t.span.index - 1;
+    if span >= MAX_SPANS {
+        t.span.index = 0;
+        return 0;
+    }
+    if t.span.flags & span_flags::OPEN_AT_START != 0 {
+        t.span.index = 0;
+        if let Some(h) = hist(span) {
+            h.open_at_start += 1;
+        }
+        return 0;
+    }
+    // SAFETY: a helper with no arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let oncpu = oncpu_so_far(t, now);
+    let (blocked, runqueue) = (t.blocked_ns, t.runqueue_ns);
+    let s = &mut t.span;
+    let took = now.saturating_sub(s.start);
+    s.end = now;
+    s.oncpu_ns = oncpu.saturating_sub(s.oncpu_ns);
+    s.blocked_ns = blocked.saturating_sub(s.blocked_ns);
+    s.runqueue_ns = runqueue.saturating_sub(s.runqueue_ns);
+    if let Some(h) = hist(span) {
+        h.count += 1;
+        h.total_ns += took;
+        let b = span_bucket(took);
+        if b < h.buckets.len() {
+            h.buckets[b] += 1;
+        }
+    }
+    if let Some(w) = SPANS.get_ptr_mut(span) {
+        // SAFETY: a per-CPU slot.
+        unsafe { &mut *w }.add(took);
+    }
+    let threshold = SPAN_CTL.get(2 * span).copied().unwrap_or(0);
+    let every = SPAN_CTL.get(2 * span + 1).copied().unwrap_or(0);
+    let flag = if took >= threshold {
+        span_flags::SLOW
+    } else if every != 0
+        // SAFETY: a helper with no arguments.
+        && (unsafe { bpf_get_prandom_u32() } as u64).is_multiple_of(every)
+    {
+        span_flags::TYPICAL
+    } else {
+        0
+    };
+    if flag != 0 {
+        s.flags = flag;
+        if SPAN_EVENTS.output::<SpanInstance>(&*s, 0).is_err() {
+            drop_event(drops::SPAN_EVENTS_FULL);
+        }
+    }
+    s.index = 0;
+    0
+}
+
+/// An interval off CPU of thread `t`'s open span, ending now: `blocked` ns blocked (its stacks
+/// and waker are the thread's own for the interval, as the switch program left them), then
+/// `waiting` ns waiting for the CPU the current task (`holder`: its tgid and pid) held.
+#[inline(always)]
+pub fn interval(t: &mut ThreadStats, holder: u64, blocked: u64, waiting: u64) {
+    if t.span.index == 0 || t.span.flags & span_flags::OPEN_AT_START != 0 {
+        return;
+    }
+    if waiting != 0 {
+        let (tgid, tid) = ((holder >> 32) as u32, holder as u32);
+        let mut placed = false;
+        for i in 0..SPAN_HOLDERS {
+            let h = &mut t.span.holders[i];
+            if h.ns != 0 && h.tid == tid {
+                h.ns += waiting;
+                placed = true;
+                break;
+            }
+            if h.ns == 0 {
+                h.ns = waiting;
+                h.tgid = tgid;
+                h.tid = tid;
+                h.comm = current_comm();
+                placed = true;
+                break;
+            }
+        }
+        if !placed {
+            t.span.other_held_ns += waiting;
+        }
+    }
+    if blocked == 0 {
+        return;
+    }
+    let kernel = t.kernel_stack;
+    let waker = if t.waker_set != 0 { t.waker_tid } else { 0 };
+    let pending = t.pending != 0;
+    let user = if pending { -1 } else { t.user_stack };
+    let (held_ns, held_state, held_user) =
+        (t.wake_held_ns, t.wake_held_state, t.wake_held_user_stack);
+    t.wake_held_ns = 0;
+    let (waker_tgid, waker_user, waker_kernel) = if waker != 0 {
+        (t.waker_tgid, t.waker_user_stack, t.waker_kernel_stack)
+    } else {
+        (0, -1, -1)
+    };
+    for i in 0..SPAN_PARTS {
+        let p = &mut t.span.parts[i];
+        let same = p.ns != 0 && p.kernel_stack == kernel && p.waker_tid == waker;
+        if same || p.ns == 0 {
+            if p.ns == 0 {
+                p.count = 0;
+                p.user_stack = user;
+                p.kernel_stack = kernel;
+                p.state = t.state;
+                p.waker_tgid = waker_tgid;
+                p.waker_tid = waker;
+                p.waker_user_stack = waker_user;
+                p.waker_kernel_stack = waker_kernel;
+                p.held_ns = 0;
+                p.held_state = held_state;
+                p.held_user_stack = held_user;
+            }
+            p.ns += blocked;
+            p.count += 1;
+            p.held_ns += held_ns;
+            if pending && p.user_stack < 0 {
+                t.span.pending_part = i as u32 + 1;
+            }
+            return;
+        }
+    }
+    t.span.other_blocked_ns += blocked;
+}
+
+/// The user stack of the interval that waited for it, walked where its syscall returned.
+#[inline(always)]
+pub fn pending_user_stack(t: &mut ThreadStats, user: i32) {
+    let i = t.span.pending_part;
+    if i == 0 {
+        return;
+    }
+    t.span.pending_part = 0;
+    let i = (i - 1) as usize;
+    if i < SPAN_PARTS {
+        t.span.parts[i].user_stack = user;
+    }
+}
+
+/// An on-CPU sample of thread `t`, with its stacks.
+#[inline(always)]
+pub fn sample(t: &mut ThreadStats, user: i32, kernel: i32) {
+    if t.span.index == 0 || t.span.flags & span_flags::OPEN_AT_START != 0 {
+        return;
+    }
+    t.span.samples += 1;
+    for i in 0..SPAN_SITES {
+        let s = &mut t.span.sites[i];
+        if s.samples != 0 && s.user_stack == user {
+            s.samples += 1;
+            return;
+        }
+        if s.samples == 0 {
+            s.samples = 1;
+            s.user_stack = user;
+            s.kernel_stack = kernel;
+            return;
+        }
+    }
+}
+
+/// True when a span is open on thread `t`: its intervals off CPU are all walked.
+#[inline(always)]
+pub fn open(t: &ThreadStats) -> bool {
+    t.span.index != 0
+}
