@@ -1,4 +1,4 @@
-//! Who woke whom, and when: at `sched_wakeup` of a target thread, the time is kept in the
+//! Who woke whom, and when: at `sched_waking` of a target thread, the time is kept in the
 //! sleeper's entry (its wait is blocked up to here, waiting for a CPU after), and the waker's
 //! stacks and name; `sched_switch` joins them with the sleeper's off-CPU stack and time when
 //! the sleeper runs again.
@@ -31,7 +31,10 @@ use crate::{
     timeline,
 };
 
-#[btf_tracepoint(function = "sched_wakeup")]
+// `sched_waking`, not `sched_wakeup`: a wakeup of a task whose CPU is idle is queued to that
+// CPU, and `sched_wakeup` fires there, in the interrupt that takes it, with the idle task as
+// current; `sched_waking` fires in the waker's own context, always.
+#[btf_tracepoint(function = "sched_waking")]
 pub fn sched_wakeup(ctx: BtfTracePointContext) -> i32 {
     try_sched_wakeup(&ctx);
     0
@@ -45,7 +48,7 @@ fn try_sched_wakeup(ctx: &BtfTracePointContext) {
         return;
     }
     let timeline = timeline::on();
-    // sched_wakeup(struct task_struct *p)
+    // sched_waking(struct task_struct *p)
     let p: *mut c_void = ctx.arg(0);
     // SAFETY: `p` is the tracepoint's own task pointer, trusted by the verifier; the offset
     // is the loader's, from the kernel's BTF.

@@ -191,7 +191,7 @@ pub fn run() -> Result<ExitCode> {
                 name: "eBPF programs".into(),
                 ok: true,
                 required: true,
-                detail: "BTF tracepoint (sched_switch, sched_wakeup), tracepoint (task_newtask), raw_tracepoint (sys_enter, sys_exit) and perf_event (cpu-clock sampling) load and attach".into(),
+                detail: "BTF tracepoint (sched_switch, sched_waking), tracepoint (task_newtask), raw_tracepoint (sys_enter, sys_exit) and perf_event (cpu-clock sampling) load and attach".into(),
                 fix: None,
             });
         }

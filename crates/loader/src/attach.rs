@@ -157,7 +157,7 @@ impl Probes {
             (
                 stacks || config.timeline.is_some(),
                 programs::SCHED_WAKEUP,
-                Some("sched_wakeup"),
+                Some("sched_waking"),
             ),
             (syscalls && stacks, programs::SYS_EXIT_WALK, None),
             (true, programs::SCHED_SWITCH_WALK, Some("sched_switch")),
@@ -203,7 +203,7 @@ impl Probes {
             steps.lap("syscall programs attached");
         }
         if config.stacks.is_some() || config.timeline.is_some() {
-            attach_btf(&mut ebpf, programs::SCHED_WAKEUP, "sched_wakeup", &btf)?;
+            attach_btf(&mut ebpf, programs::SCHED_WAKEUP, "sched_waking", &btf)?;
             steps.lap("wakeup program attached");
         }
         if let Some(s) = &config.stacks
