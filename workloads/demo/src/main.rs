@@ -35,6 +35,14 @@
 //!                                                threads parked on a condvar and S asleep for
 //!                                                an hour never switch; prints its port and
 //!                                                threads' tids as a JSON line)
+//! switchyard-demo requests [--seconds S] [--dir DIR] [--report FILE] [--wait-stdin]
+//!                                               (a request loop with a known tail: `worker`
+//!                                                calls `handle_request`, which waits now and
+//!                                                then for a lock a `compactor` sleeps holding,
+//!                                                for CPU 0 a `burster` spins on, or for fsync
+//!                                                in DIR; prints the tids, then as JSON the
+//!                                                slowest 1% and the rest, with the shares of
+//!                                                their wall time spent waiting for each)
 //! ```
 //!
 //! Syscalls are issued directly (`syscall(2)`) so their counts are exactly what was asked:
@@ -1248,6 +1256,355 @@ fn waits(args: &Args) {
     );
 }
 
+/// What the `requests` worker's requests share: the lock the compactor holds now and then, and
+/// the file every 150th request persists to.
+pub struct Ctx {
+    table_lock: std::sync::Mutex<u64>,
+    file: std::fs::File,
+}
+
+/// What `handle_request` timed itself: its wait for `table_lock` and its `persist_request`
+/// (0 when the request persisted nothing), ns. `repr(C)`, so the function keeps a C signature.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct RequestTimes {
+    pub lock_ns: u64,
+    pub io_ns: u64,
+}
+
+/// One request as the worker saw it from outside `handle_request`: its wall time, and the
+/// parts of it spent waiting for a CPU (the growth of the worker's run-queue delay across the
+/// call), blocked on `table_lock` and blocked in `persist_request`, ns. The three are
+/// disjoint: a wait for a CPU after the lock or the disk woke the worker counts as CPU wait
+/// only.
+#[derive(Clone, Copy)]
+struct Request {
+    wall_ns: u64,
+    lock_ns: u64,
+    cpu_wait_ns: u64,
+    io_ns: u64,
+}
+
+/// One request of the `requests` loop, with a stable, unmangled name for a span probe: takes
+/// `table_lock` (`lock_table`, timed) for a few µs, computes 200 µs of CPU
+/// (`compute_response`), and every 150th request (i % 150 == 149) writes and syncs 4 KiB
+/// (`persist_request`, timed). Returns the two waits it timed, each less the run-queue wait
+/// inside it (`blocked_ns`), the I/O wait also less the thread's CPU time inside it.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn handle_request(ctx: &Ctx, i: u64) -> RequestTimes {
+    let delay = run_delay_ns();
+    let t = Instant::now();
+    let mut rows = lock_table(&ctx.table_lock);
+    let lock_ns = blocked_ns(t, delay);
+    // The critical section: a few µs.
+    *rows = std::hint::black_box(burn(200) ^ rows.wrapping_add(1));
+    drop(rows);
+    std::hint::black_box(compute_response(i, 200_000));
+    // The I/O wait is the time off CPU in it: the file system's own work on the thread's
+    // CPU (copying, checksums) is running.
+    let io_ns = if i % 150 == 149 {
+        let delay = run_delay_ns();
+        let cpu = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+        let t = Instant::now();
+        persist_request(&ctx.file, i);
+        let ran = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(cpu);
+        blocked_ns(t, delay).saturating_sub(ran)
+    } else {
+        0
+    };
+    RequestTimes { lock_ns, io_ns }
+}
+
+/// The wall time since `t`, less the time the thread waited for a CPU meanwhile (`delay` was
+/// its run-queue delay at `t`): the time it was blocked, once woken not counting its wait on a
+/// run queue, which the worker counts as CPU wait. Reads the delay again only after a wait
+/// long enough to hold one worth counting.
+fn blocked_ns(t: Instant, delay: u64) -> u64 {
+    let wall = t.elapsed().as_nanos() as u64;
+    if wall < 20_000 {
+        return wall;
+    }
+    wall.saturating_sub(run_delay_ns().saturating_sub(delay))
+}
+
+/// Locks `table_lock` (the direct caller of std's contended path, which has no frame
+/// pointers): requests wait here while the compactor sleeps holding it.
+#[inline(never)]
+fn lock_table(m: &std::sync::Mutex<u64>) -> std::sync::MutexGuard<'_, u64> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A request's work: arithmetic until `cpu_ns` of the thread's own CPU time have passed, so
+/// time lost to preemption stretches the request instead of shortening the work.
+#[inline(never)]
+fn compute_response(i: u64, cpu_ns: u64) -> u64 {
+    let start = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ i;
+    while clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) - start < cpu_ns {
+        for byte in 0..64u64 {
+            h = (h ^ byte).wrapping_mul(0x0100_0000_01b3);
+        }
+        h = std::hint::black_box(h);
+    }
+    h
+}
+
+/// Writes 4 KiB (the same 64 KiB over and over) and waits for the disk (`fsync`).
+#[inline(never)]
+fn persist_request(file: &std::fs::File, i: u64) {
+    use std::os::{fd::AsRawFd as _, unix::fs::FileExt as _};
+    let block = [(i & 0xff) as u8; 4096];
+    if let Err(e) = file.write_all_at(&block, (i / 150 % 16) * 4096) {
+        eprintln!("error: writing the requests file: {e}");
+        process::exit(1);
+    }
+    if fsync_fd(file.as_raw_fd()) != 0 {
+        eprintln!("error: fsync: {}", std::io::Error::last_os_error());
+        process::exit(1);
+    }
+}
+
+/// The worker sleeps 300 µs between requests, so it is not always on CPU.
+#[inline(never)]
+fn between_requests() {
+    nanosleep_wrapper(300);
+    std::hint::black_box(());
+}
+
+/// The compactor rests 400 ms between compactions, the lock released.
+#[inline(never)]
+fn compactor_idle() {
+    nanosleep_wrapper(400_000);
+    std::hint::black_box(());
+}
+
+/// The compactor sleeps 8 ms holding `table_lock`: the cause of the requests' lock waits.
+#[inline(never)]
+fn compact_table(rows: &mut u64) {
+    nanosleep_wrapper(8000);
+    *rows = std::hint::black_box(rows.wrapping_add(1));
+}
+
+/// The burster sleeps 50 ms between bursts.
+#[inline(never)]
+fn burster_rest() {
+    nanosleep_wrapper(50_000);
+    std::hint::black_box(());
+}
+
+/// A burst: arithmetic on CPU 0 until `cpu_ns` of the thread's own CPU time have passed; the
+/// worker, at a lower priority on the same CPU, waits for it.
+#[inline(never)]
+fn burst(cpu_ns: u64) -> u64 {
+    let start = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+    let mut x = 0x243f_6a88_85a3_08d3u64;
+    let mut i = 0u64;
+    while clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) - start < cpu_ns {
+        for _ in 0..1000 {
+            x = std::hint::black_box(x.wrapping_mul(0x5851_f42d_4c95_7f2d).wrapping_add(i));
+            i += 1;
+        }
+    }
+    x
+}
+
+/// Sets the calling thread's nice value; warns and goes on when it cannot.
+fn set_own_nice(nice: i32) {
+    let tid = gettid();
+    // SAFETY: PRIO_PROCESS with a tid sets that one thread's nice value.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) } != 0 {
+        eprintln!(
+            "warning: {}: setpriority {nice}: {} (not root?); it runs at nice 0",
+            thread::current().name().unwrap_or("main"),
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// The count, wall time and wait shares of one group of requests, as JSON.
+fn request_group(reqs: &[Request]) -> String {
+    let sum = |f: fn(&Request) -> u64| reqs.iter().map(f).sum::<u64>();
+    let wall = sum(|r| r.wall_ns);
+    let share = |ns: u64| {
+        if wall == 0 {
+            0.0
+        } else {
+            ns as f64 / wall as f64
+        }
+    };
+    format!(
+        "{{\"count\":{},\"wall_s\":{:.6},\"lock_share\":{:.4},\"cpu_share\":{:.4},\"io_share\":{:.4}}}",
+        reqs.len(),
+        wall as f64 / 1e9,
+        share(sum(|r| r.lock_ns)),
+        share(sum(|r| r.cpu_wait_ns)),
+        share(sum(|r| r.io_ns))
+    )
+}
+
+/// A request loop with a known tail, for S seconds (4), that times the causes of its own slow
+/// requests, as ground truth for a span probe on `handle_request`:
+/// - `worker` (CPU 0, nice +5) calls `handle_request` in a loop and sleeps 300 µs between
+///   requests (`between_requests`); around each call it reads the clock and its run-queue
+///   delay (schedstat), and the request returns its own lock and I/O waits;
+/// - `compactor` rests 400 ms (`compactor_idle`), then sleeps 8 ms holding `table_lock`
+///   (`compact_table`): the request that comes meanwhile waits in `lock_table`;
+/// - `burster` (CPU 0, nice -5 when allowed) rests 50 ms (`burster_rest`), then spins 6 ms of
+///   CPU (`burst`): a request it preempts waits for CPU 0 (about one 1.4-ms slice on a 6.x
+///   kernel with 2 CPUs);
+/// - every 150th request writes and syncs 4 KiB of `DIR/switchyard-demo-requests-<pid>.dat`
+///   (`persist_request`; removed at the end).
+///
+/// `compactor` and the main thread run on CPU 1. Prints the threads' tids as a JSON line once
+/// they are started, waits for stdin if asked, runs the load, then prints (and writes to the
+/// `--report` file) one JSON line: the p50, p99 and max wall ns of all requests and, for the
+/// slowest 1% (at least one) and the rest, their count, wall seconds, and the shares of their
+/// wall time spent waiting for the lock, a CPU and I/O (disjoint; see `Request`).
+///
+/// The periods are tuned so that, on a quiet machine, the slowest 1% spend about half their
+/// time blocked on the lock (one request per compaction), a third waiting for a CPU and a
+/// tenth in `fsync`; the rest of the requests hardly wait.
+fn requests(args: &Args) {
+    use std::sync::{
+        Arc, Barrier, Mutex,
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    };
+    let secs = args.num("--seconds", 4);
+    let dir = args
+        .value("--dir")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(env::temp_dir);
+    let report = args.value("--report").map(std::path::PathBuf::from);
+    let path = dir.join(format!("switchyard-demo-requests-{}.dat", process::id()));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap_or_else(|e| {
+            eprintln!("error: creating {}: {e}", path.display());
+            process::exit(1)
+        });
+    let ctx = Arc::new(Ctx {
+        table_lock: Mutex::new(0),
+        file,
+    });
+    pin_to_cpu(1);
+    let stop = Arc::new(AtomicBool::new(false));
+    // The three threads and this one: the load starts when all are ready and stdin said so.
+    let start = Arc::new(Barrier::new(4));
+    let (tids_tx, tids_rx) = mpsc::channel();
+
+    let (c, st, go, tx) = (ctx.clone(), stop.clone(), start.clone(), tids_tx.clone());
+    let worker = spawn_named("worker", move || {
+        pin_to_cpu(0);
+        set_own_nice(5);
+        let _ = tx.send(("worker", gettid()));
+        // About 1800 requests a second; more only grows the vector between requests.
+        let mut reqs = Vec::with_capacity(secs.min(60) as usize * 2000);
+        go.wait();
+        let mut i = 0u64;
+        while !st.load(Ordering::Relaxed) {
+            let delay = run_delay_ns();
+            let t = Instant::now();
+            let times = handle_request(&c, i);
+            let wall_ns = t.elapsed().as_nanos() as u64;
+            reqs.push(Request {
+                wall_ns,
+                lock_ns: times.lock_ns,
+                cpu_wait_ns: run_delay_ns().saturating_sub(delay),
+                io_ns: times.io_ns,
+            });
+            i += 1;
+            between_requests();
+        }
+        reqs
+    });
+    let (c, st, go, tx) = (ctx.clone(), stop.clone(), start.clone(), tids_tx.clone());
+    let compactor = spawn_named("compactor", move || {
+        let _ = tx.send(("compactor", gettid()));
+        go.wait();
+        loop {
+            compactor_idle();
+            if st.load(Ordering::Relaxed) {
+                break;
+            }
+            let mut rows = lock_table(&c.table_lock);
+            compact_table(&mut rows);
+        }
+    });
+    let (st, go, tx) = (stop.clone(), start.clone(), tids_tx);
+    let burster = spawn_named("burster", move || {
+        pin_to_cpu(0);
+        set_own_nice(-5);
+        let _ = tx.send(("burster", gettid()));
+        go.wait();
+        let mut acc = 0u64;
+        loop {
+            burster_rest();
+            if st.load(Ordering::Relaxed) {
+                break acc;
+            }
+            acc ^= burst(6_000_000);
+        }
+    });
+
+    let (mut worker_tid, mut compactor_tid, mut burster_tid) = (0, 0, 0);
+    for (name, tid) in tids_rx.iter().take(3) {
+        match name {
+            "worker" => worker_tid = tid,
+            "compactor" => compactor_tid = tid,
+            _ => burster_tid = tid,
+        }
+    }
+    let tids = format!(
+        "{{\"worker\":{worker_tid},\"compactor\":{compactor_tid},\"burster\":{burster_tid}}}"
+    );
+    println!("{{\"tids\":{tids}}}");
+    let _ = std::io::stdout().flush();
+    wait_stdin(args);
+    start.wait();
+    thread::sleep(Duration::from_secs(secs));
+    stop.store(true, Ordering::Relaxed);
+
+    fn join<T>(h: thread::JoinHandle<T>) -> T {
+        h.join().unwrap_or_else(|_| process::exit(1))
+    }
+    let mut reqs = join(worker);
+    join(compactor);
+    std::hint::black_box(join(burster));
+    drop(ctx);
+    if let Err(e) = std::fs::remove_file(&path) {
+        eprintln!("warning: removing {}: {e}", path.display());
+    }
+
+    reqs.sort_by_key(|r| r.wall_ns);
+    let n = reqs.len();
+    // Nearest rank.
+    let pct = |p: usize| {
+        reqs.get((n * p).div_ceil(100).max(1) - 1)
+            .map_or(0, |r| r.wall_ns)
+    };
+    let (typical, slow) = reqs.split_at(n - n.div_ceil(100).max(1).min(n));
+    let line = format!(
+        "{{\"requests\":{n},\"p50_ns\":{},\"p99_ns\":{},\"max_ns\":{},\"slow\":{},\"typical\":{},\"tids\":{tids}}}",
+        pct(50),
+        pct(99),
+        reqs.last().map_or(0, |r| r.wall_ns),
+        request_group(slow),
+        request_group(typical)
+    );
+    println!("{line}");
+    if let Some(report) = report
+        && let Err(e) = std::fs::write(&report, format!("{line}\n"))
+    {
+        eprintln!("error: writing {}: {e}", report.display());
+        process::exit(1);
+    }
+}
+
 fn main() {
     let argv: Vec<String> = env::args().skip(1).collect();
     let Some(cmd) = argv.first().cloned() else {
@@ -1267,6 +1624,7 @@ fn main() {
         "blockers" => blockers(&args),
         "waits" => waits(&args),
         "epoll-server" => epoll_server(&args),
+        "requests" => requests(&args),
         _ => usage(),
     }
 }
