@@ -30,6 +30,7 @@
 pub mod classify;
 mod compare;
 mod gate;
+pub mod tail;
 
 use std::collections::{BTreeMap, BTreeSet, btree_map::Entry};
 
@@ -45,7 +46,8 @@ pub use compare::{Change, Changes, changes};
 pub use gate::behind;
 
 /// Bumped when a field of the JSON changes meaning or goes away (fields may be added).
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: `spans`, the slow requests' anatomy.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Findings smaller than this share of their threads' time are left out, as are those under
 /// a millisecond.
@@ -62,6 +64,10 @@ pub struct Explanation {
     /// every field, docs/explain.md).
     #[serde(default)]
     pub operations: Option<u64>,
+    /// Each span's slowest 1% against its typical instances (`record --span`); `[]` without
+    /// spans. Led with: a request's tail is what its users feel.
+    #[serde(default)]
+    pub spans: Vec<tail::SpanTail>,
     /// Ranked: the request path's findings by seconds, then idle ones by seconds.
     pub findings: Vec<Finding>,
     /// Throttling by the target's cgroup CPU quota, in a sentence, when it happened (`null`
@@ -575,6 +581,7 @@ pub fn explain(run: &Run) -> Explanation {
     });
     gil_holders_after_the_gil(&mut findings);
     out.findings = findings;
+    out.spans = tail::tails(&cx);
     if let Some(c) = &run.cgroup
         && c.throttled_periods > 0
     {
@@ -1683,6 +1690,36 @@ impl Explanation {
     /// escape them their own way).
     pub fn render(&self, top: usize) -> String {
         let mut out = String::new();
+        for s in &self.spans {
+            let p = &s.percentiles_ns;
+            out.push_str(&format!(
+                "slow requests: {} ({} instances; P50 {}, P90 {}, P99 {}, P99.9 {}, max {}):\n",
+                escape(&s.name),
+                s.count,
+                ns(p.p50),
+                ns(p.p90),
+                ns(p.p99),
+                ns(p.p999),
+                ns(p.max)
+            ));
+            if s.slow.findings.is_empty() {
+                out.push_str(&format!(
+                    "  the slowest 1% ({} kept) differ from the typical ones ({} sampled) by no single cause\n",
+                    s.slow.count, s.typical.count
+                ));
+            }
+            for (i, f) in s.slow.findings.iter().take(top).enumerate() {
+                out.push_str(&format!(
+                    "  {}. [{}] {}\n",
+                    i + 1,
+                    f.finding.kind.name(),
+                    escape(&f.finding.summary)
+                ));
+            }
+            for note in &s.notes {
+                out.push_str(&format!("  note: {}\n", escape(note)));
+            }
+        }
         if self.findings.is_empty() {
             out.push_str(
                 "why it waited: nothing stands out (no wait over 1% of any thread's time)\n",

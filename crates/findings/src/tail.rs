@@ -1,0 +1,553 @@
+//! Why the slowest were slow: each span's slowest 1% against its typical instances.
+//!
+//! A span's instances kept whole ([`switchyard_model::SpanAnatomy`]) each split their
+//! duration into time on CPU, waits for a CPU by the task that held it, and blocked time by
+//! stack and waker. The slow group is every kept instance at least as slow as the P99 (from
+//! the histogram of every instance); the typical group, the uniform sample of the others.
+//! Each cause (kind, site, culprit) is measured over both, and ranked by how much of the slow
+//! group's excess (its mean duration less the typical one's) it explains.
+//!
+//! What-if: the P99 recomputed over every instance's duration, with the slow group's taken
+//! less that cause's time. An estimate: a wait removed can move time to another, and the
+//! typical instances keep theirs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use switchyard_model::{SpanAnatomy, SpanInstance, SpanRow, term::escape, units::ns};
+
+use crate::{Ctx, Culprit, Finding, Kind, classify, frames};
+
+/// The slow group: the instances from this quantile up.
+pub const SLOW_QUANTILE: f64 = 0.99;
+/// Causes that explain less than this share of the slow group's excess are left out.
+const MIN_EXCESS_SHARE: f64 = 0.02;
+
+/// One span's tail, explained (`explain --json`'s `spans`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SpanTail {
+    pub name: String,
+    /// Instances that returned in the recording.
+    pub count: u64,
+    pub percentiles_ns: Percentiles,
+    pub slow: TailGroup,
+    pub typical: TailGroup,
+    /// What the figures leave out (instances open at the bounds, lost, nested), in sentences.
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Percentiles {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TailGroup {
+    /// The slow group: instances at least this long (the P99); the typical group: below it.
+    pub threshold_ns: u64,
+    /// Instances in the group (kept whole).
+    pub count: u64,
+    /// Their time, s.
+    pub seconds: f64,
+    /// Ranked: the slow group's by the excess each explains; the typical group's by seconds.
+    pub findings: Vec<TailFinding>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TailFinding {
+    #[serde(flatten)]
+    pub finding: Finding,
+    /// The P99 with this cause's time taken out of each slow instance, ns (an estimate).
+    pub what_if_p99_ns: u64,
+    /// Of the slow group's excess over the typical one (mean duration), the part this cause
+    /// explains (slow group only; 0 in the typical group).
+    pub excess_share: f64,
+}
+
+/// A cause: its kind, the program's site, and who caused it (a CPU's holder, a lock's
+/// releaser; 0: nobody known).
+type Key = (Kind, String, u32);
+
+/// One instance's time by cause.
+fn causes(cx: &Ctx, i: &SpanInstance) -> BTreeMap<Key, u64> {
+    let mut out: BTreeMap<Key, u64> = BTreeMap::new();
+    let mut cpu_named = 0;
+    for c in &i.cpu {
+        *out.entry((Kind::Cpu, String::new(), c.tid)).or_default() += c.ns;
+        cpu_named += c.ns;
+    }
+    let cpu_rest = i.runqueue_ns.saturating_sub(cpu_named);
+    if cpu_rest > 0 {
+        *out.entry((Kind::Cpu, String::new(), 0)).or_default() += cpu_rest;
+    }
+    let mut blocked_named = 0;
+    for w in &i.blocked {
+        let r = read(cx, i.tgid, &w.state, w.stack);
+        let culprit = match r.kind {
+            Kind::Lock | Kind::Ipc | Kind::Blocked | Kind::Idle => w.waker_tid,
+            _ => 0,
+        };
+        let culprit = if culprit == i.tid { 0 } else { culprit };
+        *out.entry((r.kind, r.site, culprit)).or_default() += w.ns;
+        blocked_named += w.ns;
+    }
+    let blocked_rest = i.blocked_ns.saturating_sub(blocked_named);
+    if blocked_rest > 0 {
+        *out.entry((Kind::Blocked, String::new(), 0)).or_default() += blocked_rest;
+    }
+    // One key for running in both groups: each group's hot site is named in its finding.
+    if i.oncpu_ns > 0 {
+        *out.entry((Kind::Oncpu, String::new(), 0)).or_default() += i.oncpu_ns;
+    }
+    out
+}
+
+fn read(cx: &Ctx, tgid: u32, state: &str, stack: Option<u32>) -> classify::Reading {
+    let frames = stack
+        .and_then(|s| cx.run.profiles.span_stacks.get(s as usize))
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    cx.reader.read_as(tgid, state, frames)
+}
+
+fn stack_frames<'a>(cx: &Ctx<'a>, stack: Option<u32>) -> Vec<&'a switchyard_model::Frame> {
+    stack
+        .and_then(|s| cx.run.profiles.span_stacks.get(s as usize))
+        .map(|f| frames(cx.run, f))
+        .unwrap_or_default()
+}
+
+/// The hottest on-CPU site of a group of instances, from their samples.
+fn hot_site(cx: &Ctx, group: &[&SpanInstance]) -> (String, Vec<String>) {
+    let mut by: BTreeMap<String, (u64, Vec<String>)> = BTreeMap::new();
+    for i in group {
+        for s in &i.samples {
+            let f = stack_frames(cx, s.stack);
+            let e = by
+                .entry(classify::site(&f))
+                .or_insert((0, classify::user_names(&f)));
+            e.0 += s.samples as u64;
+        }
+    }
+    by.into_iter()
+        .filter(|(site, _)| !site.is_empty())
+        .max_by_key(|(_, (n, _))| *n)
+        .map(|(site, (_, frames))| (site, frames))
+        .unwrap_or_default()
+}
+
+/// Every instance's duration from the histogram, as (value, count), with the slow group's
+/// taken from the instances themselves (`slow`), each less what `less` says.
+fn p99_without(
+    a: &SpanAnatomy,
+    slow: &[&SpanInstance],
+    less: impl Fn(&SpanInstance) -> u64,
+) -> u64 {
+    let mut values: BTreeMap<u64, i64> = a.hist.iter().map(|&(v, n)| (v, n as i64)).collect();
+    let bucket_of = |d: u64| {
+        a.hist
+            .iter()
+            .rev()
+            .find(|(low, _)| *low <= d)
+            .map_or(0, |(low, _)| *low)
+    };
+    for i in slow {
+        *values.entry(bucket_of(i.duration_ns)).or_default() -= 1;
+        *values
+            .entry(i.duration_ns.saturating_sub(less(i)))
+            .or_default() += 1;
+    }
+    let total: i64 = values.values().filter(|n| **n > 0).sum();
+    let above = ((total as f64) * (1.0 - SLOW_QUANTILE) - 1e-6)
+        .ceil()
+        .max(1.0) as i64;
+    let mut seen = 0;
+    for (v, n) in values.iter().rev() {
+        seen += (*n).max(0);
+        if seen >= above {
+            return *v;
+        }
+    }
+    0
+}
+
+fn quantile(a: &SpanAnatomy, q: f64) -> u64 {
+    let above = ((a.count as f64) * (1.0 - q) - 1e-6).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for (v, n) in a.hist.iter().rev() {
+        seen += n;
+        if seen >= above {
+            return *v;
+        }
+    }
+    0
+}
+
+/// The label a span goes by.
+pub fn span_name(s: &SpanRow) -> &str {
+    if s.label.is_empty() {
+        &s.symbol
+    } else {
+        &s.label
+    }
+}
+
+/// Every span with instances measured one by one, its tail explained.
+pub(crate) fn tails(cx: &Ctx) -> Vec<SpanTail> {
+    cx.run
+        .locks
+        .spans
+        .iter()
+        .filter_map(|s| Some((s, s.anatomy.as_ref()?)))
+        .filter(|(_, a)| a.count > 0)
+        .map(|(s, a)| tail(cx, span_name(s), a))
+        .collect()
+}
+
+fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
+    let p99 = quantile(a, 0.99);
+    let max = a
+        .instances
+        .iter()
+        .map(|i| i.duration_ns)
+        .max()
+        .unwrap_or(0)
+        .max(a.hist.last().map_or(0, |h| h.0));
+    let percentiles = Percentiles {
+        p50: quantile(a, 0.5),
+        p90: quantile(a, 0.9),
+        p99,
+        p999: quantile(a, 0.999),
+        max,
+    };
+    let slow: Vec<&SpanInstance> = a
+        .instances
+        .iter()
+        .filter(|i| i.slow && i.duration_ns >= p99)
+        .collect();
+    let typical: Vec<&SpanInstance> = a
+        .instances
+        .iter()
+        .filter(|i| !i.slow && i.duration_ns < p99)
+        .collect();
+    let mut notes = Vec::new();
+    let expected = a.count - quantile_count_below(a, p99);
+    if (slow.len() as u64) < expected {
+        notes.push(format!(
+            "{} of the {expected} instances from the P99 up were kept whole ({} lost or not sent)",
+            slow.len(),
+            expected - slow.len() as u64
+        ));
+    }
+    if a.open_at_start > 0 {
+        notes.push(format!(
+            "{} instances entered before the recording started were not counted",
+            a.open_at_start
+        ));
+    }
+    if a.open_at_stop > 0 {
+        notes.push(format!(
+            "{} instances were still open at the stop (not counted)",
+            a.open_at_stop
+        ));
+    }
+    if a.never_returned > 0 {
+        notes.push(format!(
+            "{} instances never returned: their thread exited inside them",
+            a.never_returned
+        ));
+    }
+    if a.nested > 0 {
+        notes.push(format!(
+            "{} nested or recursive calls were inside an instance (the outermost counts)",
+            a.nested
+        ));
+    }
+    if a.dropped > 0 {
+        notes.push(format!(
+            "{} slow instances were dropped (the kept table or the ring buffer was full)",
+            a.dropped
+        ));
+    }
+    let slow_site = hot_site(cx, &slow);
+    let typical_site = hot_site(cx, &typical);
+    let by = |group: &[&SpanInstance]| {
+        let mut sum: BTreeMap<Key, u64> = BTreeMap::new();
+        for i in group {
+            for (k, v) in causes(cx, i) {
+                *sum.entry(k).or_default() += v;
+            }
+        }
+        sum
+    };
+    let slow_by = by(&slow);
+    let typical_by = by(&typical);
+    let total = |g: &[&SpanInstance]| g.iter().map(|i| i.duration_ns).sum::<u64>();
+    let (slow_total, typical_total) = (total(&slow), total(&typical));
+    let mean = |t: u64, n: usize| if n == 0 { 0.0 } else { t as f64 / n as f64 };
+    let excess = mean(slow_total, slow.len()) - mean(typical_total, typical.len());
+    let head = format!(
+        "the slowest 1% of {} (P99 {}, against P50 {})",
+        escape(name),
+        ns(p99),
+        ns(percentiles.p50)
+    );
+    let mut slow_findings: Vec<TailFinding> = Vec::new();
+    for (key, &v) in &slow_by {
+        let typical_mean = mean(typical_by.get(key).copied().unwrap_or(0), typical.len());
+        let delta = mean(v, slow.len()) - typical_mean;
+        let excess_share = if excess > 0.0 { delta / excess } else { 0.0 };
+        if excess_share < MIN_EXCESS_SHARE {
+            continue;
+        }
+        let share = v as f64 / slow_total.max(1) as f64;
+        let typical_share =
+            typical_by.get(key).copied().unwrap_or(0) as f64 / typical_total.max(1) as f64;
+        let what_if = p99_without(a, &slow, |i| causes(cx, i).get(key).copied().unwrap_or(0));
+        let mut f = finding(cx, key, v, share, &slow, &slow_site);
+        let mut sentence = format!(
+            "{head} spent {} of their time {}",
+            switchyard_model::units::percent(share),
+            what(key, &f)
+        );
+        sentence += &format!(
+            " (the typical ones: {}); it explains {} of their excess over the typical ones",
+            switchyard_model::units::percent(typical_share),
+            switchyard_model::units::percent(excess_share.min(1.0))
+        );
+        sentence += &format!(
+            ". Without it, P99 would be about {} (an estimate: removing one wait can move time to another)",
+            ns(what_if)
+        );
+        f.summary = sentence;
+        f.evidence = format!(
+            "span {}: {} slowest instances kept whole against {} typical ones sampled",
+            escape(name),
+            slow.len(),
+            typical.len()
+        );
+        slow_findings.push(TailFinding {
+            finding: f,
+            what_if_p99_ns: what_if,
+            excess_share,
+        });
+    }
+    slow_findings.sort_by(|a, b| b.excess_share.total_cmp(&a.excess_share));
+    let mut typical_findings: Vec<TailFinding> = typical_by
+        .iter()
+        .filter(|(_, v)| **v as f64 >= typical_total as f64 * 0.02)
+        .map(|(key, &v)| {
+            let share = v as f64 / typical_total.max(1) as f64;
+            let mut f = finding(cx, key, v, share, &typical, &typical_site);
+            f.summary = format!(
+                "the typical instances of {} spent {} of their time {}",
+                escape(name),
+                switchyard_model::units::percent(share),
+                what(key, &f)
+            );
+            f.evidence = format!(
+                "span {}: {} typical instances sampled",
+                escape(name),
+                typical.len()
+            );
+            TailFinding {
+                finding: f,
+                what_if_p99_ns: p99,
+                excess_share: 0.0,
+            }
+        })
+        .collect();
+    typical_findings.sort_by(|a, b| b.finding.seconds.total_cmp(&a.finding.seconds));
+    SpanTail {
+        name: name.to_string(),
+        count: a.count,
+        percentiles_ns: percentiles,
+        slow: TailGroup {
+            threshold_ns: p99,
+            count: slow.len() as u64,
+            seconds: slow_total as f64 / 1e9,
+            findings: slow_findings,
+        },
+        typical: TailGroup {
+            threshold_ns: p99,
+            count: typical.len() as u64,
+            seconds: typical_total as f64 / 1e9,
+            findings: typical_findings,
+        },
+        notes,
+    }
+}
+
+/// Instances below `v` in the histogram.
+fn quantile_count_below(a: &SpanAnatomy, v: u64) -> u64 {
+    a.hist
+        .iter()
+        .filter(|(low, _)| *low < v)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// The finding for one cause over a group: its threads, site and culprit.
+fn finding(
+    cx: &Ctx,
+    key: &Key,
+    v: u64,
+    share: f64,
+    group: &[&SpanInstance],
+    hot: &(String, Vec<String>),
+) -> Finding {
+    let (kind, site, culprit_tid) = key;
+    let site = if *kind == Kind::Oncpu { &hot.0 } else { site };
+    let tids: BTreeSet<u32> = group.iter().map(|i| i.tid).collect();
+    let culprit = match kind {
+        Kind::Cpu if *culprit_tid != 0 => Some(cpu_holder(cx, group, *culprit_tid)),
+        Kind::Oncpu => None,
+        _ if *culprit_tid != 0 => Some(releaser(cx, group, key)),
+        _ => None,
+    };
+    Finding {
+        kind: *kind,
+        seconds: v as f64 / 1e9,
+        share,
+        threads: tids.iter().map(|t| cx.name(*t)).collect(),
+        tids: tids.into_iter().collect(),
+        site: site.clone(),
+        culprit,
+        ..Default::default()
+    }
+}
+
+/// The task that held the CPU: named as the kernel saw it, placed by its process.
+fn cpu_holder(cx: &Ctx, group: &[&SpanInstance], tid: u32) -> Culprit {
+    let c = group
+        .iter()
+        .flat_map(|i| &i.cpu)
+        .find(|c| c.tid == tid)
+        .cloned()
+        .unwrap_or_default();
+    let (process, same_process) = cx.process_of(c.tgid);
+    let (doing, frames) = if same_process {
+        cx.running(tid)
+            .unwrap_or_else(|| ("running".into(), Vec::new()))
+    } else {
+        ("running".into(), Vec::new())
+    };
+    Culprit {
+        thread: if c.comm.is_empty() {
+            cx.name(tid)
+        } else {
+            c.comm
+        },
+        tid,
+        process,
+        pid: c.tgid,
+        same_process,
+        nice: None,
+        cpu: None,
+        doing,
+        frames,
+    }
+}
+
+/// The thread that woke the waits of cause `key`, and what it did while they waited: its own
+/// time off CPU within them (the held part), else where it was when it woke them.
+fn releaser(cx: &Ctx, group: &[&SpanInstance], key: &Key) -> Culprit {
+    let (kind, site, tid) = key;
+    // What the releaser did, by (doing, site): ns, frames.
+    let mut held: BTreeMap<(String, String), (u64, Vec<String>)> = BTreeMap::new();
+    let mut waits = 0;
+    for i in group {
+        for w in i.blocked.iter().filter(|w| w.waker_tid == *tid) {
+            let r = read(cx, i.tgid, &w.state, w.stack);
+            if r.kind != *kind || r.site != *site {
+                continue;
+            }
+            waits += w.ns;
+            if w.held_ns > 0 {
+                let f = stack_frames(cx, w.held_stack);
+                let doing = match w.held_state.as_str() {
+                    "D" => "in I/O",
+                    "R" | "W" => "waiting for a CPU",
+                    _ => "sleeping",
+                };
+                let e = held
+                    .entry((doing.into(), classify::site(&f)))
+                    .or_insert((0, classify::user_names(&f)));
+                e.0 += w.held_ns;
+            }
+            let f = stack_frames(cx, w.waker_stack);
+            let running = w.ns.saturating_sub(w.held_ns);
+            if running > 0 && !f.is_empty() {
+                let e = held
+                    .entry(("running".into(), classify::site(&f)))
+                    .or_insert((0, classify::user_names(&f)));
+                e.0 += running;
+            }
+        }
+    }
+    let best = held.into_iter().max_by_key(|(_, (n, _))| *n);
+    let (doing, frames) = match best {
+        Some(((doing, site), (n, frames))) if n * 4 >= waits => {
+            let doing = if site.is_empty() {
+                doing
+            } else {
+                format!("{doing} in {site}")
+            };
+            (doing, frames)
+        }
+        _ => ("running".into(), Vec::new()),
+    };
+    cx.thread_culprit(*tid, doing, frames)
+}
+
+/// The cause in words, for a sentence: "waiting for a lock in lock_table, released by
+/// compactor, which was sleeping in compact_table holding it".
+fn what(key: &Key, f: &Finding) -> String {
+    let kind = key.0;
+    let site = &f.site;
+    let at = if site.is_empty() {
+        String::new()
+    } else {
+        format!(" in {}", escape(site))
+    };
+    let base = match kind {
+        Kind::Cpu => "waiting for a CPU".to_string(),
+        Kind::Oncpu => format!("running{at}"),
+        Kind::Lock => format!("waiting for a lock{at}"),
+        Kind::Io => format!("in block I/O{at}"),
+        Kind::Net => format!("waiting on the network{at}"),
+        Kind::Sleep => format!("sleeping on a timer{at}"),
+        Kind::Fault => format!("in page faults{at}"),
+        Kind::Ipc => format!("waiting on a pipe or child{at}"),
+        Kind::Gc => format!("waiting on the Go GC{at}"),
+        Kind::Idle => format!("waiting for work{at}"),
+        Kind::Blocked => format!("blocked{at}"),
+    };
+    match &f.culprit {
+        Some(c) if kind == Kind::Cpu => format!(
+            "{base} held by {} ({}{})",
+            escape(&c.thread),
+            if c.same_process {
+                "a thread of the target"
+            } else {
+                "another process"
+            },
+            if c.doing.is_empty() || c.doing == "running" {
+                String::new()
+            } else {
+                format!(", {}", escape(&c.doing))
+            }
+        ),
+        Some(c) if kind == Kind::Lock => format!(
+            "{base}, released by {}, which was {} holding it",
+            escape(&c.thread),
+            escape(&c.doing)
+        ),
+        Some(c) => format!("{base}, woken by {}", escape(&c.thread)),
+        None => base,
+    }
+}
