@@ -125,7 +125,7 @@ fn every_designed_wait_has_its_cause_its_culprit_and_the_targets_own_amount() {
     let (json, err) = text(&ex);
     assert!(ex.status.success(), "{err}");
     let ex: Value = serde_json::from_str(&json).expect("explain --json is JSON");
-    assert_eq!(ex["schema_version"], 1);
+    assert_eq!(ex["schema_version"], 2);
 
     // A worker pinned behind a nice −15 hog waits for CPU 0, held by the hog in hog_spin.
     let cpu = finding(&ex, "cpu", "worker");
