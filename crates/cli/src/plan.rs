@@ -395,11 +395,127 @@ fn span(spec: &str, exe: impl FnOnce() -> Result<PathBuf>) -> Result<Span> {
             "record without --uprobe-span: a Go program's GC and stacks are recorded without it; spans on a C library it loads are allowed (SYMBOL@/path/to/lib.so)",
         ));
     }
+    let symbol = span_symbol(spec, &binary, &symbol)?;
+    let label = label.unwrap_or_else(|| short_name(&symbol));
     Ok(Span {
-        label: label.unwrap_or_else(|| symbol.clone()),
+        label,
         symbol,
         binary,
     })
+}
+
+/// A symbol as people write it: a Rust symbol demangled without its hash (`demo::work`).
+fn demangled(raw: &str) -> String {
+    format!("{:#}", rustc_demangle::demangle(raw))
+}
+
+/// The name a span goes by when not given one: the function's own name, not a mangled one.
+fn short_name(raw: &str) -> String {
+    let d = demangled(raw);
+    d.rsplit("::").next().unwrap_or(&d).to_string()
+}
+
+/// The symbol a span's probe is placed on, checked before anything is started: `symbol` as
+/// the binary's symbol tables have it, or a Rust function's path as written (`work`,
+/// `demo::work`), found by demangling. A function the tables do not have is refused,
+/// saying why (a stripped binary, a function inlined into its callers, a misspelling) and
+/// naming the closest functions that are there.
+fn span_symbol(spec: &str, binary: &Path, symbol: &str) -> Result<String> {
+    use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+    let read = || -> Option<Vec<u8>> { std::fs::read(binary).ok() };
+    let Some(data) = read() else {
+        // Unreadable here: the probe's attach says why.
+        return Ok(symbol.to_string());
+    };
+    let Ok(file) = object::File::parse(&*data) else {
+        return Err(hinted(
+            format!("`--span {spec}`: {} is not an ELF binary", binary.display()),
+            "give the path of the executable or shared library that defines the function",
+        ));
+    };
+    let functions: Vec<String> = file
+        .symbols()
+        .chain(file.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Text && s.is_definition())
+        .filter_map(|s| s.name().ok().map(str::to_string))
+        .collect();
+    if functions.iter().any(|f| f == symbol) {
+        return Ok(symbol.to_string());
+    }
+    // A Rust path, or its last part: one function only.
+    let suffix = format!("::{symbol}");
+    let mut matches: Vec<&String> = functions
+        .iter()
+        .filter(|f| {
+            let d = demangled(f);
+            d == symbol || d.ends_with(&suffix)
+        })
+        .collect();
+    matches.sort();
+    matches.dedup();
+    if matches.len() == 1 {
+        return Ok(matches[0].clone());
+    }
+    if matches.len() > 1 {
+        let names: Vec<String> = matches.iter().take(4).map(|m| demangled(m)).collect();
+        return Err(hinted(
+            format!(
+                "`--span {spec}`: {} functions of {} are named `{symbol}`",
+                matches.len(),
+                binary.display()
+            ),
+            format!("name one by its path: {}", names.join(", ")),
+        ));
+    }
+    let in_debug_info = file
+        .section_by_name(".debug_str")
+        .and_then(|s| s.uncompressed_data().ok())
+        .is_some_and(|d| {
+            let needle = [b"\0", symbol.as_bytes(), b"\0"].concat();
+            d.windows(needle.len()).any(|w| w == needle.as_slice())
+        });
+    let stripped = file.section_by_name(".symtab").is_none();
+    let why = if in_debug_info {
+        "is named in its debug information but has no symbol: it was inlined into its callers"
+            .to_string()
+    } else if stripped {
+        "is stripped (no symbol table), and its dynamic symbols do not have it".to_string()
+    } else {
+        "has no function of that name".to_string()
+    };
+    let closest = closest(symbol, &functions);
+    let hint = if in_debug_info {
+        "keep it out of line (#[inline(never)] in Rust, __attribute__((noinline)) in C) and rebuild"
+            .to_string()
+    } else if stripped && closest.is_empty() {
+        "record a build with its symbol table (not stripped), or give the library that defines the function (SYMBOL@/path/to/lib.so)".to_string()
+    } else if closest.is_empty() {
+        "list its functions with `nm BINARY` (Rust needs #[no_mangle] or its path, e.g. crate::function)".to_string()
+    } else {
+        format!("the closest: {}", closest.join(", "))
+    };
+    Err(hinted(
+        format!("`--span {spec}`: {} {why}", binary.display()),
+        hint,
+    ))
+}
+
+/// The functions whose names (demangled, or their last part) are closest to `wanted`, at
+/// most three.
+fn closest(wanted: &str, functions: &[String]) -> Vec<String> {
+    let mut scored: Vec<(f64, String)> = functions
+        .iter()
+        .map(|f| {
+            let d = demangled(f);
+            let last = d.rsplit("::").next().unwrap_or(&d).to_string();
+            let score = strsim::jaro_winkler(wanted, &last).max(strsim::jaro_winkler(wanted, &d));
+            (score, d)
+        })
+        .filter(|(score, _)| *score >= 0.85)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored.into_iter().take(3).map(|(_, d)| d).collect()
 }
 
 /// True when `binary`'s symbol table has the Go runtime's GC entry point, which the GC probes
@@ -422,19 +538,35 @@ mod tests {
 
     #[test]
     fn spans_take_a_label_a_symbol_and_a_binary() {
-        let s = span("acquire=lock_acquire@/bin/sh", || unreachable!()).unwrap();
+        // This test's own executable has a symbol table, and `main`.
+        let exe = std::env::current_exe().unwrap();
+        let s = span(&format!("entry=main@{}", exe.display()), || unreachable!()).unwrap();
         assert_eq!(
             (s.label.as_str(), s.symbol.as_str(), s.binary.as_path()),
-            ("acquire", "lock_acquire", Path::new("/bin/sh"))
+            ("entry", "main", exe.as_path())
         );
-        let s = span("lock_acquire", || Ok(PathBuf::from("/bin/sh"))).unwrap();
-        assert_eq!(
-            (s.label.as_str(), s.symbol.as_str()),
-            ("lock_acquire", "lock_acquire")
-        );
+        let s = span("main", || Ok(exe.clone())).unwrap();
+        assert_eq!((s.label.as_str(), s.symbol.as_str()), ("main", "main"));
         let e = span("x=@/bin/sh", || unreachable!()).unwrap_err();
         assert!(e.to_string().contains("names no symbol"), "{e}");
         let e = span("f@/nonexistent/lib.so", || unreachable!()).unwrap_err();
         assert!(e.to_string().contains("does not exist"), "{e}");
+        let e = span("mian", || Ok(exe.clone())).unwrap_err();
+        assert!(
+            e.to_string().contains("has no function of that name"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_rust_symbol_goes_by_its_function_name() {
+        let raw = "_ZN15switchyard_demo5burst17hb6163c3d85a56706E";
+        assert_eq!(demangled(raw), "switchyard_demo::burst");
+        assert_eq!(short_name(raw), "burst");
+        assert_eq!(short_name("handle_request"), "handle_request");
+        let functions = vec![raw.to_string(), "handle_request".to_string()];
+        assert_eq!(closest("handle_requst", &functions), ["handle_request"]);
+        assert_eq!(closest("brust", &functions), ["switchyard_demo::burst"]);
+        assert!(closest("zzz", &functions).is_empty());
     }
 }

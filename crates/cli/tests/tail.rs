@@ -165,3 +165,59 @@ fn the_slowest_requests_waits_match_the_targets_own_within_ten_points() {
         "explain leads with the slow requests:\n{words}"
     );
 }
+
+/// A span that cannot be placed is refused before anything starts: a misspelt function (with
+/// the closest names), one in a stripped binary, one inlined away. No privileges needed.
+#[test]
+fn a_span_on_a_function_the_binary_lacks_is_refused_with_the_closest_names() {
+    let dir = tempdir("tail-refused");
+    let record = |spec: &str, binary: &std::path::Path| {
+        Command::new(switchyard())
+            .arg("record")
+            .arg("-o")
+            .arg(dir.join("run.json"))
+            .args(["--span", spec, "--"])
+            .arg(binary)
+            .args(["requests", "--seconds", "1"])
+            .output()
+            .expect("running switchyard record")
+    };
+    let out = record("handle_requst", &demo());
+    assert_user_error(&out, "has no function of that name");
+    let (_, stderr) = text(&out);
+    assert!(
+        stderr.contains("hint: the closest: handle_request"),
+        "{stderr}"
+    );
+    assert!(!dir.join("run.json").exists());
+
+    let stripped = dir.join("demo-stripped");
+    std::fs::copy(demo(), &stripped).unwrap();
+    let strip = Command::new("strip")
+        .arg(&stripped)
+        .status()
+        .expect("strip");
+    assert!(strip.success());
+    let out = record("handle_request", &stripped);
+    assert_user_error(&out, "is stripped (no symbol table)");
+
+    let c = dir.join("inlined.c");
+    std::fs::write(
+        &c,
+        "static inline int helper(int x) { return x * 3 + 1; }\n\
+         int main(int argc, char **argv) { return helper(argc) == 4 ? 0 : 1; }\n",
+    )
+    .unwrap();
+    let bin = dir.join("inlined");
+    let cc = Command::new("gcc")
+        .args(["-O2", "-g", "-o"])
+        .arg(&bin)
+        .arg(&c)
+        .status()
+        .expect("gcc");
+    assert!(cc.success());
+    let out = record("helper", &bin);
+    assert_user_error(&out, "it was inlined into its callers");
+    let (_, stderr) = text(&out);
+    assert!(stderr.contains("noinline"), "{stderr}");
+}
