@@ -485,6 +485,7 @@ fn explain_json_has_every_field_the_contract_lists_even_when_empty() {
         "schema_version",
         "duration_s",
         "operations",
+        "spans",
         "findings",
         "throttled",
         "limits",
@@ -496,6 +497,7 @@ fn explain_json_has_every_field_the_contract_lists_even_when_empty() {
         "{ex:#}"
     );
     assert!(ex["limits"].is_array(), "{ex:#}");
+    assert!(ex["spans"].is_array(), "{ex:#}");
 }
 
 /// The demo's epoll server, started and idle: its JSON line (port, pid, tids) and the child.
