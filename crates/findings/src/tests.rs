@@ -388,7 +388,8 @@ fn io_sleep_and_idle_are_their_own_kinds_and_idle_ranks_last() {
 fn the_json_is_the_documented_contract() {
     let ex = explain(&waits_run());
     let v: serde_json::Value = serde_json::to_value(&ex).unwrap();
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["spans"], serde_json::json!([]));
     let f = &v["findings"][0];
     for field in [
         "kind", "seconds", "share", "threads", "culprit", "evidence", "summary",
@@ -886,4 +887,138 @@ fn the_go_gc_s_work_assists_and_pauses_are_findings_of_the_process_s_cpu() {
     // pauses' 66 ms.
     let rank = |f: &Finding| ex.findings.iter().position(|g| g == f).unwrap();
     assert!(rank(own) < rank(assists) && rank(assists) < rank(pauses));
+}
+
+/// A span of 1,000 requests: 990 of 200 µs on CPU, 10 of 8 ms that waited 7.8 ms each for a
+/// lock whose releaser (the compactor) slept 7.8 ms holding it. Kept: the 10 slow ones, and 20
+/// typical ones.
+fn tail_run() -> Run {
+    use switchyard_model::{SpanAnatomy, SpanInstance, SpanRow, SpanWait};
+    let mut run: Run = serde_json::from_str(include_str!("../tests/data/bare.json")).unwrap();
+    run.meta.pid = 100;
+    run.threads = vec![
+        thread(1, "worker", 400 * MS, 80 * MS, 0),
+        thread(2, "compactor", MS, 500 * MS, 0),
+    ];
+    let wait = stack(
+        &mut run,
+        1,
+        "S",
+        &["serve", "handle_request", "lock_table", "__lll_lock_wait"],
+        &["do_futex", "futex_wait"],
+        0,
+    );
+    let held = stack(
+        &mut run,
+        2,
+        "S",
+        &["compactor_main", "compact_table", "__nanosleep"],
+        &[],
+        0,
+    );
+    run.profiles.span_stacks = vec![wait.frames, held.frames];
+    let slow = |k: u64| SpanInstance {
+        tgid: 100,
+        tid: 1,
+        start_ns: k * 100 * MS,
+        duration_ns: 8 * MS,
+        oncpu_ns: 200_000,
+        blocked_ns: 7_800_000,
+        slow: true,
+        blocked: vec![SpanWait {
+            ns: 7_800_000,
+            count: 1,
+            state: "S".into(),
+            stack: Some(0),
+            waker_tgid: 100,
+            waker_tid: 2,
+            held_ns: 7_800_000,
+            held_state: "S".into(),
+            held_stack: Some(1),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let typical = |k: u64| SpanInstance {
+        tgid: 100,
+        tid: 1,
+        start_ns: k * MS,
+        duration_ns: 200_000,
+        oncpu_ns: 200_000,
+        ..Default::default()
+    };
+    let mut instances: Vec<SpanInstance> = (0..10).map(slow).collect();
+    instances.extend((0..20).map(typical));
+    run.locks.spans = vec![SpanRow {
+        label: "handle_request".into(),
+        symbol: "handle_request".into(),
+        anatomy: Some(SpanAnatomy {
+            count: 1000,
+            total_ns: 990 * 200_000 + 10 * 8 * MS,
+            // The histogram's buckets hold these values exactly (their lowest).
+            hist: vec![(199_680, 990), (7_995_392, 10)],
+            instances,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    run
+}
+
+#[test]
+fn the_slowest_requests_lock_wait_explains_their_excess_and_names_the_sleeping_holder() {
+    let ex = explain(&tail_run());
+    let span = &ex.spans[0];
+    assert_eq!(span.name, "handle_request");
+    assert_eq!(span.count, 1000);
+    assert_eq!(
+        (
+            span.percentiles_ns.p50,
+            span.percentiles_ns.p99,
+            span.percentiles_ns.max
+        ),
+        (199_680, 7_995_392, 8 * MS)
+    );
+    assert_eq!((span.slow.count, span.typical.count), (10, 20));
+    let lock = &span.slow.findings[0];
+    assert_eq!(lock.finding.kind, Kind::Lock);
+    assert_eq!(lock.finding.site, "lock_table");
+    assert!(
+        (lock.finding.share - 0.975).abs() < 1e-9,
+        "{}",
+        lock.finding.share
+    );
+    // The slow ones' excess over the typical ones: 7.8 ms, all of it this wait.
+    assert!(
+        (lock.excess_share - 1.0).abs() < 1e-9,
+        "{}",
+        lock.excess_share
+    );
+    let culprit = lock.finding.culprit.as_ref().unwrap();
+    assert_eq!((culprit.thread.as_str(), culprit.tid), ("compactor", 2));
+    assert_eq!(culprit.doing, "sleeping in compact_table");
+    // Without the wait the slow ones take 200 µs: the P99 falls to theirs.
+    assert_eq!(lock.what_if_p99_ns, 200_000);
+    assert!(
+        lock.finding.summary.starts_with(
+            "the slowest 1% of handle_request (P99 8.0 ms, against P50 199.7 µs) spent 97.5% of their time waiting for a lock in lock_table, released by compactor, which was sleeping in compact_table holding it"
+        ),
+        "{}",
+        lock.finding.summary
+    );
+    // Running is no part of the excess: the typical ones run as long.
+    assert!(
+        span.slow
+            .findings
+            .iter()
+            .all(|f| f.finding.kind != Kind::Oncpu)
+    );
+    let typical = &span.typical.findings[0];
+    assert_eq!(typical.finding.kind, Kind::Oncpu);
+    assert!((typical.finding.share - 1.0).abs() < 1e-9);
+    let text = ex.render(5);
+    assert!(
+        text.starts_with("slow requests: handle_request (1000 instances;"),
+        "{text}"
+    );
 }
