@@ -1,6 +1,7 @@
 //! The HTML report: one self-contained file (inline CSS, JS and SVG; nothing fetched) that
-//! leads with why the run waited (its findings), then a summary, sortable syscall and thread
-//! tables, latency histograms, flame graphs and the drops and warnings of the run. The
+//! leads with why the run waited (its findings), then a summary, the slow requests (spans
+//! measured one by one, when the run has any), sortable syscall and thread tables, latency
+//! histograms, flame graphs and the drops and warnings of the run. The
 //! off-CPU and wakeup flame graphs leave idle waits (waiting for work) out, and a checkbox
 //! shows the graphs with them.
 //!
@@ -57,6 +58,14 @@ pub fn html(run: &Run) -> Result<String, Error> {
     let nav = [
         ("findings", "Why it waited"),
         ("summary", "Summary"),
+        (
+            "slow-requests",
+            if crate::slow::shown(run) {
+                "Slow requests"
+            } else {
+                ""
+            },
+        ),
         ("figures", "Figures"),
         ("syscalls", "Syscalls"),
         ("threads", "Threads"),
@@ -83,6 +92,7 @@ pub fn html(run: &Run) -> Result<String, Error> {
     let mut out = String::with_capacity(64 * 1024);
     crate::why::section(&mut out, &explanation);
     summary(&mut out, run, &command, &figures);
+    crate::slow::section(&mut out, run, &explanation);
     figures_section(&mut out, &figures);
     syscalls(&mut out, run);
     threads(&mut out, run);

@@ -11,6 +11,7 @@ mod folded;
 mod html;
 mod idle;
 mod pprof;
+mod slow;
 mod timeline;
 mod trace;
 mod tracks;

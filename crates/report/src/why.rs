@@ -18,7 +18,7 @@ pub(crate) const TOP: usize = 8;
 const FRAMES: usize = 3;
 
 /// Escaped text on one line: a name's line breaks and other control characters become spaces.
-fn text(s: &str) -> String {
+pub(crate) fn text(s: &str) -> String {
     esc(&s.replace(|c: char| c.is_control(), " "))
 }
 

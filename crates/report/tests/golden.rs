@@ -162,6 +162,18 @@ fn text_rendering(structure: &str) -> String {
         } else if line.starts_with("<div class=\"card\"") {
             let parts: Vec<String> = line.split("</div>").map(strip_tags).collect();
             format!("card: {}", parts.join(" / ").trim_end_matches(" / "))
+        } else if line.starts_with("<div class=\"a-row\"") {
+            // A bar of a span's mean parts: what its label says, and which instances.
+            let label = line
+                .split("aria-label=\"")
+                .nth(1)
+                .and_then(|l| l.split('"').next())
+                .unwrap_or_default();
+            let about = line
+                .split("<span class=\"a-about\">")
+                .nth(1)
+                .unwrap_or_default();
+            format!("bar: {} ({})", strip_tags(label), strip_tags(about))
         } else if line.starts_with("<div class=\"flame\"") {
             "[flame graph]".to_string()
         } else {
@@ -350,5 +362,46 @@ fn pprof_keeps_full_names_for_every_profile() {
         p.function
             .iter()
             .any(|f| p.string_table[f.name as usize] == "<std::fs::File as std::io::Write>::write")
+    );
+}
+
+/// The `<section id="…">` of a page, up to its closing tag, as one string.
+fn section_of<'a>(page: &'a str, id: &str) -> Option<&'a str> {
+    let start = page.find(&format!("<section id=\"{id}\">"))?;
+    let len = page[start..].find("</section>\n")? + "</section>\n".len();
+    Some(&page[start..start + len])
+}
+
+/// The run of `tests/data/spans/slow-requests.json`: one span measured one by one, 1,000
+/// instances of which two slow ones (a lock its releaser held while it slept, a CPU another
+/// thread held) and four typical ones were kept whole.
+fn slow_requests_run() -> Run {
+    let path = data_dir().join("spans/slow-requests.json");
+    Run::load(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()))
+}
+
+/// The "Slow requests" section: the percentile bands' anatomy, the slow group's findings,
+/// the slowest instances with their strips, and the typical ones; compared with
+/// `results/slow-requests.section.html` and its text rendering.
+#[test]
+fn slow_requests_section() {
+    let page = html(&slow_requests_run()).unwrap();
+    let section = section_of(&page, "slow-requests").expect("a slow-requests section");
+    check("slow-requests.section.html", section);
+    check("slow-requests.section.txt", &text_rendering(section));
+}
+
+/// The section comes right after the summary, and the navigation bar links to it there.
+#[test]
+fn slow_requests_follow_the_summary() {
+    let page = html(&slow_requests_run()).unwrap();
+    let at = |s: &str| page.find(s).unwrap_or_else(|| panic!("no {s}"));
+    assert!(at("<section id=\"summary\">") < at("<section id=\"slow-requests\">"));
+    assert!(at("<section id=\"slow-requests\">") < at("<section id=\"figures\">"));
+    assert!(
+        page.contains(
+            "<a href=\"#summary\">Summary</a>\n<a href=\"#slow-requests\">Slow requests</a>\n"
+        ),
+        "the navigation bar lists the section after the summary"
     );
 }

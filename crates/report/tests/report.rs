@@ -590,3 +590,78 @@ fn findings_lead_and_idle_waits_are_one_click_away() {
     assert!(!page.contains("type=\"checkbox\""));
     assert!(!page.contains("-all-graph"));
 }
+
+/// `tests/data/spans/slow-requests.json`: one span whose instances were measured one by one.
+fn slow_requests_run() -> Run {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/spans/slow-requests.json");
+    Run::load(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()))
+}
+
+/// Without a span measured one by one (none, one without an anatomy, one whose anatomy saw no
+/// instance), the page has no "Slow requests" section and no link to it.
+#[test]
+fn no_span_anatomy_no_slow_requests_section() {
+    let mut runs: Vec<(String, Run)> = ["basic", "cfi", "degraded", "escaping", "timeline"]
+        .into_iter()
+        .map(|c| (c.to_string(), data(c)))
+        .collect();
+    let mut without = slow_requests_run();
+    without.locks.spans[0].anatomy = None;
+    runs.push(("no anatomy".into(), without));
+    let mut empty = slow_requests_run();
+    let a = empty.locks.spans[0].anatomy.as_mut().unwrap();
+    a.count = 0;
+    a.hist.clear();
+    a.instances.clear();
+    runs.push(("no instance".into(), empty));
+    for (name, run) in runs {
+        let page = html(&run).unwrap();
+        assert!(
+            !page.contains("slow-requests"),
+            "{name}: a slow-requests section"
+        );
+        assert!(!page.contains("<h2>Slow requests</h2>"), "{name}");
+    }
+    assert!(
+        html(&slow_requests_run())
+            .unwrap()
+            .contains("<section id=\"slow-requests\">")
+    );
+}
+
+/// The span's name, the threads' names, the CPU holder's and the frames come from the target:
+/// the section escapes them in text and in attributes.
+#[test]
+fn slow_requests_escape_the_target_names() {
+    let mut run = slow_requests_run();
+    run.locks.spans[0].label = "<img src=x onerror=alert(1)>".into();
+    for t in &mut run.threads {
+        t.comm = format!("<script>{}</script>", t.comm);
+    }
+    let a = run.locks.spans[0].anatomy.as_mut().unwrap();
+    for c in a.instances.iter_mut().flat_map(|i| i.cpu.iter_mut()) {
+        c.comm = format!("\"{}\" <b>", c.comm);
+    }
+    let f = run
+        .profiles
+        .frames
+        .iter_mut()
+        .find(|f| f.name == "demo::lock_table")
+        .unwrap();
+    f.name = "demo::lock_table<'a, \"x\">".into();
+    let page = html(&run).unwrap();
+    let start = page.find("<section id=\"slow-requests\">").unwrap();
+    let end = start + page[start..].find("</section>").unwrap();
+    let section = &page[start..end];
+    for raw in ["<img", "<script", "<b>\"", "<'a", "\"x\""] {
+        assert!(!section.contains(raw), "`{raw}` unescaped in {section}");
+    }
+    for escaped in [
+        "&lt;img src=x onerror=alert(1)&gt;",
+        "&lt;script&gt;worker&lt;/script&gt;",
+        "&quot;burster&quot; &lt;b&gt;",
+        "demo::lock_table&lt;&#39;a, &quot;x&quot;&gt;",
+    ] {
+        assert!(section.contains(escaped), "no `{escaped}` in {section}");
+    }
+}
