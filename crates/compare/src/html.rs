@@ -319,10 +319,74 @@ fn what_changed(out: &mut String, ch: &switchyard_findings::Changes) {
     out.push_str("</section>\n");
 }
 
+/// The tail's "what changed": each span both sides measured one by one, its percentiles in A
+/// and B, and the causes of its slowest 1% with their share of those calls' time on each side.
+fn tails_changed(out: &mut String, tails: &[crate::TailChange]) {
+    if tails.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<section id=\"tails\">\n<h2>Slow requests: what changed</h2>\n<p>Each span measured one \
+         by one on both sides: its percentiles, and the causes of its slowest 1% (the calls from \
+         its P99 up, explained against its typical ones), matched by kind, site and culprit, \
+         with their share of the slowest calls' time in A and in B, the largest change first. \
+         A cause shown <i>-</i> is not among that side's (it explains under 2% of the slowest \
+         calls' excess there). Medians over each side's runs.</p>\n",
+    );
+    for t in tails {
+        let _ = writeln!(
+            out,
+            "<h3><code>{}</code></h3>\n<table class=\"compare\">\n<thead><tr><th>percentile</th>\
+             <th class=\"num\">A</th><th class=\"num\">B</th><th class=\"num\">delta</th></tr>\
+             </thead>\n<tbody>",
+            esc(&t.name)
+        );
+        for (p, a, b) in crate::tails::moves(t) {
+            let delta = if a > 0 {
+                switchyard_model::units::percent_change((b as f64 - a as f64) / a as f64 * 100.0)
+            } else {
+                "-".into()
+            };
+            let _ = writeln!(
+                out,
+                "<tr><td>{p}</td><td class=\"num\" data-v=\"{a}\">{}</td>\
+                 <td class=\"num\" data-v=\"{b}\">{}</td><td class=\"num\">{delta}</td></tr>",
+                esc(&ns(a)),
+                esc(&ns(b)),
+            );
+        }
+        out.push_str("</tbody>\n</table>\n");
+        if t.causes.is_empty() {
+            out.push_str("<p class=\"empty\">no cause of the slowest calls on either side</p>\n");
+            continue;
+        }
+        out.push_str(
+            "<table class=\"compare\">\n<thead><tr><th>cause of the slowest calls</th>\
+             <th class=\"num\">A</th><th class=\"num\">B</th><th class=\"num\">change</th>\
+             </tr></thead>\n<tbody>\n",
+        );
+        for c in &t.causes {
+            let _ = writeln!(
+                out,
+                "<tr class=\"k-{k}\"><td><span class=\"kind\">{k}</span> {}</td>\
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                esc(&c.what),
+                crate::tails::share_text(c.a),
+                crate::tails::share_text(c.b),
+                crate::tails::points(c.delta),
+                k = c.kind.name(),
+            );
+        }
+        out.push_str("</tbody>\n</table>\n");
+    }
+    out.push_str("</section>\n");
+}
+
 /// The comparison page.
 pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, Error> {
     let mut main = String::new();
     what_changed(&mut main, &c.changed);
+    tails_changed(&mut main, &c.tails);
     let _ = writeln!(
         main,
         "<section id=\"summary\">\n<h2>Summary</h2>\n<p class=\"headline\"><b>{}</b></p>\n\
@@ -397,11 +461,16 @@ pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, E
         "switchyard comparison",
         &format!("{} vs {}", c.a_label, c.b_label),
         &[
+            ("tails", "Slow requests"),
             ("summary", "Summary"),
             ("table", "Figures"),
             ("diff-oncpu", "On-CPU diff"),
             ("diff-offcpu", "Off-CPU diff"),
-        ],
+        ][..]
+            .iter()
+            .copied()
+            .filter(|(id, _)| *id != "tails" || !c.tails.is_empty())
+            .collect::<Vec<_>>(),
         &main,
         "switchyard comparison",
     ))

@@ -11,13 +11,18 @@
 //! second) says as much about the load as about the build: when the figure also exists per
 //! operation, the total gets no verdict and sits with the totals, after the figures that
 //! compare the builds' work ([`Row::total`]).
+//!
+//! A span both sides measured one by one also gets its tail's "what changed" ([`tails`]): how
+//! its percentiles moved, and the causes of its slowest 1% in A against B.
 
 mod html;
 pub mod identity;
+pub mod tails;
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
 pub use html::{Error, diff_folded, html};
+pub use tails::{CauseChange, TailChange, tail_changes};
 
 use switchyard_model::{
     Run,
@@ -123,6 +128,9 @@ pub struct Comparison {
     /// The findings that explain the difference, ranked: the terminal's and the page's "what
     /// changed".
     pub changed: switchyard_findings::Changes,
+    /// Each span both sides measured one by one: its percentiles' moves and the causes of its
+    /// slowest 1%, A against B ([`tail_changes`]).
+    pub tails: Vec<TailChange>,
 }
 
 /// Figures shown by default: the headline ones, then syscalls by name.
@@ -176,8 +184,27 @@ fn rank(name: &str) -> (u8, String) {
         "heap.allocs.per_s",
         "heap.bytes",
     ];
+    // A span's figures together, its calls and times before its percentiles.
+    let span_form = |rest: &str| {
+        let (label, form) = rest.split_once('.').unwrap_or((rest, ""));
+        let forms = [
+            "",
+            "per_s",
+            "per_op",
+            "time",
+            "time.per_op",
+            "p50",
+            "p90",
+            "p99",
+            "p99_9",
+            "max",
+        ];
+        let i = forms.iter().position(|f| *f == form).unwrap_or(forms.len());
+        format!("span.{label}.{i:02}")
+    };
     match order.iter().position(|o| *o == name) {
         Some(i) => (0, format!("{i:03}")),
+        None if name.starts_with("span.") => (2, span_form(&name[5..])),
         None if name.starts_with("perf.") => (1, name.to_string()),
         None => (2, name.to_string()),
     }
@@ -247,6 +274,7 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
         rows,
         rerun: rerun(a, b),
         changed: switchyard_findings::changes(a, b),
+        tails: tail_changes(a, b),
     }
 }
 
@@ -309,9 +337,10 @@ fn short_name(name: &str) -> String {
         "memory.max_rss" => "peak RSS".into(),
         "heap.allocs.per_op" => "allocations/op".into(),
         "heap.bytes.per_op" => "heap bytes/op".into(),
-        n => match n.strip_prefix("latency.") {
-            Some(p) => format!("{} latency", p.replace('_', ".")),
-            None => n.replace(".per_op", "/op").replace(['.', '_'], " "),
+        n => match (n.strip_prefix("latency."), metrics::span_percentile(n)) {
+            (Some(p), _) => format!("{} latency", p.replace('_', ".")),
+            (None, Some((label, p))) => format!("{label} {}", p.replace('_', ".").to_uppercase()),
+            (None, None) => n.replace(".per_op", "/op").replace(['.', '_'], " "),
         },
     }
 }
@@ -332,7 +361,7 @@ pub fn headline(c: &Comparison) -> String {
                 | "heap.allocs.per_op"
                 | "heap.bytes.per_op"
         ) || n.starts_with("latency.")
-            || (n.starts_with("span.") && n.ends_with(".time.per_op"))
+            || (n.starts_with("span.") && (n.ends_with(".time.per_op") || n.ends_with(".p99")))
             || (n.starts_with("gc.") && n.ends_with(".per_op"))
     };
     // With too few runs for any verdict, the changes of NOISE_PCT or more are listed, said to
@@ -355,7 +384,7 @@ pub fn headline(c: &Comparison) -> String {
         "throughput" => 0,
         "cpu.per_op" => 1,
         n if n.ends_with(".per_op") => 2,
-        n if n.starts_with("latency.") => 3,
+        n if n.starts_with("latency.") || metrics::span_percentile(n).is_some() => 3,
         _ => 4,
     };
     changed.sort_by(|x, y| {
@@ -627,7 +656,9 @@ fn wrapped(out: &mut String, text: &str) {
 /// otherwise syscalls and perf counters whose both sides are below 1% of the total syscalls
 /// are left out. Columns are as wide as their widest cell. A figure's name is whole, so that
 /// it can be copied into a budget file: long names, wide ranges, or the reason for no verdict
-/// with sides of different sizes can take a row beyond 100 columns.
+/// with sides of different sizes can take a row beyond 100 columns. Spans both sides measured
+/// one by one follow: their percentiles' moves and the causes of their slowest calls
+/// ([`TailChange`]).
 ///
 /// Text that is not ours (the sides' labels, the workload and build names in the command to
 /// rerun, span labels in figure names) is [escaped](escape) as the page escapes it; "what
@@ -698,6 +729,9 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
             "\n{hidden} totals and rates per second, of figures compared per operation, \
              are left out (--all shows them)"
         );
+    }
+    if !c.tails.is_empty() {
+        let _ = write!(out, "\n{}", tails::render(&c.tails));
     }
     out
 }
@@ -819,6 +853,7 @@ mod tests {
             rows,
             rerun: String::new(),
             changed: Default::default(),
+            tails: Vec::new(),
         }
     }
 

@@ -292,21 +292,24 @@ pub fn check_repeats(
     out
 }
 
-/// `why`, and the top findings behind the budget's figure: "…; of which 70% [lock] …".
+/// `why`, and the top findings behind the budget's figure: "…; behind it: 70% [lock] …". A
+/// span's percentile names the top three causes of its tail ([`switchyard_findings::tail`]),
+/// whose sentences give their own shares: "…; behind it: [lock] the slowest 1% of …".
 fn with_causes(why: String, ex: &switchyard_findings::Explanation, b: &Budget) -> String {
-    let behind = switchyard_findings::behind(&b.metric, ex, 2);
+    let span = metrics::span_percentile(&b.metric).is_some();
+    let behind = switchyard_findings::behind(&b.metric, ex, if span { 3 } else { 2 });
     if behind.is_empty() {
         return why;
     }
     let causes: Vec<String> = behind
         .iter()
         .map(|(share, f)| {
-            format!(
-                "{} [{}] {}",
-                switchyard_model::units::percent(*share),
-                f.kind.name(),
-                f.summary
-            )
+            let share = if span {
+                String::new()
+            } else {
+                format!("{} ", switchyard_model::units::percent(*share))
+            };
+            format!("{share}[{}] {}", f.kind.name(), f.summary)
         })
         .collect();
     format!("{why}; behind it: {}", causes.join("; "))
@@ -376,6 +379,8 @@ fn why_absent(metric: &str) -> &'static str {
         " (per-operation figures need a workload result: record --workload-result)"
     } else if metric.starts_with("gc.") {
         " (GC figures need `record --go-gc` on a Go binary)"
+    } else if metrics::span_percentile(metric).is_some() {
+        " (span percentiles need calls of the span that returned in the recording: record --uprobe-span LABEL=SYMBOL; runs recorded before spans were measured one by one have none)"
     } else if metric.starts_with("span.") {
         " (span figures need `record --uprobe-span LABEL=SYMBOL`)"
     } else if metric.starts_with("latency.")
@@ -529,6 +534,151 @@ mod tests {
         assert_eq!(
             checks[0].status,
             Status::Fail("3 s above the maximum 1 s".into())
+        );
+    }
+
+    /// `waited_for_a_hog` with a span `handle.request` of 200 calls: 198 of 100 µs and two of
+    /// 1 ms, each of those 600 µs waiting for a CPU the hog held and 300 µs blocked in I/O;
+    /// three typical calls kept, 95 µs of each on a CPU.
+    fn with_a_slow_span() -> Run {
+        use switchyard_model::{SpanAnatomy, SpanCpuWait, SpanInstance, SpanRow, SpanWait};
+        let slow = |start_ns| SpanInstance {
+            tgid: 100,
+            tid: 101,
+            start_ns,
+            duration_ns: 1_000_000,
+            oncpu_ns: 100_000,
+            blocked_ns: 300_000,
+            runqueue_ns: 600_000,
+            slow: true,
+            blocked: vec![SpanWait {
+                ns: 300_000,
+                count: 1,
+                state: "D".into(),
+                ..Default::default()
+            }],
+            cpu: vec![SpanCpuWait {
+                ns: 600_000,
+                tgid: 100,
+                tid: 102,
+                comm: "hog".into(),
+            }],
+            ..Default::default()
+        };
+        let typical = |start_ns| SpanInstance {
+            tgid: 100,
+            tid: 101,
+            start_ns,
+            duration_ns: 100_000,
+            oncpu_ns: 95_000,
+            runqueue_ns: 5_000,
+            ..Default::default()
+        };
+        let mut run = waited_for_a_hog();
+        run.locks.spans.push(SpanRow {
+            label: "handle.request".into(),
+            symbol: "handle_request".into(),
+            anatomy: Some(SpanAnatomy {
+                count: 200,
+                total_ns: 198 * 100_000 + 2 * 1_000_000,
+                hist: vec![(100_000, 198), (1_000_000, 2)],
+                instances: vec![
+                    slow(1_000_000),
+                    slow(2_000_000),
+                    typical(3_000_000),
+                    typical(4_000_000),
+                    typical(5_000_000),
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        run
+    }
+
+    #[test]
+    fn a_failed_span_percentile_names_its_tails_causes() {
+        let budgets = parse(
+            "[[budget]]\nmetric = \"span.handle_request.p99\"\nmax = 500\n\n\
+             [[budget]]\nmetric = \"span.handle_request.p50\"\nmax = 50\n\n\
+             [[budget]]\nmetric = \"span.handle_request.max\"\nmax = 2000\n",
+            "b.toml",
+        )
+        .unwrap();
+        let checks = check(&budgets, &[("run.json".into(), with_a_slow_span())], None);
+        let verdicts: Vec<(Option<f64>, &Status)> =
+            checks.iter().map(|c| (c.value, &c.status)).collect();
+        let slowest = "the slowest 1% of handle.request (P99 1.0 ms, against P50 100.0 µs) spent";
+        let estimate = "(an estimate: removing one wait can move time to another)";
+        assert_eq!(
+            verdicts,
+            [
+                // The P99: the slow group's causes, by the excess each explains.
+                (
+                    Some(1000.0),
+                    &Status::Fail(format!(
+                        "1000 µs above the maximum 500 µs; behind it: \
+                         [cpu] {slowest} 60.0% of their time waiting for a CPU held by hog (a \
+                         thread of the target) (the typical ones: 0.0%); it explains 66.7% of \
+                         their excess over the typical ones. Without it, P99 would be about \
+                         400.0 µs {estimate}; \
+                         [io] {slowest} 30.0% of their time in block I/O (the typical ones: \
+                         0.0%); it explains 33.3% of their excess over the typical ones. \
+                         Without it, P99 would be about 700.0 µs {estimate}"
+                    ))
+                ),
+                // The P50: the typical group's, by time.
+                (
+                    Some(100.0),
+                    &Status::Fail(
+                        "100 µs above the maximum 50 µs; behind it: \
+                         [oncpu] the typical instances of handle.request spent 95.0% of their \
+                         time running; \
+                         [cpu] the typical instances of handle.request spent 5.0% of their time \
+                         waiting for a CPU"
+                            .into()
+                    )
+                ),
+                (Some(1000.0), &Status::Pass),
+            ]
+        );
+        assert!(crate::text(&checks).contains(
+            "— 1000 µs above the maximum 500 µs; behind it: [cpu] the slowest 1% of handle.request"
+        ));
+        // A span with no calls measured one by one has no percentiles, and says why.
+        let mut run = with_a_slow_span();
+        run.locks.spans[0].anatomy = None;
+        let checks = check(&budgets[..1], &[("run.json".into(), run)], None);
+        assert_eq!(
+            checks[0].status,
+            Status::Fail(
+                "the run has no `span.handle_request.p99` (span percentiles need calls of the \
+                 span that returned in the recording: record --uprobe-span LABEL=SYMBOL; runs \
+                 recorded before spans were measured one by one have none)"
+                    .into()
+            )
+        );
+        // Against a baseline, a regression names the same causes.
+        let mut base = with_a_slow_span();
+        base.locks.spans[0].anatomy.as_mut().unwrap().hist[1].0 = 800_000;
+        let budgets = parse(
+            "[[budget]]\nmetric = \"span.handle_request.p99_9\"\nregression = 10\n",
+            "b.toml",
+        )
+        .unwrap();
+        let checks = check(
+            &budgets,
+            &[("run.json".into(), with_a_slow_span())],
+            Some(&base),
+        );
+        let Status::Fail(why) = &checks[0].status else {
+            panic!("{checks:?}")
+        };
+        assert!(
+            why.starts_with(&format!(
+                "1000 µs is 25.0% worse than the baseline 800 µs (allowed 10%); behind it: [cpu] {slowest} 60.0%"
+            )),
+            "{why}"
         );
     }
 

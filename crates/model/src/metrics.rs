@@ -397,6 +397,41 @@ pub const FIGURES: &[Figure] = &[
         "time from entry to return of a --uprobe-span function, per operation",
     ),
     figure(
+        "span.<label>.p50",
+        Micros,
+        Lower,
+        "span P50",
+        "the median time from entry to return of a --uprobe-span function, of its calls one by one",
+    ),
+    figure(
+        "span.<label>.p90",
+        Micros,
+        Lower,
+        "span P90",
+        "the 90th percentile time from entry to return of a --uprobe-span function",
+    ),
+    figure(
+        "span.<label>.p99",
+        Micros,
+        Lower,
+        "span P99",
+        "the 99th percentile time from entry to return of a --uprobe-span function",
+    ),
+    figure(
+        "span.<label>.p99_9",
+        Micros,
+        Lower,
+        "span P99.9",
+        "the 99.9th percentile time from entry to return of a --uprobe-span function",
+    ),
+    figure(
+        "span.<label>.max",
+        Micros,
+        Lower,
+        "longest span",
+        "the longest time from entry to return of a --uprobe-span function",
+    ),
+    figure(
         "switches.voluntary[.per_s|.per_op]",
         Count,
         Lower,
@@ -569,7 +604,9 @@ fn examples(pattern: &str) -> Vec<String> {
             let (kind, tail) = rest.split_once('>').unwrap_or((rest, ""));
             let values: Vec<&str> = match kind {
                 "name" => vec!["read", "getppid", "futex", "syscall_451"],
-                "label" => vec!["acquire", "time", "per_op", "avg_us", "total"],
+                "label" => vec![
+                    "acquire", "time", "per_op", "avg_us", "total", "p50", "p99_9", "max",
+                ],
                 "counter" => crate::COUNTER_NAMES.to_vec(),
                 _ => vec![kind],
             };
@@ -665,6 +702,57 @@ fn span_label(s: &crate::SpanRow) -> String {
         &s.label
     };
     label.replace('.', "_")
+}
+
+/// The percentiles of a span's calls that figures name (`span.<label>.p99`), each with its
+/// quantile; `max` is the longest call.
+pub const SPAN_PERCENTILES: [(&str, f64); 5] = [
+    ("p50", 0.5),
+    ("p90", 0.9),
+    ("p99", 0.99),
+    ("p99_9", 0.999),
+    ("max", 1.0),
+];
+
+/// A span percentile's label and percentile, as [`SPAN_PERCENTILES`] names it:
+/// `span.handle_request.p99` → `("handle_request", "p99")`.
+pub fn span_percentile(name: &str) -> Option<(&str, &'static str)> {
+    let rest = name.strip_prefix("span.")?;
+    let (label, which) = rest.split_once('.')?;
+    let (which, _) = SPAN_PERCENTILES.iter().find(|(p, _)| *p == which)?;
+    (!label.is_empty()).then_some((label, *which))
+}
+
+/// Quantile `q` of a span's calls, from the histogram of every call's duration: the lowest
+/// value of the bucket at which ceil(count × (1 − q)) calls lie at or above (at least one).
+/// The tail's explanation (`switchyard_findings::tail`) reads its percentiles so.
+fn span_quantile(a: &crate::SpanAnatomy, q: f64) -> u64 {
+    let above = ((a.count as f64) * (1.0 - q) - 1e-6).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for (v, n) in a.hist.iter().rev() {
+        seen += n;
+        if seen >= above {
+            return *v;
+        }
+    }
+    0
+}
+
+/// A span's percentiles in [`SPAN_PERCENTILES`]' order, ns; the longest is the longest call
+/// kept whole, or the top bucket's lowest value when that is longer. `None` when no call
+/// returned.
+pub fn span_percentiles(a: &crate::SpanAnatomy) -> Option<[u64; 5]> {
+    if a.count == 0 {
+        return None;
+    }
+    let max = a
+        .instances
+        .iter()
+        .map(|i| i.duration_ns)
+        .max()
+        .unwrap_or(0)
+        .max(a.hist.last().map_or(0, |h| h.0));
+    Some(SPAN_PERCENTILES.map(|(_, q)| if q >= 1.0 { max } else { span_quantile(a, q) }))
 }
 
 /// Every named figure of `run`.
@@ -773,6 +861,11 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
                     format!("{name}.time.per_op"),
                     s.stats.total_ns as f64 / 1e3 / ops,
                 );
+            }
+            if let Some(ps) = s.anatomy.as_ref().and_then(span_percentiles) {
+                for ((which, _), v) in SPAN_PERCENTILES.iter().zip(ps) {
+                    put(&mut m, format!("{name}.{which}"), v as f64 / 1e3);
+                }
             }
         }
     }
@@ -909,7 +1002,7 @@ mod tests {
 
     #[test]
     fn known_names_cover_what_extract_produces() {
-        let mut run = crate::tests::sample_run();
+        let mut run = with_span(crate::tests::sample_run());
         run.operations = Some(10);
         run.gc = Some(crate::GoGc {
             cycles: 3,
@@ -1044,6 +1137,79 @@ mod tests {
             heads,
             ["syscalls", "futex waits", "context switches", "CPU"]
         );
+    }
+
+    /// A span `handle.request` of 1000 calls: 990 of 200 µs, 9 of 1 ms and 1 of 8 ms, the
+    /// slowest kept whole at 8.3 ms.
+    fn with_span(mut run: Run) -> Run {
+        run.locks.spans.push(crate::SpanRow {
+            label: "handle.request".into(),
+            symbol: "handle_request".into(),
+            stats: crate::WaitSummary {
+                count: 1000,
+                total_ns: 990 * 200_000 + 9 * 1_000_000 + 8_300_000,
+                ..Default::default()
+            },
+            anatomy: Some(crate::SpanAnatomy {
+                count: 1000,
+                total_ns: 990 * 200_000 + 9 * 1_000_000 + 8_300_000,
+                hist: vec![(200_000, 990), (999_424, 9), (8_257_536, 1)],
+                instances: vec![crate::SpanInstance {
+                    duration_ns: 8_300_000,
+                    slow: true,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        run
+    }
+
+    #[test]
+    fn span_percentiles_come_from_the_histogram_of_every_call() {
+        let run = with_span(crate::tests::sample_run());
+        let m = extract(&run);
+        let got: Vec<(&str, f64, &str)> = m
+            .iter()
+            .filter(|(n, _)| span_percentile(n).is_some())
+            .map(|(n, x)| (n.as_str(), x.value, x.unit.suffix()))
+            .collect();
+        // P99: the 10 calls from the top are 8 ms and nine of 1 ms, so the 1 ms bucket's
+        // lowest value; P99.9: the one call of 8 ms; the longest: the call kept whole.
+        assert_eq!(
+            got,
+            [
+                ("span.handle_request.max", 8300.0, "µs"),
+                ("span.handle_request.p50", 200.0, "µs"),
+                ("span.handle_request.p90", 200.0, "µs"),
+                ("span.handle_request.p99", 999.424, "µs"),
+                ("span.handle_request.p99_9", 8257.536, "µs"),
+            ]
+        );
+        for (name, _, _) in &got {
+            assert_eq!(definition(name).unwrap().0.better, Better::Lower, "{name}");
+        }
+        assert_eq!(
+            span_percentile("span.handle_request.p99_9"),
+            Some(("handle_request", "p99_9"))
+        );
+        assert_eq!(span_percentile("span.handle_request.time"), None);
+        assert_eq!(span_percentile("latency.p99"), None);
+        assert_eq!(unit_label("span.<label>.p99"), "µs");
+        // With no call kept whole, the longest is the top bucket's lowest value.
+        let mut run = run;
+        let a = run.locks.spans[0].anatomy.as_mut().unwrap();
+        a.instances.clear();
+        assert_eq!(extract(&run)["span.handle_request.max"].value, 8257.536);
+        // No call returned, or a span recorded before calls were measured one by one: no
+        // percentiles, the span's other figures as before.
+        for anatomy in [Some(crate::SpanAnatomy::default()), None] {
+            run.locks.spans[0].anatomy = anatomy;
+            let m = extract(&run);
+            assert!(m.contains_key("span.handle_request.time"));
+            assert!(!m.keys().any(|n| span_percentile(n).is_some()), "{m:?}");
+        }
     }
 
     #[test]
