@@ -12,9 +12,9 @@ use aya_ebpf::{
 use switchyard_common::{drops, tp};
 
 use crate::{
-    sched::thread_entry,
     shared::{FOLLOWED, TARGETS, drop_event, follow_children, is_target},
     stacks::atomic_add,
+    threads::thread_entry,
 };
 
 #[tracepoint]

@@ -27,6 +27,7 @@ mod shared;
 mod spans;
 mod stacks;
 mod syscalls;
+mod threads;
 mod timeline;
 mod unwind;
 mod wakeup;

@@ -10,10 +10,10 @@ use aya_ebpf::{
 use switchyard_common::{OnCpuKey, timeline as tl, unwind};
 
 use crate::{
-    sched::thread,
     shared::{is_target, recording},
     spans,
     stacks::{KEYS, add, stack_ids},
+    threads::thread,
     timeline,
 };
 

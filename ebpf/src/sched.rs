@@ -26,10 +26,9 @@
 use core::ffi::c_void;
 
 use aya_ebpf::{
-    bindings::{BPF_F_NO_PREALLOC, BPF_NOEXIST},
     helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, generated::bpf_get_prandom_u32},
     macros::{btf_tracepoint, map},
-    maps::{Array, HashMap, PerCpuArray, ProgramArray},
+    maps::{HashMap, PerCpuArray, ProgramArray},
     programs::BtfTracePointContext,
 };
 use switchyard_common::{
@@ -42,52 +41,9 @@ use crate::{
     shared::{current_comm, drop_event, is_target, start_ns},
     spans,
     stacks::{KEYS, add, blocked_kernel_stack, stacks_on, user_stack},
+    threads::{thread, thread_entry},
     timeline,
 };
-
-/// Each thread's state, in the slot `tid & THREAD_MASK`. An array, not a hash: its lookup is
-/// inlined by the verifier, where a hash lookup cost ~60 ns here, and a switch between two
-/// target threads makes two. The loader sizes it to cover pid_max up to `MAX_THREAD_SLOTS`:
-/// where pid_max is no larger (the kernel's default of 32,768) no two threads share a slot;
-/// where it is (systemd raises it to 4,194,304), a thread whose slot another thread holds goes
-/// to `THREAD_SPILL`.
-#[map]
-static THREADS: Array<ThreadStats> = Array::with_max_entries(1, 0);
-
-/// Who holds each claimed `THREADS` slot: claimed here with `BPF_NOEXIST` (atomic, so two
-/// CPUs cannot both take a free slot), released by user space with the exited thread.
-#[map]
-static THREAD_CLAIMS: HashMap<u32, u32> = HashMap::with_max_entries(1, 0);
-
-/// Threads whose `THREADS` slot another thread held when they were first seen.
-#[map]
-static THREAD_SPILL: HashMap<u32, ThreadStats> =
-    HashMap::with_max_entries(MAX_THREADS, BPF_F_NO_PREALLOC);
-
-/// One zeroed entry, the template for a new thread's entry.
-#[map]
-static ZERO_THREAD: PerCpuArray<ThreadStats> = PerCpuArray::with_max_entries(1, 0);
-
-/// Set by the loader before load: `THREADS`' size minus one.
-#[unsafe(no_mangle)]
-static THREAD_MASK: u32 = 0;
-
-/// Thread `tid`'s entry, if it has one.
-#[inline(always)]
-pub fn thread(tid: u32) -> Option<*mut ThreadStats> {
-    // A free slot's tid is 0: the idle task never has an entry.
-    if tid == 0 {
-        return None;
-    }
-    // SAFETY: a read-only global the loader rewrites before load.
-    let slot = tid & unsafe { core::ptr::read_volatile(&THREAD_MASK) };
-    let t = THREADS.get_ptr_mut(slot)?;
-    // SAFETY: a live array value; whose it is, its `tid` says.
-    if unsafe { (*t).tid } == tid {
-        return Some(t);
-    }
-    THREAD_SPILL.get_ptr_mut(&tid)
-}
 
 #[map]
 static OFFCPU: HashMap<OffCpuKey, u64> = HashMap::with_max_entries(KEYS, 0);
@@ -417,43 +373,6 @@ fn moving_average(average: u64, sample: u64) -> u64 {
     } else {
         average - average / 8 + sample / 8
     }
-}
-
-/// The entry of thread `tid`, created zeroed when it has none.
-#[inline(always)]
-pub fn thread_entry(tid: u32) -> Option<*mut ThreadStats> {
-    if let Some(t) = thread(tid) {
-        return Some(t);
-    }
-    // SAFETY: a read-only global the loader rewrites before load.
-    let slot = tid & unsafe { core::ptr::read_volatile(&THREAD_MASK) };
-    let t = THREADS.get_ptr_mut(slot)?;
-    let zero = ZERO_THREAD.get_ptr(0)?;
-    // SAFETY: a live array value; 0 is a free slot's tid.
-    if unsafe { (*t).tid } == 0
-        && THREAD_CLAIMS
-            .insert(&slot, &tid, BPF_NOEXIST as u64)
-            .is_ok()
-    {
-        // SAFETY: the slot is this thread's now; the template is only ever read.
-        unsafe {
-            *t = *zero;
-            (*t).tid = tid;
-        }
-        return Some(t);
-    }
-    // SAFETY: a live map value, only ever read.
-    if THREAD_SPILL
-        .insert(&tid, unsafe { &*zero }, BPF_NOEXIST as u64)
-        .is_err()
-    {
-        drop_event(drops::THREADS_FULL);
-        return None;
-    }
-    let s = THREAD_SPILL.get_ptr_mut(&tid)?;
-    // SAFETY: the new entry, this thread's.
-    unsafe { (*s).tid = tid };
-    Some(s)
 }
 
 /// The probability, in `sampling::ONE` units, of walking an interval of `ns`: 1 from one

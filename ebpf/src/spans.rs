@@ -12,11 +12,11 @@
 use aya_ebpf::{
     EbpfContext as _,
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_prandom_u32, bpf_ktime_get_ns,
+        bpf_get_current_pid_tgid, bpf_get_prandom_u32, bpf_ktime_get_ns, bpf_probe_read_user,
         generated::bpf_get_attach_cookie,
     },
     macros::{map, uprobe, uretprobe},
-    maps::{Array, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
     programs::{ProbeContext, RetProbeContext},
 };
 use switchyard_common::{
@@ -25,8 +25,8 @@ use switchyard_common::{
 };
 
 use crate::{
-    sched::{thread, thread_entry},
     shared::{current_comm, drop_event, is_target, recording, start_ns},
+    threads::{thread, thread_entry},
 };
 
 /// Every span's durations, as the figures have them (count, total, log2 histogram).
@@ -42,6 +42,14 @@ static SPAN_CTL: Array<u64> = Array::with_max_entries(2 * MAX_SPANS, 0);
 /// Sized by the loader; one page without spans.
 #[map]
 static SPAN_EVENTS: RingBuf = RingBuf::with_byte_size(4096, 0);
+
+/// The Go span open on each goroutine, by its g.
+#[map]
+static GO_SPANS: HashMap<u64, SpanInstance> = HashMap::with_max_entries(16384, 0);
+
+/// Where a Go instance is built before it goes into `GO_SPANS` (too big for the stack).
+#[map]
+static GO_SCRATCH: PerCpuArray<SpanInstance> = PerCpuArray::with_max_entries(1, 0);
 
 /// The thread's time on CPU so far, counted to `now`: its switch-outs add what ran before
 /// them, the run in progress is added here.
@@ -89,30 +97,15 @@ pub fn span_enter(ctx: ProbeContext) -> u32 {
     let now = unsafe { bpf_ktime_get_ns() };
     let oncpu = oncpu_so_far(t, now);
     let (blocked, runqueue) = (t.blocked_ns, t.runqueue_ns);
-    let s = &mut t.span;
-    s.index = span + 1;
-    s.flags = if on { 0 } else { span_flags::OPEN_AT_START };
-    s.tgid = (pid_tgid >> 32) as u32;
-    s.tid = pid_tgid as u32;
-    s.depth = 0;
-    s.pending_part = 0;
-    s.start = now;
-    s.end = 0;
-    s.oncpu_ns = oncpu;
-    s.blocked_ns = blocked;
-    s.runqueue_ns = runqueue;
-    s.other_blocked_ns = 0;
-    s.other_held_ns = 0;
-    s.samples = 0;
-    for i in 0..SPAN_PARTS {
-        s.parts[i].ns = 0;
-    }
-    for i in 0..SPAN_HOLDERS {
-        s.holders[i].ns = 0;
-    }
-    for i in 0..SPAN_SITES {
-        s.sites[i].samples = 0;
-    }
+    let flags = if on { 0 } else { span_flags::OPEN_AT_START };
+    begin(
+        &mut t.span,
+        span,
+        flags,
+        pid_tgid,
+        now,
+        [oncpu, blocked, runqueue],
+    );
     0
 }
 
@@ -162,11 +155,53 @@ pub fn span_exit(ctx: RetProbeContext) -> u32 {
     let oncpu = oncpu_so_far(t, now);
     let (blocked, runqueue) = (t.blocked_ns, t.runqueue_ns);
     let s = &mut t.span;
-    let took = now.saturating_sub(s.start);
-    s.end = now;
     s.oncpu_ns = oncpu.saturating_sub(s.oncpu_ns);
     s.blocked_ns = blocked.saturating_sub(s.blocked_ns);
     s.runqueue_ns = runqueue.saturating_sub(s.runqueue_ns);
+    finish(s, span, now, pid_tgid as u32, 0);
+    s.index = 0;
+    0
+}
+
+/// A new instance of span `span` in `s`, entered now by `pid_tgid`; `counters`: the thread's
+/// time on CPU, blocked and waiting for a CPU so far (a native span's; 0 for Go).
+#[inline(always)]
+fn begin(s: &mut SpanInstance, span: u32, flags: u32, pid_tgid: u64, now: u64, counters: [u64; 3]) {
+    s.index = span + 1;
+    s.flags = flags;
+    s.tgid = (pid_tgid >> 32) as u32;
+    s.tid = pid_tgid as u32;
+    s.end_tid = 0;
+    s.depth = 0;
+    s.pending_part = 0;
+    s.start = now;
+    s.end = 0;
+    s.depth_bytes = 0;
+    s.oncpu_ns = counters[0];
+    s.blocked_ns = counters[1];
+    s.runqueue_ns = counters[2];
+    s.other_blocked_ns = 0;
+    s.other_held_ns = 0;
+    s.samples = 0;
+    for i in 0..SPAN_PARTS {
+        s.parts[i].ns = 0;
+    }
+    for i in 0..SPAN_HOLDERS {
+        s.holders[i].ns = 0;
+    }
+    for i in 0..SPAN_SITES {
+        s.sites[i].samples = 0;
+    }
+}
+
+/// Instance `s` of span `span` returns now on thread `tid`: its duration into the histograms,
+/// and the instance whole to user space when it is at least as slow as the threshold, or
+/// drawn as a typical one. `kind`: flags it keeps (`span_flags::GO`).
+#[inline(always)]
+fn finish(s: &mut SpanInstance, span: u32, now: u64, tid: u32, kind: u32) {
+    let took = now.saturating_sub(s.start);
+    s.end = now;
+    s.end_tid = tid;
     if let Some(h) = hist(span) {
         h.count += 1;
         h.total_ns += took;
@@ -192,13 +227,11 @@ pub fn span_exit(ctx: RetProbeContext) -> u32 {
         0
     };
     if flag != 0 {
-        s.flags = flag;
+        s.flags = kind | flag;
         if SPAN_EVENTS.output::<SpanInstance>(&*s, 0).is_err() {
             drop_event(drops::SPAN_EVENTS_FULL);
         }
     }
-    s.index = 0;
-    0
 }
 
 /// An interval off CPU of thread `t`'s open span, ending now: `blocked` ns blocked (its stacks
@@ -316,4 +349,148 @@ pub fn sample(t: &mut ThreadStats, user: i32, kernel: i32) {
 #[inline(always)]
 pub fn open(t: &ThreadStats) -> bool {
     t.span.index != 0
+}
+
+/// The running goroutine: Go's register ABI keeps it in r14 on amd64, at a function's body
+/// and at its returns.
+#[inline(always)]
+fn goroutine(ctx: &ProbeContext) -> u64 {
+    // SAFETY: the probe's own registers.
+    unsafe { (*ctx.regs).r14 }
+}
+
+/// A Go span's key: its goroutine (an address below 2^47) and the span, in the top byte:
+/// one goroutine can be inside two spans at once (a handler and a call it makes).
+#[inline(always)]
+fn go_key(g: u64, span: u32) -> u64 {
+    g | ((span as u64 + 1) << 56)
+}
+
+/// How deep the goroutine's stack is at this probe, in bytes from its top (`g.stack.hi`, the
+/// second word of the g): a stack that grows is copied, and every address on it moves, but
+/// not its depth. At a function's body (past its stack check) and at its `RET`, the stack
+/// pointer is at the return address: the same depth for one call.
+#[inline(always)]
+fn stack_depth(ctx: &ProbeContext, g: u64) -> u64 {
+    // SAFETY: the probe's own registers; the g's words are read as user memory.
+    let sp = unsafe { (*ctx.regs).rsp };
+    let hi: u64 = unsafe { bpf_probe_read_user((g + 8) as *const u64) }.unwrap_or(0);
+    hi.wrapping_sub(sp)
+}
+
+/// A Go function's entry, past its stack check: the instance is the goroutine's, wherever
+/// it runs until it returns.
+#[uprobe]
+pub fn span_enter_go(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !is_target((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    // SAFETY: the cookie the loader attached with: the span's index.
+    let span = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let g = goroutine(&ctx);
+    if span >= MAX_SPANS || g == 0 {
+        return 0;
+    }
+    let on = recording();
+    let depth = stack_depth(&ctx, g);
+    let key = go_key(g, span);
+    if let Some(open) = GO_SPANS.get_ptr_mut(&key) {
+        // SAFETY: a live map value; only this goroutine's probes touch its entry, and it
+        // runs on one thread at a time.
+        let open_depth = unsafe { (*open).depth_bytes };
+        if depth > open_depth {
+            // Deeper: a call inside the open instance.
+            if on && let Some(h) = hist(span) {
+                h.nested += 1;
+            }
+            return 0;
+        }
+        // At its depth or above: its return was never seen. This call replaces it.
+        if on && let Some(h) = hist(span) {
+            h.missed += 1;
+        }
+    }
+    let Some(s) = GO_SCRATCH.get_ptr_mut(0) else {
+        return 0;
+    };
+    // SAFETY: the per-CPU scratch slot.
+    let s = unsafe { &mut *s };
+    let flags = span_flags::GO | if on { 0 } else { span_flags::OPEN_AT_START };
+    // SAFETY: a helper with no arguments.
+    begin(
+        s,
+        span,
+        flags,
+        pid_tgid,
+        unsafe { bpf_ktime_get_ns() },
+        [0; 3],
+    );
+    s.depth_bytes = depth;
+    if GO_SPANS.insert(&key, s, 0).is_err() {
+        drop_event(drops::SPAN_EVENTS_FULL);
+    }
+    0
+}
+
+/// One of a Go function's `RET` instructions.
+#[uprobe]
+pub fn span_exit_go(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !is_target((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    let g = goroutine(&ctx);
+    let on = recording();
+    // SAFETY: the cookie the loader attached with.
+    let span = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    if span >= MAX_SPANS {
+        return 0;
+    }
+    let key = go_key(g, span);
+    let Some(s) = GO_SPANS.get_ptr_mut(&key) else {
+        // Entered before its entry probe was placed.
+        if on && let Some(h) = hist(span) {
+            h.open_at_start += 1;
+        }
+        return 0;
+    };
+    // SAFETY: a live map value (see `span_enter_go`).
+    let s = unsafe { &mut *s };
+    let depth = stack_depth(&ctx, g);
+    if depth > s.depth_bytes {
+        // A nested call's return.
+        return 0;
+    }
+    if depth < s.depth_bytes {
+        // Above the instance: its own return was never seen.
+        let span = s.index.wrapping_sub(1);
+        if on
+            && span < MAX_SPANS
+            && let Some(h) = hist(span)
+        {
+            h.missed += 1;
+        }
+        let _ = GO_SPANS.remove(&key);
+        return 0;
+    }
+    // Returning after the stop: left open, user space counts it so.
+    if !on {
+        return 0;
+    }
+    let span = s.index.wrapping_sub(1);
+    if span >= MAX_SPANS || s.flags & span_flags::OPEN_AT_START != 0 {
+        if span < MAX_SPANS
+            && let Some(h) = hist(span)
+        {
+            h.open_at_start += 1;
+        }
+        let _ = GO_SPANS.remove(&key);
+        return 0;
+    }
+    // SAFETY: a helper with no arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    finish(s, span, now, pid_tgid as u32, span_flags::GO);
+    let _ = GO_SPANS.remove(&key);
+    0
 }

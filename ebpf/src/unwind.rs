@@ -19,7 +19,8 @@ use aya_ebpf::{
     helpers::{
         bpf_probe_read_kernel, bpf_probe_read_user,
         generated::{
-            bpf_get_current_task_btf, bpf_get_stack, bpf_get_task_stack, bpf_loop, bpf_task_pt_regs,
+            self as raw, bpf_get_current_task_btf, bpf_get_stack, bpf_get_task_stack, bpf_loop,
+            bpf_task_pt_regs,
         },
     },
     macros::map,
@@ -29,8 +30,10 @@ use switchyard_common::{
     MAX_TARGETS, UnwindMapping, UnwindProc, UnwindRow, UserStack, drops,
     unwind::{
         CFA_MASK, CFA_NONE, CFA_PLT, CFA_RBP, CFA_RSP, CFA_SCALED, COMPLETE, END,
-        MAPPING_SEARCH_STEPS, MAX_FRAMES, MAX_MAPPINGS, MAX_PROCS, MODE_FP, NO_TABLE, RBP_SAVED,
-        ROW_SEARCH_STEPS, SLOTS, TABLE_FULL,
+        MAPPING_SEARCH_STEPS, MAX_FRAMES, MAX_MAPPINGS, MAX_PROCS, MAX_RETURN_INSTANCES, MODE_FP,
+        NO_TABLE, RBP_SAVED, RETPROBE_FIELDS, ROW_SEARCH_STEPS, RP_MM_XOL_AREA, RP_RI_NEXT,
+        RP_RI_ORIG_RET_VADDR, RP_RI_STACK, RP_TASK_MM, RP_TASK_UTASK, RP_UTASK_RETURN_INSTANCES,
+        RP_XOL_VADDR, SLOTS, TABLE_FULL,
     },
 };
 
@@ -87,6 +90,17 @@ struct CachedRule {
 #[unsafe(no_mangle)]
 static UNWIND_MODE: u8 = 0;
 
+/// Set by the loader when spans are recorded: a span's return probe replaces the return
+/// address of the function it times with the kernel's trampoline, and the walk puts the
+/// original back. 0 otherwise: nothing is read.
+#[unsafe(no_mangle)]
+static RETURN_PROBES_ON: u8 = 0;
+
+/// Byte offsets of the kernel fields read to do so, indexed by `unwind::RP_*`, from the running
+/// kernel's BTF.
+#[unsafe(no_mangle)]
+static RETPROBE_OFFSETS: [u32; RETPROBE_FIELDS] = [0; RETPROBE_FIELDS];
+
 const BPF_F_USER_STACK: u64 = 1 << 8;
 /// `struct pt_regs` offsets on x86-64.
 const REGS_BP: usize = 32;
@@ -115,6 +129,15 @@ struct Walk {
     generation: u32,
     /// 1 when the byte before the first pc is an int3.
     after_int3: u32,
+    /// The address of the return probes' trampoline in this process when the task has return
+    /// addresses replaced by it; 0 otherwise.
+    trampoline: u64,
+    /// The next of the task's pending return instances (a kernel address) to match against a
+    /// replaced return address; newer ones belong to frames already walked.
+    return_instance: u64,
+    /// Where `pc` was read from, when it is a return address; for the first frame, where a
+    /// return address just popped was (the stack pointer less 8).
+    pc_slot: u64,
 }
 
 /// Where the caller of a pc is found.
@@ -156,7 +179,7 @@ pub fn user_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) -> i3
     let after_int3 = matches!(
         unsafe { bpf_probe_read_user((ip - 1) as *const u8) },
         Ok(INT3)
-    );
+    ) && !pushed_rbp(sp, bp);
     let mut walk = Walk {
         pc: ip,
         sp,
@@ -168,7 +191,16 @@ pub fn user_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) -> i3
         reason: NO_REASON,
         generation: UNWIND_GENERATION.get(0).copied().unwrap_or(0),
         after_int3: after_int3 as u32,
+        trampoline: 0,
+        return_instance: 0,
+        // An unknown number to the verifier, as every later value: a 0 here would make it tell
+        // the first frame's walk state from the others'.
+        pc_slot: sp.wrapping_sub(8),
     };
+    pending_returns(&mut walk);
+    // At the trampoline's first instruction the probed function has just returned to it:
+    // the caller is where the probe found it.
+    restore_return(&mut walk);
     // SAFETY: `step` is a static callback and `walk` lives on this stack for the whole loop.
     unsafe {
         bpf_loop(
@@ -199,7 +231,18 @@ fn with_python(slot: u32, depth: u32, hash: u64) -> (u32, u64) {
     }
 }
 
-/// Frame pointers only, walked by the kernel's own user-stack walker.
+/// True when the top of the user stack holds rbp: the probed instruction was a `push %rbp`
+/// the kernel has already emulated (the thread is on its way back from the breakpoint), which
+/// leaves ip past the int3 as well. A return address is never the frame pointer's value.
+#[inline(always)]
+fn pushed_rbp(sp: u64, bp: u64) -> bool {
+    // SAFETY: a read of the task's own stack; a fault reads as "not pushed".
+    matches!(unsafe { bpf_probe_read_user(sp as *const u64) }, Ok(top) if top == bp)
+}
+
+/// Frame pointers only, walked by the kernel's own user-stack walker. That walker puts back
+/// the return addresses a span's return probe replaced itself (since Linux 6.11, newest return
+/// instance first, one per trampoline address met); on older kernels they stay replaced here.
 #[inline(always)]
 fn frame_pointer_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) -> i32 {
     let Some(buf) = UNWIND_SCRATCH.get_ptr_mut(slot) else {
@@ -408,7 +451,10 @@ fn step_walk(w: &mut Walk, index: u64) -> bool {
         Rule::FramePointer(reason) => frame_pointer_step(w, reason),
     };
     match next {
-        Some(true) => true,
+        Some(true) => {
+            restore_return(w);
+            true
+        }
         Some(false) => false,
         None => {
             if w.reason == NO_REASON {
@@ -444,11 +490,12 @@ fn cfi_step(w: &mut Walk, row: &UnwindRow) -> Option<bool> {
         row.cfa_offset as i64
     };
     let cfa = base.wrapping_add(offset as u64);
-    // SAFETY: reads of the task's own stack; a fault returns an error.
+    // SAFETY: a read of the task's own stack; a fault returns an error.
     let ra = unsafe { bpf_probe_read_user((cfa - 8) as *const u64) }.ok()?;
+    w.pc_slot = cfa - 8;
     if row.kind & RBP_SAVED != 0 {
         let at = cfa.wrapping_add((row.rbp_offset as i64 * 8) as u64);
-        // SAFETY: as above.
+        // SAFETY: a read of the task's own stack; a fault returns an error.
         w.bp = unsafe { bpf_probe_read_user(at as *const u64) }.ok()?;
     }
     // The stack grows down: a caller's frame is always above its callee's.
@@ -491,6 +538,7 @@ fn frame_pointer_step(w: &mut Walk, reason: u32) -> Option<bool> {
         w.reason = reason;
         return Some(false);
     }
+    w.pc_slot = w.bp + 8;
     w.sp = w.bp + 16;
     w.bp = next_bp;
     w.pc = ra;
@@ -499,6 +547,107 @@ fn frame_pointer_step(w: &mut Walk, reason: u32) -> Option<bool> {
         return Some(false);
     }
     Some(true)
+}
+
+/// A kernel-side byte offset, from `RETPROBE_OFFSETS`.
+#[inline(always)]
+fn retprobe_offset(field: usize) -> u64 {
+    // SAFETY: a read-only global the loader rewrites before load; `field` is a constant index.
+    unsafe { core::ptr::read_volatile(&RETPROBE_OFFSETS[field]) as u64 }
+}
+
+/// The kernel word at `base + offset(field)`; 0 when it cannot be read (the helper clears its
+/// destination then).
+///
+/// Not branching on the helper's result keeps the word an unknown number to the verifier on
+/// every path: a 0 it knows on one path and not on another would make it verify the walk
+/// once for each.
+#[inline(always)]
+fn kernel_word(base: u64, field: usize) -> u64 {
+    let mut word = 0u64;
+    // SAFETY: a read of kernel memory into a local; a fault leaves it 0.
+    unsafe {
+        raw::bpf_probe_read_kernel(
+            &mut word as *mut u64 as *mut c_void,
+            8,
+            base.wrapping_add(retprobe_offset(field)) as *const c_void,
+        )
+    };
+    word
+}
+
+/// True when spans are recorded. The verifier knows the value (a read-only global), and drops
+/// what it guards when it is 0.
+#[inline(always)]
+fn return_probes_on() -> bool {
+    // SAFETY: a read-only global the loader rewrites before load.
+    unsafe { core::ptr::read_volatile(&RETURN_PROBES_ON) != 0 }
+}
+
+/// Sets the walk's trampoline address and newest return instance: where return probes may
+/// have replaced return addresses on the current task's stack (spans are recorded, and the
+/// task is inside a probed function). Both stay 0 where not: a read through a null pointer
+/// (no `utask`, no pending instance, no trampoline area yet) reads 0.
+#[inline(always)]
+fn pending_returns(w: &mut Walk) {
+    if !return_probes_on() {
+        return;
+    }
+    // SAFETY: the current task, as an address only read through bpf_probe_read_kernel.
+    let task = unsafe { raw::bpf_get_current_task() };
+    let utask = kernel_word(task, RP_TASK_UTASK);
+    w.return_instance = kernel_word(utask, RP_UTASK_RETURN_INSTANCES);
+    let area = kernel_word(kernel_word(task, RP_TASK_MM), RP_MM_XOL_AREA);
+    w.trampoline = kernel_word(area, RP_XOL_VADDR);
+}
+
+/// Where the walk's pc is a return probe's trampoline, puts back the return address it
+/// replaced: the caller is where the probe found it. Done last in a step, so that the verifier
+/// follows its two ways to the step's end only, not through the next frame's rule search.
+#[inline(always)]
+fn restore_return(w: &mut Walk) {
+    if return_probes_on()
+        && w.pc == w.trampoline
+        && let Some(orig) = original_return(w)
+    {
+        w.pc = orig;
+    }
+}
+
+/// The original return address of the return instance that replaced the one the walk read
+/// from `pc_slot`, and the walk's next instance moved past it.
+///
+/// An instance keeps the stack pointer at the probed function's entry, which is where its
+/// return address is: the one whose `stack` is `pc_slot`, among the next few in the list.
+/// Where none is, the next one in order, as the kernel's own walker takes them (newest first,
+/// one per trampoline met).
+#[inline(always)]
+fn original_return(w: &mut Walk) -> Option<u64> {
+    if w.return_instance == 0 {
+        return None;
+    }
+    let (mut instance, mut orig, mut next) = (w.return_instance, 0, 0);
+    for _ in 0..MAX_RETURN_INSTANCES {
+        if instance == 0 {
+            break;
+        }
+        let after = kernel_word(instance, RP_RI_NEXT);
+        if kernel_word(instance, RP_RI_STACK) == w.pc_slot {
+            orig = kernel_word(instance, RP_RI_ORIG_RET_VADDR);
+            next = after;
+            break;
+        }
+        instance = after;
+    }
+    if orig == 0 {
+        orig = kernel_word(w.return_instance, RP_RI_ORIG_RET_VADDR);
+        next = kernel_word(w.return_instance, RP_RI_NEXT);
+        if orig == 0 {
+            return None;
+        }
+    }
+    w.return_instance = next;
+    Some(orig)
 }
 
 const SEARCH_MAPPINGS: u32 = 0;

@@ -91,6 +91,7 @@ pub fn assemble(r: Recording) -> Run {
             if let (Some(g), Some((binary, events))) = (c.gc, &r.go_gc) {
                 let lost = dropped(DropKind::GcEventsFull);
                 gc = Some(go_gc_summary(&g, binary, events, meta.start_mono_ns, lost));
+                gc_in_spans(&mut locks, events, meta.start_mono_ns);
             }
             let comms = c.threads.iter().map(|t| (t.tid, t.comm.clone())).collect();
             let mut raw = c.raw;
@@ -273,6 +274,51 @@ fn degraded_threads(
         }
     }
     rows
+}
+
+/// The part of each Go span instance during a GC mark phase (from a cycle's first start to
+/// its mark termination) and during a stop-the-world pause, from the GC's timestamped events.
+fn gc_in_spans(locks: &mut switchyard_model::Locks, events: &[GcEvent], start_mono: u64) {
+    let mut events: Vec<_> = events.to_vec();
+    events.sort_by_key(|e| e.mono_ns);
+    let (mut marks, mut pauses) = (Vec::new(), Vec::new());
+    let (mut marking, mut stopped): (Option<u64>, Option<u64>) = (None, None);
+    for e in &events {
+        let at = e.mono_ns.saturating_sub(start_mono);
+        match e.kind {
+            GcKind::Start => {
+                marking.get_or_insert(at);
+            }
+            GcKind::MarkTermination => {
+                if let Some(from) = marking.take() {
+                    marks.push((from, at));
+                }
+            }
+            GcKind::StopTheWorld => stopped = Some(at),
+            GcKind::StartTheWorld => {
+                if let Some(from) = stopped.take() {
+                    pauses.push((from, at));
+                }
+            }
+            _ => {}
+        }
+    }
+    let overlap = |spans: &[(u64, u64)], from: u64, to: u64| -> u64 {
+        spans
+            .iter()
+            .map(|&(a, b)| b.min(to).saturating_sub(a.max(from)))
+            .sum()
+    };
+    for row in &mut locks.spans {
+        let Some(a) = row.anatomy.as_mut() else {
+            continue;
+        };
+        for i in a.instances.iter_mut().filter(|i| i.go) {
+            let (from, to) = (i.start_ns, i.start_ns + i.duration_ns);
+            i.gc_mark_ns = overlap(&marks, from, to);
+            i.gc_stw_ns = overlap(&pauses, from, to);
+        }
+    }
 }
 
 /// GC figures from the exact per-kind counts and the timestamped events: pauses pair each

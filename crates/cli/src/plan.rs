@@ -382,25 +382,17 @@ fn span(spec: &str, exe: impl FnOnce() -> Result<PathBuf>) -> Result<Span> {
     }
     // A return probe swaps the return address on the stack for the kernel's trampoline, and Go
     // walks a goroutine's stack by its return addresses when it copies it to grow it (and when
-    // the GC scans it): the program dies with "unknown caller pc". Go code gets spans once
-    // they enter past the stack check and return at the RET instructions; until then, refused
-    // here, before anything is forked or attached. A C library a Go program loads is not Go
-    // code: its functions run on the thread's own stack, which Go neither moves nor walks.
-    if has_go_runtime(&binary) {
-        return Err(hinted(
-            format!(
-                "`--uprobe-span {spec}`: {} is a Go binary, and a return probe on `{symbol}` would crash it (Go walks and copies goroutine stacks by their return addresses, and the probe replaces one)",
-                binary.display()
-            ),
-            "record without --uprobe-span: a Go program's GC and stacks are recorded without it; spans on a C library it loads are allowed (SYMBOL@/path/to/lib.so)",
-        ));
-    }
+    // the GC scans it): the program would die with "unknown caller pc". Go code is never given
+    // one: its span is entered past the stack check and returned from at each RET (plain
+    // probes), keyed by the goroutine. A C library a Go program loads is not Go code.
+    let go = has_go_runtime(&binary);
     let symbol = span_symbol(spec, &binary, &symbol)?;
     let label = label.unwrap_or_else(|| short_name(&symbol));
     Ok(Span {
         label,
         symbol,
         binary,
+        go,
     })
 }
 

@@ -359,6 +359,37 @@ fn probe_share(p: &switchyard_model::Profiles) -> Option<String> {
     ))
 }
 
+/// A span's percentiles and what was kept of its tail, in a line.
+fn span_tail_line(a: &switchyard_model::SpanAnatomy) -> String {
+    let at = |q: f64| {
+        let above = ((a.count as f64) * (1.0 - q) - 1e-6).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (v, n) in a.hist.iter().rev() {
+            seen += n;
+            if seen >= above {
+                return *v;
+            }
+        }
+        0
+    };
+    let slow = a.instances.iter().filter(|i| i.slow).count();
+    let typical = a.instances.len() - slow;
+    let mut line = format!(
+        "P50 {}, P99 {}, P99.9 {}; {slow} slow instances kept whole, {typical} typical ones sampled (`switchyard explain` says why the slowest were slow)",
+        ns(at(0.5)),
+        ns(at(0.99)),
+        ns(at(0.999))
+    );
+    let open = a.open_at_start + a.open_at_stop + a.never_returned + a.missed;
+    if open > 0 {
+        line += &format!("; {open} open at the bounds, not counted");
+    }
+    if a.dropped > 0 {
+        line += &format!("; {} slow instances dropped", a.dropped);
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};
@@ -404,35 +435,4 @@ mod tests {
             "{text}"
         );
     }
-}
-
-/// A span's percentiles and what was kept of its tail, in a line.
-fn span_tail_line(a: &switchyard_model::SpanAnatomy) -> String {
-    let at = |q: f64| {
-        let above = ((a.count as f64) * (1.0 - q) - 1e-6).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (v, n) in a.hist.iter().rev() {
-            seen += n;
-            if seen >= above {
-                return *v;
-            }
-        }
-        0
-    };
-    let slow = a.instances.iter().filter(|i| i.slow).count();
-    let typical = a.instances.len() - slow;
-    let mut line = format!(
-        "P50 {}, P99 {}, P99.9 {}; {slow} slow instances kept whole, {typical} typical ones sampled (`switchyard explain` says why the slowest were slow)",
-        ns(at(0.5)),
-        ns(at(0.99)),
-        ns(at(0.999))
-    );
-    let open = a.open_at_start + a.open_at_stop + a.never_returned;
-    if open > 0 {
-        line += &format!("; {open} open at the bounds, not counted");
-    }
-    if a.dropped > 0 {
-        line += &format!("; {} slow instances dropped", a.dropped);
-    }
-    line
 }

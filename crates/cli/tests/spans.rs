@@ -1,7 +1,7 @@
-//! `--uprobe-span` harms nothing: a span on a Go binary is refused before the target is started
-//! or touched (a return probe crashes Go), and a span on C, Rust, Python, or a C library a Go
-//! program calls back through leaves the program's output and exit code exactly as they are
-//! untraced, while counting every call. Needs root, gcc, Go and /usr/bin/python3.11.
+//! `--span` harms nothing: a span on Go code (keyed by goroutine, with no return probe, which
+//! would crash Go), C, Rust, Python, or a C library a Go program calls back through leaves the
+//! program's output and exit code exactly as they are untraced, while counting every call.
+//! Needs root, gcc, Go and /usr/bin/python3.11.
 
 mod common;
 
@@ -284,9 +284,13 @@ fn span_calls(run: &serde_json::Value, label: &str) -> u64 {
     span["stats"]["count"].as_u64().unwrap()
 }
 
+/// A Go function is a span keyed by its goroutine: entered past its stack check, returned
+/// from at each RET, never with a return probe. `work` recurses n deep on a goroutine whose
+/// stack grows and is copied meanwhile: each outermost call is one instance, the recursion
+/// only counted as nested, and the program's output and exit are those it has untraced.
 #[test]
-fn a_span_on_a_go_binary_is_refused_before_the_program_starts() {
-    if !privileged("a_span_on_a_go_binary_is_refused_before_the_program_starts") {
+fn a_span_on_a_go_function_counts_every_goroutines_call_and_changes_nothing() {
+    if !privileged("a_span_on_a_go_function_counts_every_goroutines_call_and_changes_nothing") {
         return;
     }
     let dir = tempdir("spans-go");
@@ -298,25 +302,27 @@ fn a_span_on_a_go_binary_is_refused_before_the_program_starts() {
     assert!(plain.status.success(), "{:?}", plain);
     assert_eq!(text(&plain).0, "start\npasses 5 sum 6666500\n");
 
-    for span in ["main.work", &format!("main.work@{}", prog.display())] {
-        let (out, run) = record(&dir, &["--uprobe-span", span], &command);
-        assert_user_error(&out, "main.work");
-        let (stdout, stderr) = text(&out);
-        let error = stderr.lines().find(|l| l.starts_with("error: ")).unwrap();
-        assert!(
-            error.contains(&prog.display().to_string()) && error.contains("Go"),
-            "the error names neither the binary nor Go:\n{stderr}"
-        );
-        // Refused before the command was started: it never printed `start`.
-        assert_eq!(stdout, "", "the program ran:\n{stderr}");
-        assert!(run.is_none(), "a run file was written");
-        assert!(!stderr.contains("switchyard: recording pid"), "{stderr}");
-    }
+    let (out, run) = record(&dir, &["--span", "main.work"], &command);
+    let run = assert_unchanged("Go", &plain, &out, run);
+    // 5 passes of 200 goroutines, each calling work(n) once from outside.
+    assert_eq!(span_calls(&run, "main.work"), 1000);
+    let span = &run["locks"]["spans"][0];
+    let anatomy = &span["anatomy"];
+    assert_eq!(anatomy["count"], 1000, "{anatomy}");
+    // work(n) recurses n times: Σ n for n < 200, each pass.
+    assert_eq!(anatomy["nested"], 5 * 19_900, "{anatomy}");
+    assert_eq!(anatomy["open_at_start"], 0, "{anatomy}");
+    assert!(
+        !anatomy["instances"].as_array().unwrap().is_empty(),
+        "no instance kept: {anatomy}"
+    );
 }
 
+/// A Go program already running, recorded with a span by pid: it goes on untouched, and its
+/// answer is the one it gives untraced.
 #[test]
-fn a_span_on_a_running_go_program_is_refused_and_leaves_it_running() {
-    if !privileged("a_span_on_a_running_go_program_is_refused_and_leaves_it_running") {
+fn a_span_on_a_running_go_program_leaves_it_running_and_right() {
+    if !privileged("a_span_on_a_running_go_program_leaves_it_running_and_right") {
         return;
     }
     let dir = tempdir("spans-go-pid");
@@ -345,23 +351,23 @@ fn a_span_on_a_running_go_program_is_refused_and_leaves_it_running() {
     }
     let pid = target.id().to_string();
     let run_path = dir.join("run.json");
-    // --duration bounds the recording, should the refusal ever be missing.
     let out = Command::new(switchyard())
-        .args(["record", "--uprobe-span", "main.work", "--duration", "2s"])
+        .args(["record", "--span", "main.work", "--duration", "2s"])
         .args(["--pid", &pid, "-o"])
         .arg(&run_path)
         .output()
         .unwrap();
-    assert_user_error(&out, "main.work");
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}\n{e}");
+    let run = load_run(&run_path);
     assert!(
-        text(&out).1.contains(&prog.display().to_string()),
+        span_calls(&run, "main.work") > 0,
         "{}",
-        text(&out).1
+        run["locks"]["spans"]
     );
-    assert!(!run_path.exists(), "a run file was written");
     assert!(
         target.try_wait().unwrap().is_none(),
-        "the program is gone after the refusal: {:?}",
+        "the program is gone after the recording: {:?}",
         target.try_wait()
     );
     drop(target.stdin.take());

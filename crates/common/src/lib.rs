@@ -59,14 +59,17 @@ pub mod maps {
     pub const LOCK_INFLIGHT: &str = "LOCK_INFLIGHT";
     /// `PerCpuArray<WaitStats>` indexed by span (the uprobe's cookie).
     pub const SPANS: &str = "SPANS";
-    /// `Array<u64>` indexed by `(tid & INFLIGHT_MASK) * MAX_SPANS + span`: entry time.
-    pub const SPAN_INFLIGHT: &str = "SPAN_INFLIGHT";
     /// `PerCpuArray<SpanHist>` indexed by span: every instance's duration.
     pub const SPAN_HIST: &str = "SPAN_HIST";
     /// `Array<u64>` of `2 * MAX_SPANS`, written by user space while recording: per span, the
     /// duration from which an instance is sent whole (`2 * span`), and one in how many of the
     /// faster ones is sent as a typical one (`2 * span + 1`; 0: none).
     pub const SPAN_CTL: &str = "SPAN_CTL";
+    /// `HashMap<u64, SpanInstance>`: the Go span open on each goroutine, by its g and the span
+    /// (in the top byte).
+    pub const GO_SPANS: &str = "GO_SPANS";
+    /// `PerCpuArray<SpanInstance>` of one entry: where a Go instance is built.
+    pub const GO_SCRATCH: &str = "GO_SCRATCH";
     /// `RingBuf` of `SpanInstance`: the slow instances and a sample of the typical ones.
     pub const SPAN_EVENTS: &str = "SPAN_EVENTS";
     /// `RingBuf` of `GcEvent`: Go runtime GC events with their timestamps.
@@ -153,10 +156,11 @@ pub mod maps {
         LOCK_CONTENTION,
         LOCK_INFLIGHT,
         SPANS,
-        SPAN_INFLIGHT,
         SPAN_HIST,
         SPAN_CTL,
         SPAN_EVENTS,
+        GO_SPANS,
+        GO_SCRATCH,
         GC_EVENTS,
         TIMELINE,
         GC_COUNTS,
@@ -220,6 +224,12 @@ pub mod globals {
     pub const TIMELINE_ON: &str = "TIMELINE_ON";
     /// `u64`: syscalls at least this long go on the timeline.
     pub const TIMELINE_SYSCALL_NS: &str = "TIMELINE_SYSCALL_NS";
+    /// `u8`: 1 when spans are recorded: their return probes replace return addresses on the
+    /// stacks walked, and the walker puts the original ones back.
+    pub const RETURN_PROBES_ON: &str = "RETURN_PROBES_ON";
+    /// `[u32; unwind::RETPROBE_FIELDS]`: byte offsets of the kernel fields that lead from the
+    /// current task to its pending return probes (indexed by `unwind::RP_*`), from its BTF.
+    pub const RETPROBE_OFFSETS: &str = "RETPROBE_OFFSETS";
 }
 
 /// Kernel stack ids (`KERNEL_STACKS`) have this bit set.
@@ -255,6 +265,9 @@ pub mod programs {
     pub const SPAN_ENTER: &str = "span_enter";
     pub const GO_GC: &str = "go_gc";
     pub const SPAN_EXIT: &str = "span_exit";
+    /// Go spans: an entry past the stack check, and a plain uprobe on each `RET`.
+    pub const SPAN_ENTER_GO: &str = "span_enter_go";
+    pub const SPAN_EXIT_GO: &str = "span_exit_go";
     /// Empty programs on the same attach points, for `switchyard floor` only.
     pub const FLOOR_SYS_ENTER: &str = "floor_sys_enter";
     pub const FLOOR_SYS_EXIT: &str = "floor_sys_exit";
@@ -381,6 +394,24 @@ pub mod unwind {
     /// `UserStack::len` flag: the walk reached the outermost frame (an undefined return
     /// address, or the end of a frame-pointer chain where those are the only unwind info).
     pub const COMPLETE: u64 = 1 << 63;
+
+    /// `RETPROBE_OFFSETS` indices. A return probe replaces the return address with the
+    /// address of the kernel's trampoline (`task_struct.mm->uprobes_state.xol_area->vaddr`)
+    /// and keeps the original in a `struct return_instance` (`task_struct.utask->
+    /// return_instances`, newest first, linked by `next`; `stack` is the address of the
+    /// replaced slot).
+    pub const RP_TASK_UTASK: usize = 0;
+    pub const RP_TASK_MM: usize = 1;
+    /// `mm_struct.uprobes_state.xol_area`.
+    pub const RP_MM_XOL_AREA: usize = 2;
+    pub const RP_XOL_VADDR: usize = 3;
+    pub const RP_UTASK_RETURN_INSTANCES: usize = 4;
+    pub const RP_RI_STACK: usize = 5;
+    pub const RP_RI_ORIG_RET_VADDR: usize = 6;
+    pub const RP_RI_NEXT: usize = 7;
+    pub const RETPROBE_FIELDS: usize = 8;
+    /// Return instances looked through for one replaced return address.
+    pub const MAX_RETURN_INSTANCES: u32 = 8;
 }
 
 /// One row of a compact unwind table: from `pc` (relative to the mapping's `bias`) up to the
@@ -862,6 +893,9 @@ pub struct SpanHist {
     /// Entries while a span was open on the thread (nested or recursive): the outermost
     /// instance counts, these are only counted.
     pub nested: u64,
+    /// Go instances whose return was never seen (a later call on the goroutine began at the
+    /// same stack depth or above, or returned from above it): dropped, not timed.
+    pub missed: u64,
     pub buckets: [u64; SPAN_HIST_BUCKETS],
 }
 
@@ -920,6 +954,8 @@ pub mod span_flags {
     pub const SLOW: u32 = 1;
     /// A typical instance, sampled.
     pub const TYPICAL: u32 = 2;
+    /// A Go span, keyed by its goroutine: no per-thread anatomy.
+    pub const GO: u32 = 8;
     /// Entered before the recording started: not counted.
     pub const OPEN_AT_START: u32 = 4;
 }
@@ -942,6 +978,9 @@ pub struct SpanInstance {
     pub pending_part: u32,
     pub start: u64,
     pub end: u64,
+    /// Go: the instance's stack depth at its entry, from the goroutine's stack top (stable
+    /// when the stack is copied): its own return is at that depth, nested calls' deeper.
+    pub depth_bytes: u64,
     pub oncpu_ns: u64,
     pub blocked_ns: u64,
     pub runqueue_ns: u64,
@@ -949,14 +988,15 @@ pub struct SpanInstance {
     pub other_blocked_ns: u64,
     pub other_held_ns: u64,
     pub samples: u32,
-    pub _pad: u32,
+    /// The thread it returned on (a Go span's goroutine may move between threads).
+    pub end_tid: u32,
     pub parts: [SpanPart; SPAN_PARTS],
     pub holders: [SpanHolder; SPAN_HOLDERS],
     pub sites: [SpanSite; SPAN_SITES],
 }
 const _: () = assert!(
     core::mem::size_of::<SpanInstance>()
-        == 24 + 7 * 8 + 8 + 56 * SPAN_PARTS + 32 * SPAN_HOLDERS + 16 * SPAN_SITES
+        == 24 + 8 * 8 + 8 + 56 * SPAN_PARTS + 32 * SPAN_HOLDERS + 16 * SPAN_SITES
 );
 
 #[repr(C)]

@@ -68,6 +68,9 @@ pub struct TailFinding {
     pub excess_share: f64,
 }
 
+/// The site of a Go span's time in stop-the-world pauses.
+const STW: &str = "stop-the-world";
+
 /// A cause: its kind, the program's site, and who caused it (a CPU's holder, a lock's
 /// releaser; 0: nobody known).
 type Key = (Kind, String, u32);
@@ -75,6 +78,13 @@ type Key = (Kind, String, u32);
 /// One instance's time by cause.
 fn causes(cx: &Ctx, i: &SpanInstance) -> BTreeMap<Key, u64> {
     let mut out: BTreeMap<Key, u64> = BTreeMap::new();
+    // A goroutine moves between threads: only the GC's part of it is measured.
+    if i.go {
+        if i.gc_stw_ns > 0 {
+            out.insert((Kind::Gc, STW.into(), 0), i.gc_stw_ns);
+        }
+        return out;
+    }
     let mut cpu_named = 0;
     for c in &i.cpu {
         *out.entry((Kind::Cpu, String::new(), c.tid)).or_default() += c.ns;
@@ -261,6 +271,12 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
             a.never_returned
         ));
     }
+    if a.missed > 0 {
+        notes.push(format!(
+            "{} instances' returns were not seen (a later call on their goroutine began at their depth or above): not timed",
+            a.missed
+        ));
+    }
     if a.nested > 0 {
         notes.push(format!(
             "{} nested or recursive calls were inside an instance (the outermost counts)",
@@ -271,6 +287,24 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
         notes.push(format!(
             "{} slow instances were dropped (the kept table or the ring buffer was full)",
             a.dropped
+        ));
+    }
+    if slow.iter().chain(&typical).any(|i| i.go) {
+        notes.push(
+            "a Go span's goroutine moves between threads: its time is not split by thread, only its GC part is measured (stop-the-world pauses, and mark phases overlapped)".into(),
+        );
+        let overlap = |g: &[&SpanInstance]| {
+            let all: u64 = g.iter().map(|i| i.duration_ns).sum();
+            let mark: u64 = g.iter().map(|i| i.gc_mark_ns).sum();
+            let hit = g.iter().filter(|i| i.gc_mark_ns > 0).count();
+            (mark as f64 / all.max(1) as f64, hit, g.len())
+        };
+        let (s_share, s_hit, s_n) = overlap(&slow);
+        let (t_share, t_hit, t_n) = overlap(&typical);
+        notes.push(format!(
+            "GC mark phases: {s_hit} of the {s_n} slowest instances overlapped one ({} of their time), against {t_hit} of {t_n} typical ones ({} of theirs)",
+            switchyard_model::units::percent(s_share),
+            switchyard_model::units::percent(t_share)
         ));
     }
     let slow_site = hot_site(cx, &slow);
@@ -523,6 +557,7 @@ fn what(key: &Key, f: &Finding) -> String {
         Kind::Sleep => format!("sleeping on a timer{at}"),
         Kind::Fault => format!("in page faults{at}"),
         Kind::Ipc => format!("waiting on a pipe or child{at}"),
+        Kind::Gc if site == STW => "stopped by the Go GC (stop-the-world)".to_string(),
         Kind::Gc => format!("waiting on the Go GC{at}"),
         Kind::Idle => format!("waiting for work{at}"),
         Kind::Blocked => format!("blocked{at}"),

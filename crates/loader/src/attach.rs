@@ -75,6 +75,15 @@ impl Probes {
         } else {
             4 << 20
         };
+        // Return probes replace return addresses on the stacks walked inside a span; the
+        // walker puts them back where the kernel's layout is known (else they stay replaced).
+        let retprobe_offsets = if config.spans.is_empty() {
+            None
+        } else {
+            btf::retprobe_offsets().ok()
+        };
+        let return_probes_on = u8::from(retprobe_offsets.is_some());
+        let retprobe_offsets = retprobe_offsets.unwrap_or_default();
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::TARGET_TGID, &config.tgid, true)
             .override_global(globals::FOLLOW_CHILDREN, &follow, true)
@@ -93,6 +102,8 @@ impl Probes {
             .override_global(globals::SYSCALL_FILTER_ON, &filter_on, true)
             .override_global(globals::TIMELINE_ON, &timeline_on, true)
             .override_global(globals::TIMELINE_SYSCALL_NS, &timeline_syscall_ns, true)
+            .override_global(globals::RETURN_PROBES_ON, &return_probes_on, true)
+            .override_global(globals::RETPROBE_OFFSETS, &retprobe_offsets, true)
             .map_max_entries(maps::TIMELINE, timeline_bytes)
             .map_max_entries(maps::SPAN_EVENTS, span_bytes)
             .map_max_entries(maps::INFLIGHT, slots)
@@ -464,24 +475,55 @@ fn attach_spans(ebpf: &mut Ebpf, spans: &[Span], tgid: u32) -> Result<(), Error>
         return Ok(());
     };
     let scope = UProbeScope::OneProcess(pid);
-    for name in [programs::SPAN_ENTER, programs::SPAN_EXIT] {
+    let attach = |ebpf: &mut Ebpf,
+                  name: &'static str,
+                  i: usize,
+                  span: &Span,
+                  at: UProbeAttachLocation|
+     -> Result<(), Error> {
         let program: &mut UProbe = program(ebpf, name)?;
         loaded(name, program.load())?;
-        for (i, span) in spans.iter().enumerate() {
-            program
-                .attach(
-                    UProbeAttachPoint {
-                        location: UProbeAttachLocation::Symbol(&span.symbol),
-                        cookie: Some(i as u64),
-                    },
-                    &span.binary,
-                    scope,
-                )
-                .map_err(|source| Error::Uprobe {
+        program
+            .attach(
+                UProbeAttachPoint {
+                    location: at,
+                    cookie: Some(i as u64),
+                },
+                &span.binary,
+                scope,
+            )
+            .map(|_| ())
+            .map_err(|source| Error::Uprobe {
+                symbol: span.symbol.clone(),
+                binary: span.binary.display().to_string(),
+                source: Box::new(source),
+            })
+    };
+    for (i, span) in spans.iter().enumerate() {
+        let placed = crate::placement::place(&span.binary, &span.symbol, span.go);
+        let entry = placed.as_ref().map_or(0, |p| p.entry);
+        let symbol = span.symbol.as_str();
+        if span.go {
+            // Never a return probe on Go code: a plain probe on each of its RETs.
+            let returns = placed.map(|p| p.returns).unwrap_or_default();
+            if returns.is_empty() {
+                return Err(Error::NoReturns {
                     symbol: span.symbol.clone(),
                     binary: span.binary.display().to_string(),
-                    source: Box::new(source),
-                })?;
+                });
+            }
+            // The returns first: an instance entered is then always seen to return.
+            for off in returns {
+                let at = UProbeAttachLocation::SymbolOffset(symbol, off);
+                attach(ebpf, programs::SPAN_EXIT_GO, i, span, at)?;
+            }
+            let at = UProbeAttachLocation::SymbolOffset(symbol, entry);
+            attach(ebpf, programs::SPAN_ENTER_GO, i, span, at)?;
+        } else {
+            let at = UProbeAttachLocation::Symbol(symbol);
+            attach(ebpf, programs::SPAN_EXIT, i, span, at)?;
+            let at = UProbeAttachLocation::SymbolOffset(symbol, entry);
+            attach(ebpf, programs::SPAN_ENTER, i, span, at)?;
         }
     }
     Ok(())
@@ -674,6 +716,8 @@ mod tests {
             programs::SPAN_ENTER,
             programs::GO_GC,
             programs::SPAN_EXIT,
+            programs::SPAN_ENTER_GO,
+            programs::SPAN_EXIT_GO,
             programs::FLOOR_SYS_ENTER,
             programs::FLOOR_SYS_EXIT,
             programs::FLOOR_SCHED_SWITCH,

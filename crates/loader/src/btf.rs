@@ -2,6 +2,7 @@
 //! kernel's BTF (`/sys/kernel/btf/vmlinux`).
 
 use btf_rs::{Backend, Btf, Type};
+use switchyard_common::unwind;
 
 use crate::Error;
 
@@ -33,6 +34,24 @@ impl TaskOffsets {
             static_prio: member_offset(&btf, "task_struct", "static_prio")?,
         })
     }
+}
+
+/// Byte offsets of the kernel fields that lead from the current task to the return addresses
+/// its pending return probes replaced, indexed by `unwind::RP_*`: what the stack walker reads to
+/// put them back.
+pub fn retprobe_offsets() -> Result<[u32; unwind::RETPROBE_FIELDS], Error> {
+    let btf = vmlinux()?;
+    let mut o = [0; unwind::RETPROBE_FIELDS];
+    o[unwind::RP_TASK_UTASK] = member_offset(&btf, "task_struct", "utask")?;
+    o[unwind::RP_TASK_MM] = member_offset(&btf, "task_struct", "mm")?;
+    o[unwind::RP_MM_XOL_AREA] = member_offset(&btf, "mm_struct", "uprobes_state")?
+        + member_offset(&btf, "uprobes_state", "xol_area")?;
+    o[unwind::RP_XOL_VADDR] = member_offset(&btf, "xol_area", "vaddr")?;
+    o[unwind::RP_UTASK_RETURN_INSTANCES] = member_offset(&btf, "uprobe_task", "return_instances")?;
+    o[unwind::RP_RI_STACK] = member_offset(&btf, "return_instance", "stack")?;
+    o[unwind::RP_RI_ORIG_RET_VADDR] = member_offset(&btf, "return_instance", "orig_ret_vaddr")?;
+    o[unwind::RP_RI_NEXT] = member_offset(&btf, "return_instance", "next")?;
+    Ok(o)
 }
 
 /// The byte offset of `field` in `struct name`, looking through anonymous members (a
@@ -86,6 +105,25 @@ mod tests {
         // tgid follows pid (both pid_t) in every kernel since 2.6.
         assert_eq!(o.tgid, o.pid + 4);
         assert!(o.pid > 0 && o.pid < 16384, "{o:?}");
+    }
+
+    #[test]
+    fn return_probe_offsets_come_from_the_running_kernel() {
+        if !std::path::Path::new(VMLINUX).exists() {
+            eprintln!("skipped: {VMLINUX} is absent (a kernel without BTF)");
+            return;
+        }
+        let o = retprobe_offsets().expect("offsets");
+        // stack, orig_ret_vaddr: two unsigned longs in a row, since 3.5.
+        assert_eq!(
+            o[unwind::RP_RI_ORIG_RET_VADDR],
+            o[unwind::RP_RI_STACK] + 8,
+            "{o:?}"
+        );
+        assert!(
+            o[unwind::RP_RI_NEXT] > o[unwind::RP_RI_ORIG_RET_VADDR],
+            "{o:?}"
+        );
     }
 
     #[test]

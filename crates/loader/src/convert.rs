@@ -74,12 +74,7 @@ pub(crate) fn collected(
     let mut locks = locks(snap, input.spans, &mut raw, windows.as_deref_mut());
     let mut span_stacks = std::collections::HashMap::new();
     for (row, m) in locks.spans.iter_mut().zip(input.measured) {
-        row.anatomy = Some(crate::spans::anatomy(
-            m,
-            input.start,
-            &mut raw,
-            &mut span_stacks,
-        ));
+        row.anatomy = Some(span_anatomy(m, input.start, &mut raw, &mut span_stacks));
     }
     let gc = input.gc_symbols.map(|symbols| gc(snap, symbols, windows));
     Collected {
@@ -774,6 +769,122 @@ pub fn state_label(state: u32, preempt_flag: u32) -> String {
         8 => "t".into(),
         0x80 => "I".into(),
         s => format!("state {s:#x}"),
+    }
+}
+
+/// One span's anatomy for the run: its histogram, the instances kept (their stacks added to
+/// `raw.span_stacks`, deduplicated through `stacks`), and what was left open or lost. `start`:
+/// the recording's, CLOCK_MONOTONIC ns.
+fn span_anatomy(
+    input: &crate::spans::Measured,
+    start: u64,
+    raw: &mut Raw,
+    stacks: &mut std::collections::HashMap<(u32, i32, i32), u32>,
+) -> switchyard_model::SpanAnatomy {
+    let mut stack = |tgid: u32, user: i32, kernel: i32| -> Option<u32> {
+        if user < 0 && kernel < 0 {
+            return None;
+        }
+        Some(*stacks.entry((tgid, user, kernel)).or_insert_with(|| {
+            raw.span_stacks.push(RawSample {
+                tgid,
+                user_stack: user,
+                kernel_stack: kernel,
+                ..Default::default()
+            });
+            raw.span_stacks.len() as u32 - 1
+        }))
+    };
+    let instances = input
+        .kept
+        .iter()
+        .map(|i| {
+            let mut blocked: Vec<switchyard_model::SpanWait> = i
+                .parts
+                .iter()
+                .filter(|p| p.ns != 0)
+                .map(|p| switchyard_model::SpanWait {
+                    ns: p.ns,
+                    count: p.count,
+                    state: state_label(p.state, tp::PREEMPT_FLAG as u32),
+                    stack: stack(i.tgid, p.user_stack, p.kernel_stack),
+                    waker_tgid: p.waker_tgid,
+                    waker_tid: p.waker_tid,
+                    waker_stack: if p.waker_tid != 0 {
+                        stack(p.waker_tgid, p.waker_user_stack, p.waker_kernel_stack)
+                    } else {
+                        None
+                    },
+                    held_ns: p.held_ns,
+                    held_state: if p.held_ns != 0 {
+                        state_label(p.held_state, tp::PREEMPT_FLAG as u32)
+                    } else {
+                        String::new()
+                    },
+                    held_stack: if p.held_ns != 0 {
+                        stack(p.waker_tgid, p.held_user_stack, -1)
+                    } else {
+                        None
+                    },
+                })
+                .collect();
+            blocked.sort_by_key(|w| std::cmp::Reverse(w.ns));
+            let mut cpu: Vec<switchyard_model::SpanCpuWait> = i
+                .holders
+                .iter()
+                .filter(|h| h.ns != 0)
+                .map(|h| switchyard_model::SpanCpuWait {
+                    ns: h.ns,
+                    tgid: h.tgid,
+                    tid: h.tid,
+                    comm: comm_string(h.comm),
+                })
+                .collect();
+            cpu.sort_by_key(|c| std::cmp::Reverse(c.ns));
+            let mut samples: Vec<switchyard_model::SpanSample> = i
+                .sites
+                .iter()
+                .filter(|s| s.samples != 0)
+                .map(|s| switchyard_model::SpanSample {
+                    samples: s.samples,
+                    stack: stack(i.tgid, s.user_stack, s.kernel_stack),
+                })
+                .collect();
+            samples.sort_by_key(|s| std::cmp::Reverse(s.samples));
+            switchyard_model::SpanInstance {
+                tgid: i.tgid,
+                tid: i.tid,
+                start_ns: i.start.saturating_sub(start),
+                duration_ns: i.end.saturating_sub(i.start),
+                oncpu_ns: i.oncpu_ns,
+                blocked_ns: i.blocked_ns,
+                runqueue_ns: i.runqueue_ns,
+                slow: i.flags & switchyard_common::span_flags::SLOW != 0,
+                blocked,
+                other_blocked_ns: i.other_blocked_ns,
+                cpu,
+                other_cpu_ns: i.other_held_ns,
+                samples,
+                go: i.flags & switchyard_common::span_flags::GO != 0,
+                end_tid: if i.end_tid != i.tid { i.end_tid } else { 0 },
+                gc_mark_ns: 0,
+                gc_stw_ns: 0,
+            }
+        })
+        .collect();
+    switchyard_model::SpanAnatomy {
+        count: input.hist.count,
+        total_ns: input.hist.total_ns,
+        hist: input.hist.sparse(),
+        open_at_start: input.hist.open_at_start,
+        nested: input.hist.nested,
+        open_at_stop: input.open.0,
+        never_returned: input.open.1,
+        missed: input.hist.missed,
+        dropped: input.dropped,
+        threshold_ns: input.control.0,
+        typical_every: input.control.1,
+        instances,
     }
 }
 

@@ -44,6 +44,8 @@ pub enum Error {
         #[source]
         source: Box<aya::programs::ProgramError>,
     },
+    #[error("`{symbol}` in {binary}: its code has no RET instruction to probe its returns at")]
+    NoReturns { symbol: String, binary: String },
     #[error("listing online CPUs")]
     Cpus(#[source] std::io::Error),
     #[error("kernel BTF: {0}")]

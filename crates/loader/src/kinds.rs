@@ -23,10 +23,11 @@ pub enum DropKind {
     SwitchInMissed,
     SwitchOutMissed,
     TimelineFull,
+    SpanEventsFull,
 }
 
 impl DropKind {
-    const ALL: [DropKind; 17] = [
+    const ALL: [DropKind; 18] = [
         DropKind::InflightFull,
         DropKind::ThreadsFull,
         DropKind::SyscallNumber,
@@ -44,6 +45,7 @@ impl DropKind {
         DropKind::SwitchInMissed,
         DropKind::SwitchOutMissed,
         DropKind::TimelineFull,
+        DropKind::SpanEventsFull,
     ];
 
     /// The kind at `index` of the kernel's `DROPS` array.
@@ -71,6 +73,7 @@ impl DropKind {
             DropKind::SwitchInMissed => drops::SWITCH_IN_MISSED,
             DropKind::SwitchOutMissed => drops::SWITCH_OUT_MISSED,
             DropKind::TimelineFull => drops::TIMELINE_FULL,
+            DropKind::SpanEventsFull => drops::SPAN_EVENTS_FULL,
         }
     }
 

@@ -14,6 +14,7 @@ mod error;
 mod floor;
 mod goprologue;
 mod kinds;
+mod placement;
 mod probes;
 mod python;
 mod read;
@@ -115,6 +116,8 @@ pub struct Span {
     pub label: String,
     pub symbol: String,
     pub binary: std::path::PathBuf,
+    /// Go code: keyed by goroutine, entered past the stack check, returned from at each RET.
+    pub go: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -304,6 +304,8 @@ impl Probes {
             programs::GO_GC,
             programs::SPAN_ENTER,
             programs::SPAN_EXIT,
+            programs::SPAN_ENTER_GO,
+            programs::SPAN_EXIT_GO,
             programs::CONTENTION_BEGIN,
             programs::CONTENTION_END,
             programs::ONCPU,

@@ -7,20 +7,9 @@
 //! bucket-exact) crosses, or one in `every` of the others, `every` chosen so that about
 //! [`TYPICAL_PER_S`] a second do.
 
-use std::{
-    cmp::Reverse,
-    collections::{BinaryHeap, HashMap},
-};
+use std::{cmp::Reverse, collections::BinaryHeap};
 
-use switchyard_common::{
-    SPAN_HIST_BUCKETS, SpanHist, SpanInstance, span_bucket_low, span_flags, tp,
-};
-use switchyard_model::{
-    SpanAnatomy, SpanCpuWait, SpanSample, SpanWait,
-    raw::{Raw, RawSample},
-};
-
-use crate::convert::{comm_string, state_label};
+use switchyard_common::{SPAN_HIST_BUCKETS, SpanHist, SpanInstance, span_bucket_low, span_flags};
 
 /// Slow instances kept per span (and window); the fastest of them go first when it fills.
 pub const KEEP_SLOW: usize = 4096;
@@ -38,6 +27,7 @@ pub struct Hist {
     pub total_ns: u64,
     pub open_at_start: u64,
     pub nested: u64,
+    pub missed: u64,
     pub buckets: Vec<u64>,
 }
 
@@ -48,6 +38,7 @@ impl Default for Hist {
             total_ns: 0,
             open_at_start: 0,
             nested: 0,
+            missed: 0,
             buckets: vec![0; SPAN_HIST_BUCKETS],
         }
     }
@@ -62,6 +53,7 @@ impl Hist {
             h.total_ns += v.total_ns;
             h.open_at_start += v.open_at_start;
             h.nested += v.nested;
+            h.missed += v.missed;
             for (a, b) in h.buckets.iter_mut().zip(v.buckets.iter()) {
                 *a += b;
             }
@@ -76,6 +68,7 @@ impl Hist {
             total_ns: self.total_ns.saturating_sub(before.total_ns),
             open_at_start: self.open_at_start.saturating_sub(before.open_at_start),
             nested: self.nested.saturating_sub(before.nested),
+            missed: self.missed.saturating_sub(before.missed),
             buckets: self
                 .buckets
                 .iter()
@@ -225,117 +218,6 @@ pub struct Measured {
     pub control: (u64, u64),
     /// Instances open at the end: on a live thread, on a thread that exited.
     pub open: (u64, u64),
-}
-
-/// One span's anatomy for the run: its histogram, the instances kept (their stacks added to
-/// `raw.span_stacks`, deduplicated through `stacks`), and what was left open or lost. `start`:
-/// the recording's, CLOCK_MONOTONIC ns.
-pub fn anatomy(
-    input: &Measured,
-    start: u64,
-    raw: &mut Raw,
-    stacks: &mut HashMap<(u32, i32, i32), u32>,
-) -> SpanAnatomy {
-    let mut stack = |tgid: u32, user: i32, kernel: i32| -> Option<u32> {
-        if user < 0 && kernel < 0 {
-            return None;
-        }
-        Some(*stacks.entry((tgid, user, kernel)).or_insert_with(|| {
-            raw.span_stacks.push(RawSample {
-                tgid,
-                user_stack: user,
-                kernel_stack: kernel,
-                ..Default::default()
-            });
-            raw.span_stacks.len() as u32 - 1
-        }))
-    };
-    let instances = input
-        .kept
-        .iter()
-        .map(|i| {
-            let mut blocked: Vec<SpanWait> = i
-                .parts
-                .iter()
-                .filter(|p| p.ns != 0)
-                .map(|p| SpanWait {
-                    ns: p.ns,
-                    count: p.count,
-                    state: state_label(p.state, tp::PREEMPT_FLAG as u32),
-                    stack: stack(i.tgid, p.user_stack, p.kernel_stack),
-                    waker_tgid: p.waker_tgid,
-                    waker_tid: p.waker_tid,
-                    waker_stack: if p.waker_tid != 0 {
-                        stack(p.waker_tgid, p.waker_user_stack, p.waker_kernel_stack)
-                    } else {
-                        None
-                    },
-                    held_ns: p.held_ns,
-                    held_state: if p.held_ns != 0 {
-                        state_label(p.held_state, tp::PREEMPT_FLAG as u32)
-                    } else {
-                        String::new()
-                    },
-                    held_stack: if p.held_ns != 0 {
-                        stack(p.waker_tgid, p.held_user_stack, -1)
-                    } else {
-                        None
-                    },
-                })
-                .collect();
-            blocked.sort_by_key(|w| Reverse(w.ns));
-            let mut cpu: Vec<SpanCpuWait> = i
-                .holders
-                .iter()
-                .filter(|h| h.ns != 0)
-                .map(|h| SpanCpuWait {
-                    ns: h.ns,
-                    tgid: h.tgid,
-                    tid: h.tid,
-                    comm: comm_string(h.comm),
-                })
-                .collect();
-            cpu.sort_by_key(|c| Reverse(c.ns));
-            let mut samples: Vec<SpanSample> = i
-                .sites
-                .iter()
-                .filter(|s| s.samples != 0)
-                .map(|s| SpanSample {
-                    samples: s.samples,
-                    stack: stack(i.tgid, s.user_stack, s.kernel_stack),
-                })
-                .collect();
-            samples.sort_by_key(|s| Reverse(s.samples));
-            switchyard_model::SpanInstance {
-                tgid: i.tgid,
-                tid: i.tid,
-                start_ns: i.start.saturating_sub(start),
-                duration_ns: i.end.saturating_sub(i.start),
-                oncpu_ns: i.oncpu_ns,
-                blocked_ns: i.blocked_ns,
-                runqueue_ns: i.runqueue_ns,
-                slow: i.flags & span_flags::SLOW != 0,
-                blocked,
-                other_blocked_ns: i.other_blocked_ns,
-                cpu,
-                other_cpu_ns: i.other_held_ns,
-                samples,
-            }
-        })
-        .collect();
-    SpanAnatomy {
-        count: input.hist.count,
-        total_ns: input.hist.total_ns,
-        hist: input.hist.sparse(),
-        open_at_start: input.hist.open_at_start,
-        nested: input.hist.nested,
-        open_at_stop: input.open.0,
-        never_returned: input.open.1,
-        dropped: input.dropped,
-        threshold_ns: input.control.0,
-        typical_every: input.control.1,
-        instances,
-    }
 }
 
 #[cfg(test)]

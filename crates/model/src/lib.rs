@@ -336,6 +336,10 @@ pub struct SpanAnatomy {
     pub open_at_stop: u64,
     /// Instances whose thread exited inside them: they never returned.
     pub never_returned: u64,
+    /// Go instances whose return was not seen (a later call on the goroutine began at their
+    /// stack depth or above): dropped, not timed.
+    #[serde(default)]
+    pub missed: u64,
     /// Slow instances the kernel sent that the table of kept ones had no room for, and
     /// those the ring buffer lost (their durations are in `hist`).
     pub dropped: u64,
@@ -371,6 +375,27 @@ pub struct SpanInstance {
     pub other_cpu_ns: u64,
     /// On-CPU samples taken inside it, by stack.
     pub samples: Vec<SpanSample>,
+    /// A Go span's instance: keyed by its goroutine, which may move between threads, so its
+    /// time is not split by thread (`oncpu_ns`, `blocked`, … are 0); the GC's part is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub go: bool,
+    /// The thread it returned on, when not the one it began on.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub end_tid: u32,
+    /// Go: the part of it during a GC mark phase (from a cycle's start to its mark
+    /// termination), and during a stop-the-world pause.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub gc_mark_ns: u64,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub gc_stw_ns: u64,
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

@@ -585,11 +585,13 @@ fn spans_and_contention_are_summed_per_entry() {
             label: "flush".into(),
             symbol: "app::flush".into(),
             binary: "/usr/bin/app".into(),
+            go: false,
         },
         Span {
             label: "parse".into(),
             symbol: "app::parse".into(),
             binary: "/usr/bin/app".into(),
+            go: false,
         },
     ];
     let snap = Snapshot {
