@@ -361,17 +361,7 @@ fn probe_share(p: &switchyard_model::Profiles) -> Option<String> {
 
 /// A span's percentiles and what was kept of its tail, in a line.
 fn span_tail_line(a: &switchyard_model::SpanAnatomy) -> String {
-    let at = |q: f64| {
-        let above = ((a.count as f64) * (1.0 - q) - 1e-6).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (v, n) in a.hist.iter().rev() {
-            seen += n;
-            if seen >= above {
-                return *v;
-            }
-        }
-        0
-    };
+    let at = |q: f64| a.at_quantile(q);
     let slow = a.instances.iter().filter(|i| i.slow).count();
     let typical = a.instances.len() - slow;
     let mut line = format!(

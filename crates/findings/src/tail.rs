@@ -185,18 +185,6 @@ fn p99_without(
     0
 }
 
-fn quantile(a: &SpanAnatomy, q: f64) -> u64 {
-    let above = ((a.count as f64) * (1.0 - q) - 1e-6).ceil().max(1.0) as u64;
-    let mut seen = 0;
-    for (v, n) in a.hist.iter().rev() {
-        seen += n;
-        if seen >= above {
-            return *v;
-        }
-    }
-    0
-}
-
 /// The label a span goes by.
 pub fn span_name(s: &SpanRow) -> &str {
     if s.label.is_empty() {
@@ -219,19 +207,13 @@ pub(crate) fn tails(cx: &Ctx) -> Vec<SpanTail> {
 }
 
 fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
-    let p99 = quantile(a, 0.99);
-    let max = a
-        .instances
-        .iter()
-        .map(|i| i.duration_ns)
-        .max()
-        .unwrap_or(0)
-        .max(a.hist.last().map_or(0, |h| h.0));
+    let p99 = a.at_quantile(0.99);
+    let max = a.max_ns();
     let percentiles = Percentiles {
-        p50: quantile(a, 0.5),
-        p90: quantile(a, 0.9),
+        p50: a.at_quantile(0.5),
+        p90: a.at_quantile(0.9),
         p99,
-        p999: quantile(a, 0.999),
+        p999: a.at_quantile(0.999),
         max,
     };
     let slow: Vec<&SpanInstance> = a

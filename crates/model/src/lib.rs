@@ -351,6 +351,31 @@ pub struct SpanAnatomy {
     pub instances: Vec<SpanInstance>,
 }
 
+impl SpanAnatomy {
+    /// Quantile `q` of the instances, from the histogram of every duration: the lowest value
+    /// of the bucket at which ceil(count × (1 − q)) instances lie at or above (at least one);
+    /// 0 when none returned. The figures, the summary and explain all read percentiles so.
+    pub fn at_quantile(&self, q: f64) -> u64 {
+        // Less a millionth: 1 − 0.99 is not exactly 0.01 in binary.
+        let above = ((self.count as f64) * (1.0 - q) - 1e-6).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (v, n) in self.hist.iter().rev() {
+            seen += n;
+            if seen >= above {
+                return *v;
+            }
+        }
+        0
+    }
+
+    /// The slowest instance: the longest kept whole, or the top bucket's lowest value when
+    /// that is longer.
+    pub fn max_ns(&self) -> u64 {
+        let kept = self.instances.iter().map(|i| i.duration_ns).max();
+        kept.unwrap_or(0).max(self.hist.last().map_or(0, |h| h.0))
+    }
+}
+
 /// One span instance, whole. Times in ns; stacks are indices into `Profiles::span_stacks`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct SpanInstance {

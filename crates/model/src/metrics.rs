@@ -723,21 +723,6 @@ pub fn span_percentile(name: &str) -> Option<(&str, &'static str)> {
     (!label.is_empty()).then_some((label, *which))
 }
 
-/// Quantile `q` of a span's calls, from the histogram of every call's duration: the lowest
-/// value of the bucket at which ceil(count × (1 − q)) calls lie at or above (at least one).
-/// The tail's explanation (`switchyard_findings::tail`) reads its percentiles so.
-fn span_quantile(a: &crate::SpanAnatomy, q: f64) -> u64 {
-    let above = ((a.count as f64) * (1.0 - q) - 1e-6).ceil().max(1.0) as u64;
-    let mut seen = 0;
-    for (v, n) in a.hist.iter().rev() {
-        seen += n;
-        if seen >= above {
-            return *v;
-        }
-    }
-    0
-}
-
 /// A span's percentiles in [`SPAN_PERCENTILES`]' order, ns; the longest is the longest call
 /// kept whole, or the top bucket's lowest value when that is longer. `None` when no call
 /// returned.
@@ -745,14 +730,8 @@ pub fn span_percentiles(a: &crate::SpanAnatomy) -> Option<[u64; 5]> {
     if a.count == 0 {
         return None;
     }
-    let max = a
-        .instances
-        .iter()
-        .map(|i| i.duration_ns)
-        .max()
-        .unwrap_or(0)
-        .max(a.hist.last().map_or(0, |h| h.0));
-    Some(SPAN_PERCENTILES.map(|(_, q)| if q >= 1.0 { max } else { span_quantile(a, q) }))
+    let max = a.max_ns();
+    Some(SPAN_PERCENTILES.map(|(_, q)| if q >= 1.0 { max } else { a.at_quantile(q) }))
 }
 
 /// Every named figure of `run`.
