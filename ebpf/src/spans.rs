@@ -134,8 +134,12 @@ pub fn span_exit(ctx: RetProbeContext) -> u32 {
         t.span.depth -= 1;
         return 0;
     }
-    // Returning after the stop: left open, user space counts it so.
+    // Returning before the start: entered and returned outside the recording. After the
+    // stop: left open, user space counts it so.
     if !on {
+        if start_ns() == 0 {
+            t.span.index = 0;
+        }
         return 0;
     }
     let span = t.span.index - 1;
@@ -474,8 +478,11 @@ pub fn span_exit_go(ctx: ProbeContext) -> u32 {
         let _ = GO_SPANS.remove(&key);
         return 0;
     }
-    // Returning after the stop: left open, user space counts it so.
+    // As a native span's (see `span_exit`).
     if !on {
+        if start_ns() == 0 {
+            let _ = GO_SPANS.remove(&key);
+        }
         return 0;
     }
     let span = s.index.wrapping_sub(1);

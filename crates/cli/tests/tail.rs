@@ -221,3 +221,48 @@ fn a_span_on_a_function_the_binary_lacks_is_refused_with_the_closest_names() {
     let (_, stderr) = text(&out);
     assert!(stderr.contains("noinline"), "{stderr}");
 }
+
+/// Attached by pid to a target already serving requests: the calls that entered and
+/// returned while the probes were being attached, before the recording's start, must not
+/// stay open and turn every later request into a nested call (they once did, and a busy
+/// server's span then counted nothing).
+#[test]
+fn a_span_attached_by_pid_mid_life_counts_every_request_it_sees() {
+    let test = "a_span_attached_by_pid_mid_life_counts_every_request_it_sees";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempdir("tail-pid");
+    // Long enough for the probes to attach (seconds, in a debug build); killed after.
+    let mut target = std::process::Command::new(demo())
+        .args(["requests", "--seconds", "60", "--dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("starting the demo");
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .args([
+            "record",
+            "--span",
+            "handle_request",
+            "--duration",
+            "2s",
+            "--pid",
+        ])
+        .arg(target.id().to_string())
+        .arg("-o")
+        .arg(&run_path)
+        .output()
+        .expect("running switchyard record");
+    let (stdout, stderr) = text(&out);
+    let _ = target.kill();
+    let _ = target.wait();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let run = load_run(&run_path);
+    let anatomy = &run["locks"]["spans"][0]["anatomy"];
+    // About 1,400 requests a second; nothing nests in handle_request.
+    assert!(anatomy["count"].as_u64().unwrap() > 1000, "{anatomy}");
+    assert_eq!(anatomy["nested"], 0, "{anatomy}");
+}
