@@ -520,7 +520,10 @@ fn attach_spans(ebpf: &mut Ebpf, spans: &[Span], tgid: u32) -> Result<(), Error>
             let at = UProbeAttachLocation::SymbolOffset(symbol, entry);
             attach(ebpf, programs::SPAN_ENTER_GO, i, span, at)?;
         } else {
-            let at = UProbeAttachLocation::Symbol(symbol);
+            // On the entry's instruction when the return address is still on top there: one
+            // breakpoint for both.
+            let ret = placed.as_ref().map_or(0, |p| p.ret_probe);
+            let at = UProbeAttachLocation::SymbolOffset(symbol, ret);
             attach(ebpf, programs::SPAN_EXIT, i, span, at)?;
             let at = UProbeAttachLocation::SymbolOffset(symbol, entry);
             attach(ebpf, programs::SPAN_ENTER, i, span, at)?;

@@ -24,6 +24,10 @@ use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 pub struct Placement {
     /// The entry probe's offset.
     pub entry: u64,
+    /// Native code: the return probe's offset. The entry's when nothing before it moves the
+    /// stack pointer (the return address is still on top there): both probes then share one
+    /// breakpoint, one trap. Else 0.
+    pub ret_probe: u64,
     /// The entry probe's instruction is one the kernel emulates (no single-step).
     pub emulated: bool,
     /// Go code only: the offsets of its `RET` instructions (a return probe on each).
@@ -58,6 +62,32 @@ fn decode(code: &[u8], addr: u64) -> Vec<(u64, Instruction)> {
         out.push((i.ip() - addr, i));
     }
     out
+}
+
+/// True when `i` writes the stack pointer (a push, a call, `sub $n,%rsp`, …).
+fn moves_sp(i: &Instruction) -> bool {
+    use iced_x86::{InstructionInfoFactory, OpAccess, Register};
+    if i.stack_pointer_increment() != 0 {
+        return true;
+    }
+    let mut info = InstructionInfoFactory::new();
+    info.info(i).used_registers().iter().any(|r| {
+        matches!(r.register(), Register::RSP | Register::ESP | Register::SP)
+            && !matches!(
+                r.access(),
+                OpAccess::Read | OpAccess::CondRead | OpAccess::None
+            )
+    })
+}
+
+/// The offset where the return probe can share the entry's breakpoint: the entry's, when no
+/// instruction before it moves the stack pointer; else 0.
+pub fn return_probe(code: &[u8], addr: u64, entry: u64) -> u64 {
+    let moved = decode(code, addr)
+        .iter()
+        .take_while(|(off, _)| *off < entry)
+        .any(|(_, i)| moves_sp(i));
+    if moved { 0 } else { entry }
 }
 
 /// The entry block's first emulated instruction (0 when it has none).
@@ -125,6 +155,7 @@ pub fn place(binary: &Path, symbol: &str, go: bool) -> Option<Placement> {
         let entry = crate::goprologue::past_stack_check(code).unwrap_or(0);
         return Some(Placement {
             entry,
+            ret_probe: 0,
             emulated: false,
             returns: returns(code, sym.address()),
         });
@@ -132,6 +163,7 @@ pub fn place(binary: &Path, symbol: &str, go: bool) -> Option<Placement> {
     let (entry, emulated) = entry(code, sym.address());
     Some(Placement {
         entry,
+        ret_probe: return_probe(code, sym.address(), entry),
         emulated,
         returns: Vec::new(),
     })
@@ -174,6 +206,20 @@ mod tests {
             ),
             (0, false)
         );
+    }
+
+    #[test]
+    fn the_return_probe_shares_the_entrys_breakpoint_while_the_return_address_is_on_top() {
+        // endbr64; push %rbp: nothing moved the stack before the push.
+        let code = [0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0xc3];
+        assert_eq!(return_probe(&code, 0x1000, 4), 4);
+        // xor %eax,%eax; push %r15: likewise.
+        assert_eq!(return_probe(&[0x31, 0xc0, 0x41, 0x57, 0xc3], 0x1000, 2), 2);
+        // sub $8,%rsp; test; je: the return address is no longer on top at the branch.
+        let code = [0x48, 0x83, 0xec, 0x08, 0x85, 0xff, 0x74, 0x01, 0x90, 0xc3];
+        assert_eq!(return_probe(&code, 0x1000, 6), 0);
+        // push %rbx; push %rbp: the second push's offset is not the return address's.
+        assert_eq!(return_probe(&[0x53, 0x55, 0xc3], 0x1000, 1), 0);
     }
 
     #[test]
