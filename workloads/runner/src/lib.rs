@@ -12,6 +12,7 @@
 //! - [`attach`]: the tools a bench attaches to a running pid (switchyard, perf, bpftrace).
 //! - [`servers`]: `bench-servers`, what recording costs redis, nginx and the broker.
 //! - [`per_event`]: `bench-overhead`, what recording adds per syscall, switch and sample.
+//! - [`spans`]: `bench-overhead`'s span section, what a span costs per instance.
 //! - [`overhead`]: what recording costs a workload's throughput, untraced against recorded.
 //! - [`story`]: the story tables, from run files through `metrics` and `compare`.
 //! - [`chart`]: the stories' charts, panels of points or lines drawn to SVG.
@@ -30,6 +31,7 @@ pub mod plan;
 pub mod recipes;
 pub mod runner;
 pub mod servers;
+pub mod spans;
 pub mod story;
 
 pub use fail::Failure;

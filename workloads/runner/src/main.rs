@@ -105,9 +105,9 @@ enum Cmd {
         #[arg(long, value_name = "PATH")]
         switchyard: Option<PathBuf>,
     },
-    /// `just bench-overhead`: what switchyard adds per syscall, per context switch, host-wide
-    /// and per on-CPU sample, next to bpftrace, perf trace and the true floor (`switchyard
-    /// floor`), REPEATS interleaved runs of each row, then a table per section.
+    /// `just bench-overhead`: what switchyard adds per syscall, per context switch, host-wide,
+    /// per on-CPU sample and per span instance, next to bpftrace, perf trace and the true floor
+    /// (`switchyard floor`), REPEATS interleaved runs of each row, then a table per section.
     BenchOverhead(per_event::Knobs),
     /// `just compare-broker`: the spin-lock broker story, then its table.
     CompareBroker {

@@ -13,6 +13,8 @@
 //! The stack rows compare the two ways user stacks are walked: frame pointers (the kernel's
 //! walker, `--unwind fp`) and call-frame information (`--unwind cfi`, the default), next to
 //! bpftrace taking the same stacks (frame pointers).
+//!
+//! The span rows (what `--span` costs per instance of the function) are in [`crate::spans`].
 
 use std::{
     fs,
@@ -26,7 +28,7 @@ use crate::{
     Failure, Interrupts,
     attach::Tool,
     bench::{self, Table},
-    runner,
+    runner, spans,
 };
 
 /// The knobs, as flags or as the environment variables the shell script read.
@@ -75,6 +77,19 @@ pub struct Knobs {
     /// Iterations of the Python sampled loop.
     #[arg(long, env = "PY_ITERS", default_value_t = 30_000_000)]
     pub py_iters: u64,
+    /// Timed calls of each span loop per run (after half a second of untimed ones), at each
+    /// rate.
+    #[arg(long, env = "SPAN_CALLS", default_value_t = 5_000)]
+    pub span_calls: u64,
+    /// The rates the span loops call their function at, calls a second.
+    #[arg(long, env = "SPAN_RATES", value_delimiter = ',', default_values_t = [10_000, 100_000])]
+    pub span_rates: Vec<u64>,
+    /// Where the span loops are built (from workloads/runner/span-loops) at each run.
+    #[arg(long, env = "SPAN_DIR", default_value = "target/release/span-loops")]
+    pub span_dir: PathBuf,
+    /// The Go toolchain that builds the Go span loop.
+    #[arg(long, env = "GO", default_value = "/usr/local/go/bin/go")]
+    pub go: PathBuf,
     /// Only these tables (all when none is named): to measure one change more closely, with
     /// more repeats, in the time the whole bench takes.
     #[arg(long, env = "SECTIONS", value_enum, value_delimiter = ',')]
@@ -92,6 +107,8 @@ pub enum Section {
     PySwitch,
     /// A Python target's on-CPU samples, the same.
     PySample,
+    /// What a span costs per instance of its function (C and Go), next to bpftrace.
+    Span,
 }
 
 /// How a row's measured loop runs.
@@ -119,6 +136,18 @@ pub struct Row {
     pub anchor: Option<(&'static str, &'static str)>,
     /// Why it cannot run with this build or host (`needs --flag`), if it cannot.
     pub missing: Option<String>,
+    /// A span row's loop (the section's loop otherwise).
+    pub span: Option<spans::Loop>,
+}
+
+impl Row {
+    /// The loop's words (after `taskset -c CPU`) and the field it reports.
+    fn workload(&self, k: &Knobs) -> (Vec<String>, &'static str) {
+        match self.span {
+            Some(l) => l.workload(k),
+            None => self.section.workload(k),
+        }
+    }
 }
 
 const BT_COUNT: &str = "tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @[args->id] = count(); }";
@@ -165,6 +194,7 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
             attached,
             anchor,
             missing: None,
+            span: None,
         })
     };
     let record = |flags: &str| Wrap::Record(words(flags));
@@ -426,6 +456,7 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
         let anchor = if key == "sy" { no_frames } else { None };
         row(PySample, key, label, record(&flags), None, anchor);
     }
+    all.extend(spans::rows(knobs));
 
     for r in &mut all {
         r.missing = missing(r, record_help, floor, perf);
@@ -514,6 +545,7 @@ impl Section {
                     "elapsed_ns"
                 }
             }
+            Section::Span => unreachable!("a span row runs its own loop"),
         };
         (w, field)
     }
@@ -536,7 +568,7 @@ pub fn measure(row: &Row, knobs: &Knobs, target: u32, out: &Path) -> Result<f64,
         Some(t) => Some(t.attach(target, out)?),
         None => None,
     };
-    let (mut loop_words, name) = row.section.workload(knobs);
+    let (mut loop_words, name) = row.workload(knobs);
     // A full path: bpftrace -c takes no bare program names.
     let mut pinned = vec![taskset(), "-c".into(), knobs.cpu.to_string()];
     pinned.append(&mut loop_words);
@@ -673,6 +705,7 @@ fn section_table(section: Section) -> Table {
             "÷ anchor (bpftrace floor)",
             "÷ floor (empty raw tp)",
         ]),
+        Section::Span => spans::head(),
         Section::HostWide => Table::new(&[
             "configuration",
             "ns/call",
@@ -686,6 +719,9 @@ fn section_table(section: Section) -> Table {
 /// A section's table from its rows and their samples (per row, one figure per repeat in
 /// repeat order; the section's first row is its base). Rows that could not run say why.
 pub fn table(section: Section, hz: u64, rows: &[(&Row, &[f64])]) -> String {
+    if section == Section::Span {
+        return spans::table(rows);
+    }
     let mut t = section_table(section);
     let width = t.head.len();
     let find = |key: &str| rows.iter().find(|(r, s)| r.key == key && !s.is_empty());
@@ -812,6 +848,7 @@ without"
 stacks only (--no-python-frames) or with its Python frames; ÷ no Python frames: the per-sample \
 cost with frames over the cost without, repeat by repeat"
         }
+        Section::Span => spans::NOTE,
     }
 }
 
@@ -901,6 +938,10 @@ mod tests {
             py_script: "bench.py".into(),
             py_rounds: 100,
             py_iters: 1000,
+            span_calls: 100,
+            span_rates: vec![10_000],
+            span_dir: "spans".into(),
+            go: "go".into(),
             sections: Vec::new(),
         }
     }

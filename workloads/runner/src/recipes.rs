@@ -24,6 +24,7 @@ use crate::{
     plan::{Plan, PlanError, Request},
     runner::{self, Tools, code_of},
     servers::{self, Server},
+    spans,
     story::{self, Story},
 };
 
@@ -746,9 +747,9 @@ pub fn bench_servers(
     Ok(0)
 }
 
-/// `just bench-overhead`: what switchyard adds per syscall, per context switch, host-wide and
-/// per on-CPU sample, next to bpftrace, perf trace and the true floor (`switchyard floor`),
-/// the runs interleaved, then one table per section.
+/// `just bench-overhead`: what switchyard adds per syscall, per context switch, host-wide, per
+/// on-CPU sample and per span instance, next to bpftrace, perf trace and the true floor
+/// (`switchyard floor`), the runs interleaved, then one table per section.
 pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, Failure> {
     let interrupts = cx.interrupts;
     if knobs.repeats == 0 {
@@ -771,6 +772,8 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
         switchyard: absolute(&knobs.switchyard),
         demo: absolute(&knobs.demo),
         py_script: absolute(&knobs.py_script),
+        // Built into at each run, so it may not exist yet.
+        span_dir: std::path::absolute(&knobs.span_dir).unwrap_or_else(|_| knobs.span_dir.clone()),
         ..knobs.clone()
     };
     let help = per_event::record_help(&knobs.switchyard)?;
@@ -785,6 +788,21 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
              rows are skipped\n",
             knobs.switchyard.display()
         );
+    }
+    if rows.iter().any(|r| r.section == per_event::Section::Span) {
+        step(&format!(
+            "building the span loops in {}",
+            knobs.span_dir.display()
+        ));
+        let built = spans::build(&knobs);
+        for (what, why) in [("native", &built.native), ("Go", &built.go)] {
+            if let Some(why) = why {
+                println!(
+                    "note: the {what} span loop was not built (needs {why}): its rows are skipped\n"
+                );
+            }
+        }
+        spans::mark_unbuilt(&mut rows, &built);
     }
     let tcpu = per_event::other_cpu(knobs.cpu);
     let target = per_event::Target::start(&knobs, tcpu)?;
@@ -822,6 +840,7 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
         per_event::Section::Sample,
         per_event::Section::PySwitch,
         per_event::Section::PySample,
+        per_event::Section::Span,
     ] {
         let title = match section {
             per_event::Section::Syscall => format!(
@@ -859,6 +878,11 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
                 k.depth,
                 k.cpu,
                 k.hz
+            ),
+            per_event::Section::Span => format!(
+                "per span instance (a function called at a set rate by a loop pinned to CPU {}, \
+                 {} timed calls a run, median of {n})",
+                k.cpu, k.span_calls
             ),
         };
         let pairs: Vec<(&per_event::Row, &[f64])> = rows

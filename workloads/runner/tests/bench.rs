@@ -82,6 +82,10 @@ fn overhead_tables_with_the_floor() {
         py_script: "workloads/demo/python/bench.py".into(),
         py_rounds: 100,
         py_iters: 1000,
+        span_calls: 5_000,
+        span_rates: vec![10_000, 100_000],
+        span_dir: "target/release/span-loops".into(),
+        go: "/usr/local/go/bin/go".into(),
         sections: Vec::new(),
     };
     // A build that knows every flag and has `switchyard floor`; perf present.
