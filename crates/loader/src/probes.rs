@@ -88,7 +88,7 @@ impl Probes {
     }
 
     /// Keeps the span instances sent so far, and every 100 ms tells the kernel side again
-    /// which instances to send: those at least as slow as nine tenths of the P99 so far, and
+    /// which instances to send: those at least as slow as the P95 so far, and
     /// one in N of the others (call it often: the ring is finite).
     pub fn poll_spans(&mut self) -> Result<(), Error> {
         let Some(ring) = &mut self.span_events else {

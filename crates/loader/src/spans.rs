@@ -3,7 +3,7 @@
 //! decide what it sends are set from the histogram as the recording goes.
 //!
 //! A typical instance costs the kernel a histogram update and nothing that crosses to user
-//! space: only an instance at least as slow as the threshold (nine tenths of the P99 so far,
+//! space: only an instance at least as slow as the threshold (the P95 so far,
 //! bucket-exact) crosses, or one in `every` of the others, `every` chosen so that about
 //! [`TYPICAL_PER_S`] a second do.
 
@@ -12,7 +12,7 @@ use std::{cmp::Reverse, collections::BinaryHeap};
 use switchyard_common::{SPAN_HIST_BUCKETS, SpanHist, SpanInstance, span_bucket_low, span_flags};
 
 /// Slow instances kept per span (and window); the fastest of them go first when it fills.
-pub const KEEP_SLOW: usize = 4096;
+pub const KEEP_SLOW: usize = 8192;
 /// Typical instances kept per span (and window), a uniform sample of those sent.
 pub const KEEP_TYPICAL: usize = 1024;
 /// Typical instances the kernel is asked to send a second, per span.
@@ -200,7 +200,9 @@ pub fn control(h: &Hist, elapsed_s: f64) -> (u64, u64) {
     if h.count < MIN_FOR_THRESHOLD {
         return (0, 1);
     }
-    let threshold = h.at_quantile(0.99) / 10 * 9;
+    // The P95, not the P99: the P99 so far can stand above the recording's final one (a slow
+    // start), and an instance between the two would then be in the slowest 1% but not kept.
+    let threshold = h.at_quantile(0.95);
     let rate = h.count as f64 / elapsed_s.max(0.001);
     let every = ((rate / TYPICAL_PER_S as f64).ceil() as u64).max(1);
     (threshold, every)
@@ -255,8 +257,8 @@ mod tests {
     #[test]
     fn the_control_sends_everything_until_there_is_a_p99() {
         assert_eq!(control(&hist(&[5; 10]), 1.0), (0, 1));
-        let mut d = vec![1_000; 9_900];
-        d.extend([1_000_000; 100]);
+        let mut d = vec![1_000; 9_000];
+        d.extend([1_000_000; 1_000]);
         let (threshold, every) = control(&hist(&d), 1.0);
         assert!(threshold > 1_000 && threshold < 1_000_000, "{threshold}");
         assert_eq!(every, 50);
