@@ -945,10 +945,22 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             None
         };
         let culprit = if *kind == Kind::Lock {
-            g.culprits
-                .iter()
-                .max_by(|a, b| a.1.total_cmp(b.1))
-                .map(|(&tid, _)| lock_holder(cx, tid, &tids, &waker_stacks))
+            // The GIL is handed on by whoever takes it last (a thread back from a sleep takes
+            // it, runs a moment and releases it to the waiter): its holder is the releaser
+            // that ran longest within the waits, not the one that woke them most.
+            let holder = if because == classify::GIL_WAIT {
+                ran_within(run, &tids, &g.culprits)
+            } else {
+                None
+            };
+            holder
+                .or_else(|| {
+                    g.culprits
+                        .iter()
+                        .max_by(|a, b| a.1.total_cmp(b.1))
+                        .map(|(&tid, _)| tid)
+                })
+                .map(|tid| lock_holder(cx, tid, &tids, &waker_stacks))
         } else {
             None
         };
@@ -1158,6 +1170,22 @@ fn waker_tid(run: &Run, s: &Stack) -> u32 {
 }
 
 /// The holder of a lock: the thread that released it, and what it did with its time.
+/// Of the threads that ended `waiters`' waits (`releasers`), the one that ran longest
+/// within those waits (the held profile's `running` part), when any ran.
+fn ran_within(run: &Run, waiters: &BTreeSet<u32>, releasers: &BTreeMap<u32, f64>) -> Option<u32> {
+    let mut ran: BTreeMap<u32, u64> = BTreeMap::new();
+    for s in &run.profiles.held.stacks {
+        if s.label == "running" && waiters.contains(&s.tid) && releasers.contains_key(&s.waker_tid)
+        {
+            *ran.entry(s.waker_tid).or_default() += s.value;
+        }
+    }
+    ran.into_iter()
+        .filter(|(_, ns)| *ns > 0)
+        .max_by_key(|(_, ns)| *ns)
+        .map(|(tid, _)| tid)
+}
+
 fn lock_holder(
     cx: &Ctx,
     tid: u32,
