@@ -31,7 +31,6 @@ pub mod plan;
 pub mod recipes;
 pub mod runner;
 pub mod servers;
-pub mod spans;
 pub mod story;
 
 pub use fail::Failure;

@@ -14,7 +14,9 @@
 //! walker, `--unwind fp`) and call-frame information (`--unwind cfi`, the default), next to
 //! bpftrace taking the same stacks (frame pointers).
 //!
-//! The span rows (what `--span` costs per instance of the function) are in [`crate::spans`].
+//! The span rows (what `--span` costs per instance of the function) are in [`spans`].
+
+pub mod spans;
 
 use std::{
     fs,
@@ -28,7 +30,7 @@ use crate::{
     Failure, Interrupts,
     attach::Tool,
     bench::{self, Table},
-    runner, spans,
+    runner,
 };
 
 /// The knobs, as flags or as the environment variables the shell script read.

@@ -21,10 +21,10 @@ use crate::{
     fail::Failure,
     interrupt::Interrupts,
     overhead, per_event,
+    per_event::spans,
     plan::{Plan, PlanError, Request},
     runner::{self, Tools, code_of},
     servers::{self, Server},
-    spans,
     story::{self, Story},
 };
 

@@ -25,13 +25,11 @@ use std::{
 
 use switchyard_model::{metrics::spread, units::grouped};
 
-use crate::{
-    bench::{self, Table},
-    per_event::{Knobs, Row, Section, Wrap},
-};
+use super::{Knobs, Row, Section, Wrap};
+use crate::bench::{self, Table};
 
-const C_SOURCE: &str = include_str!("../span-loops/loop.c");
-const GO_SOURCE: &str = include_str!("../span-loops/main.go");
+const C_SOURCE: &str = include_str!("../../span-loops/loop.c");
+const GO_SOURCE: &str = include_str!("../../span-loops/main.go");
 /// The binaries' names in SPAN_DIR.
 const C_LOOP: &str = "span-loop";
 const GO_LOOP: &str = "span-loop-go";
