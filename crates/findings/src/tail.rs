@@ -152,11 +152,7 @@ fn hot_site(cx: &Ctx, group: &[&SpanInstance]) -> (String, Vec<String>) {
 
 /// Every instance's duration from the histogram, as (value, count), with the slow group's
 /// taken from the instances themselves (`slow`), each less what `less` says.
-fn p99_without(
-    a: &SpanAnatomy,
-    slow: &[&SpanInstance],
-    less: impl Fn(&SpanInstance) -> u64,
-) -> u64 {
+fn p99_without(a: &SpanAnatomy, slow: impl Iterator<Item = (u64, u64)>) -> u64 {
     let mut values: BTreeMap<u64, i64> = a.hist.iter().map(|&(v, n)| (v, n as i64)).collect();
     let bucket_of = |d: u64| {
         a.hist
@@ -165,11 +161,9 @@ fn p99_without(
             .find(|(low, _)| *low <= d)
             .map_or(0, |(low, _)| *low)
     };
-    for i in slow {
-        *values.entry(bucket_of(i.duration_ns)).or_default() -= 1;
-        *values
-            .entry(i.duration_ns.saturating_sub(less(i)))
-            .or_default() += 1;
+    for (duration, less) in slow {
+        *values.entry(bucket_of(duration)).or_default() -= 1;
+        *values.entry(duration.saturating_sub(less)).or_default() += 1;
     }
     let total: i64 = values.values().filter(|n| **n > 0).sum();
     let above = ((total as f64) * (1.0 - SLOW_QUANTILE) - 1e-6)
@@ -291,17 +285,20 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
     }
     let slow_site = hot_site(cx, &slow);
     let typical_site = hot_site(cx, &typical);
-    let by = |group: &[&SpanInstance]| {
+    // Each instance's causes, read once: the sums and every what-if use them.
+    let slow_causes: Vec<BTreeMap<Key, u64>> = slow.iter().map(|i| causes(cx, i)).collect();
+    let by = |group: &[BTreeMap<Key, u64>]| {
         let mut sum: BTreeMap<Key, u64> = BTreeMap::new();
-        for i in group {
-            for (k, v) in causes(cx, i) {
-                *sum.entry(k).or_default() += v;
+        for c in group {
+            for (k, v) in c {
+                *sum.entry(k.clone()).or_default() += v;
             }
         }
         sum
     };
-    let slow_by = by(&slow);
-    let typical_by = by(&typical);
+    let slow_by = by(&slow_causes);
+    let typical_causes: Vec<BTreeMap<Key, u64>> = typical.iter().map(|i| causes(cx, i)).collect();
+    let typical_by = by(&typical_causes);
     let total = |g: &[&SpanInstance]| g.iter().map(|i| i.duration_ns).sum::<u64>();
     let (slow_total, typical_total) = (total(&slow), total(&typical));
     let mean = |t: u64, n: usize| if n == 0 { 0.0 } else { t as f64 / n as f64 };
@@ -325,8 +322,13 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
             typical_by.get(key).copied().unwrap_or(0) as f64 / typical_total.max(1) as f64;
         // Taking time out never lengthens the P99 (the instances kept whole are exact, the
         // histogram's at their buckets' lowest: never above it).
-        let what_if =
-            p99_without(a, &slow, |i| causes(cx, i).get(key).copied().unwrap_or(0)).min(p99);
+        let what_if = p99_without(
+            a,
+            slow.iter()
+                .zip(&slow_causes)
+                .map(|(i, c)| (i.duration_ns, c.get(key).copied().unwrap_or(0))),
+        )
+        .min(p99);
         let mut f = finding(cx, key, v, share, &slow, &slow_site);
         let mut sentence = format!(
             "{head} spent {} of their time {}",
