@@ -18,6 +18,7 @@
 mod floor;
 mod follow;
 mod gc;
+mod goroutines;
 mod inflight;
 mod locks;
 mod oncpu;

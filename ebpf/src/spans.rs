@@ -20,13 +20,14 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use switchyard_common::{
-    MAX_SPANS, SPAN_HOLDERS, SPAN_PARTS, SPAN_SITES, SpanHist, SpanInstance, ThreadStats,
-    WaitStats, drops, span_bucket, span_flags,
+    GO_PARK_SLOTS, GoTime, MAX_SPANS, SPAN_HOLDERS, SPAN_PARTS, SPAN_SITES, SpanHist, SpanInstance,
+    ThreadStats, WaitStats, drops, span_bucket, span_flags,
 };
 
 use crate::{
+    goroutines::{release, totals, track},
     shared::{current_comm, drop_event, is_target, recording, start_ns},
-    threads::{thread, thread_entry},
+    threads::{oncpu_so_far, running_thread_entry, thread},
 };
 
 /// Every span's durations, as the figures have them (count, total, log2 histogram).
@@ -51,18 +52,6 @@ static GO_SPANS: HashMap<u64, SpanInstance> = HashMap::with_max_entries(16384, 0
 #[map]
 static GO_SCRATCH: PerCpuArray<SpanInstance> = PerCpuArray::with_max_entries(1, 0);
 
-/// The thread's time on CPU so far, counted to `now`: its switch-outs add what ran before
-/// them, the run in progress is added here.
-#[inline(always)]
-fn oncpu_so_far(t: &ThreadStats, now: u64) -> u64 {
-    let since = if t.last_in != 0 {
-        t.last_in
-    } else {
-        start_ns()
-    };
-    t.oncpu_ns + now.saturating_sub(since)
-}
-
 #[inline(always)]
 fn hist(span: u32) -> Option<&'static mut SpanHist> {
     // SAFETY: a per-CPU slot; programs on one CPU do not run concurrently.
@@ -80,7 +69,9 @@ pub fn span_enter(ctx: ProbeContext) -> u32 {
     if span >= MAX_SPANS {
         return 0;
     }
-    let Some(t) = thread_entry(pid_tgid as u32) else {
+    // SAFETY: a helper with no arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let Some(t) = running_thread_entry(pid_tgid as u32, now) else {
         return 0;
     };
     // SAFETY: the thread runs here, so its switches are not writing its entry.
@@ -93,8 +84,6 @@ pub fn span_enter(ctx: ProbeContext) -> u32 {
         }
         return 0;
     }
-    // SAFETY: a helper with no arguments.
-    let now = unsafe { bpf_ktime_get_ns() };
     let oncpu = oncpu_so_far(t, now);
     let (blocked, runqueue) = (t.blocked_ns, t.runqueue_ns);
     let flags = if on { 0 } else { span_flags::OPEN_AT_START };
@@ -168,7 +157,7 @@ pub fn span_exit(ctx: RetProbeContext) -> u32 {
 }
 
 /// A new instance of span `span` in `s`, entered now by `pid_tgid`; `counters`: the thread's
-/// time on CPU, blocked and waiting for a CPU so far (a native span's; 0 for Go).
+/// (a Go span's: the goroutine's) time on CPU, blocked and waiting for a CPU so far.
 #[inline(always)]
 fn begin(s: &mut SpanInstance, span: u32, flags: u32, pid_tgid: u64, now: u64, counters: [u64; 3]) {
     s.index = span + 1;
@@ -196,11 +185,12 @@ fn begin(s: &mut SpanInstance, span: u32, flags: u32, pid_tgid: u64, now: u64, c
     for i in 0..SPAN_SITES {
         s.sites[i].samples = 0;
     }
+    s.go = GoTime::default();
 }
 
 /// Instance `s` of span `span` returns now on thread `tid`: its duration into the histograms,
 /// and the instance whole to user space when it is at least as slow as the threshold, or
-/// drawn as a typical one. `kind`: flags it keeps (`span_flags::GO`).
+/// drawn as a typical one (or both). `kind`: flags it keeps (`span_flags::GO`).
 #[inline(always)]
 fn finish(s: &mut SpanInstance, span: u32, now: u64, tid: u32, kind: u32) {
     let took = now.saturating_sub(s.start);
@@ -219,17 +209,23 @@ fn finish(s: &mut SpanInstance, span: u32, now: u64, tid: u32, kind: u32) {
         unsafe { &mut *w }.add(took);
     }
     let threshold = SPAN_CTL.get(2 * span).copied().unwrap_or(0);
-    let every = SPAN_CTL.get(2 * span + 1).copied().unwrap_or(0);
-    let flag = if took >= threshold {
+    // Until user space sets it (0), every instance is drawn.
+    let every = SPAN_CTL.get(2 * span + 1).copied().unwrap_or(0).max(1);
+    // The typical sample is drawn from every instance, slow or not: the instances between
+    // the threshold and the P99 are typical too, and a sample without them would miss
+    // what slows them.
+    let slow = if took >= threshold {
         span_flags::SLOW
-    } else if every != 0
-        // SAFETY: a helper with no arguments.
-        && (unsafe { bpf_get_prandom_u32() } as u64).is_multiple_of(every)
-    {
+    } else {
+        0
+    };
+    // SAFETY: a helper with no arguments.
+    let drawn = if (unsafe { bpf_get_prandom_u32() } as u64).is_multiple_of(every) {
         span_flags::TYPICAL
     } else {
         0
     };
+    let flag = slow | drawn;
     if flag != 0 {
         s.flags = kind | flag;
         if SPAN_EVENTS.output::<SpanInstance>(&*s, 0).is_err() {
@@ -414,6 +410,7 @@ pub fn span_enter_go(ctx: ProbeContext) -> u32 {
         if on && let Some(h) = hist(span) {
             h.missed += 1;
         }
+        release(g);
     }
     let Some(s) = GO_SCRATCH.get_ptr_mut(0) else {
         return 0;
@@ -422,19 +419,47 @@ pub fn span_enter_go(ctx: ProbeContext) -> u32 {
     let s = unsafe { &mut *s };
     let flags = span_flags::GO | if on { 0 } else { span_flags::OPEN_AT_START };
     // SAFETY: a helper with no arguments.
-    begin(
-        s,
-        span,
-        flags,
-        pid_tgid,
-        unsafe { bpf_ktime_get_ns() },
-        [0; 3],
-    );
+    let now = unsafe { bpf_ktime_get_ns() };
+    let tid = pid_tgid as u32;
+    let Some(tr) = track(g, tid, now) else {
+        drop_event(drops::SPAN_EVENTS_FULL);
+        return 0;
+    };
+    begin(s, span, flags, pid_tgid, now, totals(tr, tid, now));
+    s.go = tr.time;
     s.depth_bytes = depth;
     if GO_SPANS.insert(&key, s, 0).is_err() {
         drop_event(drops::SPAN_EVENTS_FULL);
+        return 0;
     }
+    tr.open += 1;
     0
+}
+
+/// Instance `s` of goroutine `g` returns now on thread `tid`: its time on threads and off
+/// them, from the goroutine's totals less those at its entry.
+#[inline(always)]
+fn go_parts(s: &mut SpanInstance, g: u64, tid: u32, now: u64) {
+    let Some(tr) = crate::goroutines::tracked(g) else {
+        return;
+    };
+    let c = totals(tr, tid, now);
+    s.oncpu_ns = c[0].saturating_sub(s.oncpu_ns);
+    s.blocked_ns = c[1].saturating_sub(s.blocked_ns);
+    s.runqueue_ns = c[2].saturating_sub(s.runqueue_ns);
+    let t = &tr.time;
+    s.go.sched_ns = t.sched_ns.saturating_sub(s.go.sched_ns);
+    s.go.assist_ns = t.assist_ns.saturating_sub(s.go.assist_ns);
+    s.go.assist_runqueue_ns = t.assist_runqueue_ns.saturating_sub(s.go.assist_runqueue_ns);
+    s.go.other_parked_ns = t.other_parked_ns.saturating_sub(s.go.other_parked_ns);
+    // Slots are taken in order and never freed while the goroutine is followed: one
+    // empty at the entry holds only time since.
+    for i in 0..GO_PARK_SLOTS {
+        let p = &mut s.go.parked[i];
+        p.reason = t.parked[i].reason;
+        p.ns = t.parked[i].ns.saturating_sub(p.ns);
+        p.count = t.parked[i].count.saturating_sub(p.count);
+    }
 }
 
 /// One of a Go function's `RET` instructions.
@@ -476,12 +501,14 @@ pub fn span_exit_go(ctx: ProbeContext) -> u32 {
             h.missed += 1;
         }
         let _ = GO_SPANS.remove(&key);
+        release(g);
         return 0;
     }
     // As a native span's (see `span_exit`).
     if !on {
         if start_ns() == 0 {
             let _ = GO_SPANS.remove(&key);
+            release(g);
         }
         return 0;
     }
@@ -493,11 +520,14 @@ pub fn span_exit_go(ctx: ProbeContext) -> u32 {
             h.open_at_start += 1;
         }
         let _ = GO_SPANS.remove(&key);
+        release(g);
         return 0;
     }
     // SAFETY: a helper with no arguments.
     let now = unsafe { bpf_ktime_get_ns() };
+    go_parts(s, g, pid_tgid as u32, now);
     finish(s, span, now, pid_tgid as u32, span_flags::GO);
     let _ = GO_SPANS.remove(&key);
+    release(g);
     0
 }

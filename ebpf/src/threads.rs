@@ -9,7 +9,7 @@ use aya_ebpf::{
 };
 use switchyard_common::{MAX_THREADS, ThreadStats, drops};
 
-use crate::shared::drop_event;
+use crate::shared::{drop_event, start_ns};
 
 /// Each thread's state, in the slot `tid & THREAD_MASK`. An array, not a hash: its lookup is
 /// inlined by the verifier, where a hash lookup cost ~60 ns here, and a switch between two
@@ -90,4 +90,34 @@ pub fn thread_entry(tid: u32) -> Option<*mut ThreadStats> {
     // SAFETY: the new entry, this thread's.
     unsafe { (*s).tid = tid };
     Some(s)
+}
+
+/// The thread's time on CPU so far, counted to `now`: its switch-outs add what ran before
+/// them, the run in progress is added here.
+#[inline(always)]
+pub fn oncpu_so_far(t: &ThreadStats, now: u64) -> u64 {
+    let since = if t.last_in != 0 {
+        t.last_in
+    } else {
+        start_ns()
+    };
+    t.oncpu_ns + now.saturating_sub(since)
+}
+
+/// The entry of thread `tid`, which runs now (a probe in it fired): one created here starts
+/// its time on CPU now. Created zeroed, its next switch-in would take the thread as off CPU
+/// since the recording's start, and its time on CPU as counted from the start too.
+#[inline(always)]
+pub fn running_thread_entry(tid: u32, now: u64) -> Option<*mut ThreadStats> {
+    if let Some(t) = thread(tid) {
+        return Some(t);
+    }
+    let t = thread_entry(tid)?;
+    // SAFETY: the entry is this running thread's, just made.
+    unsafe {
+        if (*t).last_in == 0 && (*t).last_out == 0 {
+            (*t).last_in = now;
+        }
+    }
+    Some(t)
 }

@@ -70,6 +70,8 @@ pub mod maps {
     pub const GO_SPANS: &str = "GO_SPANS";
     /// `PerCpuArray<SpanInstance>` of one entry: where a Go instance is built.
     pub const GO_SCRATCH: &str = "GO_SCRATCH";
+    /// `HashMap<u64, GoTrack>`: each goroutine with a Go span open, by its g.
+    pub const GO_TRACKS: &str = "GO_TRACKS";
     /// `RingBuf` of `SpanInstance`: the slow instances and a sample of the typical ones.
     pub const SPAN_EVENTS: &str = "SPAN_EVENTS";
     /// `RingBuf` of `GcEvent`: Go runtime GC events with their timestamps.
@@ -161,6 +163,7 @@ pub mod maps {
         SPAN_EVENTS,
         GO_SPANS,
         GO_SCRATCH,
+        GO_TRACKS,
         GC_EVENTS,
         TIMELINE,
         GC_COUNTS,
@@ -268,6 +271,7 @@ pub mod programs {
     /// Go spans: an entry past the stack check, and a plain uprobe on each `RET`.
     pub const SPAN_ENTER_GO: &str = "span_enter_go";
     pub const SPAN_EXIT_GO: &str = "span_exit_go";
+    pub const GO_SCHED: &str = "go_sched";
     /// Empty programs on the same attach points, for `switchyard floor` only.
     pub const FLOOR_SYS_ENTER: &str = "floor_sys_enter";
     pub const FLOOR_SYS_EXIT: &str = "floor_sys_exit";
@@ -954,7 +958,8 @@ pub mod span_flags {
     pub const SLOW: u32 = 1;
     /// A typical instance, sampled.
     pub const TYPICAL: u32 = 2;
-    /// A Go span, keyed by its goroutine: no per-thread anatomy.
+    /// A Go span, keyed by its goroutine: its time on threads is theirs while it ran there,
+    /// its time off them is in `go`.
     pub const GO: u32 = 8;
     /// Entered before the recording started: not counted.
     pub const OPEN_AT_START: u32 = 4;
@@ -993,11 +998,113 @@ pub struct SpanInstance {
     pub parts: [SpanPart; SPAN_PARTS],
     pub holders: [SpanHolder; SPAN_HOLDERS],
     pub sites: [SpanSite; SPAN_SITES],
+    /// Go: its goroutine's time on no thread, runnable (waiting in the Go scheduler) and
+    /// parked by wait reason, and its GC assists' time on CPU (part of `oncpu_ns`). As the
+    /// thread counters, they hold the goroutine's totals while open ([`GoTrack`]).
+    pub go: GoTime,
 }
 const _: () = assert!(
     core::mem::size_of::<SpanInstance>()
-        == 24 + 8 * 8 + 8 + 56 * SPAN_PARTS + 32 * SPAN_HOLDERS + 16 * SPAN_SITES
+        == 24
+            + 8 * 8
+            + 8
+            + 56 * SPAN_PARTS
+            + 32 * SPAN_HOLDERS
+            + 16 * SPAN_SITES
+            + core::mem::size_of::<GoTime>()
 );
+
+/// Wait reasons a goroutine's time parked is kept by; the rest is summed.
+pub const GO_PARK_SLOTS: usize = 6;
+
+/// Time a goroutine was parked with one wait reason (Go's `waitReason`, whose names the
+/// binary's `runtime.waitReasonStrings` holds; [`go_sched::PREEMPTED`] for a goroutine
+/// suspended by the GC to scan its stack).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GoPark {
+    /// The reason plus one (0: a free slot).
+    pub reason: u32,
+    pub count: u32,
+    pub ns: u64,
+}
+
+/// A goroutine's (or a Go span instance's) time beyond its threads' counters.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GoTime {
+    pub sched_ns: u64,
+    /// In GC assists: on CPU, and waiting for a CPU (the runtime's own assist time is both).
+    pub assist_ns: u64,
+    pub assist_runqueue_ns: u64,
+    pub other_parked_ns: u64,
+    pub parked: [GoPark; GO_PARK_SLOTS],
+}
+const _: () = assert!(core::mem::size_of::<GoTime>() == 32 + 16 * GO_PARK_SLOTS);
+
+/// A goroutine with a Go span open, followed from thread to thread (`GO_TRACKS`, by its g).
+/// Its time on threads is the threads' counters (on CPU, blocked, waiting for a CPU) while it
+/// ran there; off them, it is runnable (the Go scheduler) or parked.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GoTrack {
+    /// Instances open on it.
+    pub open: u32,
+    /// The thread it runs on; 0 while off every thread.
+    pub tid: u32,
+    /// [`go_sched::ON`], [`go_sched::RUNNABLE`] or [`go_sched::PARKED`].
+    pub state: u32,
+    /// The reason of its last park, plus one.
+    pub reason: u32,
+    /// Its thread's counters (on CPU, blocked, waiting for a CPU) when it came on it.
+    pub base: [u64; 3],
+    /// Its time on threads before that.
+    pub acc: [u64; 3],
+    /// When it left its thread, or was made runnable after a park.
+    pub off_at: u64,
+    /// In a GC assist: its time on CPU at the assist's entry, plus one (0: not in one), and
+    /// its time waiting for a CPU.
+    pub assist_from: u64,
+    pub assist_runqueue_from: u64,
+    pub time: GoTime,
+}
+
+/// The Go scheduler's probes (`go_sched`'s cookie) and a goroutine's states in [`GoTrack`].
+pub mod go_sched {
+    /// `runtime.execute(gp)`: gp runs on this thread.
+    pub const EXECUTE: u32 = 0;
+    /// `runtime.gopark`: the running goroutine parks, its wait reason in the third argument.
+    pub const PARK: u32 = 1;
+    /// `runtime.goschedImpl(gp)`, `runtime.goyield_m(gp)`, `runtime.exitsyscallNoP(gp)`
+    /// (`exitsyscall0` before Go 1.26): gp leaves its thread runnable (yielded, preempted, or
+    /// back from a syscall with no P).
+    pub const YIELD: u32 = 2;
+    /// `runtime.preemptPark(gp)`: gp is suspended for the GC to scan its stack.
+    pub const PREEMPT_PARK: u32 = 3;
+    /// `runtime.ready(gp)`: a parked gp is made runnable.
+    pub const READY: u32 = 4;
+    /// `runtime.gcAssistAlloc`'s body and its `RET`s, on the assisting goroutine.
+    pub const ASSIST_ENTRY: u32 = 5;
+    pub const ASSIST_RETURN: u32 = 6;
+    /// (cookie, symbol); the assist's are placed by the loader.
+    pub const SYMBOLS: [(u32, &str); 8] = [
+        (EXECUTE, "runtime.execute"),
+        (PARK, "runtime.gopark"),
+        (YIELD, "runtime.goschedImpl"),
+        (YIELD, "runtime.goyield_m"),
+        (YIELD, "runtime.exitsyscallNoP"),
+        (YIELD, "runtime.exitsyscall0"),
+        (PREEMPT_PARK, "runtime.preemptPark"),
+        (READY, "runtime.ready"),
+    ];
+    pub const ASSIST: &str = "runtime.gcAssistAlloc";
+
+    pub const ON: u32 = 0;
+    pub const RUNNABLE: u32 = 1;
+    pub const PARKED: u32 = 2;
+    /// The reason [`PREEMPT_PARK`] parks with (Go's own are below 256).
+    pub const PREEMPTED: u32 = 1000;
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

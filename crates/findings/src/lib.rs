@@ -44,6 +44,7 @@ use switchyard_model::{
 pub use classify::{Kind, Reading, classify};
 pub use compare::{Change, Changes, changes};
 pub use gate::behind;
+pub use tail::go_reason_kind;
 
 /// Bumped when a field of the JSON changes meaning or goes away (fields may be added).
 /// 2: `spans`, the slow requests' anatomy.

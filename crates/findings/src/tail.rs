@@ -68,8 +68,14 @@ pub struct TailFinding {
     pub excess_share: f64,
 }
 
-/// The site of a Go span's time in stop-the-world pauses.
-const STW: &str = "stop-the-world";
+/// The sites of a Go span's time in GC assists, runnable in the Go scheduler, blocked in a
+/// system call on its thread, and parked with a reason not kept.
+const GO_ASSIST: &str = "GC assist";
+const GO_SCHEDULER: &str = "the Go scheduler";
+const GO_SYSCALL: &str = "a system call";
+const GO_PARKED: &str = "the Go runtime";
+/// A Go span's parked time: the site is this and the wait reason ("parked: IO wait").
+const GO_PARK: &str = "parked: ";
 
 /// A cause: its kind, the program's site, and who caused it (a CPU's holder, a lock's
 /// releaser; 0: nobody known).
@@ -78,11 +84,8 @@ type Key = (Kind, String, u32);
 /// One instance's time by cause.
 fn causes(cx: &Ctx, i: &SpanInstance) -> BTreeMap<Key, u64> {
     let mut out: BTreeMap<Key, u64> = BTreeMap::new();
-    // A goroutine moves between threads: only the GC's part of it is measured.
     if i.go {
-        if i.gc_stw_ns > 0 {
-            out.insert((Kind::Gc, STW.into(), 0), i.gc_stw_ns);
-        }
+        go_causes(i, &mut out);
         return out;
     }
     let mut cpu_named = 0;
@@ -114,6 +117,55 @@ fn causes(cx: &Ctx, i: &SpanInstance) -> BTreeMap<Key, u64> {
         *out.entry((Kind::Oncpu, String::new(), 0)).or_default() += i.oncpu_ns;
     }
     out
+}
+
+/// A Go instance's time by cause: on its threads (on CPU, of it in GC assists; waiting for a
+/// CPU; blocked in a system call) and on none (runnable in the Go scheduler; parked by wait
+/// reason). Its goroutine moves between threads, so neither its kernel waits nor its
+/// samples are split by stack. Stop-the-world and mark phases overlap these parts (a stopped
+/// goroutine waits runnable): they are told in the notes, not added.
+fn go_causes(i: &SpanInstance, out: &mut BTreeMap<Key, u64>) {
+    let g = i.go_time.clone().unwrap_or_default();
+    let mut add = |kind: Kind, site: &str, ns: u64| {
+        if ns > 0 {
+            *out.entry((kind, site.to_string(), 0)).or_default() += ns;
+        }
+    };
+    let assist = g.assist_ns.min(i.oncpu_ns);
+    add(Kind::Gc, GO_ASSIST, assist);
+    add(Kind::Oncpu, "", i.oncpu_ns - assist);
+    add(Kind::Cpu, "", i.runqueue_ns);
+    add(Kind::Blocked, GO_SYSCALL, i.blocked_ns);
+    add(Kind::Cpu, GO_SCHEDULER, g.sched_ns);
+    for p in &g.parked {
+        add(
+            go_reason_kind(&p.reason),
+            &format!("{GO_PARK}{}", p.reason),
+            p.ns,
+        );
+    }
+    add(Kind::Blocked, GO_PARKED, g.other_parked_ns);
+}
+
+/// The kind of a Go wait reason (`runtime.waitReasonStrings`' names): sync's locks, the
+/// network poller, channels, timers, the GC's own waits.
+pub fn go_reason_kind(reason: &str) -> Kind {
+    let r = reason.to_ascii_lowercase();
+    // "semacquire" alone is the runtime's own semaphores (a GC's start, stopping the world)
+    // as much as a program's: left as blocked.
+    if r.contains("mutex") || r.starts_with("sync.") {
+        Kind::Lock
+    } else if r.contains("io wait") {
+        Kind::Net
+    } else if r.contains("chan") || r.contains("select") {
+        Kind::Ipc
+    } else if r.contains("sleep") {
+        Kind::Sleep
+    } else if r.contains("gc") || r.contains("preempted") || r.contains("garbage") {
+        Kind::Gc
+    } else {
+        Kind::Blocked
+    }
 }
 
 fn read(cx: &Ctx, tgid: u32, state: &str, stack: Option<u32>) -> classify::Reading {
@@ -267,21 +319,29 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
     }
     if slow.iter().chain(&typical).any(|i| i.go) {
         notes.push(
-            "a Go span's goroutine moves between threads: its time is not split by thread, only its GC part is measured (stop-the-world pauses, and mark phases overlapped)".into(),
+            "a Go span's goroutine moves between threads: its time on them is not split by stack or by the task that held the CPU; its time on none is split by the Go scheduler's states (runnable, parked by wait reason)".into(),
         );
-        let overlap = |g: &[&SpanInstance]| {
+        let overlap = |g: &[&SpanInstance], part: fn(&SpanInstance) -> u64| {
             let all: u64 = g.iter().map(|i| i.duration_ns).sum();
-            let mark: u64 = g.iter().map(|i| i.gc_mark_ns).sum();
-            let hit = g.iter().filter(|i| i.gc_mark_ns > 0).count();
-            (mark as f64 / all.max(1) as f64, hit, g.len())
+            let within: u64 = g.iter().map(|i| part(i)).sum();
+            let hit = g.iter().filter(|i| part(i) > 0).count();
+            (within as f64 / all.max(1) as f64, hit, g.len())
         };
-        let (s_share, s_hit, s_n) = overlap(&slow);
-        let (t_share, t_hit, t_n) = overlap(&typical);
-        notes.push(format!(
-            "GC mark phases: {s_hit} of the {s_n} slowest instances overlapped one ({} of their time), against {t_hit} of {t_n} typical ones ({} of theirs)",
-            switchyard_model::units::percent(s_share),
-            switchyard_model::units::percent(t_share)
-        ));
+        for (what, part) in [
+            (
+                "GC mark phases",
+                (|i: &SpanInstance| i.gc_mark_ns) as fn(&SpanInstance) -> u64,
+            ),
+            ("stop-the-world pauses", |i: &SpanInstance| i.gc_stw_ns),
+        ] {
+            let (s_share, s_hit, s_n) = overlap(&slow, part);
+            let (t_share, t_hit, t_n) = overlap(&typical, part);
+            notes.push(format!(
+                "{what}: {s_hit} of the {s_n} slowest instances overlapped one ({} of their time), against {t_hit} of {t_n} typical ones ({} of theirs)",
+                switchyard_model::units::percent(s_share),
+                switchyard_model::units::percent(t_share)
+            ));
+        }
     }
     let slow_site = hot_site(cx, &slow);
     let typical_site = hot_site(cx, &typical);
@@ -536,6 +596,16 @@ fn what(key: &Key, f: &Finding) -> String {
         format!(" in {}", escape(site))
     };
     let base = match kind {
+        Kind::Gc if site == GO_ASSIST => "assisting the Go GC (marking, on CPU)".to_string(),
+        Kind::Cpu if site == GO_SCHEDULER => {
+            "runnable, waiting in the Go scheduler for a thread".to_string()
+        }
+        Kind::Blocked if site == GO_SYSCALL => "blocked in a system call".to_string(),
+        _ if site == GO_PARKED => "parked by the Go runtime".to_string(),
+        _ if site.starts_with(GO_PARK) => format!(
+            "parked by the Go runtime ({})",
+            escape(&site[GO_PARK.len()..])
+        ),
         Kind::Cpu => "waiting for a CPU".to_string(),
         Kind::Oncpu => format!("running{at}"),
         Kind::Lock => format!("waiting for a lock{at}"),
@@ -544,7 +614,6 @@ fn what(key: &Key, f: &Finding) -> String {
         Kind::Sleep => format!("sleeping on a timer{at}"),
         Kind::Fault => format!("in page faults{at}"),
         Kind::Ipc => format!("waiting on a pipe or child{at}"),
-        Kind::Gc if site == STW => "stopped by the Go GC (stop-the-world)".to_string(),
         Kind::Gc => format!("waiting on the Go GC{at}"),
         Kind::Idle => format!("waiting for work{at}"),
         Kind::Blocked => format!("blocked{at}"),

@@ -9,7 +9,7 @@ use aya::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
     },
 };
-use switchyard_common::{MAX_SPANS, gc, globals, maps, programs};
+use switchyard_common::{MAX_SPANS, gc, globals, go_sched, maps, programs};
 
 use crate::{
     Config, Error, Evicted, Probes, Span, Syscalls, Unwind, btf,
@@ -291,6 +291,17 @@ impl Probes {
             span_kept: config.spans.iter().map(|_| Default::default()).collect(),
             span_last: config.spans.iter().map(|_| Default::default()).collect(),
             span_control: config.spans.iter().map(|_| (0, 1)).collect(),
+            span_reasons: config
+                .spans
+                .iter()
+                .map(|s| {
+                    std::sync::Arc::new(if s.go {
+                        crate::goreasons::wait_reasons(&s.binary)
+                    } else {
+                        Vec::new()
+                    })
+                })
+                .collect(),
             span_polled: None,
             span_ring_lost: 0,
             span_procs: std::collections::BTreeSet::from([config.tgid]),
@@ -529,6 +540,62 @@ fn attach_spans(ebpf: &mut Ebpf, spans: &[Span], tgid: u32) -> Result<(), Error>
             attach(ebpf, programs::SPAN_ENTER, i, span, at)?;
         }
     }
+    if let Some(span) = spans.iter().find(|s| s.go) {
+        attach_go_sched(ebpf, &span.binary, scope)?;
+    }
+    Ok(())
+}
+
+/// The Go scheduler's probes that follow a goroutine with a span open from thread to thread
+/// (`go_sched`): entry probes past each function's stack check, and the GC assist's body and
+/// `RET`s. A symbol another Go version lacks is left out; the scheduler's own are required.
+fn attach_go_sched(
+    ebpf: &mut Ebpf,
+    binary: &std::path::Path,
+    scope: UProbeScope,
+) -> Result<(), Error> {
+    let name = programs::GO_SCHED;
+    let program: &mut UProbe = program(ebpf, name)?;
+    loaded(name, program.load())?;
+    let symbols: Vec<&str> = go_sched::SYMBOLS.iter().map(|(_, s)| *s).collect();
+    let offsets = goprologue::probe_offsets(binary, &symbols);
+    let mut at: Vec<(u32, &str, u64)> = go_sched::SYMBOLS
+        .iter()
+        .filter_map(|&(kind, symbol)| Some((kind, symbol, *offsets.get(symbol)?)))
+        .collect();
+    for required in ["runtime.execute", "runtime.gopark", "runtime.ready"] {
+        if !at.iter().any(|(_, s, _)| *s == required) {
+            return Err(Error::GoScheduler {
+                symbol: required.to_string(),
+                binary: binary.display().to_string(),
+            });
+        }
+    }
+    if let Some(p) = crate::placement::place(binary, go_sched::ASSIST, true) {
+        // The returns first, as a span's.
+        at.extend(
+            p.returns
+                .iter()
+                .map(|&off| (go_sched::ASSIST_RETURN, go_sched::ASSIST, off)),
+        );
+        at.push((go_sched::ASSIST_ENTRY, go_sched::ASSIST, p.entry));
+    }
+    for (kind, symbol, offset) in at {
+        program
+            .attach(
+                UProbeAttachPoint {
+                    location: UProbeAttachLocation::SymbolOffset(symbol, offset),
+                    cookie: Some(u64::from(kind)),
+                },
+                binary,
+                scope,
+            )
+            .map_err(|source| Error::Uprobe {
+                symbol: symbol.to_string(),
+                binary: binary.display().to_string(),
+                source: Box::new(source),
+            })?;
+    }
     Ok(())
 }
 
@@ -721,6 +788,7 @@ mod tests {
             programs::SPAN_EXIT,
             programs::SPAN_ENTER_GO,
             programs::SPAN_EXIT_GO,
+            programs::GO_SCHED,
             programs::FLOOR_SYS_ENTER,
             programs::FLOOR_SYS_EXIT,
             programs::FLOOR_SCHED_SWITCH,

@@ -866,6 +866,8 @@ fn span_anatomy(
                 other_cpu_ns: i.other_held_ns,
                 samples,
                 go: i.flags & switchyard_common::span_flags::GO != 0,
+                go_time: (i.flags & switchyard_common::span_flags::GO != 0)
+                    .then(|| go_time(&i.go, &input.reasons)),
                 end_tid: if i.end_tid != i.tid { i.end_tid } else { 0 },
                 gc_mark_ns: 0,
                 gc_stw_ns: 0,
@@ -885,6 +887,34 @@ fn span_anatomy(
         threshold_ns: input.control.0,
         typical_every: input.control.1,
         instances,
+    }
+}
+
+/// A Go instance's time on no thread, its parks named by the binary's wait reasons.
+fn go_time(t: &switchyard_common::GoTime, reasons: &[String]) -> switchyard_model::GoTime {
+    let mut parked: Vec<switchyard_model::GoParked> = Vec::new();
+    for p in t.parked.iter().filter(|p| p.reason != 0 && p.ns != 0) {
+        let reason = crate::goreasons::name(reasons, p.reason);
+        // Two numbers can share a name (an unnamed one): one entry each name.
+        match parked.iter_mut().find(|q| q.reason == reason) {
+            Some(q) => {
+                q.ns += p.ns;
+                q.count += p.count;
+            }
+            None => parked.push(switchyard_model::GoParked {
+                reason,
+                count: p.count,
+                ns: p.ns,
+            }),
+        }
+    }
+    parked.sort_by_key(|p| std::cmp::Reverse(p.ns));
+    switchyard_model::GoTime {
+        sched_ns: t.sched_ns,
+        parked,
+        other_parked_ns: t.other_parked_ns,
+        assist_ns: t.assist_ns,
+        assist_runqueue_ns: t.assist_runqueue_ns,
     }
 }
 

@@ -46,6 +46,10 @@ pub enum Error {
     },
     #[error("`{symbol}` in {binary}: its code has no RET instruction to probe its returns at")]
     NoReturns { symbol: String, binary: String },
+    #[error(
+        "{binary} has no `{symbol}`: a Go span follows its goroutine through the Go scheduler, and this Go version's differs"
+    )]
+    GoScheduler { symbol: String, binary: String },
     #[error("listing online CPUs")]
     Cpus(#[source] std::io::Error),
     #[error("kernel BTF: {0}")]

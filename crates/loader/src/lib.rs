@@ -13,6 +13,7 @@ mod convert;
 mod error;
 mod floor;
 mod goprologue;
+mod goreasons;
 mod kinds;
 mod placement;
 mod probes;
@@ -192,6 +193,8 @@ pub struct Probes {
     span_last: Vec<spans::Hist>,
     /// What the kernel side was last told per span: (threshold ns, one in N of the others).
     span_control: Vec<(u64, u64)>,
+    /// Each Go span's binary's wait reasons ([`goreasons`]).
+    span_reasons: Vec<std::sync::Arc<Vec<String>>>,
     span_polled: Option<std::time::Instant>,
     /// Ring-buffer losses of span instances at the last reading.
     span_ring_lost: u64,

@@ -191,6 +191,7 @@ impl Probes {
                 dropped: dropped + lost,
                 control: self.span_control.get(i).copied().unwrap_or_default(),
                 open,
+                reasons: self.span_reasons.get(i).cloned().unwrap_or_default(),
             });
         }
         Ok(out)
@@ -306,6 +307,7 @@ impl Probes {
             programs::SPAN_EXIT,
             programs::SPAN_ENTER_GO,
             programs::SPAN_EXIT_GO,
+            programs::GO_SCHED,
             programs::CONTENTION_BEGIN,
             programs::CONTENTION_END,
             programs::ONCPU,

@@ -154,8 +154,13 @@ impl Kept {
             } else {
                 self.dropped += 1;
             }
+        }
+        if i.flags & span_flags::TYPICAL == 0 {
             return;
         }
+        // Drawn as typical too: a copy in the sample, as typical.
+        let mut i = i;
+        i.flags &= !span_flags::SLOW;
         // Reservoir sampling: every typical instance sent has the same chance to stay.
         self.typical_seen += 1;
         if self.typical.len() < KEEP_TYPICAL {
@@ -220,6 +225,8 @@ pub struct Measured {
     pub control: (u64, u64),
     /// Instances open at the end: on a live thread, on a thread that exited.
     pub open: (u64, u64),
+    /// A Go span's binary's wait reasons, by number (empty for a native span).
+    pub reasons: std::sync::Arc<Vec<String>>,
 }
 
 #[cfg(test)]

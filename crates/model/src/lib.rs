@@ -400,10 +400,13 @@ pub struct SpanInstance {
     pub other_cpu_ns: u64,
     /// On-CPU samples taken inside it, by stack.
     pub samples: Vec<SpanSample>,
-    /// A Go span's instance: keyed by its goroutine, which may move between threads, so its
-    /// time is not split by thread (`oncpu_ns`, `blocked`, … are 0); the GC's part is.
+    /// A Go span's instance: keyed by its goroutine, which may move between threads. Its
+    /// `oncpu_ns`, `blocked_ns` and `runqueue_ns` are its threads' while it ran on them (not
+    /// split by stack or holder); its time on no thread is in `go_time`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub go: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub go_time: Option<GoTime>,
     /// The thread it returned on, when not the one it began on.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub end_tid: u32,
@@ -413,6 +416,37 @@ pub struct SpanInstance {
     pub gc_mark_ns: u64,
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub gc_stw_ns: u64,
+}
+
+/// A Go span instance's goroutine on no thread, and its GC assists.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct GoTime {
+    /// Runnable, waiting in the Go scheduler for a thread (a P), ns.
+    pub sched_ns: u64,
+    /// Parked, by wait reason (Go's names: "sync.Mutex.Lock", "IO wait", …), largest first.
+    pub parked: Vec<GoParked>,
+    /// Parked with reasons beyond those kept.
+    #[serde(default)]
+    pub other_parked_ns: u64,
+    /// In GC assists on CPU, ns: part of the instance's `oncpu_ns`.
+    pub assist_ns: u64,
+    /// In GC assists waiting for a CPU, ns: part of its `runqueue_ns` (the runtime's own
+    /// assist time, `/cpu/classes/gc/mark/assist:cpu-seconds`, is both).
+    #[serde(default)]
+    pub assist_runqueue_ns: u64,
+}
+
+impl GoTime {
+    pub fn parked_ns(&self) -> u64 {
+        self.parked.iter().map(|p| p.ns).sum::<u64>() + self.other_parked_ns
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct GoParked {
+    pub reason: String,
+    pub count: u32,
+    pub ns: u64,
 }
 
 fn is_zero_u32(v: &u32) -> bool {

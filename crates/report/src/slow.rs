@@ -133,11 +133,21 @@ impl<'a> Cx<'a> {
     /// largest first (the order within the instance is not recorded).
     fn segments(&self, i: &SpanInstance) -> Vec<Segment> {
         let mut out = Vec::new();
-        if i.oncpu_ns > 0 {
+        let go = i.go_time.clone().unwrap_or_default();
+        let assist = go.assist_ns.min(i.oncpu_ns);
+        let running = i.oncpu_ns - assist;
+        if running > 0 {
             out.push(Segment {
                 kind: Kind::Oncpu,
-                ns: i.oncpu_ns,
-                about: format!("on CPU: {}", ns(i.oncpu_ns)),
+                ns: running,
+                about: format!("on CPU: {}", ns(running)),
+            });
+        }
+        if assist > 0 {
+            out.push(Segment {
+                kind: Kind::Gc,
+                ns: assist,
+                about: format!("assisting the Go GC, on CPU: {}", ns(assist)),
             });
         }
         let mut cpu: Vec<Segment> = i
@@ -172,6 +182,13 @@ impl<'a> Cx<'a> {
                 about: format!("waiting for a CPU: {}", ns(rest)),
             });
         }
+        if go.sched_ns > 0 {
+            cpu.push(Segment {
+                kind: Kind::Cpu,
+                ns: go.sched_ns,
+                about: format!("runnable in the Go scheduler: {}", ns(go.sched_ns)),
+            });
+        }
         cpu.sort_by_key(|s| std::cmp::Reverse(s.ns));
         out.extend(cpu);
         let mut blocked: Vec<Segment> = i
@@ -197,10 +214,29 @@ impl<'a> Cx<'a> {
         let named: u64 = blocked.iter().map(|s| s.ns).sum();
         let rest = i.blocked_ns.saturating_sub(named);
         if rest > 0 {
+            let what = if i.go {
+                "blocked in a system call"
+            } else {
+                "blocked (parts not kept one by one)"
+            };
             blocked.push(Segment {
                 kind: Kind::Blocked,
                 ns: rest,
-                about: format!("blocked (parts not kept one by one): {}", ns(rest)),
+                about: format!("{what}: {}", ns(rest)),
+            });
+        }
+        for p in go.parked.iter().filter(|p| p.ns > 0) {
+            blocked.push(Segment {
+                kind: switchyard_findings::go_reason_kind(&p.reason),
+                ns: p.ns,
+                about: format!("parked ({}): {}", p.reason, ns(p.ns)),
+            });
+        }
+        if go.other_parked_ns > 0 {
+            blocked.push(Segment {
+                kind: Kind::Blocked,
+                ns: go.other_parked_ns,
+                about: format!("parked: {}", ns(go.other_parked_ns)),
             });
         }
         blocked.sort_by_key(|s| std::cmp::Reverse(s.ns));
