@@ -7,7 +7,7 @@ mod common;
 
 use std::{
     io::{BufRead as _, BufReader, Read as _},
-    path::{Path, PathBuf},
+    path::Path,
     process::{Command, Output, Stdio},
 };
 
@@ -154,50 +154,6 @@ for i in range(2, 2002):
 print("gcd sum", total)
 sys.exit(4)
 "#;
-
-/// A skip, printed; a failure under CI=true, so a missing tool cannot pass silently.
-#[track_caller]
-fn skip(reason: &str) {
-    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
-        panic!("{reason}; CI=true turns a skip into a failure");
-    }
-    eprintln!("skipping: {reason}");
-}
-
-/// `go`, from PATH or where the toolchain is installed here.
-fn go_tool() -> PathBuf {
-    let installed = Path::new("/usr/local/go/bin/go");
-    let on_path = Command::new("go").arg("version").output();
-    if on_path.is_ok_and(|o| o.status.success()) || !installed.exists() {
-        PathBuf::from("go")
-    } else {
-        installed.to_path_buf()
-    }
-}
-
-/// Builds the Go program `source` in `dir/NAME-src` (beside what is there already) as
-/// `dir/NAME`, or skips.
-fn go_build(dir: &Path, name: &str, source: &str) -> Option<PathBuf> {
-    let src = dir.join(format!("{name}-src"));
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::write(src.join("main.go"), source).unwrap();
-    std::fs::write(src.join("go.mod"), format!("module {name}\n\ngo 1.21\n")).unwrap();
-    let out = dir.join(name);
-    match Command::new(go_tool())
-        .args(["build", "-o"])
-        .arg(&out)
-        .arg(".")
-        .current_dir(&src)
-        .env("GOTOOLCHAIN", "local")
-        .output()
-    {
-        Ok(o) if o.status.success() => Some(out),
-        other => {
-            skip(&format!("cannot build the Go program {name}: {other:?}"));
-            None
-        }
-    }
-}
 
 /// `gcc ARGS`, or a skip.
 fn gcc(dir: &Path, args: &[&str]) -> bool {

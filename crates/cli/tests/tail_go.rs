@@ -1,0 +1,159 @@
+//! A Go span's anatomy, against the Go program's own account of its requests.
+//!
+//! `tests/data/requests.go` serves paced requests through `main.handle`: CPU, a megabyte of
+//! garbage over a live heap (so that marking drafts allocators into assists), and the table's
+//! `sync.Mutex`, which a compactor holds for 20 ms every 400 ms. The program times each
+//! request and its lock wait, and reads the runtime's own GC cycles and assist time. Recorded
+//! with a span on `main.handle`, at a rate low enough that every instance is kept as typical,
+//! switchyard's anatomy must agree:
+//! - every request counted, and each instance's parts (on CPU, waiting for a CPU, blocked,
+//!   runnable in the Go scheduler, parked by wait reason) adding up to its duration;
+//! - the slowest 1%'s lock share (parked in `sync.Mutex.Lock`) within 10 points of the
+//!   program's, and the lock wait of every request within 5% of the program's sum;
+//! - the GC cycles exactly as many as `GODEBUG=gctrace=1` prints;
+//! - the GC assists' time on a thread within 15% of the runtime's assist CPU time.
+//!
+//! Needs root and Go.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+#[test]
+fn a_go_spans_anatomy_matches_the_programs_own_account() {
+    let test = "a_go_spans_anatomy_matches_the_programs_own_account";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempdir("tail-go");
+    let Some(program) = go_build(&dir, "requests", include_str!("data/requests.go")) else {
+        return;
+    };
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .arg("record")
+        .arg("-o")
+        .arg(&run_path)
+        .args(["--go-gc", "--span", "handle=main.handle", "--"])
+        .arg(&program)
+        .arg("4")
+        .env("GODEBUG", "gctrace=1")
+        .output()
+        .expect("running switchyard record");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let own: Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v.get("requests").is_some())
+        .expect("the program's closing JSON line");
+    let run = load_run(&run_path);
+
+    // GC cycles: gctrace prints one line per cycle, from the program's start (recorded from
+    // its exec).
+    let gctrace = stderr.lines().filter(|l| l.starts_with("gc ")).count() as u64;
+    assert!(
+        gctrace >= 5,
+        "too few GC cycles to check: {gctrace}\n{stderr}"
+    );
+    assert_eq!(run["gc"]["cycles"], gctrace, "{stderr}");
+
+    let anatomy = &run["locks"]["spans"][0]["anatomy"];
+    assert_eq!(anatomy["count"], own["requests"], "{own}");
+    let instances = anatomy["instances"].as_array().expect("instances");
+    // Every instance is in the typical sample (fewer than 200 a second, all drawn).
+    let census: Vec<&Value> = instances.iter().filter(|i| i["slow"] != true).collect();
+    assert_eq!(
+        census.len() as u64,
+        own["requests"].as_u64().unwrap(),
+        "{own}"
+    );
+
+    let ns = |v: &Value| v.as_u64().unwrap_or(0);
+    let mut lock_ns = 0;
+    let mut assist_ns = 0;
+    for i in &census {
+        let go = &i["go_time"];
+        let parked: u64 = go["parked"]
+            .as_array()
+            .map(|p| p.iter().map(|p| ns(&p["ns"])).sum())
+            .unwrap_or(0);
+        let parts = ns(&i["oncpu_ns"])
+            + ns(&i["blocked_ns"])
+            + ns(&i["runqueue_ns"])
+            + ns(&go["sched_ns"])
+            + parked
+            + ns(&go["other_parked_ns"]);
+        let took = ns(&i["duration_ns"]);
+        // A probe's own time between the reading of the clock and of the counters.
+        assert!(
+            parts.abs_diff(took) <= took / 100 + 200_000,
+            "parts {parts} ns against {took} ns: {i:#}"
+        );
+        lock_ns += go["parked"]
+            .as_array()
+            .map(|p| {
+                p.iter()
+                    .filter(|p| p["reason"] == "sync.Mutex.Lock")
+                    .map(|p| ns(&p["ns"]))
+                    .sum()
+            })
+            .unwrap_or(0);
+        assist_ns += ns(&go["assist_ns"]) + ns(&go["assist_runqueue_ns"]);
+    }
+
+    // The lock: parked in sync.Mutex.Lock, against the program's timing around Lock (which
+    // also holds its spinning and its wait to run once woken: a little more).
+    let own_lock = own["lock_seconds"].as_f64().unwrap() * 1e9;
+    assert!(own_lock > 50e6, "too little lock wait to check: {own}");
+    let ratio = lock_ns as f64 / own_lock;
+    assert!(
+        (0.95..=1.01).contains(&ratio),
+        "lock {lock_ns} ns against {own_lock} ns: {own}"
+    );
+
+    // The assists: their time on a thread, against the runtime's assist time.
+    let own_assist = own["assist_seconds"].as_f64().unwrap() * 1e9;
+    assert!(own_assist > 5e6, "too little assist time to check: {own}");
+    let ratio = assist_ns as f64 / own_assist;
+    assert!(
+        (0.85..=1.15).contains(&ratio),
+        "assists {assist_ns} ns against {own_assist} ns: {own}"
+    );
+
+    // The slowest 1%: explain's lock share against the program's.
+    let ex = Command::new(switchyard())
+        .args(["explain", "--json"])
+        .arg(&run_path)
+        .output()
+        .expect("running switchyard explain");
+    let (json, err) = text(&ex);
+    assert!(ex.status.success(), "{err}");
+    let ex: Value = serde_json::from_str(&json).expect("explain --json is JSON");
+    let span = &ex["spans"][0];
+    assert_eq!(span["name"], "handle", "{span:#}");
+    let lock: f64 = span["slow"]["findings"]
+        .as_array()
+        .expect("slow findings")
+        .iter()
+        .filter(|f| f["kind"] == "lock")
+        .map(|f| f["share"].as_f64().unwrap())
+        .sum();
+    let want = own["slow_lock_share"].as_f64().unwrap();
+    assert!(
+        (lock - want).abs() <= 0.10,
+        "slow group's lock share {lock:.3}, the program's {want:.3}\n{span:#}"
+    );
+    let first = &span["slow"]["findings"][0];
+    assert_eq!(first["kind"], "lock", "{span:#}");
+    assert!(
+        first["summary"]
+            .as_str()
+            .unwrap()
+            .contains("parked by the Go runtime (sync.Mutex.Lock)"),
+        "{first:#}"
+    );
+}
