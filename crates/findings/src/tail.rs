@@ -82,7 +82,7 @@ const GO_PARK: &str = "parked: ";
 type Key = (Kind, String, u32);
 
 /// One instance's time by cause.
-fn causes(cx: &Ctx, i: &SpanInstance) -> BTreeMap<Key, u64> {
+fn causes(cx: &Ctx, i: &SpanInstance, canon: &BTreeMap<u32, u32>) -> BTreeMap<Key, u64> {
     let mut out: BTreeMap<Key, u64> = BTreeMap::new();
     if i.go {
         go_causes(i, &mut out);
@@ -90,7 +90,8 @@ fn causes(cx: &Ctx, i: &SpanInstance) -> BTreeMap<Key, u64> {
     }
     let mut cpu_named = 0;
     for c in &i.cpu {
-        *out.entry((Kind::Cpu, String::new(), c.tid)).or_default() += c.ns;
+        let holder = canon.get(&c.tid).copied().unwrap_or(c.tid);
+        *out.entry((Kind::Cpu, String::new(), holder)).or_default() += c.ns;
         cpu_named += c.ns;
     }
     let cpu_rest = i.runqueue_ns.saturating_sub(cpu_named);
@@ -117,6 +118,23 @@ fn causes(cx: &Ctx, i: &SpanInstance) -> BTreeMap<Key, u64> {
         *out.entry((Kind::Oncpu, String::new(), 0)).or_default() += i.oncpu_ns;
     }
     out
+}
+
+/// The CPU holders of `instances`, each to the first of its name in its process: threads of
+/// one pool ("worker", "connection-0" of a load driver) are one cause, not one each.
+fn holders_by_name(instances: &[SpanInstance]) -> BTreeMap<u32, u32> {
+    let mut first: BTreeMap<(u32, &str), u32> = BTreeMap::new();
+    for c in instances.iter().flat_map(|i| &i.cpu) {
+        if !c.comm.is_empty() {
+            let e = first.entry((c.tgid, c.comm.as_str())).or_insert(c.tid);
+            *e = (*e).min(c.tid);
+        }
+    }
+    instances
+        .iter()
+        .flat_map(|i| &i.cpu)
+        .filter_map(|c| Some((c.tid, *first.get(&(c.tgid, c.comm.as_str()))?)))
+        .collect()
 }
 
 /// A Go instance's time by cause: on its threads (on CPU, of it in GC assists; waiting for a
@@ -346,7 +364,9 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
     let slow_site = hot_site(cx, &slow);
     let typical_site = hot_site(cx, &typical);
     // Each instance's causes, read once: the sums and every what-if use them.
-    let slow_causes: Vec<BTreeMap<Key, u64>> = slow.iter().map(|i| causes(cx, i)).collect();
+    let canon = holders_by_name(&a.instances);
+    let slow_causes: Vec<BTreeMap<Key, u64>> =
+        slow.iter().map(|i| causes(cx, i, &canon)).collect();
     let by = |group: &[BTreeMap<Key, u64>]| {
         let mut sum: BTreeMap<Key, u64> = BTreeMap::new();
         for c in group {
@@ -357,7 +377,8 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
         sum
     };
     let slow_by = by(&slow_causes);
-    let typical_causes: Vec<BTreeMap<Key, u64>> = typical.iter().map(|i| causes(cx, i)).collect();
+    let typical_causes: Vec<BTreeMap<Key, u64>> =
+        typical.iter().map(|i| causes(cx, i, &canon)).collect();
     let typical_by = by(&typical_causes);
     let total = |g: &[&SpanInstance]| g.iter().map(|i| i.duration_ns).sum::<u64>();
     let (slow_total, typical_total) = (total(&slow), total(&typical));

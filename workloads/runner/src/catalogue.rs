@@ -293,7 +293,11 @@ pub const WORKLOADS: &[Workload] = &[
                     "{miss-latency}",
                 ],
                 package: None,
-                spans: &[],
+                // One request's work: decode, the cache (its shard's lock), encode.
+                spans: &[Span {
+                    label: "respond",
+                    symbol: "main.(*server).respond",
+                }],
                 record_flags: &["--go-gc", "--stack-map-size", "65536"],
                 load_note: ", a GC forced every {gc-interval}, GOGC {gogc}",
             },
@@ -307,7 +311,10 @@ pub const WORKLOADS: &[Workload] = &[
                     "{miss-latency}",
                 ],
                 package: Some("read-state-cache"),
-                spans: &[],
+                spans: &[Span {
+                    label: "respond",
+                    symbol: "read_state_cache::server::Shared::respond",
+                }],
                 record_flags: &[],
                 load_note: "",
             },
