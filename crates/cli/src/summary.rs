@@ -269,6 +269,9 @@ pub fn render(run: &Run, top: usize) -> String {
         if let Some(line) = probe_share(p) {
             let _ = writeln!(out, "{line}");
         }
+        if let Some(line) = uprobe_cost(run) {
+            let _ = writeln!(out, "{line}");
+        }
         if let Some(line) = offcpu_sampling(&p.stats) {
             let _ = writeln!(out, "{line}");
         }
@@ -357,6 +360,85 @@ fn probe_share(p: &switchyard_model::Profiles) -> Option<String> {
          (bpf_prog_<tag>_<name> frames)",
         percent(in_probes as f64 / total as f64)
     ))
+}
+
+/// The kernel's functions a uprobe's trap runs through: the breakpoint's exception, the
+/// handler it defers to, the return probe's trampoline. A sample under one is time the target
+/// spent in a probe (its BPF programs included).
+const UPROBE_FRAMES: [&str; 4] = [
+    "asm_exc_int3",
+    "uprobe_notify_resume",
+    "__x64_sys_uretprobe",
+    "uprobe_handle_trampoline",
+];
+
+/// What the uprobes (spans, the Go runtime's) cost the target: its on-CPU samples in their
+/// traps, as a share and as time of its CPU, and per span call (an entry and a return, with
+/// whatever other probes the calls brought: a Go span's scheduler probes).
+fn uprobe_cost(run: &Run) -> Option<String> {
+    let p = &run.profiles;
+    let total = p.oncpu.total();
+    if p.stats.oncpu_hz == 0 || total == 0 || (run.locks.spans.is_empty() && run.gc.is_none()) {
+        return None;
+    }
+    let trapped: u64 = p
+        .oncpu
+        .stacks
+        .iter()
+        .filter(|s| {
+            s.frames.iter().any(|&i| {
+                p.frames
+                    .get(i as usize)
+                    .is_some_and(|f| UPROBE_FRAMES.contains(&f.name.as_str()))
+            })
+        })
+        .map(|s| s.value)
+        .sum();
+    // Under 20 samples the share is a guess (a binomial count's error is its square root).
+    if trapped < 20 {
+        return Some(format!(
+            "uprobes: {} of the target's {} on-CPU samples were in uprobe traps: too few to measure their cost (record longer, or at a higher --freq)",
+            thousands(trapped),
+            thousands(total)
+        ));
+    }
+    let share = trapped as f64 / total as f64;
+    let targets: std::collections::BTreeSet<u32> =
+        p.oncpu.stacks.iter().map(|s| s.tgid).collect();
+    let oncpu: u64 = run
+        .threads
+        .iter()
+        .filter(|t| targets.contains(&t.tgid))
+        .map(|t| t.oncpu_ns)
+        .sum();
+    let cost = share * oncpu as f64;
+    let mut line = format!(
+        "uprobes: {} of the target's on-CPU samples were in uprobe traps ({} of {}), about {} of its {} on CPU",
+        percent(share),
+        thousands(trapped),
+        thousands(total),
+        ns(cost as u64),
+        ns(oncpu)
+    );
+    let calls: u64 = run.locks.spans.iter().map(|s| s.stats.count).sum();
+    if calls > 0 {
+        let go = run
+            .locks
+            .spans
+            .iter()
+            .any(|s| s.anatomy.as_ref().is_some_and(|a| a.instances.iter().any(|i| i.go)));
+        line += &format!(
+            "; over {} span calls, about {} each{}",
+            thousands(calls),
+            ns((cost / calls as f64) as u64),
+            if go {
+                " (with the Go scheduler's probes, which trap on every goroutine's switch, and the GC's)"
+            } else {
+                ""
+            }
+        );
+    }
+    Some(line)
 }
 
 /// A span's percentiles and what was kept of its tail, in a line.
