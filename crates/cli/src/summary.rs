@@ -335,6 +335,23 @@ fn jvm_frame_pointers(run: &Run) -> Option<String> {
     })
 }
 
+/// The on-CPU samples with a frame that `under` picks.
+fn samples_under(
+    p: &switchyard_model::Profiles,
+    under: impl Fn(&switchyard_model::Frame) -> bool,
+) -> u64 {
+    p.oncpu
+        .stacks
+        .iter()
+        .filter(|s| {
+            s.frames
+                .iter()
+                .any(|&i| p.frames.get(i as usize).is_some_and(&under))
+        })
+        .map(|s| s.value)
+        .sum()
+}
+
 /// The share of the target's on-CPU samples taken inside switchyard's own BPF programs: what
 /// the probes cost the target, as the profile sees it.
 fn probe_share(p: &switchyard_model::Profiles) -> Option<String> {
@@ -342,19 +359,7 @@ fn probe_share(p: &switchyard_model::Profiles) -> Option<String> {
     if p.stats.oncpu_hz == 0 || total == 0 {
         return None;
     }
-    let in_probes: u64 = p
-        .oncpu
-        .stacks
-        .iter()
-        .filter(|s| {
-            s.frames.iter().any(|&i| {
-                p.frames
-                    .get(i as usize)
-                    .is_some_and(|f| f.module == switchyard_symbolize::BPF_MODULE)
-            })
-        })
-        .map(|s| s.value)
-        .sum();
+    let in_probes = samples_under(p, |f| f.module == switchyard_symbolize::BPF_MODULE);
     Some(format!(
         "probes: {} of the target's on-CPU samples ran switchyard's own BPF programs \
          (bpf_prog_<tag>_<name> frames)",
@@ -381,19 +386,7 @@ fn uprobe_cost(run: &Run) -> Option<String> {
     if p.stats.oncpu_hz == 0 || total == 0 || (run.locks.spans.is_empty() && run.gc.is_none()) {
         return None;
     }
-    let trapped: u64 = p
-        .oncpu
-        .stacks
-        .iter()
-        .filter(|s| {
-            s.frames.iter().any(|&i| {
-                p.frames
-                    .get(i as usize)
-                    .is_some_and(|f| UPROBE_FRAMES.contains(&f.name.as_str()))
-            })
-        })
-        .map(|s| s.value)
-        .sum();
+    let trapped = samples_under(p, |f| UPROBE_FRAMES.contains(&f.name.as_str()));
     // Under 20 samples the share is a guess (a binomial count's error is its square root).
     if trapped < 20 {
         return Some(format!(
@@ -403,8 +396,7 @@ fn uprobe_cost(run: &Run) -> Option<String> {
         ));
     }
     let share = trapped as f64 / total as f64;
-    let targets: std::collections::BTreeSet<u32> =
-        p.oncpu.stacks.iter().map(|s| s.tgid).collect();
+    let targets: std::collections::BTreeSet<u32> = p.oncpu.stacks.iter().map(|s| s.tgid).collect();
     let oncpu: u64 = run
         .threads
         .iter()
@@ -422,11 +414,11 @@ fn uprobe_cost(run: &Run) -> Option<String> {
     );
     let calls: u64 = run.locks.spans.iter().map(|s| s.stats.count).sum();
     if calls > 0 {
-        let go = run
-            .locks
-            .spans
-            .iter()
-            .any(|s| s.anatomy.as_ref().is_some_and(|a| a.instances.iter().any(|i| i.go)));
+        let go = run.locks.spans.iter().any(|s| {
+            s.anatomy
+                .as_ref()
+                .is_some_and(|a| a.instances.iter().any(|i| i.go))
+        });
         line += &format!(
             "; over {} span calls, about {} each{}",
             thousands(calls),

@@ -117,15 +117,7 @@ fn every_designed_wait_has_its_cause_its_culprit_and_the_targets_own_amount() {
     assert_eq!(own["hog_nice"], -15, "the hog must run at nice -15: {own}");
     let tid = |name: &str| own["threads"][name].as_u64().unwrap() as u32;
 
-    let ex = Command::new(switchyard())
-        .args(["explain", "--json"])
-        .arg(&run_path)
-        .output()
-        .expect("running switchyard explain");
-    let (json, err) = text(&ex);
-    assert!(ex.status.success(), "{err}");
-    let ex: Value = serde_json::from_str(&json).expect("explain --json is JSON");
-    assert_eq!(ex["schema_version"], 2);
+    let ex = explain_run_json(&run_path);
 
     // A worker pinned behind a nice −15 hog waits for CPU 0, held by the hog in hog_spin.
     let cpu = finding(&ex, "cpu", "worker");
@@ -527,18 +519,6 @@ fn ask(port: u64, line: &str) -> String {
     answer
 }
 
-/// `switchyard explain --json RUN`.
-fn explain_run(run: &std::path::Path) -> Value {
-    let ex = Command::new(switchyard())
-        .args(["explain", "--json"])
-        .arg(run)
-        .output()
-        .expect("running switchyard explain");
-    let (json, err) = text(&ex);
-    assert!(ex.status.success(), "{err}");
-    serde_json::from_str(&json).expect("explain --json is JSON")
-}
-
 /// The seconds of the findings of `kind` about thread `tid`.
 fn seconds_of(ex: &Value, kind: &str, tid: u64) -> f64 {
     ex["findings"]
@@ -617,7 +597,7 @@ fn a_server_attached_idle_then_loaded_then_idle_waits_for_work_not_blocked() {
     // Its one thread is listed, and every nanosecond of its window has a cause.
     let threads = run["threads"].as_array().unwrap();
     assert_eq!(threads.len(), 1, "{threads:#?}");
-    let ex = explain_run(&run_path);
+    let ex = explain_run_json(&run_path);
     let findings = ex["findings"].as_array().unwrap();
     let first = &findings[0];
     // What it did besides waiting for work: it ran (or waited for a CPU, on a busy machine).
@@ -707,7 +687,7 @@ fn threads_that_never_switch_are_listed_with_their_state_and_time() {
             1.0,
         );
     }
-    let ex = explain_run(&run_path);
+    let ex = explain_run_json(&run_path);
     assert!(
         !ex["findings"]
             .as_array()
@@ -770,7 +750,7 @@ fn a_lock_holder_is_read_over_the_waits_it_ended() {
         .unwrap();
     let (_, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
-    let ex = explain_run(&run);
+    let ex = explain_run_json(&run);
     for (waiter, holder, under) in [
         ("lock-waiter", "lock-holder", "sleep_holding_lock"),
         ("rust-waiter", "rust-holder", "sleep_holding_rust_lock"),

@@ -16,18 +16,6 @@ use std::process::Command;
 use common::*;
 use serde_json::Value;
 
-/// The slow group's share of one kind, summed over its findings (a kind can have several:
-/// a CPU held by the burster, and by others).
-fn share(span: &Value, kind: &str) -> f64 {
-    span["slow"]["findings"]
-        .as_array()
-        .expect("slow findings")
-        .iter()
-        .filter(|f| f["kind"] == kind)
-        .map(|f| f["share"].as_f64().unwrap())
-        .sum()
-}
-
 fn finding<'a>(span: &'a Value, kind: &str) -> &'a Value {
     span["slow"]["findings"]
         .as_array()
@@ -57,20 +45,8 @@ fn the_slowest_requests_waits_match_the_targets_own_within_ten_points() {
         .expect("running switchyard record");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    let own: Value = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v.get("requests").is_some())
-        .expect("the demo's closing JSON line");
-    let ex = Command::new(switchyard())
-        .args(["explain", "--json"])
-        .arg(&run_path)
-        .output()
-        .expect("running switchyard explain");
-    let (json, err) = text(&ex);
-    assert!(ex.status.success(), "{err}");
-    let ex: Value = serde_json::from_str(&json).expect("explain --json is JSON");
-    assert_eq!(ex["schema_version"], 2);
+    let own = json_line_with(&stdout, "requests");
+    let ex = explain_run_json(&run_path);
     let span = &ex["spans"][0];
     assert_eq!(span["name"], "handle_request", "{span:#}");
 
@@ -90,7 +66,7 @@ fn the_slowest_requests_waits_match_the_targets_own_within_ten_points() {
         ("cpu", "cpu_share"),
         ("io", "io_share"),
     ] {
-        let ours = share(span, kind);
+        let ours = tail_share(span, kind);
         let theirs = slow[theirs].as_f64().unwrap();
         eprintln!(
             "slowest 1%: {kind} {:.1}% (the target's own: {:.1}%)",

@@ -45,11 +45,7 @@ fn a_go_spans_anatomy_matches_the_programs_own_account() {
         .expect("running switchyard record");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    let own: Value = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v.get("requests").is_some())
-        .expect("the program's closing JSON line");
+    let own = json_line_with(&stdout, "requests");
     let run = load_run(&run_path);
 
     // GC cycles: gctrace prints one line per cycle, from the program's start (recorded from
@@ -125,23 +121,10 @@ fn a_go_spans_anatomy_matches_the_programs_own_account() {
     );
 
     // The slowest 1%: explain's lock share against the program's.
-    let ex = Command::new(switchyard())
-        .args(["explain", "--json"])
-        .arg(&run_path)
-        .output()
-        .expect("running switchyard explain");
-    let (json, err) = text(&ex);
-    assert!(ex.status.success(), "{err}");
-    let ex: Value = serde_json::from_str(&json).expect("explain --json is JSON");
+    let ex = explain_run_json(&run_path);
     let span = &ex["spans"][0];
     assert_eq!(span["name"], "handle", "{span:#}");
-    let lock: f64 = span["slow"]["findings"]
-        .as_array()
-        .expect("slow findings")
-        .iter()
-        .filter(|f| f["kind"] == "lock")
-        .map(|f| f["share"].as_f64().unwrap())
-        .sum();
+    let lock = tail_share(span, "lock");
     let want = own["slow_lock_share"].as_f64().unwrap();
     assert!(
         (lock - want).abs() <= 0.10,

@@ -365,8 +365,7 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
     let typical_site = hot_site(cx, &typical);
     // Each instance's causes, read once: the sums and every what-if use them.
     let canon = holders_by_name(&a.instances);
-    let slow_causes: Vec<BTreeMap<Key, u64>> =
-        slow.iter().map(|i| causes(cx, i, &canon)).collect();
+    let slow_causes: Vec<BTreeMap<Key, u64>> = slow.iter().map(|i| causes(cx, i, &canon)).collect();
     let by = |group: &[BTreeMap<Key, u64>]| {
         let mut sum: BTreeMap<Key, u64> = BTreeMap::new();
         for c in group {

@@ -386,3 +386,38 @@ pub fn go_build(dir: &Path, name: &str, source: &str) -> Option<PathBuf> {
         }
     }
 }
+
+/// `switchyard explain --json RUN`, parsed (schema version 2).
+pub fn explain_run_json(run: &Path) -> serde_json::Value {
+    let ex = Command::new(switchyard())
+        .args(["explain", "--json"])
+        .arg(run)
+        .output()
+        .expect("running switchyard explain");
+    let (json, err) = text(&ex);
+    assert!(ex.status.success(), "{err}");
+    let ex: serde_json::Value = serde_json::from_str(&json).expect("explain --json is JSON");
+    assert_eq!(ex["schema_version"], 2);
+    ex
+}
+
+/// The first line of `stdout` that is a JSON object with `key`: a target's own account.
+pub fn json_line_with(stdout: &str, key: &str) -> serde_json::Value {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v.get(key).is_some())
+        .unwrap_or_else(|| panic!("no JSON line with {key:?} in:\n{stdout}"))
+}
+
+/// The slow group's share of one kind, summed over its findings (a kind can have several:
+/// a CPU held by the burster, and by others).
+pub fn tail_share(span: &serde_json::Value, kind: &str) -> f64 {
+    span["slow"]["findings"]
+        .as_array()
+        .expect("slow findings")
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .map(|f| f["share"].as_f64().unwrap())
+        .sum()
+}
