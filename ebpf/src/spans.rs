@@ -176,16 +176,49 @@ fn begin(s: &mut SpanInstance, span: u32, flags: u32, pid_tgid: u64, now: u64, c
     s.other_blocked_ns = 0;
     s.other_held_ns = 0;
     s.samples = 0;
+    s.used = 0;
+}
+
+/// Where `SpanInstance::used` counts each kind of slot.
+const PARTS: u32 = 0;
+const HOLDERS: u32 = 8;
+const SITES: u32 = 16;
+
+/// The slots of one kind in use.
+#[inline(always)]
+fn used(s: &SpanInstance, kind: u32) -> usize {
+    ((s.used >> kind) & 0xff) as usize
+}
+
+/// `n` slots of one kind in use.
+#[inline(always)]
+fn set_used(s: &mut SpanInstance, kind: u32, n: usize) {
+    s.used = (s.used & !(0xff << kind)) | ((n as u32) << kind);
+}
+
+/// The slots past their counts cleared, for an instance about to be sent (and a native
+/// instance's Go part, which it never set).
+#[inline(always)]
+fn clear_unused(s: &mut SpanInstance, go: bool) {
+    let (parts, holders, sites) = (used(s, PARTS), used(s, HOLDERS), used(s, SITES));
     for i in 0..SPAN_PARTS {
-        s.parts[i].ns = 0;
+        if i >= parts {
+            s.parts[i].ns = 0;
+        }
     }
     for i in 0..SPAN_HOLDERS {
-        s.holders[i].ns = 0;
+        if i >= holders {
+            s.holders[i].ns = 0;
+        }
     }
     for i in 0..SPAN_SITES {
-        s.sites[i].samples = 0;
+        if i >= sites {
+            s.sites[i].samples = 0;
+        }
     }
-    s.go = GoTime::default();
+    if !go {
+        s.go = GoTime::default();
+    }
 }
 
 /// Instance `s` of span `span` returns now on thread `tid`: its duration into the histograms,
@@ -227,6 +260,7 @@ fn finish(s: &mut SpanInstance, span: u32, now: u64, tid: u32, kind: u32) {
     };
     let flag = slow | drawn;
     if flag != 0 {
+        clear_unused(s, kind & span_flags::GO != 0);
         s.flags = kind | flag;
         if SPAN_EVENTS.output::<SpanInstance>(&*s, 0).is_err() {
             drop_event(drops::SPAN_EVENTS_FULL);
@@ -244,22 +278,29 @@ pub fn interval(t: &mut ThreadStats, holder: u64, blocked: u64, waiting: u64) {
     }
     if waiting != 0 {
         let (tgid, tid) = ((holder >> 32) as u32, holder as u32);
+        let n = used(&t.span, HOLDERS);
         let mut placed = false;
+        let mut grown = 0;
         for i in 0..SPAN_HOLDERS {
             let h = &mut t.span.holders[i];
-            if h.ns != 0 && h.tid == tid {
-                h.ns += waiting;
-                placed = true;
-                break;
+            if i < n {
+                if h.tid == tid {
+                    h.ns += waiting;
+                    placed = true;
+                    break;
+                }
+                continue;
             }
-            if h.ns == 0 {
-                h.ns = waiting;
-                h.tgid = tgid;
-                h.tid = tid;
-                h.comm = current_comm();
-                placed = true;
-                break;
-            }
+            h.ns = waiting;
+            h.tgid = tgid;
+            h.tid = tid;
+            h.comm = current_comm();
+            placed = true;
+            grown = i + 1;
+            break;
+        }
+        if grown != 0 {
+            set_used(&mut t.span, HOLDERS, grown);
         }
         if !placed {
             t.span.other_held_ns += waiting;
@@ -280,11 +321,13 @@ pub fn interval(t: &mut ThreadStats, holder: u64, blocked: u64, waiting: u64) {
     } else {
         (0, -1, -1)
     };
+    let n = used(&t.span, PARTS);
     for i in 0..SPAN_PARTS {
         let p = &mut t.span.parts[i];
-        let same = p.ns != 0 && p.kernel_stack == kernel && p.waker_tid == waker;
-        if same || p.ns == 0 {
-            if p.ns == 0 {
+        let fresh = i >= n;
+        if fresh || (p.kernel_stack == kernel && p.waker_tid == waker) {
+            if fresh {
+                p.ns = 0;
                 p.count = 0;
                 p.user_stack = user;
                 p.kernel_stack = kernel;
@@ -300,8 +343,12 @@ pub fn interval(t: &mut ThreadStats, holder: u64, blocked: u64, waiting: u64) {
             p.ns += blocked;
             p.count += 1;
             p.held_ns += held_ns;
-            if pending && p.user_stack < 0 {
+            let unwalked = pending && p.user_stack < 0;
+            if unwalked {
                 t.span.pending_part = i as u32 + 1;
+            }
+            if fresh {
+                set_used(&mut t.span, PARTS, i + 1);
             }
             return;
         }
@@ -330,18 +377,21 @@ pub fn sample(t: &mut ThreadStats, user: i32, kernel: i32) {
         return;
     }
     t.span.samples += 1;
+    let n = used(&t.span, SITES);
     for i in 0..SPAN_SITES {
         let s = &mut t.span.sites[i];
-        if s.samples != 0 && s.user_stack == user {
-            s.samples += 1;
-            return;
+        if i < n {
+            if s.user_stack == user {
+                s.samples += 1;
+                return;
+            }
+            continue;
         }
-        if s.samples == 0 {
-            s.samples = 1;
-            s.user_stack = user;
-            s.kernel_stack = kernel;
-            return;
-        }
+        s.samples = 1;
+        s.user_stack = user;
+        s.kernel_stack = kernel;
+        set_used(&mut t.span, SITES, i + 1);
+        return;
     }
 }
 

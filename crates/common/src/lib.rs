@@ -995,6 +995,11 @@ pub struct SpanInstance {
     pub samples: u32,
     /// The thread it returned on (a Go span's goroutine may move between threads).
     pub end_tid: u32,
+    /// Slots in use while open: `parts` in bits 0-7, `holders` 8-15, `sites` 16-23. A slot
+    /// past its count holds an earlier instance's data: the entry clears only this word (a
+    /// few cache lines fewer per call), and the return clears the rest of an instance sent.
+    pub used: u32,
+    pub _pad: u32,
     pub parts: [SpanPart; SPAN_PARTS],
     pub holders: [SpanHolder; SPAN_HOLDERS],
     pub sites: [SpanSite; SPAN_SITES],
@@ -1007,6 +1012,7 @@ const _: () = assert!(
     core::mem::size_of::<SpanInstance>()
         == 24
             + 8 * 8
+            + 8
             + 8
             + 56 * SPAN_PARTS
             + 32 * SPAN_HOLDERS
