@@ -242,3 +242,51 @@ fn a_span_attached_by_pid_mid_life_counts_every_request_it_sees() {
     assert!(anatomy["count"].as_u64().unwrap() > 1000, "{anatomy}");
     assert_eq!(anatomy["nested"], 0, "{anatomy}");
 }
+
+/// `--every` windows difference the span's histogram and keep their own instances: the
+/// windows' counts add up to the target's requests exactly, and each window with requests has
+/// its own slowest instances and typical sample, none counted twice.
+#[test]
+fn windows_split_a_spans_instances_exactly_and_each_keeps_its_own_tail() {
+    let test = "windows_split_a_spans_instances_exactly_and_each_keeps_its_own_tail";
+    if !privileged(test) {
+        return;
+    }
+    let dir = tempdir("tail-windows");
+    let windows = dir.join("windows");
+    let out = Command::new(switchyard())
+        .arg("record")
+        .args(["--every", "1s", "-o"])
+        .arg(&windows)
+        .args(["--span", "handle_request", "--"])
+        .arg(demo())
+        .args(["requests", "--seconds", "3", "--dir"])
+        .arg(&dir)
+        .output()
+        .expect("running switchyard record");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let own = json_line_with(&stdout, "requests");
+    let runs = load_windows(&windows);
+    assert!(runs.len() >= 3, "{} windows\n{stderr}", runs.len());
+    let mut total = 0;
+    for (n, run) in runs.iter().enumerate() {
+        let a = &run["locks"]["spans"][0]["anatomy"];
+        let count = a["count"].as_u64().expect("a window's span count");
+        total += count;
+        let instances = a["instances"].as_array().expect("instances");
+        let slow = instances.iter().filter(|i| i["slow"] == true).count() as u64;
+        let typical = instances.len() as u64 - slow;
+        assert!(
+            slow <= count && typical <= count,
+            "window {n}: {slow} + {typical} of {count}"
+        );
+        if count >= 100 {
+            assert!(
+                slow >= 1 && typical >= 1,
+                "window {n}: {slow} slow, {typical} typical of {count}"
+            );
+        }
+    }
+    assert_eq!(total, own["requests"].as_u64().unwrap(), "{own}\n{stderr}");
+}
