@@ -753,7 +753,22 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                 ns(woken as u64),
                 ns(preempted as u64)
             );
-            if let Some((c, held)) = &culprit {
+            if let Some((c, held)) = &culprit
+                && c.pid == 0
+            {
+                // The idle task "held" it: the CPU was idle, and the wait was its wakeup (the
+                // IPI, the way out of idle), not a task in the way.
+                summary += &format!(
+                    "{}, {} of it on an idle CPU waking up ({}): wake-up latency, no task held it",
+                    c.cpu.map_or(String::new(), |n| format!(" (CPU {n} mostly)")),
+                    percent(*held),
+                    c.thread,
+                );
+                evidence += &format!(
+                    "; holders: the task each wait took the CPU from (cpu_holders), the idle task for {}",
+                    percent(*held)
+                );
+            } else if let Some((c, held)) = &culprit {
                 summary += &format!(
                     "{}, held by {}{} ({}{}{}){}",
                     c.cpu.map_or(String::new(), |n| format!(" (CPU {n} mostly)")),

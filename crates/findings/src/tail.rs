@@ -331,7 +331,7 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
     }
     if a.dropped > 0 {
         notes.push(format!(
-            "{} slow instances were dropped (the kept table or the ring buffer was full)",
+            "{} instances sent whole were not kept (the table of the slowest was full, or the ring buffer: until the first threshold, 100 ms in, every instance is sent)",
             a.dropped
         ));
     }

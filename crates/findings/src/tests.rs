@@ -325,6 +325,34 @@ fn cpu_holders_of_one_program_in_several_processes_are_one_culprit() {
 }
 
 #[test]
+fn a_wait_ended_by_an_idle_cpu_waking_is_wake_up_latency_not_a_holder() {
+    // The worker's waits ended on CPUs that were idle: the idle task "held" them, and the
+    // wait was the CPU's way out of idle.
+    let mut run = waits_run();
+    run.cpu_holders = vec![CpuHolder {
+        tgid: 100,
+        tid: 1,
+        cpu: 1,
+        holder_tgid: 0,
+        holder_tid: 0,
+        holder_comm: "swapper/1".into(),
+        holder_nice: 0,
+        count: 100,
+        ns: 2_000 * MS,
+    }];
+    let ex = explain(&run);
+    let f = find(&ex, Kind::Cpu, "worker");
+    assert!(
+        f.summary
+            .contains("on an idle CPU waking up (swapper/1): wake-up latency, no task held it"),
+        "{}",
+        f.summary
+    );
+    assert!(!f.summary.contains("held by swapper"), "{}", f.summary);
+    assert!(f.evidence.contains("the idle task for"), "{}", f.evidence);
+}
+
+#[test]
 fn a_cpu_holder_is_named_by_where_it_ran_not_by_its_idle_time() {
     // The hog ran 0.3 s and idled 9 s in epoll_wait: its idle time is heavier than its
     // running, but it held the worker's CPU by running, in hog_spin.
