@@ -20,10 +20,11 @@ use aya_ebpf::{
     maps::HashMap,
     programs::ProbeContext,
 };
-use switchyard_common::{GO_PARK_SLOTS, GoTime, GoTrack, go_sched};
+use switchyard_common::{GO_PARK_SLOTS, GoTime, GoTrack, go_sched, unwind};
 
 use crate::{
     shared::is_target,
+    stacks::{stacks_on, user_stack},
     threads::{oncpu_so_far, running_thread_entry},
 };
 
@@ -66,6 +67,7 @@ fn off_thread(tr: &mut GoTrack, now: u64, state: u32, reason: u32) {
     tr.state = state;
     tr.reason = reason;
     tr.off_at = now;
+    tr.park_stack = -1;
 }
 
 /// `tr`'s time off its thread, from `off_at` to now, into its parts.
@@ -78,23 +80,37 @@ fn settle(tr: &mut GoTrack, now: u64) {
     if tr.state == go_sched::RUNNABLE {
         tr.time.sched_ns += took;
     } else if tr.state == go_sched::PARKED {
-        parked(&mut tr.time, tr.reason, took);
+        parked(&mut tr.time, tr.reason, took, tr.park_stack);
     }
     tr.off_at = now;
 }
 
+/// `ns` parked for `reason` into its slot; a new slot keeps this park's stack.
 #[inline(always)]
-fn parked(t: &mut GoTime, reason: u32, ns: u64) {
+fn parked(t: &mut GoTime, reason: u32, ns: u64, user: i32) {
     for i in 0..GO_PARK_SLOTS {
         let p = &mut t.parked[i];
-        if p.reason == reason || p.reason == 0 {
+        if p.reason == 0 {
             p.reason = reason;
+            p.user_stack = user;
+        }
+        if p.reason == reason {
             p.count += 1;
             p.ns += ns;
             return;
         }
     }
     t.other_parked_ns += ns;
+}
+
+/// The current goroutine's user stack, when stacks are on.
+#[inline(always)]
+fn stack(ctx: &ProbeContext) -> i32 {
+    if stacks_on() {
+        user_stack(ctx, unwind::SLOT_UPROBE, false)
+    } else {
+        -1
+    }
 }
 
 /// `tr`'s time on threads (on CPU, blocked, waiting for a CPU) so far, when it runs on `tid`.
@@ -131,7 +147,10 @@ pub fn track(g: u64, tid: u32, now: u64) -> Option<&'static mut GoTrack> {
         }
         return Some(tr);
     }
-    let mut tr = GoTrack::default();
+    let mut tr = GoTrack {
+        park_stack: -1,
+        ..GoTrack::default()
+    };
     on_thread(&mut tr, tid, now);
     GO_TRACKS.insert(&g, &tr, 0).ok()?;
     // SAFETY: as above.
@@ -190,7 +209,10 @@ pub fn go_sched(ctx: ProbeContext) -> u32 {
             settle(tr, now);
             on_thread(tr, tid, now);
         }
-        go_sched::PARK => off_thread(tr, now, go_sched::PARKED, (rcx & 0xff) as u32 + 1),
+        go_sched::PARK => {
+            off_thread(tr, now, go_sched::PARKED, (rcx & 0xff) as u32 + 1);
+            tr.park_stack = stack(&ctx);
+        }
         go_sched::YIELD => off_thread(tr, now, go_sched::RUNNABLE, 0),
         go_sched::PREEMPT_PARK => {
             off_thread(tr, now, go_sched::PARKED, go_sched::PREEMPTED + 1);

@@ -507,6 +507,7 @@ fn go_parts(s: &mut SpanInstance, g: u64, tid: u32, now: u64) {
     for i in 0..GO_PARK_SLOTS {
         let p = &mut s.go.parked[i];
         p.reason = t.parked[i].reason;
+        p.user_stack = t.parked[i].user_stack;
         p.ns = t.parked[i].ns.saturating_sub(p.ns);
         p.count = t.parked[i].count.saturating_sub(p.count);
     }

@@ -9,9 +9,10 @@
 //! - every request counted, and each instance's parts (on CPU, waiting for a CPU, blocked,
 //!   runnable in the Go scheduler, parked by wait reason) adding up to its duration;
 //! - the slowest 1%'s lock share (parked in `sync.Mutex.Lock`) within 10 points of the
-//!   program's, and the lock wait of every request within 5% of the program's sum;
+//!   program's, parked in `main.handle`; and the lock wait of every request within 5% of the
+//!   program's sum;
 //! - the GC cycles exactly as many as `GODEBUG=gctrace=1` prints;
-//! - the GC assists' time on a thread within 15% of the runtime's assist CPU time.
+//! - the GC assists' time on a thread within 20% of the runtime's assist CPU time.
 //!
 //! Needs root and Go.
 
@@ -116,8 +117,8 @@ fn a_go_spans_anatomy_matches_the_programs_own_account() {
     assert!(own_assist > 5e6, "too little assist time to check: {own}");
     let ratio = assist_ns as f64 / own_assist;
     assert!(
-        (0.85..=1.15).contains(&ratio),
-        "assists {assist_ns} ns against {own_assist} ns: {own}"
+        (0.80..=1.20).contains(&ratio),
+        "assists {assist_ns} ns against {own_assist} ns ({ratio:.3}): {own}"
     );
 
     // The slowest 1%: explain's lock share against the program's.
@@ -132,11 +133,13 @@ fn a_go_spans_anatomy_matches_the_programs_own_account() {
     );
     let first = &span["slow"]["findings"][0];
     assert_eq!(first["kind"], "lock", "{span:#}");
+    // Where it parked.
     assert!(
         first["summary"]
             .as_str()
             .unwrap()
-            .contains("parked by the Go runtime (sync.Mutex.Lock)"),
+            .contains("parked by the Go runtime (sync.Mutex.Lock in main.handle)"),
         "{first:#}"
     );
+    assert_eq!(first["site"], "parked: sync.Mutex.Lock in main.handle");
 }

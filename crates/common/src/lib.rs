@@ -366,11 +366,13 @@ pub mod unwind {
     /// Binary-search steps over one process's mappings.
     pub const MAPPING_SEARCH_STEPS: u32 = 9;
     /// Scratch slots, one per kind of program context that may interrupt another on a CPU
-    /// (tracepoints, raw tracepoints, perf events).
-    pub const SLOTS: u32 = 3;
+    /// (tracepoints, raw tracepoints, perf events, uprobes).
+    pub const SLOTS: u32 = 4;
     pub const SLOT_TRACEPOINT: u32 = 0;
     pub const SLOT_RAW_TRACEPOINT: u32 = 1;
     pub const SLOT_PERF_EVENT: u32 = 2;
+    /// The Go scheduler's uprobes (where a goroutine parks).
+    pub const SLOT_UPROBE: u32 = 3;
     /// Binary-search steps over one object's rows (tables up to 2^24 rows).
     pub const ROW_SEARCH_STEPS: u32 = 24;
 
@@ -1033,6 +1035,9 @@ pub struct GoPark {
     pub reason: u32,
     pub count: u32,
     pub ns: u64,
+    /// Of the slot's first park: the goroutine's user stack where it parked (-1: not taken).
+    pub user_stack: i32,
+    pub _pad: u32,
 }
 
 /// A goroutine's (or a Go span instance's) time beyond its threads' counters.
@@ -1046,7 +1051,7 @@ pub struct GoTime {
     pub other_parked_ns: u64,
     pub parked: [GoPark; GO_PARK_SLOTS],
 }
-const _: () = assert!(core::mem::size_of::<GoTime>() == 32 + 16 * GO_PARK_SLOTS);
+const _: () = assert!(core::mem::size_of::<GoTime>() == 32 + 24 * GO_PARK_SLOTS);
 
 /// A goroutine with a Go span open, followed from thread to thread (`GO_TRACKS`, by its g).
 /// Its time on threads is the threads' counters (on CPU, blocked, waiting for a CPU) while it
@@ -1072,6 +1077,9 @@ pub struct GoTrack {
     /// its time waiting for a CPU.
     pub assist_from: u64,
     pub assist_runqueue_from: u64,
+    /// Of the park in progress: the user stack it parked at.
+    pub park_stack: i32,
+    pub _pad: u32,
     pub time: GoTime,
 }
 

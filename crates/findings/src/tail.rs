@@ -165,6 +165,28 @@ fn go_causes(i: &SpanInstance, out: &mut BTreeMap<Key, u64>) {
     add(Kind::Blocked, GO_PARKED, g.other_parked_ns);
 }
 
+/// A Go finding of parked time, given where `group` parked for its reason (the program's
+/// frame with the most of that time): "parked: sync.Mutex.Lock in main.handle".
+fn go_park_detail(cx: &Ctx, group: &[&SpanInstance], key: &Key, f: &mut Finding) {
+    let Some(reason) = key.1.strip_prefix(GO_PARK) else {
+        return;
+    };
+    let mut at: BTreeMap<String, u64> = BTreeMap::new();
+    for g in group.iter().filter_map(|i| i.go_time.as_ref()) {
+        for p in g.parked.iter().filter(|p| p.reason == reason) {
+            let parked_at = stack_frames(cx, p.stack);
+            if !parked_at.is_empty() {
+                *at.entry(classify::site(&parked_at)).or_default() += p.ns;
+            }
+        }
+    }
+    if let Some((site, _)) = at.into_iter().max_by_key(|(_, ns)| *ns)
+        && !site.is_empty()
+    {
+        f.site = format!("{GO_PARK}{reason} in {site}");
+    }
+}
+
 /// The kind of a Go wait reason (`runtime.waitReasonStrings`' names): sync's locks, the
 /// network poller, channels, timers, the GC's own waits.
 pub fn go_reason_kind(reason: &str) -> Kind {
@@ -410,6 +432,7 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
         )
         .min(p99);
         let mut f = finding(cx, key, v, share, &slow, &slow_site);
+        go_park_detail(cx, &slow, key, &mut f);
         let mut sentence = format!(
             "{head} spent {} of their time {}",
             switchyard_model::units::percent(share),
@@ -444,6 +467,7 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
         .map(|(key, &v)| {
             let share = v as f64 / typical_total.max(1) as f64;
             let mut f = finding(cx, key, v, share, &typical, &typical_site);
+            go_park_detail(cx, &typical, key, &mut f);
             f.summary = format!(
                 "the typical instances of {} spent {} of their time {}",
                 escape(name),

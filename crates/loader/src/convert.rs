@@ -867,7 +867,7 @@ fn span_anatomy(
                 samples,
                 go: i.flags & switchyard_common::span_flags::GO != 0,
                 go_time: (i.flags & switchyard_common::span_flags::GO != 0)
-                    .then(|| go_time(&i.go, &input.reasons)),
+                    .then(|| go_time(&i.go, &input.reasons, |u| stack(i.tgid, u, -1))),
                 end_tid: if i.end_tid != i.tid { i.end_tid } else { 0 },
                 gc_mark_ns: 0,
                 gc_stw_ns: 0,
@@ -890,8 +890,13 @@ fn span_anatomy(
     }
 }
 
-/// A Go instance's time on no thread, its parks named by the binary's wait reasons.
-fn go_time(t: &switchyard_common::GoTime, reasons: &[String]) -> switchyard_model::GoTime {
+/// A Go instance's time on no thread, its parks named by the binary's wait reasons; `stack`
+/// gives a user stack id its index in the run's span stacks.
+fn go_time(
+    t: &switchyard_common::GoTime,
+    reasons: &[String],
+    mut stack: impl FnMut(i32) -> Option<u32>,
+) -> switchyard_model::GoTime {
     let mut parked: Vec<switchyard_model::GoParked> = Vec::new();
     for p in t.parked.iter().filter(|p| p.reason != 0 && p.ns != 0) {
         let reason = crate::goreasons::name(reasons, p.reason);
@@ -905,6 +910,7 @@ fn go_time(t: &switchyard_common::GoTime, reasons: &[String]) -> switchyard_mode
                 reason,
                 count: p.count,
                 ns: p.ns,
+                stack: stack(p.user_stack),
             }),
         }
     }

@@ -447,6 +447,9 @@ pub struct GoParked {
     pub reason: String,
     pub count: u32,
     pub ns: u64,
+    /// Of the first park with this reason: where the goroutine parked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<u32>,
 }
 
 fn is_zero_u32(v: &u32) -> bool {

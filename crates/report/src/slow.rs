@@ -226,10 +226,15 @@ impl<'a> Cx<'a> {
             });
         }
         for p in go.parked.iter().filter(|p| p.ns > 0) {
+            let mut about = format!("parked ({}): {}", p.reason, ns(p.ns));
+            let site = classify::site(&self.frames(p.stack));
+            if !site.is_empty() {
+                let _ = write!(about, " in {site}");
+            }
             blocked.push(Segment {
                 kind: switchyard_findings::go_reason_kind(&p.reason),
                 ns: p.ns,
-                about: format!("parked ({}): {}", p.reason, ns(p.ns)),
+                about,
             });
         }
         if go.other_parked_ns > 0 {

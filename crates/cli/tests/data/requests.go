@@ -40,8 +40,12 @@ func spin(d time.Duration) {
 	}
 }
 
+// handle serves one request and returns its own duration (timed inside it, as the span
+// times it: from its entry to its return) and its lock wait.
+//
 //go:noinline
-func handle(i int) time.Duration {
+func handle(i int) (time.Duration, time.Duration) {
+	start := time.Now()
 	spin(100 * time.Microsecond)
 	garbage := make([][]byte, 0, 1024)
 	for k := 0; k < 1024; k++ {
@@ -55,7 +59,16 @@ func handle(i int) time.Duration {
 	wait := time.Since(t0)
 	spin(20 * time.Microsecond)
 	table.Unlock()
-	return wait
+	return time.Since(start), wait
+}
+
+// compact holds the table's lock while it sleeps, as a compaction would while it works.
+//
+//go:noinline
+func compact() {
+	table.Lock()
+	time.Sleep(20 * time.Millisecond)
+	table.Unlock()
 }
 
 type request struct {
@@ -84,9 +97,7 @@ func main() {
 				return
 			case <-time.After(400 * time.Millisecond):
 			}
-			table.Lock()
-			time.Sleep(20 * time.Millisecond)
-			table.Unlock()
+			compact()
 		}
 	}()
 	startGC := readGC()
@@ -100,9 +111,8 @@ func main() {
 			var mine []request
 			next := time.Now()
 			for i := 0; time.Now().Before(deadline); i++ {
-				t0 := time.Now()
-				lock := handle(i)
-				mine = append(mine, request{time.Since(t0), lock})
+				took, lock := handle(i)
+				mine = append(mine, request{took, lock})
 				next = next.Add(28 * time.Millisecond)
 				time.Sleep(time.Until(next))
 			}
