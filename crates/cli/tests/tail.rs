@@ -25,6 +25,31 @@ fn finding<'a>(span: &'a Value, kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} finding among the slow group's: {span:#}"))
 }
 
+/// `switchyard record FLAGS -o OUTPUT --span handle_request -- switchyard-demo requests
+/// --seconds SECONDS`: the demo's own account (its closing JSON line), and what switchyard
+/// printed.
+fn record_requests(
+    dir: &std::path::Path,
+    flags: &[&str],
+    output: &std::path::Path,
+    seconds: &str,
+) -> (Value, String) {
+    let out = Command::new(switchyard())
+        .arg("record")
+        .args(flags)
+        .arg("-o")
+        .arg(output)
+        .args(["--span", "handle_request", "--"])
+        .arg(demo())
+        .args(["requests", "--seconds", seconds, "--dir"])
+        .arg(dir)
+        .output()
+        .expect("running switchyard record");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    (json_line_with(&stdout, "requests"), stderr)
+}
+
 #[test]
 fn the_slowest_requests_waits_match_the_targets_own_within_ten_points() {
     let test = "the_slowest_requests_waits_match_the_targets_own_within_ten_points";
@@ -33,19 +58,7 @@ fn the_slowest_requests_waits_match_the_targets_own_within_ten_points() {
     }
     let dir = tempdir("tail");
     let run_path = dir.join("run.json");
-    let out = Command::new(switchyard())
-        .arg("record")
-        .arg("-o")
-        .arg(&run_path)
-        .args(["--span", "handle_request", "--"])
-        .arg(demo())
-        .args(["requests", "--seconds", "4", "--dir"])
-        .arg(&dir)
-        .output()
-        .expect("running switchyard record");
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let own = json_line_with(&stdout, "requests");
+    let (own, _) = record_requests(&dir, &[], &run_path, "4");
     let ex = explain_run_json(&run_path);
     let span = &ex["spans"][0];
     assert_eq!(span["name"], "handle_request", "{span:#}");
@@ -254,19 +267,7 @@ fn windows_split_a_spans_instances_exactly_and_each_keeps_its_own_tail() {
     }
     let dir = tempdir("tail-windows");
     let windows = dir.join("windows");
-    let out = Command::new(switchyard())
-        .arg("record")
-        .args(["--every", "1s", "-o"])
-        .arg(&windows)
-        .args(["--span", "handle_request", "--"])
-        .arg(demo())
-        .args(["requests", "--seconds", "3", "--dir"])
-        .arg(&dir)
-        .output()
-        .expect("running switchyard record");
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let own = json_line_with(&stdout, "requests");
+    let (own, stderr) = record_requests(&dir, &["--every", "1s"], &windows, "3");
     let runs = load_windows(&windows);
     assert!(runs.len() >= 3, "{} windows\n{stderr}", runs.len());
     let mut total = 0;
