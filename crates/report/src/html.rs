@@ -55,17 +55,16 @@ pub fn html(run: &Run) -> Result<String, Error> {
         (None, Some(_)) => Some("Timeline"),
         (None, None) => None,
     };
+    // A run with spans opens with its slowest requests: the tail is what it was recorded for.
+    let slow = if crate::slow::shown(run) {
+        "Slow requests"
+    } else {
+        ""
+    };
     let nav = [
+        ("slow-requests", slow),
         ("findings", "Why it waited"),
         ("summary", "Summary"),
-        (
-            "slow-requests",
-            if crate::slow::shown(run) {
-                "Slow requests"
-            } else {
-                ""
-            },
-        ),
         ("figures", "Figures"),
         ("syscalls", "Syscalls"),
         ("threads", "Threads"),
@@ -90,9 +89,9 @@ pub fn html(run: &Run) -> Result<String, Error> {
     ];
     let nav: Vec<(&str, &str)> = nav.into_iter().filter(|(_, t)| !t.is_empty()).collect();
     let mut out = String::with_capacity(64 * 1024);
+    crate::slow::section(&mut out, run, &explanation);
     crate::why::section(&mut out, &explanation);
     summary(&mut out, run, &command, &figures);
-    crate::slow::section(&mut out, run, &explanation);
     figures_section(&mut out, &figures);
     syscalls(&mut out, run);
     threads(&mut out, run);

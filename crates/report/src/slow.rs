@@ -622,10 +622,42 @@ fn slowest(out: &mut String, cx: &Cx, a: &SpanAnatomy) {
 /// The top blocked part's frames, user frames innermost first, under a fold named by its
 /// site.
 fn stacks(cx: &Cx, i: &SpanInstance) -> String {
+    // A Go instance's longest park, when it is longer than any blocked part.
+    let park = i
+        .go_time
+        .as_ref()
+        .and_then(|g| g.parked.iter().max_by_key(|p| p.ns))
+        .filter(|p| i.blocked.iter().all(|w| w.ns < p.ns));
+    if let Some(p) = park {
+        let frames = cx.frames(p.stack);
+        let site = classify::site(&frames);
+        let summary = format!(
+            "{} {} (parked: {})",
+            label(switchyard_findings::go_reason_kind(&p.reason)),
+            ns(p.ns),
+            text(&p.reason)
+        );
+        return frame_list(&frames, &site, summary, String::new());
+    }
     let Some(w) = i.blocked.iter().max_by_key(|w| w.ns) else {
         return "<span class=\"na\">not blocked</span>".into();
     };
-    let frames = cx.frames(w.stack);
+    let r = cx.read(i.tgid, w);
+    let waker = cx.waker(i, w).map_or_else(String::new, |w| {
+        format!(" <p class=\"waker\">Woken by {}.</p>", text(&w))
+    });
+    let summary = format!("{} {}", label(r.kind), ns(w.ns));
+    frame_list(&cx.frames(w.stack), &r.site, summary, waker)
+}
+
+/// A stack's user frames, innermost first (the site in bold), under `summary` and the site;
+/// `after`: HTML that follows the list.
+fn frame_list(
+    frames: &[&switchyard_model::Frame],
+    site: &str,
+    summary: String,
+    after: String,
+) -> String {
     let user: Vec<&str> = frames
         .iter()
         .rev()
@@ -635,12 +667,11 @@ fn stacks(cx: &Cx, i: &SpanInstance) -> String {
     if user.is_empty() {
         return "<span class=\"na\">no stack</span>".into();
     }
-    let r = cx.read(i.tgid, w);
     let mut items: Vec<String> = user
         .iter()
         .take(FRAMES)
         .map(|n| {
-            if *n == r.site {
+            if *n == site {
                 format!("<li><b><code>{}</code></b></li>", text(n))
             } else {
                 format!("<li><code>{}</code></li>", text(n))
@@ -653,18 +684,13 @@ fn stacks(cx: &Cx, i: &SpanInstance) -> String {
             user.len() - FRAMES
         ));
     }
-    let site = if r.site.is_empty() {
+    let at = if site.is_empty() {
         String::new()
     } else {
-        format!(" in <code>{}</code>", text(&r.site))
+        format!(" in <code>{}</code>", text(site))
     };
-    let waker = cx.waker(i, w).map_or_else(String::new, |w| {
-        format!(" <p class=\"waker\">Woken by {}.</p>", text(&w))
-    });
     format!(
-        "<details class=\"frames\"><summary>{} {}{site}</summary> <ol>{}</ol>{waker}</details>",
-        label(r.kind),
-        ns(w.ns),
+        "<details class=\"frames\"><summary>{summary}{at}</summary> <ol>{}</ol>{after}</details>",
         items.join(" ")
     )
 }

@@ -1,4 +1,4 @@
-//! The report's first section, "Why it waited": the run's findings, as `switchyard explain`
+//! The report's first section (after "Slow requests", in a run with spans), "Why it waited": the run's findings, as `switchyard explain`
 //! ranks them. The request path's findings come first, a card each (kind, sentence, time,
 //! who made the threads wait, what the figure was read from, when); idle waits follow in one
 //! line, then throttling and what the answer could not use.

@@ -391,17 +391,18 @@ fn slow_requests_section() {
     check("slow-requests.section.txt", &text_rendering(section));
 }
 
-/// The section comes right after the summary, and the navigation bar links to it there.
+/// A run with spans opens with the section, before the findings, and the navigation bar
+/// lists it first.
 #[test]
-fn slow_requests_follow_the_summary() {
+fn slow_requests_open_the_report() {
     let page = html(&slow_requests_run()).unwrap();
     let at = |s: &str| page.find(s).unwrap_or_else(|| panic!("no {s}"));
-    assert!(at("<section id=\"summary\">") < at("<section id=\"slow-requests\">"));
-    assert!(at("<section id=\"slow-requests\">") < at("<section id=\"figures\">"));
+    assert!(at("<section id=\"slow-requests\">") < at("<section id=\"findings\">"));
+    assert!(at("<section id=\"findings\">") < at("<section id=\"summary\">"));
     assert!(
         page.contains(
-            "<a href=\"#summary\">Summary</a>\n<a href=\"#slow-requests\">Slow requests</a>\n"
+            "<a href=\"#slow-requests\">Slow requests</a>\n<a href=\"#findings\">Why it waited</a>\n"
         ),
-        "the navigation bar lists the section after the summary"
+        "the navigation bar lists the section first"
     );
 }
