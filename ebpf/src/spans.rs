@@ -12,7 +12,7 @@
 use aya_ebpf::{
     EbpfContext as _,
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_prandom_u32, bpf_ktime_get_ns, bpf_probe_read_user,
+        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user,
         generated::bpf_get_attach_cookie,
     },
     macros::{map, uprobe, uretprobe},
@@ -20,25 +20,22 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use switchyard_common::{
-    GO_PARK_SLOTS, GoTime, MAX_SPANS, SPAN_HOLDERS, SPAN_PARTS, SPAN_SITES, SpanHist, SpanInstance,
-    ThreadStats, WaitStats, drops, span_bucket, span_flags,
+    GO_PARK_SLOTS, GoTime, MAX_SPANS, SPAN_CTL_WORDS, SPAN_HOLDERS, SPAN_PARTS, SPAN_SITES,
+    SpanHist, SpanInstance, ThreadStats, drops, span_bucket, span_flags,
 };
 
 use crate::{
     goroutines::{release, totals, track},
-    shared::{current_comm, drop_event, is_target, recording, start_ns},
+    shared::{current_comm, drop_event, is_target, mix, recording, start_ns},
     threads::{oncpu_so_far, running_thread_entry, thread},
 };
 
-/// Every span's durations, as the figures have them (count, total, log2 histogram).
-#[map]
-static SPANS: PerCpuArray<WaitStats> = PerCpuArray::with_max_entries(MAX_SPANS, 0);
-
+/// Every span's durations (the figures' count, total, longest and histogram are read from it).
 #[map]
 static SPAN_HIST: PerCpuArray<SpanHist> = PerCpuArray::with_max_entries(MAX_SPANS, 0);
 
 #[map]
-static SPAN_CTL: Array<u64> = Array::with_max_entries(2 * MAX_SPANS, 0);
+static SPAN_CTL: Array<u64> = Array::with_max_entries(SPAN_CTL_WORDS * MAX_SPANS, 0);
 
 /// Sized by the loader; one page without spans.
 #[map]
@@ -52,6 +49,23 @@ static GO_SPANS: HashMap<u64, SpanInstance> = HashMap::with_max_entries(16384, 0
 #[map]
 static GO_SCRATCH: PerCpuArray<SpanInstance> = PerCpuArray::with_max_entries(1, 0);
 
+/// Set by the loader before load: how many spans are recorded.
+#[unsafe(no_mangle)]
+static SPAN_COUNT: u32 = 0;
+
+/// The index of the span whose probe runs: the cookie the loader attached it with. With one
+/// span (the usual case) it is 0, and the helper call is saved: on this kind of host a helper
+/// call costs more than the rest of an entry's bookkeeping together.
+#[inline(always)]
+fn span_index(ctx: *mut core::ffi::c_void) -> u32 {
+    // SAFETY: a read-only global the loader rewrites before load.
+    if unsafe { core::ptr::read_volatile(&SPAN_COUNT) } <= 1 {
+        return 0;
+    }
+    // SAFETY: the cookie the loader attached with: the span's index.
+    unsafe { bpf_get_attach_cookie(ctx) as u32 }
+}
+
 #[inline(always)]
 fn hist(span: u32) -> Option<&'static mut SpanHist> {
     // SAFETY: a per-CPU slot; programs on one CPU do not run concurrently.
@@ -64,8 +78,7 @@ pub fn span_enter(ctx: ProbeContext) -> u32 {
     if !is_target((pid_tgid >> 32) as u32) {
         return 0;
     }
-    // SAFETY: the cookie the loader attached with: the span's index.
-    let span = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let span = span_index(ctx.as_ptr());
     if span >= MAX_SPANS {
         return 0;
     }
@@ -112,8 +125,7 @@ pub fn span_exit(ctx: RetProbeContext) -> u32 {
     let t = unsafe { &mut *t };
     if t.span.index == 0 {
         // Entered before this entry probe was placed.
-        // SAFETY: as in `span_enter`.
-        let span = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+        let span = span_index(ctx.as_ptr());
         if on && let Some(h) = hist(span) {
             h.open_at_start += 1;
         }
@@ -229,31 +241,38 @@ fn finish(s: &mut SpanInstance, span: u32, now: u64, tid: u32, kind: u32) {
     let took = now.saturating_sub(s.start);
     s.end = now;
     s.end_tid = tid;
-    if let Some(h) = hist(span) {
+    let mut h = hist(span);
+    if let Some(h) = h.as_deref_mut() {
         h.count += 1;
         h.total_ns += took;
+        if took > h.max_ns {
+            h.max_ns = took;
+        }
         let b = span_bucket(took);
         if b < h.buckets.len() {
             h.buckets[b] += 1;
         }
     }
-    if let Some(w) = SPANS.get_ptr_mut(span) {
-        // SAFETY: a per-CPU slot.
-        unsafe { &mut *w }.add(took);
-    }
-    let threshold = SPAN_CTL.get(2 * span).copied().unwrap_or(0);
+    let ctl = SPAN_CTL_WORDS * span;
+    let threshold = SPAN_CTL.get(ctl).copied().unwrap_or(0);
     // Until user space sets it (0), every instance is drawn.
-    let every = SPAN_CTL.get(2 * span + 1).copied().unwrap_or(0).max(1);
+    let every = SPAN_CTL.get(ctl + 1).copied().unwrap_or(0).max(1);
+    let floor = SPAN_CTL.get(ctl + 2).copied().unwrap_or(0);
     // The typical sample is drawn from every instance, slow or not: the instances between
     // the threshold and the P99 are typical too, and a sample without them would miss
     // what slows them.
-    let slow = if took >= threshold {
-        span_flags::SLOW
-    } else {
-        0
-    };
-    // SAFETY: a helper with no arguments.
-    let drawn = if (unsafe { bpf_get_prandom_u32() } as u64).is_multiple_of(every) {
+    let mut slow = 0;
+    if took >= threshold {
+        if took >= floor {
+            slow = span_flags::SLOW;
+        } else if let Some(h) = h {
+            // User space would drop it: its table holds only slower ones.
+            h.passed_over += 1;
+        }
+    }
+    // The draw is the return time's bits, mixed: as uniform as a helper's random number for
+    // this, without the helper call.
+    let drawn = if (mix(now, took) >> 32).is_multiple_of(every) {
         span_flags::TYPICAL
     } else {
         0
@@ -436,8 +455,7 @@ pub fn span_enter_go(ctx: ProbeContext) -> u32 {
     if !is_target((pid_tgid >> 32) as u32) {
         return 0;
     }
-    // SAFETY: the cookie the loader attached with: the span's index.
-    let span = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let span = span_index(ctx.as_ptr());
     let g = goroutine(&ctx);
     if span >= MAX_SPANS || g == 0 {
         return 0;
@@ -522,8 +540,7 @@ pub fn span_exit_go(ctx: ProbeContext) -> u32 {
     }
     let g = goroutine(&ctx);
     let on = recording();
-    // SAFETY: the cookie the loader attached with.
-    let span = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    let span = span_index(ctx.as_ptr());
     if span >= MAX_SPANS {
         return 0;
     }

@@ -57,13 +57,13 @@ pub mod maps {
     pub const LOCK_CONTENTION: &str = "LOCK_CONTENTION";
     /// `Array<u64>` indexed by `tid & INFLIGHT_MASK`: contention start time.
     pub const LOCK_INFLIGHT: &str = "LOCK_INFLIGHT";
-    /// `PerCpuArray<WaitStats>` indexed by span (the uprobe's cookie).
-    pub const SPANS: &str = "SPANS";
     /// `PerCpuArray<SpanHist>` indexed by span: every instance's duration.
     pub const SPAN_HIST: &str = "SPAN_HIST";
-    /// `Array<u64>` of `2 * MAX_SPANS`, written by user space while recording: per span, the
-    /// duration from which an instance is sent whole (`2 * span`), and one in how many of the
-    /// faster ones is sent as a typical one (`2 * span + 1`; 0: none).
+    /// `Array<u64>` of `SPAN_CTL_WORDS * MAX_SPANS`, written by user space while recording:
+    /// per span (from `SPAN_CTL_WORDS * span`), the duration from which an instance is slow,
+    /// one in how many instances is sent as a typical one (0: all), and the duration below
+    /// which a slow one is only counted, not sent, as the table of the slowest kept is full
+    /// of slower ones (0: every slow one is sent).
     pub const SPAN_CTL: &str = "SPAN_CTL";
     /// `HashMap<u64, SpanInstance>`: the Go span open on each goroutine, by its g and the span
     /// (in the top byte).
@@ -157,7 +157,6 @@ pub mod maps {
         FUTEX_WAITS,
         LOCK_CONTENTION,
         LOCK_INFLIGHT,
-        SPANS,
         SPAN_HIST,
         SPAN_CTL,
         SPAN_EVENTS,
@@ -230,6 +229,8 @@ pub mod globals {
     /// `u8`: 1 when spans are recorded: their return probes replace return addresses on the
     /// stacks walked, and the walker puts the original ones back.
     pub const RETURN_PROBES_ON: &str = "RETURN_PROBES_ON";
+    /// `u32`: how many spans are recorded (with one, its probes need not read their cookie).
+    pub const SPAN_COUNT: &str = "SPAN_COUNT";
     /// `[u32; unwind::RETPROBE_FIELDS]`: byte offsets of the kernel fields that lead from the
     /// current task to its pending return probes (indexed by `unwind::RP_*`), from its BTF.
     pub const RETPROBE_OFFSETS: &str = "RETPROBE_OFFSETS";
@@ -856,6 +857,8 @@ pub mod timeline {
 
 /// Uprobe spans: at most this many symbols per recording.
 pub const MAX_SPANS: u32 = 8;
+/// `SPAN_CTL`'s words per span: the slow threshold, the typical draw, the kept table's floor.
+pub const SPAN_CTL_WORDS: u32 = 3;
 
 /// A span's duration histogram: log-linear, [`SPAN_SUB_BITS`] bits below each power of two
 /// (a bucket is at most 1/64 of its value wide), from 1 ns to 2^40 ns.
@@ -894,6 +897,11 @@ pub fn span_bucket_low(b: usize) -> u64 {
 pub struct SpanHist {
     pub count: u64,
     pub total_ns: u64,
+    /// The longest instance.
+    pub max_ns: u64,
+    /// Slow instances faster than every one kept, once the table of kept ones was full:
+    /// counted here, not sent.
+    pub passed_over: u64,
     /// Returns with no entry seen since the start (open when the recording started).
     pub open_at_start: u64,
     /// Entries while a span was open on the thread (nested or recursive): the outermost
@@ -903,6 +911,27 @@ pub struct SpanHist {
     /// same stack depth or above, or returned from above it): dropped, not timed.
     pub missed: u64,
     pub buckets: [u64; SPAN_HIST_BUCKETS],
+}
+
+impl SpanHist {
+    /// The durations as the figures count every timed thing (count, total, longest and log2
+    /// histogram), so that a span needs no second histogram in the kernel: each bucket lies
+    /// within one power of two.
+    pub fn wait_stats(&self) -> WaitStats {
+        let mut w = WaitStats::ZERO;
+        w.count = self.count;
+        w.total_ns = self.total_ns;
+        w.max_ns = self.max_ns;
+        for (b, &n) in self.buckets.iter().enumerate() {
+            if n != 0 {
+                let log2 = log2_bucket(span_bucket_low(b));
+                if let Some(slot) = w.hist.get_mut(log2) {
+                    *slot += n;
+                }
+            }
+        }
+        w
+    }
 }
 
 /// Blocked parts, CPU holders and on-CPU sites kept per span instance.
@@ -1434,6 +1463,33 @@ mod tests {
         for b in 1..SPAN_HIST_BUCKETS {
             assert!(span_bucket_low(b) > span_bucket_low(b - 1), "bucket {b}");
         }
+    }
+
+    #[test]
+    fn a_span_histogram_gives_the_figures_log2_one() {
+        let mut h = SpanHist {
+            count: 0,
+            total_ns: 0,
+            max_ns: 0,
+            passed_over: 0,
+            open_at_start: 0,
+            nested: 0,
+            missed: 0,
+            buckets: [0; SPAN_HIST_BUCKETS],
+        };
+        let mut w = WaitStats::ZERO;
+        for v in [0, 1, 5, 127, 128, 129, 1_000, 65_535, 65_536, 1 << 33, (1 << 34) - 1] {
+            h.count += 1;
+            h.total_ns += v;
+            h.max_ns = h.max_ns.max(v);
+            h.buckets[span_bucket(v)] += 1;
+            w.add(v);
+        }
+        let got = h.wait_stats();
+        assert_eq!(
+            (got.count, got.total_ns, got.max_ns, got.hist),
+            (w.count, w.total_ns, w.max_ns, w.hist)
+        );
     }
 
     #[test]

@@ -83,6 +83,7 @@ impl Probes {
             btf::retprobe_offsets().ok()
         };
         let return_probes_on = u8::from(retprobe_offsets.is_some());
+        let span_count = config.spans.len() as u32;
         let retprobe_offsets = retprobe_offsets.unwrap_or_default();
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::TARGET_TGID, &config.tgid, true)
@@ -104,6 +105,7 @@ impl Probes {
             .override_global(globals::TIMELINE_SYSCALL_NS, &timeline_syscall_ns, true)
             .override_global(globals::RETURN_PROBES_ON, &return_probes_on, true)
             .override_global(globals::RETPROBE_OFFSETS, &retprobe_offsets, true)
+            .override_global(globals::SPAN_COUNT, &span_count, true)
             .map_max_entries(maps::TIMELINE, timeline_bytes)
             .map_max_entries(maps::SPAN_EVENTS, span_bytes)
             .map_max_entries(maps::INFLIGHT, slots)
@@ -291,6 +293,7 @@ impl Probes {
             span_kept: config.spans.iter().map(|_| Default::default()).collect(),
             span_last: config.spans.iter().map(|_| Default::default()).collect(),
             span_control: config.spans.iter().map(|_| (0, 1)).collect(),
+            span_floor: config.spans.iter().map(|_| 0).collect(),
             span_reasons: config
                 .spans
                 .iter()

@@ -35,7 +35,7 @@ pub(crate) struct Input<'a> {
     pub bounds: Option<&'a Bounds>,
     /// Stacks were recorded.
     pub stacks: bool,
-    /// The spans timed, in `SPANS` order.
+    /// The spans timed, in `SPAN_HIST` order.
     pub spans: &'a [Span],
     /// What each span measured one by one, in the same order.
     pub measured: &'a [crate::spans::Measured],
@@ -578,7 +578,7 @@ fn locks(
     for (i, span) in spans.iter().enumerate() {
         let values = snap.spans.get(i).unwrap_or(&empty);
         locks.spans.push(SpanRow {
-            stats: wait(maps::SPANS, i as u32, values),
+            stats: wait(maps::SPAN_HIST, i as u32, values),
             label: span.label.clone(),
             symbol: span.symbol.clone(),
             binary: span.binary.display().to_string(),

@@ -191,8 +191,10 @@ pub struct Probes {
     span_kept: Vec<spans::Kept>,
     /// Each span's histogram at the last reading (a window's is what was added since).
     span_last: Vec<spans::Hist>,
-    /// What the kernel side was last told per span: (threshold ns, one in N of the others).
+    /// What the kernel side was last told per span: (threshold ns, one in N of all).
     span_control: Vec<(u64, u64)>,
+    /// The floor last written to each span's `SPAN_CTL` ([`spans::Kept::floor`]).
+    span_floor: Vec<u64>,
     /// Each Go span's binary's wait reasons ([`goreasons`]).
     span_reasons: Vec<std::sync::Arc<Vec<String>>>,
     span_polled: Option<std::time::Instant>,

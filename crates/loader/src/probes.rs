@@ -6,8 +6,8 @@ use aya::{
     maps::{Array, HashMap, MapData, PerCpuArray},
 };
 use switchyard_common::{
-    GcEvent as RawGcEvent, PyProc, SpanHist, SpanInstance, ThreadStats, UserStack, drops, maps,
-    programs, span_flags,
+    GcEvent as RawGcEvent, PyProc, SPAN_CTL_WORDS, SpanHist, SpanInstance, ThreadStats, UserStack,
+    drops, maps, programs, span_flags,
 };
 
 use crate::{
@@ -88,8 +88,9 @@ impl Probes {
     }
 
     /// Keeps the span instances sent so far, and every 100 ms tells the kernel side again
-    /// which instances to send: those at least as slow as the P95 so far, and
-    /// one in N of the others (call it often: the ring is finite).
+    /// which instances to send: those at least as slow as the P95 so far (and than the
+    /// fastest kept, once the table of kept ones is full), and one in N of all (call it
+    /// often: the ring is finite).
     pub fn poll_spans(&mut self) -> Result<(), Error> {
         let Some(ring) = &mut self.span_events else {
             return Ok(());
@@ -115,20 +116,33 @@ impl Probes {
         let elapsed =
             switchyard_model::driver::monotonic_ns().saturating_sub(self.started) as f64 / 1e9;
         let hists = self.span_hists()?;
-        let name = maps::SPAN_CTL;
-        let map = self.ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
-        let mut ctl: Array<&mut MapData, u64> = Array::try_from(map).map_err(map_err(name))?;
         for (i, h) in hists.iter().enumerate() {
             let c = spans::control(h, elapsed);
             if self.span_control.get(i) != Some(&c) {
-                ctl.set(2 * i as u32, c.0, 0).map_err(map_err(name))?;
-                ctl.set(2 * i as u32 + 1, c.1, 0).map_err(map_err(name))?;
+                self.set_span_ctl(i, 0, c.0)?;
+                self.set_span_ctl(i, 1, c.1)?;
             }
             if let Some(slot) = self.span_control.get_mut(i) {
                 *slot = c;
             }
+            let floor = self.span_kept.get(i).map_or(0, spans::Kept::floor);
+            if self.span_floor.get(i) != Some(&floor) {
+                self.set_span_ctl(i, 2, floor)?;
+            }
+            if let Some(slot) = self.span_floor.get_mut(i) {
+                *slot = floor;
+            }
         }
         Ok(())
+    }
+
+    /// Word `word` of span `span`'s `SPAN_CTL` set to `value`.
+    fn set_span_ctl(&mut self, span: usize, word: u32, value: u64) -> Result<(), Error> {
+        let name = maps::SPAN_CTL;
+        let map = self.ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
+        let mut ctl: Array<&mut MapData, u64> = Array::try_from(map).map_err(map_err(name))?;
+        ctl.set(SPAN_CTL_WORDS * span as u32 + word, value, 0)
+            .map_err(map_err(name))
     }
 
     /// Every span's histogram so far, summed over CPUs.
@@ -162,6 +176,7 @@ impl Probes {
         for (i, h) in hists.into_iter().enumerate() {
             let before = self.span_last.get(i).cloned().unwrap_or_default();
             let hist = h.since(&before);
+            let passed_over = hist.passed_over;
             if let Some(slot) = self.span_last.get_mut(i) {
                 *slot = h;
             }
@@ -170,6 +185,11 @@ impl Probes {
                 .get_mut(i)
                 .map(spans::Kept::take)
                 .unwrap_or_default();
+            // The table is empty again: every slow instance is sent until it fills.
+            if self.span_floor.get(i).is_some_and(|f| *f != 0) {
+                self.set_span_ctl(i, 2, 0)?;
+                self.span_floor[i] = 0;
+            }
             let mut open = (0, 0);
             if last {
                 for (tid, t) in threads {
@@ -188,7 +208,7 @@ impl Probes {
                 hist,
                 kept,
                 // Ring losses are not told apart by span: each span is told all of them.
-                dropped: dropped + lost,
+                dropped: dropped + lost + passed_over,
                 control: self.span_control.get(i).copied().unwrap_or_default(),
                 open,
                 reasons: self.span_reasons.get(i).cloned().unwrap_or_default(),

@@ -9,8 +9,8 @@ use aya::{
 };
 use switchyard_common::{
     CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, HeldKey, InFlight, OffCpuKey,
-    OnCpuKey, PyCode, PyCodeKey, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats,
-    WakeupKey, gc, maps, sampling,
+    OnCpuKey, PyCode, PyCodeKey, SpanHist, SyscallStackKey, SyscallStats, ThreadStats, UserStack,
+    WaitStats, WakeupKey, gc, maps, sampling,
 };
 
 use switchyard_model::raw::PythonCode;
@@ -56,7 +56,7 @@ pub(crate) struct Snapshot {
     pub futex_waits: PerCpu<WaitStats>,
     /// `LOCK_CONTENTION`'s one entry, when its tracepoints are attached.
     pub lock_contention: Option<PerCpu<WaitStats>>,
-    /// `SPANS`, one entry per span.
+    /// Each span's durations as the figures count them (from `SPAN_HIST`), one entry per span.
     pub spans: Vec<PerCpu<WaitStats>>,
     /// `GC_COUNTS` by [`switchyard_common::gc`] kind, when the GC probes are attached (empty
     /// otherwise).
@@ -120,7 +120,10 @@ pub(crate) fn snapshot(ebpf: &Ebpf, what: &Reading) -> Result<Snapshot, Error> {
             false => None,
         },
         spans: (0..what.spans as u32)
-            .map(|i| per_cpu_entry(ebpf, maps::SPANS, i))
+            .map(|i| {
+                let hists: PerCpu<SpanHist> = per_cpu_entry(ebpf, maps::SPAN_HIST, i)?;
+                Ok::<_, Error>(hists.iter().map(SpanHist::wait_stats).collect())
+            })
             .collect::<Result<_, _>>()?,
         gc_counts: match what.gc {
             true => (0..gc::KINDS)

@@ -28,6 +28,8 @@ pub struct Hist {
     pub open_at_start: u64,
     pub nested: u64,
     pub missed: u64,
+    /// Slow instances the kernel did not send: the kept table held slower ones.
+    pub passed_over: u64,
     pub buckets: Vec<u64>,
 }
 
@@ -39,6 +41,7 @@ impl Default for Hist {
             open_at_start: 0,
             nested: 0,
             missed: 0,
+            passed_over: 0,
             buckets: vec![0; SPAN_HIST_BUCKETS],
         }
     }
@@ -54,6 +57,7 @@ impl Hist {
             h.open_at_start += v.open_at_start;
             h.nested += v.nested;
             h.missed += v.missed;
+            h.passed_over += v.passed_over;
             for (a, b) in h.buckets.iter_mut().zip(v.buckets.iter()) {
                 *a += b;
             }
@@ -69,6 +73,7 @@ impl Hist {
             open_at_start: self.open_at_start.saturating_sub(before.open_at_start),
             nested: self.nested.saturating_sub(before.nested),
             missed: self.missed.saturating_sub(before.missed),
+            passed_over: self.passed_over.saturating_sub(before.passed_over),
             buckets: self
                 .buckets
                 .iter()
@@ -184,6 +189,15 @@ impl Kept {
         self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
+    /// The duration below which a slow instance would be dropped here (the table is full of
+    /// slower ones), so the kernel need not send it; 0 while the table has room.
+    pub fn floor(&self) -> u64 {
+        match self.slow.peek() {
+            Some(Reverse(s)) if self.slow.len() >= KEEP_SLOW => s.0 + 1,
+            _ => 0,
+        }
+    }
+
     /// Everything kept, slowest first, then the typical sample by start; the table empties
     /// (the next window keeps its own).
     pub fn take(&mut self) -> (Vec<SpanInstance>, u64) {
@@ -291,6 +305,15 @@ mod tests {
         assert_eq!(dropped, 10);
         assert_eq!(kept[0].end - kept[0].start, 1_000 + KEEP_SLOW as u64 + 9);
         assert_eq!(kept.last().map(|i| i.end - i.start), Some(1_010));
+        assert_eq!(k.floor(), 0, "an empty table takes every slow one");
+        for n in 0..KEEP_SLOW as u64 {
+            k.add(instance(2_000 + n, span_flags::SLOW, n));
+        }
+        // Full: only one slower than its fastest (2,000 ns) would stay.
+        assert_eq!(k.floor(), 2_001);
+        k.add(instance(2_001, span_flags::SLOW, 0));
+        assert_eq!(k.floor(), 2_002);
+        k.take();
         for n in 0..(KEEP_TYPICAL as u64 * 3) {
             k.add(instance(10, span_flags::TYPICAL, n));
         }
