@@ -1478,7 +1478,19 @@ mod tests {
             buckets: [0; SPAN_HIST_BUCKETS],
         };
         let mut w = WaitStats::ZERO;
-        for v in [0, 1, 5, 127, 128, 129, 1_000, 65_535, 65_536, 1 << 33, (1 << 34) - 1] {
+        for v in [
+            0,
+            1,
+            5,
+            127,
+            128,
+            129,
+            1_000,
+            65_535,
+            65_536,
+            1 << 33,
+            (1 << 34) - 1,
+        ] {
             h.count += 1;
             h.total_ns += v;
             h.max_ns = h.max_ns.max(v);

@@ -86,19 +86,12 @@ impl Hist {
     /// The lowest duration (bucket-exact: the bucket's lowest) at or above which lie
     /// `ceil(count × (1 − q))` instances; 0 when empty.
     pub fn at_quantile(&self, q: f64) -> u64 {
-        if self.count == 0 {
-            return 0;
-        }
-        // Less a millionth: 1 − 0.99 is not exactly 0.01 in binary.
-        let above = ((self.count as f64) * (1.0 - q) - 1e-6).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (b, n) in self.buckets.iter().enumerate().rev() {
-            seen += n;
-            if seen >= above {
-                return span_bucket_low(b);
-            }
-        }
-        0
+        let slowest_first = self.buckets.iter().enumerate().rev();
+        switchyard_model::quantile_low(
+            self.count,
+            slowest_first.map(|(b, n)| (span_bucket_low(b), *n)),
+            q,
+        )
     }
 
     /// (bucket's lowest ns, count) of the buckets that have any, ascending.

@@ -340,15 +340,36 @@ pub struct SpanAnatomy {
     /// stack depth or above): dropped, not timed.
     #[serde(default)]
     pub missed: u64,
-    /// Slow instances the kernel sent that the table of kept ones had no room for, and
-    /// those the ring buffer lost (their durations are in `hist`).
+    /// Slow instances the table of kept ones had no room for (sent and dropped, or counted
+    /// and not sent once it was full of slower ones), and those the ring buffer lost (their
+    /// durations are in `hist`).
     pub dropped: u64,
     /// At least this slow, an instance was sent whole: the threshold in force at the end.
     pub threshold_ns: u64,
-    /// One in this many of the faster instances was sent whole, for contrast (at the end).
+    /// One in this many instances was sent whole as a typical one, for contrast (at the end).
     pub typical_every: u64,
     /// The instances kept whole: the slowest, then the sample of typical ones.
     pub instances: Vec<SpanInstance>,
+}
+
+/// Quantile `q` of `count` durations in buckets given slowest first as (bucket's lowest
+/// value, count): the lowest value of the bucket at which ceil(count × (1 − q)) durations lie
+/// at or above (at least one); 0 when there are none. Spans' percentiles are read so, in the
+/// kernel's thresholds as in every figure.
+pub fn quantile_low(count: u64, slowest_first: impl Iterator<Item = (u64, u64)>, q: f64) -> u64 {
+    if count == 0 {
+        return 0;
+    }
+    // Less a millionth: 1 − 0.99 is not exactly 0.01 in binary.
+    let above = ((count as f64) * (1.0 - q) - 1e-6).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for (v, n) in slowest_first {
+        seen += n;
+        if seen >= above {
+            return v;
+        }
+    }
+    0
 }
 
 impl SpanAnatomy {
@@ -356,16 +377,7 @@ impl SpanAnatomy {
     /// of the bucket at which ceil(count × (1 − q)) instances lie at or above (at least one);
     /// 0 when none returned. The figures, the summary and explain all read percentiles so.
     pub fn at_quantile(&self, q: f64) -> u64 {
-        // Less a millionth: 1 − 0.99 is not exactly 0.01 in binary.
-        let above = ((self.count as f64) * (1.0 - q) - 1e-6).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (v, n) in self.hist.iter().rev() {
-            seen += n;
-            if seen >= above {
-                return *v;
-            }
-        }
-        0
+        quantile_low(self.count, self.hist.iter().rev().copied(), q)
     }
 
     /// The slowest instance: the longest kept whole, or the top bucket's lowest value when

@@ -190,6 +190,13 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// A row that did not run: its label, what it needed, and empty cells to the width.
+    pub fn missing_row(&mut self, label: &str, why: &str) {
+        let mut cells = vec![label.to_string(), format!("(needs {why})")];
+        cells.resize(self.head.len(), String::new());
+        self.rows.push(cells);
+    }
+
     pub fn render(&self) -> String {
         let mut out = format!(
             "| {} |\n|{}\n",

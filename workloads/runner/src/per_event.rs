@@ -14,8 +14,10 @@
 //! walker, `--unwind fp`) and call-frame information (`--unwind cfi`, the default), next to
 //! bpftrace taking the same stacks (frame pointers).
 //!
-//! The span rows (what `--span` costs per instance of the function) are in [`spans`].
+//! The span rows (what `--span` costs per instance of the function) are in [`spans`], and
+//! what its programs cost in the kernel, beside bpftrace's, in [`programs`].
 
+pub mod programs;
 pub mod spans;
 
 use std::{
@@ -725,7 +727,6 @@ pub fn table(section: Section, hz: u64, rows: &[(&Row, &[f64])]) -> String {
         return spans::table(rows);
     }
     let mut t = section_table(section);
-    let width = t.head.len();
     let find = |key: &str| rows.iter().find(|(r, s)| r.key == key && !s.is_empty());
     let Some((_, base)) = rows.first() else {
         return t.render();
@@ -735,9 +736,7 @@ pub fn table(section: Section, hz: u64, rows: &[(&Row, &[f64])]) -> String {
     let base = scaled(base);
     for (row, samples) in rows {
         if let Some(why) = &row.missing {
-            let mut cells = vec![row.label.clone(), format!("(needs {why})")];
-            cells.resize(width, String::new());
-            t.row(cells);
+            t.missing_row(&row.label, why);
             continue;
         }
         let v = scaled(samples);

@@ -789,6 +789,7 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
             knobs.switchyard.display()
         );
     }
+    let mut program_loops = Vec::new();
     if rows.iter().any(|r| r.section == per_event::Section::Span) {
         step(&format!(
             "building the span loops in {}",
@@ -803,6 +804,17 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
             }
         }
         spans::mark_unbuilt(&mut rows, &built);
+        // The programs are the same whatever the entry instruction: one native loop.
+        for (entry, why) in [
+            (spans::Entry::Push, &built.native),
+            (spans::Entry::Go, &built.go),
+        ] {
+            if why.is_none() {
+                for &rate in &knobs.span_rates {
+                    program_loops.push(spans::Loop { entry, rate });
+                }
+            }
+        }
     }
     let tcpu = per_event::other_cpu(knobs.cpu);
     let target = per_event::Target::start(&knobs, tcpu)?;
@@ -905,6 +917,16 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
          ratio is taken within each repeat (added ns over the same repeat's base, over the \
          anchor's added ns in that repeat)."
     );
+    if !program_loops.is_empty() && !interrupted {
+        match per_event::programs::run(&knobs, &program_loops, dir.path(), step) {
+            Ok(text) => println!(
+                "\nper span instance, in the kernel: each program's own run time (median of \
+                 {})\n\n{text}",
+                knobs.repeats
+            ),
+            Err(failure) => eprint!("{}", failure.render()),
+        }
+    }
     if interrupted {
         eprintln!(
             "interrupted: {complete} of {} repeats were complete",

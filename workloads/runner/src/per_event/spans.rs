@@ -54,7 +54,7 @@ pub struct Loop {
 
 impl Loop {
     /// The loop's binary in SPAN_DIR.
-    fn binary(self, k: &Knobs) -> PathBuf {
+    pub(super) fn binary(self, k: &Knobs) -> PathBuf {
         match self.entry {
             Entry::Push | Entry::Load => k.span_dir.join(C_LOOP),
             Entry::Go => k.span_dir.join(GO_LOOP),
@@ -62,7 +62,7 @@ impl Loop {
     }
 
     /// The function it calls.
-    fn symbol(self) -> &'static str {
+    pub(super) fn symbol(self) -> &'static str {
         match self.entry {
             Entry::Push => "work_push",
             Entry::Load => "work_load",
@@ -84,7 +84,7 @@ impl Loop {
     }
 
     /// How its rows' labels start.
-    fn name(self) -> String {
+    pub(super) fn name(self) -> String {
         let first = match self.entry {
             Entry::Push => "C, `push %rbp` first",
             Entry::Load => "C, `mov 0x0(%rip),%rax` first",
@@ -233,7 +233,6 @@ pub fn mark_unbuilt(rows: &mut [Row], built: &Built) {
 /// repeat order), group by group (each loop's rows follow its untraced one).
 pub fn table(rows: &[(&Row, &[f64])]) -> String {
     let mut t = head();
-    let width = t.head.len();
     let mut start = 0;
     while start < rows.len() {
         let group = rows[start].0.span;
@@ -241,7 +240,7 @@ pub fn table(rows: &[(&Row, &[f64])]) -> String {
             .iter()
             .position(|(r, _)| r.span != group)
             .map_or(rows.len(), |n| start + n);
-        group_rows(&mut t, width, &rows[start..end]);
+        group_rows(&mut t, &rows[start..end]);
         start = end;
     }
     t.render()
@@ -260,12 +259,12 @@ pub fn head() -> Table {
 }
 
 /// Each repeat's `a - b`.
-fn minus(a: &[f64], b: &[f64]) -> Vec<f64> {
+pub(super) fn minus(a: &[f64], b: &[f64]) -> Vec<f64> {
     a.iter().zip(b).map(|(x, y)| x - y).collect()
 }
 
 /// A figure in ns with its min–max over the repeats.
-fn ns_cell(v: &[f64]) -> String {
+pub(super) fn ns_cell(v: &[f64]) -> String {
     match spread(v) {
         None => "–".into(),
         Some(s) if s.n == 1 => grouped(s.median, 0),
@@ -279,7 +278,7 @@ fn ns_cell(v: &[f64]) -> String {
 }
 
 /// One loop's rows: the first is its untraced run.
-fn group_rows(t: &mut Table, width: usize, rows: &[(&Row, &[f64])]) {
+fn group_rows(t: &mut Table, rows: &[(&Row, &[f64])]) {
     let find = |key: &str| {
         rows.iter()
             .find(|(r, s)| r.key == key && r.missing.is_none() && !s.is_empty())
@@ -288,9 +287,7 @@ fn group_rows(t: &mut Table, width: usize, rows: &[(&Row, &[f64])]) {
     let Some(base) = find("untraced") else {
         for (row, _) in rows {
             let why = row.missing.as_deref().unwrap_or("its untraced run");
-            let mut cells = vec![row.label.clone(), format!("(needs {why})")];
-            cells.resize(width, String::new());
-            t.row(cells);
+            t.missing_row(&row.label, why);
         }
         return;
     };
@@ -300,9 +297,7 @@ fn group_rows(t: &mut Table, width: usize, rows: &[(&Row, &[f64])]) {
     let go = rows[0].0.span.is_some_and(|l| l.entry == Entry::Go);
     for (row, samples) in rows {
         if let Some(why) = &row.missing {
-            let mut cells = vec![row.label.clone(), format!("(needs {why})")];
-            cells.resize(width, String::new());
-            t.row(cells);
+            t.missing_row(&row.label, why);
             continue;
         }
         let Some(median) = spread(samples) else {
