@@ -61,7 +61,7 @@ fn off_thread(tr: &mut GoTrack, now: u64, state: u32, reason: u32) {
         tr.acc = add_since(tr.acc, c, tr.base);
     } else {
         // Off already (a leaving whose coming on was not seen): its time so far is kept.
-        settle(tr, now);
+        settle(tr, now, NO_WAKER);
     }
     tr.tid = 0;
     tr.state = state;
@@ -70,9 +70,13 @@ fn off_thread(tr: &mut GoTrack, now: u64, state: u32, reason: u32) {
     tr.park_stack = -1;
 }
 
-/// `tr`'s time off its thread, from `off_at` to now, into its parts.
+/// Who made a goroutine ready: the thread, and its user stack (-1: not seen).
+const NO_WAKER: (u32, i32) = (0, -1);
+
+/// `tr`'s time off its thread, from `off_at` to now, into its parts; `waker`: who ends a
+/// park now, when known.
 #[inline(always)]
-fn settle(tr: &mut GoTrack, now: u64) {
+fn settle(tr: &mut GoTrack, now: u64, waker: (u32, i32)) {
     let took = now.saturating_sub(tr.off_at);
     if tr.off_at == 0 || took == 0 {
         return;
@@ -80,23 +84,30 @@ fn settle(tr: &mut GoTrack, now: u64) {
     if tr.state == go_sched::RUNNABLE {
         tr.time.sched_ns += took;
     } else if tr.state == go_sched::PARKED {
-        parked(&mut tr.time, tr.reason, took, tr.park_stack);
+        parked(&mut tr.time, tr.reason, took, tr.park_stack, waker);
     }
     tr.off_at = now;
 }
 
-/// `ns` parked for `reason` into its slot; a new slot keeps this park's stack.
+/// `ns` parked for `reason` into its slot; a new slot keeps this park's stack, and a slot
+/// the waker of its longest park seen.
 #[inline(always)]
-fn parked(t: &mut GoTime, reason: u32, ns: u64, user: i32) {
+fn parked(t: &mut GoTime, reason: u32, ns: u64, user: i32, waker: (u32, i32)) {
     for i in 0..GO_PARK_SLOTS {
         let p = &mut t.parked[i];
         if p.reason == 0 {
             p.reason = reason;
             p.user_stack = user;
+            p.waker_stack = -1;
         }
         if p.reason == reason {
             p.count += 1;
             p.ns += ns;
+            if waker.1 >= 0 && ns > p.longest_ns {
+                p.longest_ns = ns;
+                p.waker_tid = waker.0;
+                p.waker_stack = waker.1;
+            }
             return;
         }
     }
@@ -142,7 +153,7 @@ pub fn track(g: u64, tid: u32, now: u64) -> Option<&'static mut GoTrack> {
         let tr = unsafe { &mut *tr };
         if tr.state != go_sched::ON || tr.tid != tid {
             // Running, though its coming on was not seen.
-            settle(tr, now);
+            settle(tr, now, NO_WAKER);
             on_thread(tr, tid, now);
         }
         return Some(tr);
@@ -206,7 +217,7 @@ pub fn go_sched(ctx: ProbeContext) -> u32 {
     let tid = pid_tgid as u32;
     match kind {
         go_sched::EXECUTE => {
-            settle(tr, now);
+            settle(tr, now, NO_WAKER);
             on_thread(tr, tid, now);
         }
         go_sched::PARK => {
@@ -216,13 +227,6 @@ pub fn go_sched(ctx: ProbeContext) -> u32 {
         go_sched::YIELD => off_thread(tr, now, go_sched::RUNNABLE, 0),
         go_sched::PREEMPT_PARK => {
             off_thread(tr, now, go_sched::PARKED, go_sched::PREEMPTED + 1);
-        }
-        go_sched::READY => {
-            if tr.state == go_sched::PARKED {
-                settle(tr, now);
-                tr.state = go_sched::RUNNABLE;
-                tr.off_at = now;
-            }
         }
         go_sched::ASSIST_ENTRY => {
             let c = totals(tr, tid, now);
@@ -237,5 +241,33 @@ pub fn go_sched(ctx: ProbeContext) -> u32 {
         }
         _ => {}
     }
+    0
+}
+
+/// `runtime.ready(gp, …)`: a goroutine made ready to run, and by whom. A program of its own,
+/// so that each program walks one stack (the verifier explores a walk once per way into it).
+/// `ready` runs on the system stack (`goready` calls it through `runtime.systemstack`),
+/// which keeps the waking goroutine's frame pointer: the walk from here crosses to that
+/// goroutine's own frames, where it released what the parked one waited for.
+#[uprobe]
+pub fn go_ready(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !is_target((pid_tgid >> 32) as u32) {
+        return 0;
+    }
+    // SAFETY: the probe's own registers: the first argument, in Go's register ABI.
+    let g = unsafe { core::ptr::read_volatile(&(*ctx.regs).rax) };
+    let Some(tr) = tracked(g) else {
+        return 0;
+    };
+    if tr.state != go_sched::PARKED {
+        return 0;
+    }
+    let waker = (pid_tgid as u32, stack(&ctx));
+    // SAFETY: a helper with no arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    settle(tr, now, waker);
+    tr.state = go_sched::RUNNABLE;
+    tr.off_at = now;
     0
 }

@@ -526,6 +526,9 @@ fn go_parts(s: &mut SpanInstance, g: u64, tid: u32, now: u64) {
         let p = &mut s.go.parked[i];
         p.reason = t.parked[i].reason;
         p.user_stack = t.parked[i].user_stack;
+        p.waker_tid = t.parked[i].waker_tid;
+        p.waker_stack = t.parked[i].waker_stack;
+        p.longest_ns = t.parked[i].longest_ns;
         p.ns = t.parked[i].ns.saturating_sub(p.ns);
         p.count = t.parked[i].count.saturating_sub(p.count);
     }

@@ -129,6 +129,9 @@ struct Walk {
     generation: u32,
     /// 1 when the byte before the first pc is an int3.
     after_int3: u32,
+    /// 1 once the frame-pointer chain has crossed to a stack below (see
+    /// `frame_pointer_step`).
+    crossed: u32,
     /// The address of the return probes' trampoline in this process when the task has return
     /// addresses replaced by it; 0 otherwise.
     trampoline: u64,
@@ -191,6 +194,7 @@ pub fn user_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) -> i3
         reason: NO_REASON,
         generation: UNWIND_GENERATION.get(0).copied().unwrap_or(0),
         after_int3: after_int3 as u32,
+        crossed: 0,
         trampoline: 0,
         return_instance: 0,
         // An unknown number to the verifier, as every later value: a 0 here would make it tell
@@ -535,8 +539,15 @@ fn frame_pointer_step(w: &mut Walk, reason: u32) -> Option<bool> {
         return Some(false);
     };
     if w.bp < w.sp {
-        w.reason = reason;
-        return Some(false);
+        // A caller's frame below its callee's: a loop, or another stack. Go's systemstack
+        // runs a function on the thread's own stack (g0) with rbp still the goroutine's frame
+        // pointer, so a Go chain crosses once to the goroutine's stack, wherever it lies; it
+        // then grows upwards again. Only where frame pointers are all there is.
+        if reason != NO_REASON || w.crossed != 0 {
+            w.reason = reason;
+            return Some(false);
+        }
+        w.crossed = 1;
     }
     w.pc_slot = w.bp + 8;
     w.sp = w.bp + 16;

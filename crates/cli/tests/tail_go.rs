@@ -142,4 +142,28 @@ fn a_go_spans_anatomy_matches_the_programs_own_account() {
         "{first:#}"
     );
     assert_eq!(first["site"], "parked: sync.Mutex.Lock in main.handle");
+    // Who made them ready: a goroutine unlocking the table, the compactor after its sleep
+    // under the lock, or a handler the lock passed through after it. `ready` runs on the
+    // system stack; the walk from there crosses to the waking goroutine's frames, down to
+    // its start (a walk that stopped at runtime.systemstack would name the runtime).
+    let culprit = &first["culprit"];
+    let doing = culprit["doing"].as_str().unwrap();
+    assert!(
+        ["a goroutine in main.compact", "a goroutine in main.handle"].contains(&doing),
+        "{first:#}"
+    );
+    let frames: Vec<&str> = culprit["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(frames.last(), Some(&"runtime.goexit"), "{first:#}");
+    assert!(
+        first["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("made ready by {doing} (thread requests)")),
+        "{first:#}"
+    );
 }

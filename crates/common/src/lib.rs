@@ -273,6 +273,8 @@ pub mod programs {
     pub const SPAN_ENTER_GO: &str = "span_enter_go";
     pub const SPAN_EXIT_GO: &str = "span_exit_go";
     pub const GO_SCHED: &str = "go_sched";
+    /// `runtime.ready`, apart: it walks the waker's stack.
+    pub const GO_READY: &str = "go_ready";
     /// Empty programs on the same attach points, for `switchyard floor` only.
     pub const FLOOR_SYS_ENTER: &str = "floor_sys_enter";
     pub const FLOOR_SYS_EXIT: &str = "floor_sys_exit";
@@ -1066,7 +1068,13 @@ pub struct GoPark {
     pub ns: u64,
     /// Of the slot's first park: the goroutine's user stack where it parked (-1: not taken).
     pub user_stack: i32,
+    /// Of the slot's longest park whose waker was seen: the thread that made the goroutine
+    /// ready, and its user stack there (through `runtime.systemstack`, the waking
+    /// goroutine's; -1: not taken).
+    pub waker_tid: u32,
+    pub waker_stack: i32,
     pub _pad: u32,
+    pub longest_ns: u64,
 }
 
 /// A goroutine's (or a Go span instance's) time beyond its threads' counters.
@@ -1080,7 +1088,7 @@ pub struct GoTime {
     pub other_parked_ns: u64,
     pub parked: [GoPark; GO_PARK_SLOTS],
 }
-const _: () = assert!(core::mem::size_of::<GoTime>() == 32 + 24 * GO_PARK_SLOTS);
+const _: () = assert!(core::mem::size_of::<GoTime>() == 32 + 40 * GO_PARK_SLOTS);
 
 /// A goroutine with a Go span open, followed from thread to thread (`GO_TRACKS`, by its g).
 /// Its time on threads is the threads' counters (on CPU, blocked, waiting for a CPU) while it

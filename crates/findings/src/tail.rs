@@ -172,11 +172,22 @@ fn go_park_detail(cx: &Ctx, group: &[&SpanInstance], key: &Key, f: &mut Finding)
         return;
     };
     let mut at: BTreeMap<String, u64> = BTreeMap::new();
+    // Who made them ready, by where the waker was: ns, a thread, its frames.
+    let mut wakers: BTreeMap<String, (u64, u32, Vec<String>)> = BTreeMap::new();
     for g in group.iter().filter_map(|i| i.go_time.as_ref()) {
         for p in g.parked.iter().filter(|p| p.reason == reason) {
             let parked_at = stack_frames(cx, p.stack);
             if !parked_at.is_empty() {
                 *at.entry(classify::site(&parked_at)).or_default() += p.ns;
+            }
+            let woke_at = stack_frames(cx, p.waker_stack);
+            if !woke_at.is_empty() {
+                let e = wakers.entry(classify::site(&woke_at)).or_insert((
+                    0,
+                    p.waker_tid,
+                    classify::user_names(&woke_at),
+                ));
+                e.0 += p.ns;
             }
         }
     }
@@ -185,7 +196,22 @@ fn go_park_detail(cx: &Ctx, group: &[&SpanInstance], key: &Key, f: &mut Finding)
     {
         f.site = format!("{GO_PARK}{reason} in {site}");
     }
+    // A goroutine is made ready on the system stack; the walk from there crosses to the
+    // waking goroutine's frames, so the site is where that goroutine released it.
+    if let Some((site, (_, tid, frames))) = wakers.into_iter().max_by_key(|(_, (ns, ..))| *ns) {
+        let doing = if site.is_empty() || site.starts_with("runtime.") {
+            GO_RUNTIME_WAKER.to_string()
+        } else {
+            format!("{GO_WAKER}{site}")
+        };
+        f.culprit = Some(cx.thread_culprit(tid, doing, frames));
+    }
 }
+
+/// A Go park's culprit's `doing`: a goroutine, where it made the parked one ready.
+const GO_WAKER: &str = "a goroutine in ";
+/// … or the runtime itself (a timer, the scheduler, the network poller).
+const GO_RUNTIME_WAKER: &str = "the Go runtime";
 
 /// The kind of a Go wait reason (`runtime.waitReasonStrings`' names): sync's locks, the
 /// network poller, channels, timers, the GC's own waits.
@@ -676,6 +702,11 @@ fn what(key: &Key, f: &Finding) -> String {
             } else {
                 format!(", {}", escape(&c.doing))
             }
+        ),
+        Some(c) if site.starts_with(GO_PARK) => format!(
+            "{base}, made ready by {} (thread {})",
+            escape(&c.doing),
+            escape(&c.thread)
         ),
         Some(c) if kind == Kind::Lock => format!(
             "{base}, released by {}, which was {} holding it",

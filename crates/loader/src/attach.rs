@@ -550,16 +550,14 @@ fn attach_spans(ebpf: &mut Ebpf, spans: &[Span], tgid: u32) -> Result<(), Error>
 }
 
 /// The Go scheduler's probes that follow a goroutine with a span open from thread to thread
-/// (`go_sched`): entry probes past each function's stack check, and the GC assist's body and
-/// `RET`s. A symbol another Go version lacks is left out; the scheduler's own are required.
+/// (`go_sched`, and `go_ready` for `runtime.ready`): entry probes past each function's stack
+/// check, and the GC assist's body and `RET`s. A symbol another Go version lacks is left out;
+/// the scheduler's own are required.
 fn attach_go_sched(
     ebpf: &mut Ebpf,
     binary: &std::path::Path,
     scope: UProbeScope,
 ) -> Result<(), Error> {
-    let name = programs::GO_SCHED;
-    let program: &mut UProbe = program(ebpf, name)?;
-    loaded(name, program.load())?;
     let symbols: Vec<&str> = go_sched::SYMBOLS.iter().map(|(_, s)| *s).collect();
     let offsets = goprologue::probe_offsets(binary, &symbols);
     let mut at: Vec<(u32, &str, u64)> = go_sched::SYMBOLS
@@ -583,21 +581,28 @@ fn attach_go_sched(
         );
         at.push((go_sched::ASSIST_ENTRY, go_sched::ASSIST, p.entry));
     }
-    for (kind, symbol, offset) in at {
-        program
-            .attach(
-                UProbeAttachPoint {
-                    location: UProbeAttachLocation::SymbolOffset(symbol, offset),
-                    cookie: Some(u64::from(kind)),
-                },
-                binary,
-                scope,
-            )
-            .map_err(|source| Error::Uprobe {
-                symbol: symbol.to_string(),
-                binary: binary.display().to_string(),
-                source: Box::new(source),
-            })?;
+    for name in [programs::GO_SCHED, programs::GO_READY] {
+        let program: &mut UProbe = program(ebpf, name)?;
+        loaded(name, program.load())?;
+        let mine = at
+            .iter()
+            .filter(|(kind, ..)| (*kind == go_sched::READY) == (name == programs::GO_READY));
+        for &(kind, symbol, offset) in mine {
+            program
+                .attach(
+                    UProbeAttachPoint {
+                        location: UProbeAttachLocation::SymbolOffset(symbol, offset),
+                        cookie: Some(u64::from(kind)),
+                    },
+                    binary,
+                    scope,
+                )
+                .map_err(|source| Error::Uprobe {
+                    symbol: symbol.to_string(),
+                    binary: binary.display().to_string(),
+                    source: Box::new(source),
+                })?;
+        }
     }
     Ok(())
 }
@@ -792,6 +797,7 @@ mod tests {
             programs::SPAN_ENTER_GO,
             programs::SPAN_EXIT_GO,
             programs::GO_SCHED,
+            programs::GO_READY,
             programs::FLOOR_SYS_ENTER,
             programs::FLOOR_SYS_EXIT,
             programs::FLOOR_SCHED_SWITCH,

@@ -901,16 +901,27 @@ fn go_time(
     for p in t.parked.iter().filter(|p| p.reason != 0 && p.ns != 0) {
         let reason = crate::goreasons::name(reasons, p.reason);
         // Two numbers can share a name (an unnamed one): one entry each name.
+        let waker_stack = stack(p.waker_stack);
+        let waker_tid = if waker_stack.is_some() {
+            p.waker_tid
+        } else {
+            0
+        };
         match parked.iter_mut().find(|q| q.reason == reason) {
             Some(q) => {
                 q.ns += p.ns;
                 q.count += p.count;
+                if q.waker_stack.is_none() {
+                    (q.waker_tid, q.waker_stack) = (waker_tid, waker_stack);
+                }
             }
             None => parked.push(switchyard_model::GoParked {
                 reason,
                 count: p.count,
                 ns: p.ns,
                 stack: stack(p.user_stack),
+                waker_tid,
+                waker_stack,
             }),
         }
     }

@@ -328,6 +328,7 @@ impl Probes {
             programs::SPAN_ENTER_GO,
             programs::SPAN_EXIT_GO,
             programs::GO_SCHED,
+            programs::GO_READY,
             programs::CONTENTION_BEGIN,
             programs::CONTENTION_END,
             programs::ONCPU,

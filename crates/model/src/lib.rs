@@ -462,6 +462,13 @@ pub struct GoParked {
     /// Of the first park with this reason: where the goroutine parked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<u32>,
+    /// Of the longest park with this reason whose end was seen: the thread that made the
+    /// goroutine ready, and its stack there (the waking goroutine's frames; the runtime's
+    /// own where the scheduler, a timer or the network poller did).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub waker_tid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waker_stack: Option<u32>,
 }
 
 fn is_zero_u32(v: &u32) -> bool {
