@@ -328,21 +328,26 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
         p999: a.at_quantile(0.999),
         max,
     };
-    let slow: Vec<&SpanInstance> = a
+    // The slowest 1%: exactly ceil(count / 100) instances (at least one), the slowest kept
+    // whole from the P99 up. The P99 is a bucket's lowest value, and instances in its bucket
+    // below the true P99 would join the group by that alone.
+    let expected = a.count.div_ceil(100).max(1);
+    let mut slow: Vec<&SpanInstance> = a
         .instances
         .iter()
         .filter(|i| i.slow && i.duration_ns >= p99)
         .collect();
+    slow.sort_by_key(|i| std::cmp::Reverse(i.duration_ns));
+    slow.truncate(expected as usize);
     let typical: Vec<&SpanInstance> = a
         .instances
         .iter()
         .filter(|i| !i.slow && i.duration_ns < p99)
         .collect();
     let mut notes = Vec::new();
-    let expected = a.count - quantile_count_below(a, p99);
     if (slow.len() as u64) < expected {
         notes.push(format!(
-            "{} of the {expected} instances from the P99 up were kept whole ({} lost or not sent)",
+            "{} of the {expected} instances of the slowest 1% were kept whole ({} lost or not sent)",
             slow.len(),
             expected - slow.len() as u64
         ));
@@ -531,15 +536,6 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
         },
         notes,
     }
-}
-
-/// Instances below `v` in the histogram.
-fn quantile_count_below(a: &SpanAnatomy, v: u64) -> u64 {
-    a.hist
-        .iter()
-        .filter(|(low, _)| *low < v)
-        .map(|(_, n)| n)
-        .sum()
 }
 
 /// The finding for one cause over a group: its threads, site and culprit.
