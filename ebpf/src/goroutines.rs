@@ -53,10 +53,11 @@ fn on_thread(tr: &mut GoTrack, tid: u32, now: u64) {
     tr.base = counters(tid, now);
 }
 
-/// `tr` leaves its thread now, into `state`.
+/// `tr` leaves its thread now, into `state`; `tid`: the thread the probe runs on. A goroutine
+/// followed on another thread left that one unseen: its time there is not known.
 #[inline(always)]
-fn off_thread(tr: &mut GoTrack, now: u64, state: u32, reason: u32) {
-    if tr.state == go_sched::ON && tr.tid != 0 {
+fn off_thread(tr: &mut GoTrack, tid: u32, now: u64, state: u32, reason: u32) {
+    if tr.state == go_sched::ON && tr.tid == tid && tid != 0 {
         let c = counters(tr.tid, now);
         tr.acc = add_since(tr.acc, c, tr.base);
     } else {
@@ -221,12 +222,12 @@ pub fn go_sched(ctx: ProbeContext) -> u32 {
             on_thread(tr, tid, now);
         }
         go_sched::PARK => {
-            off_thread(tr, now, go_sched::PARKED, (rcx & 0xff) as u32 + 1);
+            off_thread(tr, tid, now, go_sched::PARKED, (rcx & 0xff) as u32 + 1);
             tr.park_stack = stack(&ctx);
         }
-        go_sched::YIELD => off_thread(tr, now, go_sched::RUNNABLE, 0),
+        go_sched::YIELD => off_thread(tr, tid, now, go_sched::RUNNABLE, 0),
         go_sched::PREEMPT_PARK => {
-            off_thread(tr, now, go_sched::PARKED, go_sched::PREEMPTED + 1);
+            off_thread(tr, tid, now, go_sched::PARKED, go_sched::PREEMPTED + 1);
         }
         go_sched::ASSIST_ENTRY => {
             let c = totals(tr, tid, now);

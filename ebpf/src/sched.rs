@@ -41,7 +41,7 @@ use crate::{
     shared::{current_comm, drop_event, is_target, start_ns},
     spans,
     stacks::{KEYS, add, blocked_kernel_stack, stacks_on, user_stack},
-    threads::{thread, thread_entry},
+    threads::{LAST_SWITCH, thread, thread_entry},
     timeline,
 };
 
@@ -103,16 +103,6 @@ struct Interval {
     flush: u32,
     _pad: u32,
 }
-
-/// The time of the last switch reported on this CPU.
-///
-/// Some switches are never reported: on this machine kind, a switch to one of the
-/// hypervisor agent's threads is reported, but not the switch back from it, so the thread
-/// that runs next was never seen to switch in. When such a thread switches out, its
-/// switch-in is taken to be this CPU's last reported switch, the latest it can have been
-/// seen: its on-CPU and off-CPU intervals then still add up to the window, never overlap.
-#[map]
-static LAST_SWITCH: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
 #[map]
 static SWITCH_OUT: PerCpuArray<Interval> = PerCpuArray::with_max_entries(1, 0);

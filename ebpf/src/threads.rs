@@ -34,6 +34,16 @@ static THREAD_SPILL: HashMap<u32, ThreadStats> =
 #[map]
 static ZERO_THREAD: PerCpuArray<ThreadStats> = PerCpuArray::with_max_entries(1, 0);
 
+/// The time of the last switch reported on this CPU.
+///
+/// Some switches are never reported: on this machine kind, a switch to one of the
+/// hypervisor agent's threads is reported, but not the switch back from it, so the thread
+/// that runs next was never seen to switch in. When such a thread switches out, its
+/// switch-in is taken to be this CPU's last reported switch, the latest it can have been
+/// seen: its on-CPU and off-CPU intervals then still add up to the window, never overlap.
+#[map]
+pub static LAST_SWITCH: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
 /// Set by the loader before load: `THREADS`' size minus one.
 #[unsafe(no_mangle)]
 static THREAD_MASK: u32 = 0;
@@ -92,11 +102,17 @@ pub fn thread_entry(tid: u32) -> Option<*mut ThreadStats> {
     Some(s)
 }
 
-/// The thread's time on CPU so far, counted to `now`: its switch-outs add what ran before
-/// them, the run in progress is added here.
+/// The time on CPU so far, counted to `now`, of the thread that runs now (a probe in it
+/// fired): its switch-outs add what ran before them, the run in progress is added here. When
+/// its switch-in was not reported (see `LAST_SWITCH`), the run began at this CPU's last
+/// reported switch, as its switch-out will take it: counted from its last switch-in instead,
+/// the time it spent off CPU since would count as on CPU, and again at that switch-out.
 #[inline(always)]
 pub fn oncpu_so_far(t: &ThreadStats, now: u64) -> u64 {
-    let since = if t.last_in != 0 {
+    let since = if t.last_out != 0 && t.last_in <= t.last_out {
+        let here = LAST_SWITCH.get(0).copied().unwrap_or(0);
+        if here > t.last_out { here } else { t.last_out }
+    } else if t.last_in != 0 {
         t.last_in
     } else {
         start_ns()
@@ -104,15 +120,22 @@ pub fn oncpu_so_far(t: &ThreadStats, now: u64) -> u64 {
     t.oncpu_ns + now.saturating_sub(since)
 }
 
-/// The entry of thread `tid`, which runs now (a probe in it fired): one created here starts
-/// its time on CPU now. Created zeroed, its next switch-in would take the thread as off CPU
-/// since the recording's start, and its time on CPU as counted from the start too.
+/// The entry of thread `tid`, which runs now (a probe in it fired): one created here while
+/// recording starts its time on CPU now. Created zeroed, its next switch-in would take the
+/// thread as off CPU since the recording's start, and its time on CPU as counted from the
+/// start too. Before the start it stays zeroed: the switches that follow are not seen until
+/// then, and a thread that blocks before the start and sleeps through the recording would
+/// read as on CPU for all of it.
 #[inline(always)]
 pub fn running_thread_entry(tid: u32, now: u64) -> Option<*mut ThreadStats> {
     if let Some(t) = thread(tid) {
         return Some(t);
     }
     let t = thread_entry(tid)?;
+    let start = start_ns();
+    if start == 0 || start == u64::MAX {
+        return Some(t);
+    }
     // SAFETY: the entry is this running thread's, just made.
     unsafe {
         if (*t).last_in == 0 && (*t).last_out == 0 {
