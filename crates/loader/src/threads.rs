@@ -42,6 +42,13 @@ pub(crate) fn seed(ebpf: &mut Ebpf, tid: u32, mut entry: ThreadStats) -> Result<
         if claims.insert(slot, tid, BPF_NOEXIST).is_ok() {
             true
         } else if claims.get(&slot, 0).ok() == Some(tid) {
+            let mut threads: Array<&mut MapData, ThreadStats> =
+                Array::try_from(map_mut(ebpf, maps::THREADS)?).map_err(map_err(maps::THREADS))?;
+            if let Ok(mut made) = threads.get(&slot, 0)
+                && adopt(&mut made, &entry)
+            {
+                threads.set(slot, made, 0).map_err(map_err(maps::THREADS))?;
+            }
             return Ok(());
         } else {
             false
@@ -68,8 +75,33 @@ pub(crate) fn seed(ebpf: &mut Ebpf, tid: u32, mut entry: ThreadStats) -> Result<
         HashMap::try_from(map_mut(ebpf, maps::THREAD_SPILL)?)
             .map_err(map_err(maps::THREAD_SPILL))?;
     // An entry there already is the kernel side's, for a thread that switched since.
-    let _ = spill.insert(tid, entry, BPF_NOEXIST);
+    if spill.insert(tid, entry, BPF_NOEXIST).is_err()
+        && let Ok(mut made) = spill.get(&tid, 0)
+        && adopt(&mut made, &entry)
+    {
+        let _ = spill.insert(tid, made, 0);
+    }
     Ok(())
+}
+
+/// An entry a probe made in its running thread before the start (a span's, the Go
+/// scheduler's) takes the seed's process, state and clocks, and keeps the rest: its switches
+/// are not seen until the start, so it knows nothing of them, and kept as made it would read
+/// as a thread of no process, running since the start. True when it changed.
+fn adopt(made: &mut ThreadStats, seed: &ThreadStats) -> bool {
+    let switched =
+        made.last_in != 0 || made.last_out != 0 || made.voluntary != 0 || made.involuntary != 0;
+    if switched {
+        return false;
+    }
+    made.tgid = seed.tgid;
+    made.last_out = seed.last_out;
+    made.last_out_involuntary = seed.last_out_involuntary;
+    made.in_syscall = seed.in_syscall;
+    made.state = seed.state;
+    made.user_stack = seed.user_stack;
+    made.kernel_stack = seed.kernel_stack;
+    true
 }
 
 /// Every thread's entry, by tid.
@@ -147,5 +179,42 @@ pub(crate) fn release(ebpf: &mut Ebpf, tid: u32) -> Option<ThreadStats> {
         entry.or(released)
     } else {
         released
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zeroed() -> ThreadStats {
+        // SAFETY: ThreadStats is plain integers (aya::Pod); all-zero is a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+
+    #[test]
+    fn an_entry_made_before_the_start_takes_the_seeds_state_and_keeps_its_span() {
+        let mut seed = zeroed();
+        (seed.tgid, seed.last_out, seed.in_syscall, seed.state) = (7, 1, 1, 1);
+        (seed.user_stack, seed.kernel_stack) = (-1, -1);
+        let mut made = zeroed();
+        made.tid = 9;
+        made.span.index = 1;
+        assert!(adopt(&mut made, &seed));
+        assert_eq!(
+            (
+                made.tid,
+                made.tgid,
+                made.last_out,
+                made.in_syscall,
+                made.state
+            ),
+            (9, 7, 1, 1, 1)
+        );
+        assert_eq!((made.span.index, made.user_stack), (1, -1));
+        // One that switched counted since: it keeps what it counted.
+        let mut switched = zeroed();
+        switched.last_in = 5;
+        assert!(!adopt(&mut switched, &seed));
+        assert_eq!(switched.tgid, 0);
     }
 }
