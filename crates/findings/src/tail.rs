@@ -384,7 +384,7 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
     }
     if a.dropped > 0 {
         notes.push(format!(
-            "{} instances sent whole were not kept (the table of the slowest was full, or the ring buffer: until the first threshold, 100 ms in, every instance is sent)",
+            "{} slow instances were not kept whole (the table of the slowest was full of slower ones, or the ring buffer was: until the first threshold, 100 ms in, every instance is sent)",
             a.dropped
         ));
     }
