@@ -9,7 +9,7 @@ use aya_ebpf::{
 };
 use switchyard_common::{MAX_THREADS, ThreadStats, drops};
 
-use crate::shared::{drop_event, start_ns};
+use crate::shared::{drop_event, recording, start_ns};
 
 /// Each thread's state, in the slot `tid & THREAD_MASK`. An array, not a hash: its lookup is
 /// inlined by the verifier, where a hash lookup cost ~60 ns here, and a switch between two
@@ -109,13 +109,16 @@ pub fn thread_entry(tid: u32) -> Option<*mut ThreadStats> {
 /// the time it spent off CPU since would count as on CPU, and again at that switch-out.
 #[inline(always)]
 pub fn oncpu_so_far(t: &ThreadStats, now: u64) -> u64 {
+    let start = start_ns();
     let since = if t.last_out != 0 && t.last_in <= t.last_out {
+        // No earlier than the start either, as the switch-out takes it: a thread seeded
+        // asleep has `last_out` 1, and this CPU may have reported no switch yet.
         let here = LAST_SWITCH.get(0).copied().unwrap_or(0);
-        if here > t.last_out { here } else { t.last_out }
+        here.max(t.last_out).max(start)
     } else if t.last_in != 0 {
         t.last_in
     } else {
-        start_ns()
+        start
     };
     t.oncpu_ns + now.saturating_sub(since)
 }
@@ -132,8 +135,7 @@ pub fn running_thread_entry(tid: u32, now: u64) -> Option<*mut ThreadStats> {
         return Some(t);
     }
     let t = thread_entry(tid)?;
-    let start = start_ns();
-    if start == 0 || start == u64::MAX {
+    if !recording() {
         return Some(t);
     }
     // SAFETY: the entry is this running thread's, just made.
