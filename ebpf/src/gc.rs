@@ -11,7 +11,7 @@ use aya_ebpf::{
 };
 use switchyard_common::{GcEvent, drops, gc};
 
-use crate::shared::{drop_event, is_target, recording};
+use crate::shared::{RING_NO_WAKEUP, drop_event, is_target, recording};
 
 #[map]
 static GC_EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
@@ -39,7 +39,7 @@ pub fn go_gc(ctx: ProbeContext) -> u32 {
         kind,
         tid: pid_tgid as u32,
     };
-    if GC_EVENTS.output::<GcEvent>(&event, 0).is_err() {
+    if GC_EVENTS.output::<GcEvent>(&event, RING_NO_WAKEUP).is_err() {
         drop_event(drops::GC_EVENTS_FULL);
     }
     0

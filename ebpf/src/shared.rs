@@ -83,6 +83,12 @@ pub fn current_comm() -> [u64; 2] {
     ]
 }
 
+/// The flags every ring buffer output commits with: no wake-up. User space drains the rings
+/// on its own timer and never sleeps on them, so the wake-up a commit would otherwise raise
+/// when the reader has caught up (an irq_work self-interrupt, which exits to the hypervisor
+/// in a VM) would be paid by the target for nothing.
+pub const RING_NO_WAKEUP: u64 = 1;
+
 /// Counts one event that could not be recorded.
 #[inline(always)]
 pub fn drop_event(reason: u32) {

@@ -26,7 +26,7 @@ use switchyard_common::{
 
 use crate::{
     goroutines::{release, totals, track},
-    shared::{current_comm, drop_event, is_target, mix, recording, start_ns},
+    shared::{RING_NO_WAKEUP, current_comm, drop_event, is_target, mix, recording, start_ns},
     threads::{oncpu_so_far, running_thread_entry, thread},
 };
 
@@ -281,7 +281,10 @@ fn finish(s: &mut SpanInstance, span: u32, now: u64, tid: u32, kind: u32) {
     if flag != 0 {
         clear_unused(s, kind & span_flags::GO != 0);
         s.flags = kind | flag;
-        if SPAN_EVENTS.output::<SpanInstance>(&*s, 0).is_err() {
+        if SPAN_EVENTS
+            .output::<SpanInstance>(&*s, RING_NO_WAKEUP)
+            .is_err()
+        {
             drop_event(drops::SPAN_EVENTS_FULL);
         }
     }

@@ -5,7 +5,7 @@
 use aya_ebpf::{helpers::bpf_get_smp_processor_id, macros::map, maps::RingBuf};
 use switchyard_common::{TimelineEvent, drops};
 
-use crate::shared::drop_event;
+use crate::shared::{RING_NO_WAKEUP, drop_event};
 
 /// Set by the loader before load: 1 to stream.
 #[unsafe(no_mangle)]
@@ -45,7 +45,10 @@ pub fn emit(kind: u32, ts: u64, value: u64, tid: u32, a: u32, b: u32, c: u32) {
         // SAFETY: a helper with no arguments.
         cpu: unsafe { bpf_get_smp_processor_id() },
     };
-    if TIMELINE.output::<TimelineEvent>(&event, 0).is_err() {
+    if TIMELINE
+        .output::<TimelineEvent>(&event, RING_NO_WAKEUP)
+        .is_err()
+    {
         drop_event(drops::TIMELINE_FULL);
     }
 }
