@@ -33,9 +33,18 @@ pub struct RecordArgs {
     /// every window not delivered is counted in the summary.
     #[arg(long, value_name = "URL")]
     pub otlp: Option<String>,
-    /// The OTLP transport (default: grpc for port 4317 or a grpc:// URL, else http).
+    /// The OTLP transport (default: OTEL_EXPORTER_OTLP_PROTOCOL; else grpc for port 4317 or
+    /// a grpc:// URL, else http). Without --otlp, the exporter follows OpenTelemetry's
+    /// variables: OTEL_EXPORTER_OTLP_ENDPOINT (or …_PROFILES_ENDPOINT, used as it is),
+    /// …_HEADERS, …_PROTOCOL (grpc, http/protobuf), …_TIMEOUT (ms), …_COMPRESSION (gzip),
+    /// …_CERTIFICATE, …_CLIENT_CERTIFICATE and …_CLIENT_KEY (TLS to an https endpoint),
+    /// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; a flag wins over them.
     #[arg(long, value_enum, value_name = "PROTOCOL")]
     pub otlp_protocol: Option<OtlpProtocolArg>,
+    /// A header sent with every OTLP request (e.g. authorization=Bearer%20TOKEN; the value
+    /// percent-encoded); over OTEL_EXPORTER_OTLP_HEADERS for the same name. Repeatable.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub otlp_header: Vec<String>,
     /// Push the run (each window) to Pyroscope as pprof: the server's URL
     /// (POST /ingest?name=SERVICE{build=…,workload=…}&format=pprof).
     #[arg(long, value_name = "URL")]
@@ -193,8 +202,12 @@ pub struct RecordArgs {
     /// secret in it (the value of a flag named like --password, --token or --api-key, a
     /// PASSWORD=… word, a URL's user:password@) is recorded as [redacted], since the line shows
     /// in every report, profile and export of the run.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "redact")]
     pub no_redact: bool,
+    /// Also redact what this regular expression matches in the target's command line (its
+    /// first group only, when it has one: `--redact 'session=(\w+)'`). Repeatable.
+    #[arg(long, value_name = "PATTERN")]
+    pub redact: Vec<String>,
     /// Rows in each top-syscalls table of the summary (at least 1).
     #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_top)]
     pub top: usize,

@@ -410,6 +410,8 @@ mod tests {
             unreported_switches: 0,
             window: None,
             labels: Default::default(),
+            process: Default::default(),
+            redaction: Default::default(),
         }
     }
 

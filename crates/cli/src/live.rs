@@ -130,6 +130,8 @@ pub struct Live<'p> {
     /// A spawned command, stopped when the recording ends, however it ends.
     pub child: Option<spawn::Child>,
     command: Vec<String>,
+    /// The target's executable and runtime, read once it runs.
+    process: switchyard_model::ProcessInfo,
     pub start_wall: SystemTime,
     /// CLOCK_MONOTONIC ns.
     pub start_mono: u64,
@@ -198,6 +200,7 @@ impl<'p> Live<'p> {
             }
             _ => (None, plan.recorded_command(&procfs::cmdline(pid))),
         };
+        let process = procfs::process_info(pid);
         steps.lap("start", "clock started, command released");
         steps.say();
         say!(
@@ -228,6 +231,7 @@ impl<'p> Live<'p> {
             jvms: Jvms::new(plan.stacks.is_some()),
             child,
             command,
+            process,
             start_wall,
             start_mono,
             started,
@@ -266,6 +270,8 @@ impl<'p> Live<'p> {
             unreported_switches: 0,
             window: None,
             labels: self.plan.labels.clone(),
+            process: self.process.clone(),
+            redaction: self.plan.redaction.clone(),
         }
     }
 

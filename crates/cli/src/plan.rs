@@ -54,8 +54,10 @@ pub struct Plan {
     pub export: Option<switchyard_export::Config>,
     /// `service`, `build` and `workload`, as given.
     pub labels: std::collections::BTreeMap<String, String>,
-    /// Secrets in the target's command line are redacted (no `--no-redact`).
-    pub redact: bool,
+    /// How secrets in the target's command line are redacted, as the run states it.
+    pub redaction: switchyard_model::Redaction,
+    /// `--redact PATTERN`, each.
+    pub redact_patterns: Vec<regex::Regex>,
 }
 
 /// Where the run's operation count comes from, without a driver's result.
@@ -96,11 +98,27 @@ struct Checked {
     heap: Option<crate::heap::HeapPlan>,
     output: Option<PathBuf>,
     export: Option<switchyard_export::Config>,
+    redact_patterns: Vec<regex::Regex>,
 }
 
 impl Plan {
     pub fn new(mut args: RecordArgs) -> Result<Plan> {
         let export = export_config(&args)?;
+        let redact_patterns = args
+            .redact
+            .iter()
+            .map(|p| {
+                regex::Regex::new(p).map_err(|e| {
+                    hinted(
+                        format!(
+                            "--redact: not a regular expression ({})",
+                            e.to_string().lines().last().unwrap_or("").trim()
+                        ),
+                        "give a regular expression, e.g. --redact 'sk-[A-Za-z0-9]+' or --redact 'session=(\\w+)'",
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let output = match (args.export_only, args.every, args.output.take()) {
             (true, _, Some(path)) => {
                 return Err(hinted(
@@ -242,6 +260,7 @@ impl Plan {
             heap,
             output,
             export,
+            redact_patterns,
         };
         Ok(Plan::from_args(args, checked))
     }
@@ -257,6 +276,7 @@ impl Plan {
             heap: None,
             output: None,
             export: None,
+            redact_patterns: Vec::new(),
         };
         Plan::from_args(RecordArgs::default(), checked)
     }
@@ -271,6 +291,7 @@ impl Plan {
             heap,
             output,
             export,
+            redact_patterns,
         } = checked;
         let cfi = args.unwind == UnwindArg::Cfi;
         let stacks = (!args.no_stacks).then_some(StackConfig {
@@ -324,18 +345,27 @@ impl Plan {
             .into_iter()
             .filter_map(|(k, v)| Some((k.to_string(), v?)))
             .collect(),
-            redact: !args.no_redact,
+            redaction: switchyard_model::Redaction {
+                off: args.no_redact,
+                added_rules: redact_patterns.len() as u32,
+            },
+            redact_patterns,
         }
     }
 
     /// The target's command line as the run keeps it: its secrets redacted, unless
     /// `--no-redact` ([`switchyard_model::redact`]).
     pub fn recorded_command(&self, argv: &[String]) -> Vec<String> {
-        if self.redact {
-            switchyard_model::redact::command(argv)
-        } else {
-            argv.to_vec()
+        if self.redaction.off {
+            return argv.to_vec();
         }
+        let mut words = switchyard_model::redact::command(argv);
+        for w in &mut words {
+            for p in &self.redact_patterns {
+                *w = redact_matches(p, w);
+            }
+        }
+        words
     }
 
     /// What the loader is asked to attach to `tgid`, the target (for a command, forked and
@@ -353,6 +383,26 @@ impl Plan {
             timeline: self.timeline,
         }
     }
+}
+
+/// `word` with what `pattern` matches replaced by the redaction mark: the first group of each
+/// match when the pattern has one, else the whole match.
+fn redact_matches(pattern: &regex::Regex, word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut last = 0;
+    for caps in pattern.captures_iter(word) {
+        let Some(m) = caps.get(1).or_else(|| caps.get(0)) else {
+            continue;
+        };
+        if m.start() < last || m.is_empty() {
+            continue;
+        }
+        out.push_str(&word[last..m.start()]);
+        out.push_str(switchyard_model::redact::REDACTED);
+        last = m.end();
+    }
+    out.push_str(&word[last..]);
+    out
 }
 
 /// `--uprobe-span [LABEL=]SYMBOL[@BINARY]`: the binary defaults to the target's executable.

@@ -68,17 +68,48 @@ pub fn check_windows_dir(dir: PathBuf) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The sinks, checked before anything is recorded: URLs that parse, a queue that holds one.
+/// The sinks, checked before anything is recorded: URLs that parse, a queue that holds one,
+/// and the `OTEL_EXPORTER_OTLP_*` variables an OTLP sink is configured by (a flag over them).
 pub fn export_config(args: &RecordArgs) -> Result<Option<switchyard_export::Config>> {
-    if args.otlp.is_none() && args.pyroscope.is_none() {
+    export_config_in(args, &switchyard_export::settings::process_env)
+}
+
+/// [`export_config`] in a given environment.
+pub fn export_config_in(
+    args: &RecordArgs,
+    env: switchyard_export::settings::Env,
+) -> Result<Option<switchyard_export::Config>> {
+    let flags = switchyard_export::settings::Flags {
+        endpoint: args.otlp.clone(),
+        protocol: args.otlp_protocol.map(|p| match p {
+            OtlpProtocolArg::Http => switchyard_export::Protocol::Http,
+            OtlpProtocolArg::Grpc => switchyard_export::Protocol::Grpc,
+        }),
+        headers: args.otlp_header.clone(),
+    };
+    let otlp = switchyard_export::settings::otlp(&flags, env).map_err(|r| {
+        let hint = if r.setting == "--otlp" {
+            format!(
+                "{}; e.g. http://127.0.0.1:4318 (HTTP) or http://127.0.0.1:4317 (gRPC)",
+                r.hint
+            )
+        } else {
+            r.hint.clone()
+        };
+        hinted(
+            match &args.otlp {
+                Some(url) if r.setting == "--otlp" => format!("--otlp {url}: {}", r.problem),
+                _ => r.to_string(),
+            },
+            hint,
+        )
+    })?;
+    if otlp.is_none() && args.pyroscope.is_none() {
         if args.export_only {
             return Err(hinted(
                 "--export-only leaves the run nowhere: no --otlp or --pyroscope",
-                "add --otlp http://HOST:4318 or --pyroscope URL, or drop --export-only",
+                "add --otlp http://HOST:4318 or --pyroscope URL (or set OTEL_EXPORTER_OTLP_ENDPOINT), or drop --export-only",
             ));
-        }
-        if args.otlp_protocol.is_some() {
-            return Err(hinted("--otlp-protocol without --otlp", "add --otlp URL"));
         }
         return Ok(None);
     }
@@ -88,22 +119,6 @@ pub fn export_config(args: &RecordArgs) -> Result<Option<switchyard_export::Conf
             "give a queue of at least 1 (default 64)",
         ));
     }
-    let otlp = args
-        .otlp
-        .as_deref()
-        .map(|url| {
-            let protocol = args.otlp_protocol.map(|p| match p {
-                OtlpProtocolArg::Http => switchyard_export::Protocol::Http,
-                OtlpProtocolArg::Grpc => switchyard_export::Protocol::Grpc,
-            });
-            switchyard_export::Otlp::parse(url, protocol).map_err(|e| {
-                hinted(
-                    format!("--otlp {url}: {e}"),
-                    "give the Collector's OTLP endpoint, e.g. http://127.0.0.1:4318 (HTTP) or http://127.0.0.1:4317 (gRPC)",
-                )
-            })
-        })
-        .transpose()?;
     let pyroscope = args
         .pyroscope
         .as_deref()

@@ -13,6 +13,69 @@ pub fn exists(pid: u32) -> bool {
     process(pid).is_some()
 }
 
+/// The process's executable and language runtime, as far as they can be told from outside:
+/// Go from the build information Go links into every binary, CPython and Node from the
+/// executable's name, a JVM from the `release` file beside its `libjvm.so`.
+pub fn process_info(pid: u32) -> switchyard_model::ProcessInfo {
+    let mut info = switchyard_model::ProcessInfo::default();
+    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+        return info;
+    };
+    info.executable = exe
+        .to_string_lossy()
+        .trim_end_matches(" (deleted)")
+        .to_string();
+    let name = exe
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if let Some(v) = go_version(&exe) {
+        (info.runtime, info.runtime_version) = ("go".into(), v);
+    } else if let Some(v) = name.strip_prefix("python").filter(|v| {
+        v.starts_with(|c: char| c.is_ascii_digit())
+            && v.chars().all(|c| c.is_ascii_digit() || c == '.')
+    }) {
+        (info.runtime, info.runtime_version) = ("cpython".into(), v.to_string());
+    } else if name == "node" || name == "nodejs" {
+        info.runtime = "nodejs".into();
+    } else if let Some(v) = jvm_version(pid) {
+        (info.runtime, info.runtime_version) = ("java".into(), v);
+    }
+    info
+}
+
+/// The Go version a binary was built with: Go writes a build-information blob that starts
+/// `\xff Go buildinf:` (16-byte aligned); from Go 1.18 its flags byte says the version string
+/// follows the 32-byte header inline, length-prefixed.
+fn go_version(exe: &std::path::Path) -> Option<String> {
+    let data = std::fs::read(exe).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    use object::{Object as _, ObjectSection as _};
+    let section = file.section_by_name(".go.buildinfo")?;
+    let b = section.data().ok()?;
+    if b.len() < 33 || !b.starts_with(b"\xff Go buildinf:") || b[15] & 2 == 0 {
+        return None;
+    }
+    let len = usize::from(*b.get(32)?);
+    let v = std::str::from_utf8(b.get(33..33 + len)?).ok()?;
+    v.starts_with("go").then(|| v.to_string())
+}
+
+/// A JVM's version from the `release` file of the Java home its `libjvm.so` is in.
+fn jvm_version(pid: u32) -> Option<String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let jvm = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.ends_with("/libjvm.so"))?;
+    let home = std::path::Path::new(jvm).ancestors().nth(3)?;
+    let release = std::fs::read_to_string(home.join("release")).ok()?;
+    release
+        .lines()
+        .find_map(|l| l.strip_prefix("JAVA_VERSION="))
+        .map(|v| v.trim_matches('"').to_string())
+}
+
 /// The process name (`comm`).
 pub fn comm(pid: u32) -> Option<String> {
     Some(process(pid)?.stat().ok()?.comm)

@@ -53,6 +53,9 @@ pub fn render(run: &Run, top: usize) -> String {
         m.pid,
         ns(m.duration_ns())
     );
+    if let Some(r) = m.redaction.note() {
+        let _ = writeln!(out, "redaction: {r}");
+    }
     if !m.children.is_empty() {
         let _ = writeln!(out, "followed child processes: {:?}", m.children);
     }

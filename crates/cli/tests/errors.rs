@@ -508,3 +508,53 @@ fn unprivileged_errors_give_the_real_reason_for_tracefs() {
     );
     assert!(!report.contains("not mounted"), "{report}");
 }
+
+/// A malformed OpenTelemetry variable is refused before the recording, by its name, and never
+/// with its value (a header may be the credential).
+#[test]
+fn malformed_otel_variables_are_refused_by_name() {
+    let dir = tempdir("otel-env");
+    let run = dir.join("run.json");
+    for (vars, says) in [
+        (
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+                ("OTEL_EXPORTER_OTLP_HEADERS", "authorization Bearer hunter2"),
+            ][..],
+            "OTEL_EXPORTER_OTLP_HEADERS: entry 1: not key=value",
+        ),
+        (
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+                ("OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL", "http/xml"),
+            ][..],
+            "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL: unknown protocol `http/xml`",
+        ),
+        (
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:4318"),
+                ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem"),
+            ][..],
+            "OTEL_EXPORTER_OTLP_CERTIFICATE: cannot read `/nonexistent/ca.pem`",
+        ),
+        (
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+                ("OTEL_RESOURCE_ATTRIBUTES", "team=a,hunter2"),
+            ][..],
+            "OTEL_RESOURCE_ATTRIBUTES: entry 2: not key=value",
+        ),
+    ] {
+        let out = Command::new(switchyard())
+            .args(["record", "-o"])
+            .arg(&run)
+            .envs(vars.iter().copied())
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        assert_user_error(&out, says);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("hunter2"), "{stderr}");
+        assert!(!run.exists(), "{says}: a run was recorded");
+    }
+}

@@ -56,7 +56,22 @@ struct Collector {
 
 impl Collector {
     fn start(bin: &Path, http: u16, grpc: u16, out: &Path, log: &Path) -> Collector {
-        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../export/otelcol/config.yaml");
+        Collector::start_with(bin, "config.yaml", &[], http, grpc, out, log)
+    }
+
+    /// With the named configuration of crates/export/otelcol and more of its variables.
+    fn start_with(
+        bin: &Path,
+        config: &str,
+        vars: &[(&str, &Path)],
+        http: u16,
+        grpc: u16,
+        out: &Path,
+        log: &Path,
+    ) -> Collector {
+        let config = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../export/otelcol")
+            .join(config);
         let log = std::fs::File::create(log).unwrap();
         let child = Command::new(bin)
             .arg("--config")
@@ -65,6 +80,7 @@ impl Collector {
             .env("OTELCOL_HTTP_ENDPOINT", format!("127.0.0.1:{http}"))
             .env("OTELCOL_GRPC_ENDPOINT", format!("127.0.0.1:{grpc}"))
             .env("OTELCOL_OUT", out)
+            .envs(vars.iter().map(|(k, v)| (k, v.as_os_str())))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -236,7 +252,7 @@ fn export_line(stderr: &str) -> (u64, u64, u64, u64) {
         .filter_map(|w| {
             words
                 .iter()
-                .position(|x| x == w)
+                .position(|x| x.trim_end_matches([',', ';']) == *w)
                 .map(|i| words[i - 1].parse::<u64>().unwrap_or(0))
         })
         .sum();
@@ -610,4 +626,209 @@ fn pyroscope_pushes_are_profiles_go_tool_pprof_reads() {
             .any(|t| t.contains("Type: off_cpu") && t.contains("block_on_pipe")),
         "{tops:?}"
     );
+}
+
+/// The files of a TLS Collector and of its clients, made here: a CA, the server's certificate
+/// from it (for 127.0.0.1 and localhost), the same server expired, and a CA that signed none
+/// of them.
+struct Pki {
+    ca: PathBuf,
+    other_ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+    expired_cert: PathBuf,
+}
+
+fn pki(dir: &Path) -> Pki {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, date_time_ymd,
+    };
+    let ca_params = |name: &str| {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name.push(DnType::CommonName, name);
+        p
+    };
+    let ca =
+        CertifiedIssuer::self_signed(ca_params("test CA"), KeyPair::generate().unwrap()).unwrap();
+    let other = CertifiedIssuer::self_signed(ca_params("another CA"), KeyPair::generate().unwrap())
+        .unwrap();
+    let key = KeyPair::generate().unwrap();
+    let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    let server = CertificateParams::new(names.clone())
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let mut old = CertificateParams::new(names).unwrap();
+    old.not_before = date_time_ymd(2020, 1, 1);
+    old.not_after = date_time_ymd(2021, 1, 1);
+    let expired = old.signed_by(&key, &ca).unwrap();
+    let write = |name: &str, pem: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, pem).unwrap();
+        p
+    };
+    Pki {
+        ca: write("ca.pem", ca.pem()),
+        other_ca: write("other-ca.pem", other.pem()),
+        cert: write("server.pem", server.pem()),
+        key: write("server.key", key.serialize_pem()),
+        expired_cert: write("expired.pem", expired.pem()),
+    }
+}
+
+/// `switchyard record --every 1s` of the demo, exporting as the environment `vars` alone
+/// configures it: its stderr, and its windows.
+fn record_by_environment(dir: &Path, name: &str, vars: &[(&str, String)]) -> (String, Vec<Value>) {
+    let windows = dir.join(name);
+    let record = Command::new(switchyard())
+        .args(["record", "--every", "1s", "-o"])
+        .arg(&windows)
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .arg("--")
+        .arg(demo())
+        .args(["stacks", "--seconds", "2"])
+        .output()
+        .unwrap();
+    let stderr = text(&record).1;
+    assert!(record.status.success(), "{name}: {stderr}");
+    (stderr, load_windows(&windows))
+}
+
+#[test]
+fn tls_and_a_bearer_token_configured_by_the_environment_alone() {
+    let test = "tls_and_a_bearer_token_configured_by_the_environment_alone";
+    if !privileged(test) {
+        return;
+    }
+    let Some(bin) = collector_binary(test) else {
+        return;
+    };
+    let dir = tempdir("otlp-tls");
+    let pki = pki(&dir);
+    let token = dir.join("token");
+    std::fs::write(&token, "s3cr3t-t0ken").unwrap();
+    let start = |cert: &Path, name: &str| {
+        let (http, grpc) = (free_port(), free_port());
+        let out = dir.join(format!("{name}.jsonl"));
+        let c = Collector::start_with(
+            &bin,
+            "config-tls.yaml",
+            &[
+                ("OTELCOL_CERT", cert),
+                ("OTELCOL_KEY", &pki.key),
+                ("OTELCOL_TOKEN_FILE", &token),
+            ],
+            http,
+            grpc,
+            &out,
+            &dir.join(format!("{name}.log")),
+        );
+        (c, http, grpc, out)
+    };
+    let (_collector, http, grpc, out) = start(&pki.cert, "good");
+    let base = |protocol: &str, port: u16| {
+        vec![
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                format!("https://localhost:{port}"),
+            ),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol.to_string()),
+            (
+                "OTEL_EXPORTER_OTLP_CERTIFICATE",
+                pki.ca.display().to_string(),
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "authorization=Bearer%20s3cr3t-t0ken".to_string(),
+            ),
+            ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip".to_string()),
+            ("OTEL_SERVICE_NAME", "tls-svc".to_string()),
+            (
+                "OTEL_RESOURCE_ATTRIBUTES",
+                "deployment.environment.name=ci,db.password=hunter2".to_string(),
+            ),
+        ]
+    };
+
+    // Both transports deliver every window, and the Collector writes each.
+    let mut expected = 0;
+    for (protocol, port) in [("http/protobuf", http), ("grpc", grpc)] {
+        let (stderr, runs) = record_by_environment(
+            &dir,
+            protocol.replace('/', "-").as_str(),
+            &base(protocol, port),
+        );
+        let (delivered, offered, _, lost) = export_line(&stderr);
+        assert_eq!(
+            (delivered, offered, lost),
+            (runs.len() as u64, runs.len() as u64, 0),
+            "{protocol}: {stderr}"
+        );
+        assert!(
+            stderr.contains("from OTEL_EXPORTER_OTLP_ENDPOINT") && !stderr.contains("s3cr3t"),
+            "{stderr}"
+        );
+        expected += runs
+            .iter()
+            .filter(|r| profile_total(r, "oncpu") + profile_total(r, "offcpu") > 0)
+            .count();
+    }
+    let got = received_at_least(&out, expected);
+    assert_eq!(got.len(), expected);
+    let r = &got[0].resource;
+    for (k, v) in [
+        ("service.name", "tls-svc"),
+        ("deployment.environment.name", "ci"),
+        ("db.password", "[redacted]"),
+        ("host.arch", "amd64"),
+        ("os.type", "linux"),
+        ("process.executable.name", "switchyard-demo"),
+    ] {
+        assert_eq!(r.get(k).map(String::as_str), Some(v), "{k} in {r:?}");
+    }
+    assert!(
+        r["process.executable.path"].ends_with("/switchyard-demo"),
+        "{r:?}"
+    );
+    assert_eq!(r["service.instance.id"].len(), 36, "{r:?}");
+
+    // Refused, each in one line; the windows stay on disk, every one counted lost.
+    let (_expired, expired_http, _, _) = start(&pki.expired_cert, "expired");
+    let wrong_token = {
+        let mut v = base("http/protobuf", http);
+        v[3].1 = "authorization=Bearer%20wrong".into();
+        v
+    };
+    let bad_ca = {
+        let mut v = base("grpc", grpc);
+        v[2].1 = pki.other_ca.display().to_string();
+        v
+    };
+    let expired = base("http/protobuf", expired_http);
+    for (name, vars, says) in [
+        ("wrong-token", wrong_token, "401"),
+        ("bad-ca", bad_ca, "invalid peer certificate: UnknownIssuer"),
+        (
+            "expired",
+            expired,
+            "invalid peer certificate: certificate expired",
+        ),
+    ] {
+        let (stderr, runs) = record_by_environment(&dir, name, &vars);
+        assert!(!runs.is_empty(), "{name}: no windows kept");
+        let (delivered, offered, retries, lost) = export_line(&stderr);
+        assert_eq!(
+            (delivered, offered, lost),
+            (0, runs.len() as u64, runs.len() as u64),
+            "{name}: {stderr}"
+        );
+        assert_eq!(retries, 0, "{name}: a refusal is not retried: {stderr}");
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with("export: otlp"))
+            .unwrap();
+        assert!(line.contains(says), "{name}: {line}");
+    }
+    assert_eq!(received(&out).len(), expected, "nothing more arrived");
 }

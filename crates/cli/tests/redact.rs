@@ -105,6 +105,77 @@ fn a_spawned_commands_secrets_reach_no_file() {
         ],
     );
     assert_eq!(run["meta"]["command"][3], "--password=hunter2");
+    // Said in the run, its summary and its report.
+    assert_eq!(run["meta"]["redaction"]["off"], true);
+    let html = std::fs::read_to_string({
+        report(&kept);
+        kept.join("index.html")
+    })
+    .unwrap();
+    assert!(
+        html.contains("off (--no-redact)"),
+        "the report says nothing of it"
+    );
+
+    // A rule of one's own: a pattern's first group, or its whole match.
+    let added = tempdir("redact-added");
+    let (run, stderr) = record_spawned(
+        &added,
+        &[
+            "--no-stacks",
+            "--redact",
+            "session=(\\w+)",
+            "--redact",
+            "sk-[a-z0-9]+",
+        ],
+        &[
+            "sh".as_ref(),
+            "-c".as_ref(),
+            "true".as_ref(),
+            "session=abc123;path=/".as_ref(),
+            "id=sk-live42/sk-test7".as_ref(),
+        ],
+    );
+    assert_eq!(
+        run["meta"]["command"],
+        serde_json::json!([
+            "sh",
+            "-c",
+            "true",
+            "session=[redacted];path=/",
+            "id=[redacted]/[redacted]"
+        ])
+    );
+    assert_eq!(run["meta"]["redaction"]["added_rules"], 2);
+    assert!(
+        stderr.contains("redaction: the default rules and 2 added (--redact)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_rule_or_both_switches_are_refused_before_the_recording() {
+    let dir = tempdir("redact-bad");
+    for (flags, says) in [
+        (
+            &["--redact", "(unclosed"][..],
+            "--redact: not a regular expression",
+        ),
+        (&["--redact", "x", "--no-redact"][..], "cannot be used with"),
+    ] {
+        let out = Command::new(switchyard())
+            .arg("record")
+            .args(flags)
+            .arg("-o")
+            .arg(dir.join("run.json"))
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        assert!(!dir.join("run.json").exists());
+    }
 }
 
 #[test]

@@ -5,7 +5,10 @@
 //   - the OTLP receiver (gRPC and HTTP), which accepts profiles,
 //   - the debug exporter, which prints what arrives to the log,
 //   - the file exporter (from collector-contrib), which writes what arrives
-//     to a file, one JSON document per line.
+//     to a file, one JSON document per line;
+//   - the bearer-token authenticator (from collector-contrib), so a receiver
+//     can require `authorization: Bearer TOKEN` as hosted backends do
+//     (config-tls.yaml).
 //
 // Build it with scripts/otelcol.sh. Run it with
 //
@@ -19,12 +22,14 @@ import (
 	"log"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/bearertokenauthextension"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/provider/envprovider"
 	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/debugexporter"
+	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
@@ -41,6 +46,11 @@ func components() (otelcol.Factories, error) {
 	}
 	if f.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](
 		otlpreceiver.NewFactory(),
+	); err != nil {
+		return f, err
+	}
+	if f.Extensions, err = otelcol.MakeFactoryMap[extension.Factory](
+		bearertokenauthextension.NewFactory(),
 	); err != nil {
 		return f, err
 	}

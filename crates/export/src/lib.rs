@@ -10,14 +10,16 @@
 
 mod otlp;
 mod pyroscope;
+pub mod settings;
 mod sink;
+mod tls;
 
 use std::{
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
-pub use otlp::{Protocol, encode as otlp_request};
+pub use otlp::{Protocol, encode as otlp_request, encode_with as otlp_request_with};
 pub use pyroscope::{ingest_name, pprof_bodies};
 
 /// One request to make: a body and where it goes.
@@ -29,48 +31,101 @@ pub struct Body {
 }
 use switchyard_model::Run;
 
-/// An OpenTelemetry Collector's OTLP endpoint.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An OpenTelemetry Collector's OTLP endpoint, and how to reach it ([`settings`]).
+#[derive(Clone, PartialEq, Eq)]
 pub struct Otlp {
-    /// `http://host:port`, without a path.
+    /// `http://host:port` or `https://host:port`, without a path.
     pub base: String,
+    /// Where OTLP/HTTP requests go below the base (`/v1development/profiles`, or the path of
+    /// `OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT`); empty for gRPC.
+    pub path: String,
     pub protocol: Protocol,
+    /// Sent with every request (gRPC: as metadata).
+    pub headers: Vec<(String, String)>,
+    /// One attempt's limit.
+    pub timeout: Duration,
+    /// Bodies gzip-compressed.
+    pub gzip: bool,
+    /// Set for an https endpoint.
+    pub tls: Option<Tls>,
+    /// What named the endpoint: `--otlp` or the variable.
+    pub from: String,
+    /// Resource attributes from the environment (`OTEL_RESOURCE_ATTRIBUTES`,
+    /// `OTEL_SERVICE_NAME`), over those the run gives, below the flags.
+    pub resource: Vec<(String, String)>,
+}
+
+/// Header values are left out: they hold the credentials.
+impl std::fmt::Debug for Otlp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Otlp")
+            .field("base", &self.base)
+            .field("path", &self.path)
+            .field("protocol", &self.protocol)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .field("timeout", &self.timeout)
+            .field("gzip", &self.gzip)
+            .field("tls", &self.tls.is_some())
+            .field("from", &self.from)
+            .field("resource", &self.resource)
+            .finish()
+    }
+}
+
+/// TLS to an https endpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tls {
+    /// PEM: the certificates to trust instead of the system's roots.
+    pub ca: Option<Vec<u8>>,
+    /// PEM: the client's certificate and its key, for mutual TLS.
+    pub client: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl Otlp {
-    /// `http://HOST:PORT` or `grpc://HOST:PORT`; the protocol is gRPC for a `grpc://` URL or
-    /// port 4317 unless `protocol` says otherwise, else HTTP.
+    /// `http://HOST:PORT`, `https://HOST:PORT` or `grpc://HOST:PORT`, as `--otlp` takes it with
+    /// no variables: the protocol is gRPC for a `grpc://` URL or port 4317 unless `protocol`
+    /// says otherwise, else HTTP.
     pub fn parse(url: &str, protocol: Option<Protocol>) -> Result<Otlp, String> {
-        let (grpc_scheme, rest) = match url.split_once("://") {
-            Some(("grpc", rest)) => (true, rest),
-            Some(("http", rest)) => (false, rest),
-            Some(("https", _)) => {
-                return Err(
-                    "https is not supported; send to a Collector on this host or network over http"
-                        .into(),
-                );
-            }
-            Some((scheme, _)) => return Err(format!("unknown scheme `{scheme}` (http or grpc)")),
-            None => return Err("not a URL (e.g. http://127.0.0.1:4318)".into()),
-        };
-        let base = reqwest::Url::parse(&format!("http://{rest}")).map_err(|e| e.to_string())?;
-        let host = base.host_str().ok_or("no host")?;
-        let port = base.port().unwrap_or(80);
-        if !matches!(base.path(), "" | "/") {
-            return Err(format!(
-                "give the endpoint without a path (`{}`): the signal's path is added",
-                base.path()
-            ));
-        }
-        let protocol = protocol.unwrap_or(if grpc_scheme || port == 4317 {
-            Protocol::Grpc
-        } else {
-            Protocol::Http
-        });
-        Ok(Otlp {
-            base: format!("http://{}:{port}", host_for_url(host)),
+        let flags = settings::Flags {
+            endpoint: Some(url.to_string()),
             protocol,
-        })
+            headers: Vec::new(),
+        };
+        match settings::otlp(&flags, &|_| None) {
+            Ok(Some(o)) => Ok(o),
+            Ok(None) => Err("no endpoint".into()),
+            Err(r) => Err(r.problem),
+        }
+    }
+
+    /// Where a window goes, for the summary: `https://host:4318/v1development/profiles (http,
+    /// from OTEL_EXPORTER_OTLP_ENDPOINT)`.
+    pub fn describe(&self) -> String {
+        let mut s = format!("{}{} ({}", self.base, self.path, self.protocol.name());
+        if self.gzip {
+            s += ", gzip";
+        }
+        if let Some(t) = &self.tls {
+            s += if t.client.is_some() {
+                ", mutual TLS"
+            } else {
+                ", TLS"
+            };
+            if t.ca.is_some() {
+                s += " with its own CA";
+            }
+        }
+        if !self.headers.is_empty() {
+            let names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
+            s += &format!(", headers {}", names.join(" "));
+        }
+        if self.from != "--otlp" {
+            s += &format!(", from {}", self.from);
+        }
+        s + ")"
     }
 }
 

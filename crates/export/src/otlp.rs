@@ -229,7 +229,8 @@ impl Dictionary {
 }
 
 /// An attribute's value.
-enum Value {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
     Str(String),
     Int(i64),
 }
@@ -281,6 +282,12 @@ fn profile_id(run: &Run, kind: &str) -> Vec<u8> {
 
 /// The OTLP request of one run.
 pub fn encode(run: &Run) -> ExportProfilesServiceRequest {
+    encode_with(run, &[])
+}
+
+/// The OTLP request of one run, its resource given `extra` attributes from the environment
+/// (see [`resource`]).
+pub fn encode_with(run: &Run, extra: &[(String, String)]) -> ExportProfilesServiceRequest {
     let mut d = Dictionary::new();
     let meta = &run.meta;
     let (build, workload) = build_and_workload(run);
@@ -349,24 +356,10 @@ pub fn encode(run: &Run) -> ExportProfilesServiceRequest {
             ..Default::default()
         });
     }
-    let instance = meta
-        .labels
-        .get("instance")
-        .map(|i| key_value("service.instance.id", Value::Str(i.clone())));
     let resource = Resource {
-        attributes: instance
+        attributes: resource(run, extra)
             .into_iter()
-            .chain([
-                key_value("service.name", Value::Str(service_name(run))),
-                key_value("host.name", Value::Str(meta.host.clone())),
-                key_value("os.type", Value::Str("linux".into())),
-                key_value("os.version", Value::Str(meta.kernel.clone())),
-                key_value("process.pid", Value::Int(i64::from(meta.pid))),
-                key_value(
-                    "process.command_line",
-                    Value::Str(switchyard_model::units::command_line(&meta.command)),
-                ),
-            ])
+            .map(|(k, v)| key_value(&k, v))
             .collect(),
         ..Default::default()
     };
@@ -388,31 +381,170 @@ pub fn encode(run: &Run) -> ExportProfilesServiceRequest {
     }
 }
 
+/// The resource a run is exported with, in the semantic conventions' names: the service,
+/// the host, the OS, the process and its runtime where known. `extra` (from
+/// `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME`) is over what the run gives, and the
+/// run's own `--service` and `--instance` are over `extra`. Values from the environment go
+/// through the command line's redaction (`KEY=value` with a secret key), unless the run
+/// was recorded with it off; what is switchyard's own is under `switchyard.`.
+pub fn resource(run: &Run, extra: &[(String, String)]) -> Vec<(String, Value)> {
+    let meta = &run.meta;
+    let mut out: Vec<(String, Value)> = Vec::new();
+    let mut set = |k: &str, v: Value| match out.iter_mut().find(|(key, _)| key == k) {
+        Some(slot) => slot.1 = v,
+        None => out.push((k.to_string(), v)),
+    };
+    set("service.name", Value::Str(service_name(run)));
+    set("service.instance.id", Value::Str(instance_id(run)));
+    set("host.name", Value::Str(meta.host.clone()));
+    set("host.arch", Value::Str(host_arch().into()));
+    set("os.type", Value::Str("linux".into()));
+    set("os.version", Value::Str(meta.kernel.clone()));
+    set("process.pid", Value::Int(i64::from(meta.pid)));
+    let exe = &meta.process.executable;
+    let exe_name = match exe.rsplit('/').next().filter(|n| !n.is_empty()) {
+        Some(n) => Some(n.to_string()),
+        None => meta
+            .command
+            .first()
+            .map(|c| c.rsplit('/').next().unwrap_or(c).to_string()),
+    };
+    if let Some(n) = exe_name.filter(|n| !n.is_empty()) {
+        set("process.executable.name", Value::Str(n));
+    }
+    if !exe.is_empty() {
+        set("process.executable.path", Value::Str(exe.clone()));
+    }
+    set(
+        "process.command_line",
+        Value::Str(switchyard_model::units::command_line(&meta.command)),
+    );
+    if !meta.process.runtime.is_empty() {
+        set(
+            "process.runtime.name",
+            Value::Str(meta.process.runtime.clone()),
+        );
+    }
+    if !meta.process.runtime_version.is_empty() {
+        set(
+            "process.runtime.version",
+            Value::Str(meta.process.runtime_version.clone()),
+        );
+    }
+    if meta.redaction.off {
+        set("switchyard.redaction", Value::Str("off".into()));
+    }
+    for (k, v) in extra {
+        let given = |label: &str| meta.labels.contains_key(label);
+        if (k == "service.name" && given("service"))
+            || (k == "service.instance.id" && given("instance"))
+        {
+            continue;
+        }
+        let v = if meta.redaction.off {
+            v.clone()
+        } else {
+            // As a `KEY=value` word of a command line: a secret key's value goes.
+            let word = switchyard_model::redact::command(&[format!("{k}={v}")]);
+            word[0]
+                .split_once('=')
+                .map_or_else(|| v.clone(), |(_, v)| v.to_string())
+        };
+        set(k, Value::Str(v));
+    }
+    out
+}
+
+/// `--instance`, else one made from the host, the process and when its recording started:
+/// the same for every window of one recording, a new one for the next. Shaped as a UUID
+/// (version 8, the form for ids made by their own rule).
+fn instance_id(run: &Run) -> String {
+    if let Some(i) = run.meta.labels.get("instance") {
+        return i.clone();
+    }
+    let meta = &run.meta;
+    let start = meta
+        .window
+        .map_or(meta.start_wall_ns, |w| w.recording_start_wall_ns);
+    let fnv = |seed: u64| {
+        let mut h = 0xcbf2_9ce4_8422_2325u64 ^ seed;
+        for b in format!("{}:{}:{start}", meta.host, meta.pid).bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+        h
+    };
+    let mut b = [fnv(1).to_be_bytes(), fnv(2).to_be_bytes()].concat();
+    b[6] = (b[6] & 0x0f) | 0x80;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// `host.arch` as the conventions name it.
+fn host_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "x86",
+        "powerpc64" => "ppc64",
+        "s390x" => "s390x",
+        other => other,
+    }
+}
+
 /// Sends an encoded request over gRPC, connecting first when there is no client. The error
 /// says whether another try may succeed.
 pub async fn send_grpc(
-    base: &str,
+    o: &crate::Otlp,
     client: &mut Option<GrpcClient>,
     bytes: &[u8],
-    timeout: std::time::Duration,
 ) -> Result<(), (bool, String)> {
     use prost::Message as _;
     let request =
         ExportProfilesServiceRequest::decode(bytes).map_err(|e| (false, e.to_string()))?;
     if client.is_none() {
-        let endpoint = tonic::transport::Endpoint::from_shared(base.to_string())
+        let mut endpoint = tonic::transport::Endpoint::from_shared(o.base.clone())
             .map_err(|e| (false, e.to_string()))?
-            .connect_timeout(timeout)
-            .timeout(timeout);
-        let channel = endpoint
-            .connect()
-            .await
-            .map_err(|e| (true, innermost(&e)))?;
-        *client = Some(ProfilesServiceClient::new(channel));
+            .connect_timeout(o.timeout)
+            .timeout(o.timeout);
+        if let Some(t) = &o.tls {
+            endpoint = endpoint
+                .tls_config(grpc_tls(t))
+                .map_err(|e| (false, innermost(&e)))?;
+        }
+        let channel = endpoint.connect().await.map_err(|e| {
+            let why = innermost(&e);
+            (!crate::tls::is_refusal(&why), why)
+        })?;
+        let mut c = ProfilesServiceClient::new(channel);
+        if o.gzip {
+            // A gRPC server answers in the encoding it was sent.
+            c = c
+                .send_compressed(tonic::codec::CompressionEncoding::Gzip)
+                .accept_compressed(tonic::codec::CompressionEncoding::Gzip);
+        }
+        *client = Some(c);
     }
     let Some(c) = client.as_mut() else {
         return Err((true, "not connected".into()));
     };
+    let mut request = tonic::Request::new(request);
+    for (k, v) in &o.headers {
+        // gRPC metadata keys are lower case; the settings checked both parts.
+        let key = tonic::metadata::MetadataKey::from_bytes(k.to_ascii_lowercase().as_bytes())
+            .map_err(|e| (false, format!("header `{k}`: {e}")))?;
+        let value = tonic::metadata::MetadataValue::try_from(v.as_str())
+            .map_err(|e| (false, format!("header `{k}`: {e}")))?;
+        request.metadata_mut().insert(key, value);
+    }
     let response = c.export(request).await.map_err(|status| {
         use tonic::Code::*;
         // OTLP's rule for gRPC: these codes are worth retrying.
@@ -439,6 +571,20 @@ pub async fn send_grpc(
         )),
         _ => Ok(()),
     }
+}
+
+/// The gRPC channel's TLS: the CA given, else the system's roots; the client's identity.
+fn grpc_tls(t: &crate::Tls) -> tonic::transport::ClientTlsConfig {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    let mut c = ClientTlsConfig::new();
+    c = match &t.ca {
+        Some(pem) => c.ca_certificate(Certificate::from_pem(pem)),
+        None => c.with_native_roots(),
+    };
+    if let Some((cert, key)) = &t.client {
+        c = c.identity(Identity::from_pem(cert, key));
+    }
+    c
 }
 
 fn innermost(e: &dyn std::error::Error) -> String {

@@ -29,7 +29,7 @@ pub enum Target {
 impl Target {
     fn name(&self) -> String {
         match self {
-            Target::Otlp(o) => format!("otlp {} ({})", o.base, o.protocol.name()),
+            Target::Otlp(o) => format!("otlp {}", o.describe()),
             Target::Pyroscope(p) => format!("pyroscope {}", p.base),
         }
     }
@@ -146,10 +146,14 @@ fn work(target: Target, rx: Receiver<Arc<Run>>, stats: Shared, abandon: Arc<Atom
         lock(&stats).last_error = Some("could not start the sender's runtime".into());
         return;
     };
-    let http = reqwest::Client::builder()
-        .timeout(ATTEMPT_TIMEOUT)
-        .build()
-        .unwrap_or_default();
+    let http = match http_client(&target) {
+        Ok(c) => c,
+        Err(e) => {
+            // Nothing can be sent: every run offered is counted unsent, with this reason.
+            lock(&stats).last_error = Some(e);
+            return;
+        }
+    };
     let mut grpc = None;
     loop {
         let run = match rx.recv_timeout(Duration::from_millis(100)) {
@@ -241,11 +245,25 @@ fn until_abandoned<T>(
     })
 }
 
+/// The HTTP client of a sink: its attempt limit, and for an https endpoint its TLS.
+fn http_client(target: &Target) -> Result<reqwest::Client, String> {
+    crate::tls::install_provider();
+    let mut b = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT);
+    if let Target::Otlp(o) = target {
+        b = b.timeout(o.timeout);
+        if let Some(t) = &o.tls {
+            b = b.tls_backend_preconfigured(crate::tls::client_config(t)?);
+        }
+    }
+    b.build()
+        .map_err(|e| format!("the HTTP client: {}", describe(&e)))
+}
+
 fn encode(target: &Target, run: &Run) -> Result<Vec<Body>, String> {
     match target {
-        Target::Otlp(_) => Ok(vec![Body {
-            path: otlp::HTTP_PATH.to_string(),
-            bytes: otlp::encode(run).encode_to_vec(),
+        Target::Otlp(o) => Ok(vec![Body {
+            path: o.path.clone(),
+            bytes: otlp::encode_with(run, &o.resource).encode_to_vec(),
             content_type: "application/x-protobuf",
         }]),
         Target::Pyroscope(_) => pyroscope::bodies(run),
@@ -260,7 +278,7 @@ async fn deliver(
 ) -> Result<(), Failure> {
     let base = match target {
         Target::Otlp(o) if o.protocol == otlp::Protocol::Grpc => {
-            return otlp::send_grpc(&o.base, grpc, &body.bytes, ATTEMPT_TIMEOUT)
+            return otlp::send_grpc(o, grpc, &body.bytes)
                 .await
                 .map_err(|(retry, e)| {
                     if retry {
@@ -273,13 +291,27 @@ async fn deliver(
         Target::Otlp(o) => &o.base,
         Target::Pyroscope(p) => &p.base,
     };
-    let response = http
+    let mut request = http
         .post(format!("{base}{}", body.path))
-        .header("content-type", body.content_type)
-        .body(body.bytes.clone())
-        .send()
-        .await
-        .map_err(|e| Failure::Retry(describe(&e)))?;
+        .header("content-type", body.content_type);
+    let mut bytes = body.bytes.clone();
+    if let Target::Otlp(o) = target {
+        for (k, v) in &o.headers {
+            request = request.header(k.as_str(), v.as_str());
+        }
+        if o.gzip {
+            bytes = gzip(&bytes).map_err(Failure::Refused)?;
+            request = request.header("content-encoding", "gzip");
+        }
+    }
+    let response = request.body(bytes).send().await.map_err(|e| {
+        let why = describe(&e);
+        if crate::tls::is_refusal(&why) {
+            Failure::Refused(why)
+        } else {
+            Failure::Retry(why)
+        }
+    })?;
     let status = response.status();
     if status.is_success() {
         return Ok(());
@@ -295,6 +327,14 @@ async fn deliver(
     } else {
         Err(Failure::Refused(e))
     }
+}
+
+fn gzip(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Write as _;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes)
+        .and_then(|()| e.finish())
+        .map_err(|e| e.to_string())
 }
 
 /// A transport error in a few words: the innermost cause says what happened.

@@ -546,6 +546,66 @@ pub struct Meta {
     /// `workload` (`record --service/--instance/--build/--workload`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// What is known of the target process beyond its command line.
+    #[serde(default, skip_serializing_if = "ProcessInfo::is_empty")]
+    pub process: ProcessInfo,
+    /// How the command line was redacted, when not by the default rules alone.
+    #[serde(default, skip_serializing_if = "Redaction::is_default")]
+    pub redaction: Redaction,
+}
+
+/// The target process as the semantic conventions describe one: its executable and its
+/// language runtime, where known.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// `/proc/PID/exe` at the start.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub executable: String,
+    /// `go`, `cpython`, `java`, `nodejs`; empty when not known.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub runtime: String,
+    /// `go1.26.8`, `3.11`, `17.0.13`; empty when not known.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub runtime_version: String,
+}
+
+impl ProcessInfo {
+    pub fn is_empty(&self) -> bool {
+        *self == ProcessInfo::default()
+    }
+}
+
+/// Redaction beyond the default rules ([`redact`]): turned off (`record --no-redact`), or
+/// rules added (`--redact PATTERN`; counted, since a pattern can itself name a secret).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Redaction {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub off: bool,
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub added_rules: u32,
+}
+
+impl Redaction {
+    pub fn is_default(&self) -> bool {
+        *self == Redaction::default()
+    }
+
+    /// What a reader of the run is told, when it is not the default.
+    pub fn note(&self) -> Option<String> {
+        if self.off {
+            Some(
+                "off (--no-redact): the command line is kept as it was, secrets and all, in this run and all made from it"
+                    .into(),
+            )
+        } else if self.added_rules > 0 {
+            Some(format!(
+                "the default rules and {} added (--redact)",
+                self.added_rules
+            ))
+        } else {
+            None
+        }
+    }
 }
 
 /// Where a window stands in its continuous recording.
@@ -932,6 +992,8 @@ pub(crate) mod tests {
                 unreported_switches: 0,
                 window: None,
                 labels: BTreeMap::new(),
+                process: ProcessInfo::default(),
+                redaction: Redaction::default(),
             },
             missing: vec![],
             counters: vec![Counter {

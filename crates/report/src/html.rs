@@ -231,6 +231,9 @@ fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
     }
     out.push_str("</div>\n<table class=\"kv\">\n");
     kv(out, "Command", &format!("<code>{}</code>", Esc(command)));
+    if let Some(r) = run.meta.redaction.note() {
+        kv(out, "Redaction", &Esc(&r).to_string());
+    }
     let mode = match m.mode {
         TargetMode::Spawn => "spawned",
         TargetMode::Pid => "attached",
