@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # `just fleet [SECONDS] [EVERY]`: a fleet on one host. Three mmsg relays on their own ports
 # stand in for three hosts (relay-a and relay-b run the threads build, relay-c mmsg), each with
-# its own speakers and its own `switchyard record --every EVERY --otlp` (gRPC), all into one
-# OpenTelemetry Collector on 127.0.0.1. At the end it prints what a fleet operator sees in the
-# Collector's output: per instance and build, the windows, on-CPU samples, off-CPU time, the
-# bytes per window, and the hottest functions.
+# its own speakers and its own `switchyard record --every EVERY`, all into one OpenTelemetry
+# Collector on 127.0.0.1 set up as a hosted backend is: OTLP/gRPC over TLS (a CA made here)
+# with a bearer token. Each recorder is pointed at it as any OpenTelemetry SDK would be, by
+# OTEL_* variables alone. At the end it prints what a fleet operator sees in the Collector's
+# output: per instance and build, the windows, on-CPU samples, off-CPU time, the bytes per
+# window, and the hottest functions.
 #
 # Everything lands in reports/fleet/: received.jsonl (what the Collector wrote), and per
 # instance its windows (relay-X/run-<n>.json) and switchyard's lines (relay-X.err).
@@ -20,14 +22,18 @@ mkdir -p "$out"
 
 say() { printf 'fleet: %s\n' "$*" >&2; }
 source scripts/otelcol-lib.sh
-start_collector "$out/received.jsonl"
+start_tls_collector "$out/received.jsonl"
+say "Collector on :$grpc (gRPC) and :$http (HTTP), TLS with the CA $ca, a bearer token required"
 
 recorders=()
 for host in relay-a:threads relay-b:threads relay-c:mmsg; do
   name=${host%%:*}
   build=${host##*:}
-  "$bin/switchyard" record --every "$every" --otlp "grpc://127.0.0.1:$grpc" \
-    --service mmsg-relay --instance "$name" --build "$build" --workload mmsg-relay \
+  OTEL_EXPORTER_OTLP_ENDPOINT="https://localhost:$grpc" OTEL_EXPORTER_OTLP_PROTOCOL=grpc \
+    OTEL_EXPORTER_OTLP_CERTIFICATE="$ca" OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer%20$token" \
+    OTEL_EXPORTER_OTLP_COMPRESSION=gzip OTEL_SERVICE_NAME=mmsg-relay \
+    OTEL_RESOURCE_ATTRIBUTES="service.instance.id=$name,deployment.environment.name=fleet-demo" \
+    "$bin/switchyard" record --every "$every" --build "$build" --workload mmsg-relay \
     -o "$out/$name" -- "$bin/mmsg-relay" --mode "$build" --exit-after-idle 300 \
     >"$out/$name.out" 2>"$out/$name.err" &
   recorders+=("$!")
@@ -37,7 +43,7 @@ for host in relay-a:threads relay-b:threads relay-c:mmsg; do
     --duration "${seconds}s" --build "$build" --out "$out/$name.result.json" \
     >"$out/$name.driver" 2>&1 &
   pids+=("$!")
-  say "$name ($build) on :$port, recorded into the Collector on :$grpc"
+  say "$name ($build) on :$port, recorded into the Collector"
 done
 # Each relay exits once its speakers have gone, and its recording with it.
 for r in "${recorders[@]}"; do
