@@ -130,8 +130,9 @@ pub struct Live<'p> {
     /// A spawned command, stopped when the recording ends, however it ends.
     pub child: Option<spawn::Child>,
     command: Vec<String>,
-    /// The target's executable and runtime, read once it runs.
-    process: switchyard_model::ProcessInfo,
+    /// The target's executable and runtime, read once it runs; its published OpenTelemetry
+    /// context, read again at every window (a program publishes it once it has started).
+    process: std::sync::Mutex<switchyard_model::ProcessInfo>,
     pub start_wall: SystemTime,
     /// CLOCK_MONOTONIC ns.
     pub start_mono: u64,
@@ -200,7 +201,7 @@ impl<'p> Live<'p> {
             }
             _ => (None, plan.recorded_command(&procfs::cmdline(pid))),
         };
-        let process = procfs::process_info(pid);
+        let process = std::sync::Mutex::new(procfs::process_info(pid));
         steps.lap("start", "clock started, command released");
         steps.say();
         say!(
@@ -270,9 +271,33 @@ impl<'p> Live<'p> {
             unreported_switches: 0,
             window: None,
             labels: self.plan.labels.clone(),
-            process: self.process.clone(),
+            process: self.process_info(),
             redaction: self.plan.redaction.clone(),
         }
+    }
+
+    /// The target as far as it is known now: its published context read again, kept from the
+    /// last read once the target has gone.
+    fn process_info(&self) -> switchyard_model::ProcessInfo {
+        let mut p = self.process.lock().unwrap_or_else(|e| e.into_inner());
+        if p.executable.is_empty() {
+            let again = procfs::process_info(self.pid);
+            if !again.executable.is_empty() {
+                *p = switchyard_model::ProcessInfo {
+                    published: std::mem::take(&mut p.published),
+                    ..again
+                };
+            }
+        }
+        match crate::otelctx::read(self.pid) {
+            Ok(Some(published)) => {
+                p.published = published.into_iter().collect();
+                p.published_error = None;
+            }
+            Ok(None) => {}
+            Err(e) => p.published_error = Some(e),
+        }
+        p.clone()
     }
 
     /// Polls until the recording ends, cutting the windows due; returns how it ended.
@@ -287,6 +312,7 @@ impl<'p> Live<'p> {
         let shares_terminal = self.child.is_some() || windows.is_some();
         let mut progress = Progress::start(self.plan.duration, shares_terminal);
         let mut last_maps = Instant::now();
+        let mut last_context = Instant::now();
         let end = loop {
             // New processes, exec and dlopen: their maps for symbols and their unwind tables,
             // as soon as seen: every tick in the first second (the dynamic loader maps
@@ -302,6 +328,12 @@ impl<'p> Live<'p> {
             self.collection
                 .tick(self.pid, &mut self.maps, maps_due, follow_due);
             self.jvms.tick(self.pid, &self.collection, &mut self.maps);
+            // A published OpenTelemetry context, looked for every second: a program
+            // publishes it once it has started, and it is gone from /proc when it exits.
+            if last_context.elapsed() >= Duration::from_secs(1) {
+                last_context = Instant::now();
+                self.process_info();
+            }
             // A window due as the duration runs out is the last one, read at the end: cutting
             // it here would leave a last window of a few milliseconds.
             let over = self

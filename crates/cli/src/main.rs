@@ -30,6 +30,7 @@ mod gate;
 mod heap;
 mod jvm;
 mod live;
+mod otelctx;
 mod plan;
 mod preflight;
 mod procfs;

@@ -53,6 +53,25 @@ pub fn render(run: &Run, top: usize) -> String {
         m.pid,
         ns(m.duration_ns())
     );
+    if !m.process.published.is_empty() {
+        let attrs: Vec<String> = m
+            .process
+            .published
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "process context (OpenTelemetry, published by the target): {}; the run's resource takes them",
+            attrs.join(", ")
+        );
+    }
+    if let Some(e) = &m.process.published_error {
+        let _ = writeln!(
+            out,
+            "process context: the target publishes one, but it could not be read: {e}"
+        );
+    }
     if let Some(r) = m.redaction.note() {
         let _ = writeln!(out, "redaction: {r}");
     }

@@ -832,3 +832,94 @@ fn tls_and_a_bearer_token_configured_by_the_environment_alone() {
     }
     assert_eq!(received(&out).len(), expected, "nothing more arrived");
 }
+
+/// A target that publishes its OpenTelemetry process context (OTEP 4719; the demo is a
+/// reference writer) gives the run its resource: over the recorder's environment, below its
+/// flags, and said in the summary. One that publishes a context this reader cannot take is
+/// named, and the run goes on.
+#[test]
+fn a_published_process_context_is_the_runs_resource() {
+    let test = "a_published_process_context_is_the_runs_resource";
+    if !privileged(test) {
+        return;
+    }
+    let Some(bin) = collector_binary(test) else {
+        return;
+    };
+    let dir = tempdir("otel-ctx");
+    let (http, grpc) = (free_port(), free_port());
+    let out = dir.join("received.jsonl");
+    let _collector = Collector::start(&bin, http, grpc, &out, &dir.join("otelcol.log"));
+    let record = |name: &str, extra: &[&str]| {
+        let run = dir.join(format!("{name}.json"));
+        let o = Command::new(switchyard())
+            .args(["record", "-o"])
+            .arg(&run)
+            .env(
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                format!("http://127.0.0.1:{http}"),
+            )
+            .env("OTEL_SERVICE_NAME", "from-env")
+            .env(
+                "OTEL_RESOURCE_ATTRIBUTES",
+                "deployment.environment.name=env,team=core",
+            )
+            .arg("--")
+            .arg(demo())
+            .args(["stacks", "--seconds", "3", "--publish-after-ms", "300"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = text(&o).1;
+        assert!(o.status.success(), "{stderr}");
+        (load_run(&run), stderr)
+    };
+    let (run, stderr) = record(
+        "published",
+        &[
+            "--otel-context",
+            "service.name=ctx-svc,deployment.environment.name=staging,service.version=1.4,other=x",
+        ],
+    );
+    assert!(
+        stderr.contains("process context (OpenTelemetry, published by the target): deployment.environment.name=staging, service.name=ctx-svc, service.version=1.4; the run's resource takes them"),
+        "{stderr}"
+    );
+    assert_eq!(
+        run["meta"]["process"]["published"]["service.name"],
+        "ctx-svc"
+    );
+    let got = received_at_least(&out, 1);
+    let r = &got[0].resource;
+    for (k, v) in [
+        ("service.name", "ctx-svc"),
+        ("deployment.environment.name", "staging"),
+        ("service.version", "1.4"),
+        ("team", "core"),
+    ] {
+        assert_eq!(r.get(k).map(String::as_str), Some(v), "{k} in {r:?}");
+    }
+    assert!(
+        !r.contains_key("other"),
+        "only service.* and deployment.* are taken: {r:?}"
+    );
+
+    let (run, stderr) = record(
+        "bad-version",
+        &[
+            "--otel-context",
+            "service.name=ctx-svc",
+            "--otel-context-version",
+            "9",
+        ],
+    );
+    assert!(
+        stderr.contains("process context: the target publishes one, but it could not be read: version 9 (this reader knows 1 and 2)"),
+        "{stderr}"
+    );
+    assert!(
+        run["meta"]["process"]["published"].is_null(),
+        "{}",
+        run["meta"]
+    );
+}

@@ -9,6 +9,7 @@
 //! reason, in [`Stats`].
 
 mod otlp;
+pub mod process_context;
 mod pyroscope;
 pub mod settings;
 mod sink;

@@ -383,8 +383,9 @@ pub fn encode_with(run: &Run, extra: &[(String, String)]) -> ExportProfilesServi
 
 /// The resource a run is exported with, in the semantic conventions' names: the service,
 /// the host, the OS, the process and its runtime where known. `extra` (from
-/// `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME`) is over what the run gives, and the
-/// run's own `--service` and `--instance` are over `extra`. Values from the environment go
+/// `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME`) is over what the run gives, the
+/// context the target published (OTEP 4719) is over `extra`, and the run's own `--service`
+/// and `--instance` are over all. Values from the environment go
 /// through the command line's redaction (`KEY=value` with a secret key), unless the run
 /// was recorded with it off; what is switchyard's own is under `switchyard.`.
 pub fn resource(run: &Run, extra: &[(String, String)]) -> Vec<(String, Value)> {
@@ -434,10 +435,19 @@ pub fn resource(run: &Run, extra: &[(String, String)]) -> Vec<(String, Value)> {
     if meta.redaction.off {
         set("switchyard.redaction", Value::Str("off".into()));
     }
-    for (k, v) in extra {
-        let given = |label: &str| meta.labels.contains_key(label);
-        if (k == "service.name" && given("service"))
-            || (k == "service.instance.id" && given("instance"))
+    // What the target says of itself (its published context) is over the environment of
+    // the recorder, which may serve many targets; a flag is over both.
+    let published = &meta.process.published;
+    let given: Vec<(&String, &String)> = extra
+        .iter()
+        .filter(|(k, _)| !published.contains_key(k))
+        .map(|(k, v)| (k, v))
+        .chain(published)
+        .collect();
+    for (k, v) in given {
+        let flagged = |label: &str| meta.labels.contains_key(label);
+        if (k == "service.name" && flagged("service"))
+            || (k == "service.instance.id" && flagged("instance"))
         {
             continue;
         }

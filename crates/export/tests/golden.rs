@@ -38,6 +38,7 @@ fn the_resource_and_what_the_environment_adds() {
         executable: "/usr/local/bin/server".into(),
         runtime: "go".into(),
         runtime_version: "go1.26.8".into(),
+        ..Default::default()
     };
     let extra = [
         ("service.name".to_string(), "from-env".to_string()),
@@ -71,6 +72,17 @@ fn the_resource_and_what_the_environment_adds() {
     run.meta.labels.insert("service".into(), "from-flag".into());
     run.meta.redaction.off = true;
     text += "# --service from-flag, recorded with --no-redact\n";
+    text += &lines(&run);
+    run.meta.labels.clear();
+    run.meta.redaction.off = false;
+    run.meta.process.published = [
+        ("service.name", "published"),
+        ("deployment.environment.name", "staging"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    text += "# a published process context, over the environment\n";
     text += &lines(&run);
     golden.check("basic.resource.txt", &text);
 }

@@ -567,6 +567,13 @@ pub struct ProcessInfo {
     /// `go1.26.8`, `3.11`, `17.0.13`; empty when not known.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub runtime_version: String,
+    /// The `service.*` and `deployment.*` attributes of the OpenTelemetry process context the
+    /// target published (OTEP 4719), which the run's resource takes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub published: BTreeMap<String, String>,
+    /// Why a process context the target published could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_error: Option<String>,
 }
 
 impl ProcessInfo {

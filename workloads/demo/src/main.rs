@@ -502,6 +502,15 @@ fn nanosleep_wrapper(us: u64) {
 /// A hot thread, two sleepers blocked on pipes and a waker that works a little, wakes one
 /// sleeper, and naps: known leaders for the on-CPU, off-CPU and wakeup flame graphs.
 fn stacks(args: &Args) {
+    if let Some(attrs) = args.value("--otel-context") {
+        let attrs: Vec<(&str, &str)> = attrs
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .collect();
+        // After a while, as a program publishes once it has started.
+        thread::sleep(Duration::from_millis(args.num("--publish-after-ms", 0)));
+        publish_process_context(&attrs, args.num("--otel-context-version", 2) as u32);
+    }
     let secs = args.num("--seconds", 2);
     let end = Instant::now() + Duration::from_secs(secs);
     let hot = thread::Builder::new()
@@ -1626,6 +1635,91 @@ fn main() {
         "epoll-server" => epoll_server(&args),
         "requests" => requests(&args),
         _ => usage(),
+    }
+}
+
+/// Publishes this process's OpenTelemetry context as OTEP 4719 has it, a reference writer: a
+/// memfd named `OTEL_CTX` mapped privately (an anonymous mapping where memfd is refused), not
+/// inherited by a fork, holding a 32-byte header (`OTEL_CTX`, version 2, the payload's size,
+/// the CLOCK_BOOTTIME publication time written last, the payload's address) and, after it,
+/// the payload: a `ProcessContext` message whose resource holds `attributes` as strings; then
+/// the mapping named by prctl. The protobuf is written by hand: three nested messages.
+/// `version` is 2, the format's, unless a test wants one a reader must refuse.
+fn publish_process_context(attributes: &[(&str, &str)], version: u32) {
+    fn varint(out: &mut Vec<u8>, mut n: usize) {
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+    }
+    // Field `tag` (length-delimited) holding `body`.
+    fn field(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
+        out.push((tag << 3) | 2);
+        varint(out, body.len());
+        out.extend_from_slice(body);
+    }
+    let mut resource = Vec::new();
+    for (k, v) in attributes {
+        let mut any = Vec::new();
+        field(&mut any, 1, v.as_bytes()); // AnyValue.string_value
+        let mut kv = Vec::new();
+        field(&mut kv, 1, k.as_bytes()); // KeyValue.key
+        field(&mut kv, 2, &any); // KeyValue.value
+        field(&mut resource, 1, &kv); // Resource.attributes
+    }
+    let mut payload = Vec::new();
+    field(&mut payload, 1, &resource); // ProcessContext.resource
+    let size = 4096usize.max(32 + payload.len()).next_multiple_of(4096);
+    let name = c"OTEL_CTX";
+    // SAFETY: plain system calls on a mapping made here and never unmapped; the header is
+    // written in place, its time last, after a fence.
+    unsafe {
+        const MFD_NOEXEC_SEAL: libc::c_uint = 8;
+        let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+        let mut fd = libc::memfd_create(name.as_ptr(), flags | MFD_NOEXEC_SEAL);
+        if fd < 0 {
+            fd = libc::memfd_create(name.as_ptr(), flags);
+        }
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let p = if fd >= 0 && libc::ftruncate(fd, size as libc::off_t) == 0 {
+            let p = libc::mmap(std::ptr::null_mut(), size, prot, libc::MAP_PRIVATE, fd, 0);
+            libc::close(fd);
+            p
+        } else {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                prot,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            eprintln!(
+                "error: mapping the process context: {}",
+                std::io::Error::last_os_error()
+            );
+            process::exit(1);
+        }
+        libc::madvise(p, size, libc::MADV_DONTFORK);
+        let base = p as *mut u8;
+        std::ptr::copy_nonoverlapping(payload.as_ptr(), base.add(32), payload.len());
+        std::ptr::copy_nonoverlapping(b"OTEL_CTX".as_ptr(), base, 8);
+        (base.add(8) as *mut u32).write(version);
+        (base.add(12) as *mut u32).write(payload.len() as u32);
+        (base.add(24) as *mut u64).write(base.add(32) as u64);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        (base.add(16) as *mut u64).write_volatile(clock_ns(libc::CLOCK_BOOTTIME).max(1));
+        // PR_SET_VMA, PR_SET_VMA_ANON_NAME: named where the kernel allows it.
+        libc::prctl(
+            0x5356_4d41,
+            0,
+            p as libc::c_ulong,
+            size as libc::c_ulong,
+            name.as_ptr(),
+        );
     }
 }
 
