@@ -22,6 +22,7 @@ mod goroutines;
 mod inflight;
 mod locks;
 mod oncpu;
+mod otelctx;
 mod python;
 mod sched;
 mod shared;

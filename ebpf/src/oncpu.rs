@@ -10,6 +10,7 @@ use aya_ebpf::{
 use switchyard_common::{OnCpuKey, timeline as tl, unwind};
 
 use crate::{
+    otelctx,
     shared::{is_target, recording},
     spans,
     stacks::{KEYS, add, stack_ids},
@@ -46,6 +47,7 @@ fn try_oncpu(ctx: &PerfEventContext) {
         // SAFETY: the sampled thread is the current one; its switches are not running.
         spans::sample(unsafe { &mut *t }, user_stack, kernel_stack);
     }
+    otelctx::sample(key.tid);
     if timeline::on() {
         timeline::emit(
             tl::ONCPU,

@@ -181,7 +181,7 @@ fn try_sched_switch(ctx: &BtfTracePointContext) {
 
 /// A task's (pid, tgid), `task` being one of the tracepoint's own task pointers.
 #[inline(always)]
-fn task_ids(task: *mut c_void) -> (u32, u32) {
+pub fn task_ids(task: *mut c_void) -> (u32, u32) {
     // SAFETY: the tracepoint's task pointers are trusted by the verifier; the offsets are the
     // loader's, from the kernel's BTF, and the verifier checks each load.
     unsafe {

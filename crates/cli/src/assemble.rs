@@ -72,6 +72,7 @@ pub fn assemble(r: Recording) -> Run {
     let mut gc = None;
     let mut timeline = None;
     let mut cpu_holders = Vec::new();
+    let mut otel_spans = None;
     let (syscalls, threads, run_drops) = match r.source {
         Source::Ebpf(c) => {
             let c = *c;
@@ -88,6 +89,7 @@ pub fn assemble(r: Recording) -> Run {
                 }
             }
             cpu_holders = c.cpu_holders;
+            otel_spans = c.otel;
             if let (Some(g), Some((binary, events))) = (c.gc, &r.go_gc) {
                 let lost = dropped(DropKind::GcEventsFull);
                 gc = Some(go_gc_summary(&g, binary, events, meta.start_mono_ns, lost));
@@ -177,6 +179,7 @@ pub fn assemble(r: Recording) -> Run {
         timeline,
         cpu_holders,
         cgroup: r.cgroup,
+        otel_spans,
     }
 }
 

@@ -58,6 +58,8 @@ pub struct Plan {
     pub redaction: switchyard_model::Redaction,
     /// `--redact PATTERN`, each.
     pub redact_patterns: Vec<regex::Regex>,
+    /// The target's OpenTelemetry thread context: its TLS offset, and where it was found.
+    pub thread_context: Option<(i64, String)>,
 }
 
 /// Where the run's operation count comes from, without a driver's result.
@@ -99,6 +101,7 @@ struct Checked {
     output: Option<PathBuf>,
     export: Option<switchyard_export::Config>,
     redact_patterns: Vec<regex::Regex>,
+    thread_context: Option<(i64, String)>,
 }
 
 impl Plan {
@@ -247,12 +250,33 @@ impl Plan {
                 )
             })
         };
+        // An OpenTelemetry thread context the program publishes (OTEP 4947) is read at every
+        // switch, when its executable defines one.
+        let thread_context = exe("").ok().and_then(|p| {
+            match switchyard_loader::otel::thread_context(&p) {
+                Ok(Some(offset)) => {
+                    let source = format!(
+                        "{} in {} (thread pointer {offset:+})",
+                        switchyard_loader::otel::SYMBOL,
+                        p.display()
+                    );
+                    say!("switchyard: the program publishes OpenTelemetry thread context: reading each thread's span at its switches and samples");
+                    Some((offset, source))
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    say!("switchyard: warning: its thread context cannot be read: {e}");
+                    None
+                }
+            }
+        });
         let heap = args
             .heap_profile
             .take()
             .map(crate::heap::HeapPlan::new)
             .transpose()?;
         let checked = Checked {
+            thread_context,
             target,
             spans,
             go_gc,
@@ -277,6 +301,7 @@ impl Plan {
             output: None,
             export: None,
             redact_patterns: Vec::new(),
+            thread_context: None,
         };
         Plan::from_args(RecordArgs::default(), checked)
     }
@@ -292,6 +317,7 @@ impl Plan {
             output,
             export,
             redact_patterns,
+            thread_context,
         } = checked;
         let cfi = args.unwind == UnwindArg::Cfi;
         let stacks = (!args.no_stacks).then_some(StackConfig {
@@ -350,6 +376,7 @@ impl Plan {
                 added_rules: redact_patterns.len() as u32,
             },
             redact_patterns,
+            thread_context,
         }
     }
 
@@ -381,6 +408,7 @@ impl Plan {
             syscalls: self.syscalls.clone(),
             syscall_latency: self.syscall_latency,
             timeline: self.timeline,
+            thread_context: self.thread_context.clone(),
         }
     }
 }

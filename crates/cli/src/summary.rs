@@ -233,6 +233,9 @@ pub fn render(run: &Run, top: usize) -> String {
             }
         }
     }
+    if let Some(o) = &run.otel_spans {
+        let _ = writeln!(out, "{}", otel_spans_line(o, run.profiles.stats.oncpu_hz));
+    }
     if let Some(kb) = run.max_rss_kb {
         let _ = writeln!(out, "peak RSS: {}", kib_as_mib(kb));
     }
@@ -398,6 +401,34 @@ const UPROBE_FRAMES: [&str; 4] = [
     "__x64_sys_uretprobe",
     "uprobe_handle_trampoline",
 ];
+
+/// The OpenTelemetry spans of the target's thread context: how many, their time off CPU
+/// (exact), on CPU (exact where the span did not change between two switches; else told by
+/// samples), and what reading the records found.
+fn otel_spans_line(o: &switchyard_model::OtelSpans, hz: u64) -> String {
+    let sum = |f: fn(&switchyard_model::OtelSpan) -> u64| o.spans.iter().map(f).sum::<u64>();
+    let samples = sum(|s| s.samples);
+    let sampled = match 1_000_000_000u64.checked_div(hz) {
+        Some(period) if samples > 0 => {
+            format!(" ({} samples, about {})", samples, ns(samples * period))
+        }
+        _ => format!(" ({samples} samples)"),
+    };
+    format!(
+        "OpenTelemetry spans (thread context, {}): {} spans seen at switches and samples; off CPU, exact: blocked {}, waiting for a CPU {}; on CPU: {} exact, {} where the span changed while it ran{sampled}\n  records: {} read, {} detached or being written, {} refused (lying), {} unreadable, {} spans over the table",
+        o.source,
+        o.spans.len(),
+        ns(sum(|s| s.blocked_ns)),
+        ns(sum(|s| s.runqueue_ns)),
+        ns(sum(|s| s.oncpu_ns)),
+        ns(sum(|s| s.changed_ns)),
+        o.read,
+        o.not_valid,
+        o.refused,
+        o.unreadable,
+        o.table_full
+    )
+}
 
 /// What the uprobes (spans, the Go runtime's) cost the target: its on-CPU samples in their
 /// traps, as a share and as time of its CPU, and per span call (an entry and a return, with

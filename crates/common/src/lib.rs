@@ -76,6 +76,14 @@ pub mod maps {
     pub const SPAN_EVENTS: &str = "SPAN_EVENTS";
     /// `RingBuf` of `GcEvent`: Go runtime GC events with their timestamps.
     pub const GC_EVENTS: &str = "GC_EVENTS";
+    /// `HashMap<u32 tid, OtelThread>`: each target thread's OpenTelemetry thread context at
+    /// its last switch-out, and its times then.
+    pub const OTEL_THREADS: &str = "OTEL_THREADS";
+    /// `HashMap<[u8; 8] span id, OtelSpan>`: each OpenTelemetry span seen in a thread's
+    /// context, its anatomy so far.
+    pub const OTEL_SPANS: &str = "OTEL_SPANS";
+    /// `PerCpuArray<u64>` of `otel::STATS`: what reading thread contexts found.
+    pub const OTEL_STATS: &str = "OTEL_STATS";
     /// `RingBuf` of `TimelineEvent` (`--timeline`): timestamped switches, wakeups, slow
     /// syscalls, futex waits and stack samples.
     pub const TIMELINE: &str = "TIMELINE";
@@ -234,6 +242,74 @@ pub mod globals {
     /// `[u32; unwind::RETPROBE_FIELDS]`: byte offsets of the kernel fields that lead from the
     /// current task to its pending return probes (indexed by `unwind::RP_*`), from its BTF.
     pub const RETPROBE_OFFSETS: &str = "RETPROBE_OFFSETS";
+    /// `i64`: where the target's `otel_thread_ctx_v1` is from its thread pointer (static
+    /// TLS; negative on x86-64); 0: the target publishes no thread context.
+    pub const OTEL_TLS_OFFSET: &str = "OTEL_TLS_OFFSET";
+    /// `u32`: byte offset of `thread.fsbase` in `struct task_struct`.
+    pub const TASK_FSBASE_OFFSET: &str = "TASK_FSBASE_OFFSET";
+}
+
+/// OpenTelemetry thread context (OTEP 4947): a thread's TLS variable `otel_thread_ctx_v1`
+/// points to a record of the trace and span it serves, read at its switch-outs and on-CPU
+/// samples, so each span's anatomy is kept without a probe per request.
+pub mod otel {
+    /// The record's fixed part: trace id (16), span id (8), valid (1), trace flags (1),
+    /// attributes' size (2).
+    pub const RECORD_HEADER: usize = 28;
+    /// The largest record read (the attributes beyond the header at most this minus it).
+    pub const RECORD_MAX: usize = 640;
+    /// `OTEL_STATS` indexes: records read and valid; records with `valid` 0 (detached, or
+    /// being written); records refused (`valid` neither 0 nor 1, or a size past
+    /// `RECORD_MAX`); pointers that could not be read (wild, or unmapped); spans not kept,
+    /// the table being full.
+    pub const READ: u32 = 0;
+    pub const NOT_VALID: u32 = 1;
+    pub const REFUSED: u32 = 2;
+    pub const UNREADABLE: u32 = 3;
+    pub const TABLE_FULL: u32 = 4;
+    pub const STATS: u32 = 5;
+    /// Spans kept at most (`OTEL_SPANS`), and threads followed (`OTEL_THREADS`).
+    pub const MAX_SPANS: u32 = 65536;
+    pub const MAX_THREADS: u32 = 16384;
+}
+
+/// A thread's OpenTelemetry context at its last switch-out (zero ids: none), and its times
+/// then: what its next switch-out charges to that span.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OtelThread {
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    /// The thread's blocked and waiting-for-a-CPU totals (`ThreadStats`) then.
+    pub blocked_ns: u64,
+    pub runqueue_ns: u64,
+    /// When (CLOCK_MONOTONIC ns).
+    pub out_ns: u64,
+}
+
+/// One OpenTelemetry span's anatomy, from the switches and samples of the threads whose
+/// context named it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OtelSpan {
+    pub trace_id: [u8; 16],
+    /// On CPU between two switch-outs that both saw this span: exact.
+    pub oncpu_ns: u64,
+    /// On CPU between a switch-out that saw this span and one that saw another (the span
+    /// changed while the thread ran): whose it was is told by the samples.
+    pub changed_ns: u64,
+    pub blocked_ns: u64,
+    pub runqueue_ns: u64,
+    /// On-CPU samples taken while this span was the thread's.
+    pub samples: u64,
+    /// Switch-outs that saw it.
+    pub switches: u64,
+    /// The first and last time it was seen (switch-out or sample), CLOCK_MONOTONIC ns.
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// The thread that last served it.
+    pub tid: u32,
+    pub _pad: u32,
 }
 
 /// Kernel stack ids (`KERNEL_STACKS`) have this bit set.
@@ -254,6 +330,8 @@ pub mod sampling {
 /// Program names (the function names in `ebpf/src`).
 pub mod programs {
     pub const SCHED_SWITCH: &str = "sched_switch";
+    /// OpenTelemetry thread context, on sched_switch beside the switch program.
+    pub const OTEL_SWITCH: &str = "otel_switch";
     /// Reached by tail calls (`SWITCH_JUMP`, `SYSCALL_JUMP`), never attached.
     pub const SCHED_SWITCH_WALK: &str = "sched_switch_walk";
     pub const SCHED_SWITCH_FINISH: &str = "sched_switch_finish";
@@ -1420,6 +1498,8 @@ mod pod {
     unsafe impl aya::Pod for super::InFlight {}
     unsafe impl aya::Pod for super::ErrnoKey {}
     unsafe impl aya::Pod for super::ThreadStats {}
+    unsafe impl aya::Pod for super::OtelThread {}
+    unsafe impl aya::Pod for super::OtelSpan {}
     unsafe impl aya::Pod for super::OnCpuKey {}
     unsafe impl aya::Pod for super::OffCpuKey {}
     unsafe impl aya::Pod for super::WakeupKey {}

@@ -23,6 +23,8 @@ pub struct TaskOffsets {
     pub pid: u32,
     pub tgid: u32,
     pub static_prio: u32,
+    /// `thread.fsbase`: the user thread pointer on x86-64 (0 where the kernel has none).
+    pub fsbase: u32,
 }
 
 impl TaskOffsets {
@@ -32,6 +34,9 @@ impl TaskOffsets {
             pid: member_offset(&btf, "task_struct", "pid")?,
             tgid: member_offset(&btf, "task_struct", "tgid")?,
             static_prio: member_offset(&btf, "task_struct", "static_prio")?,
+            fsbase: member_offset(&btf, "task_struct", "thread")
+                .and_then(|t| Ok(t + member_offset(&btf, "thread_struct", "fsbase")?))
+                .unwrap_or(0),
         })
     }
 }

@@ -89,6 +89,7 @@ pub(crate) fn collected(
         gc,
         unwind: None,
         offcpu_sampling,
+        otel: None,
     }
 }
 

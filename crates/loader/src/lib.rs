@@ -15,6 +15,7 @@ mod floor;
 mod goprologue;
 mod goreasons;
 mod kinds;
+pub mod otel;
 mod placement;
 mod probes;
 mod python;
@@ -70,6 +71,9 @@ pub struct Config {
     pub syscall_latency: u32,
     /// Stream timestamped events (`--timeline`).
     pub timeline: Option<TimelineConfig>,
+    /// The target's OpenTelemetry thread context: where its `otel_thread_ctx_v1` is from the
+    /// thread pointer, and the binary it was found in ([`otel::thread_context`]).
+    pub thread_context: Option<(i64, String)>,
 }
 
 /// The timeline's ring buffer and what goes into it.
@@ -187,6 +191,10 @@ pub struct Probes {
     /// `StackConfig::python_frames` off).
     python: Option<python::Finder>,
     /// The span instances sent whole (`--span`), and what is kept of them per span.
+    /// Where the target's OpenTelemetry thread context was found, when it is read.
+    otel: Option<String>,
+    /// Its record counts at the last window's reading.
+    otel_stats: [u64; switchyard_common::otel::STATS as usize],
     span_events: Option<RingBuf<MapData>>,
     span_kept: Vec<spans::Kept>,
     /// Each span's histogram at the last reading (a window's is what was added since).
@@ -226,4 +234,6 @@ pub struct Collected {
     pub unwind: Option<UnwindStats>,
     /// Off-CPU intervals long enough for a stack, and how many were walked.
     pub offcpu_sampling: (u64, u64),
+    /// The OpenTelemetry spans of the target's thread context, when it publishes one.
+    pub otel: Option<switchyard_model::OtelSpans>,
 }

@@ -419,6 +419,15 @@ impl Probes {
                 .collect();
         }
         collected.unwind = self.tables.as_ref().map(|t| t.stats().clone());
+        if let Some(source) = &self.otel {
+            let take = self.windows.is_some();
+            collected.otel = Some(crate::otel::read(
+                &mut self.ebpf,
+                source,
+                take,
+                &mut self.otel_stats,
+            )?);
+        }
         Ok(collected)
     }
 

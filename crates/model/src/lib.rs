@@ -92,6 +92,55 @@ pub struct Run {
     /// `cpu.max` and `cpu.stat`), where the target has a cgroup with a controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<CgroupCpu>,
+    /// The OpenTelemetry spans the target's threads named in their thread context (OTEP
+    /// 4947), each with its anatomy, when the target publishes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otel_spans: Option<OtelSpans>,
+}
+
+/// What the target's OpenTelemetry thread context (OTEP 4947) gave: each span a thread served,
+/// its time on CPU, blocked and waiting for a CPU, from the switches of its threads (no probe
+/// per request), and what reading the records found.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct OtelSpans {
+    /// Where the context was found: the binary and the thread-pointer offset of its
+    /// `otel_thread_ctx_v1`.
+    pub source: String,
+    /// By first seen.
+    pub spans: Vec<OtelSpan>,
+    /// Records read and valid, at switch-outs and samples.
+    pub read: u64,
+    /// Records whose `valid` was 0: detached, or being written.
+    pub not_valid: u64,
+    /// Records refused: `valid` neither 0 nor 1, or larger than 640 bytes.
+    pub refused: u64,
+    /// Pointers that could not be read: wild, or unmapped.
+    pub unreadable: u64,
+    /// Spans not kept, the kernel's table being full.
+    pub table_full: u64,
+}
+
+/// One OpenTelemetry span's anatomy.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct OtelSpan {
+    /// W3C hex.
+    pub trace_id: String,
+    pub span_id: String,
+    /// The thread that last served it.
+    pub tid: u32,
+    /// On CPU between two switch-outs that both saw it: exact.
+    pub oncpu_ns: u64,
+    /// On CPU in intervals during which the thread's span changed, begun with this one:
+    /// whose that time was, the samples tell.
+    pub changed_ns: u64,
+    pub blocked_ns: u64,
+    pub runqueue_ns: u64,
+    /// On-CPU samples taken while it was the thread's span.
+    pub samples: u64,
+    pub switches: u64,
+    /// First and last seen, CLOCK_MONOTONIC ns.
+    pub first_ns: u64,
+    pub last_ns: u64,
 }
 
 /// A task that ran on a CPU while a target thread waited for it: the task the waiter took
@@ -1043,6 +1092,7 @@ pub(crate) mod tests {
             timeline: None,
             cpu_holders: vec![],
             cgroup: None,
+            otel_spans: None,
         }
     }
 

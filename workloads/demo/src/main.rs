@@ -58,6 +58,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use switchyard_harness::otel_ctx;
+
 fn usage() -> ! {
     eprintln!(
         "usage: switchyard-demo SUBCOMMAND [options] (subcommands and options: see the source header)"
@@ -1292,6 +1294,8 @@ struct Request {
     lock_ns: u64,
     cpu_wait_ns: u64,
     io_ns: u64,
+    /// The thread's CPU time across the request.
+    cpu_ns: u64,
 }
 
 /// One request of the `requests` loop, with a stable, unmangled name for a span probe: takes
@@ -1506,6 +1510,10 @@ fn requests(args: &Args) {
     let start = Arc::new(Barrier::new(4));
     let (tids_tx, tids_rx) = mpsc::channel();
 
+    let otel_file = args
+        .value("--otel-thread-ctx")
+        .map(std::path::PathBuf::from);
+    let otel = otel_file.is_some();
     let (c, st, go, tx) = (ctx.clone(), stop.clone(), start.clone(), tids_tx.clone());
     let worker = spawn_named("worker", move || {
         pin_to_cpu(0);
@@ -1516,15 +1524,30 @@ fn requests(args: &Args) {
         go.wait();
         let mut i = 0u64;
         while !st.load(Ordering::Relaxed) {
+            // Each request a span of its own trace, in the thread's OpenTelemetry context
+            // (`--otel-thread-ctx`) while it is served.
+            if otel {
+                otel_ctx::attach(
+                    otel_ctx::trace_id(process::id().into(), i),
+                    otel_ctx::span_id(i),
+                );
+            }
             let delay = run_delay_ns();
+            let cpu = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
             let t = Instant::now();
             let times = handle_request(&c, i);
             let wall_ns = t.elapsed().as_nanos() as u64;
+            let cpu_ns = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(cpu);
+            let cpu_wait_ns = run_delay_ns().saturating_sub(delay);
+            if otel {
+                otel_ctx::detach();
+            }
             reqs.push(Request {
                 wall_ns,
                 lock_ns: times.lock_ns,
-                cpu_wait_ns: run_delay_ns().saturating_sub(delay),
+                cpu_wait_ns,
                 io_ns: times.io_ns,
+                cpu_ns,
             });
             i += 1;
             between_requests();
@@ -1589,6 +1612,29 @@ fn requests(args: &Args) {
         eprintln!("warning: removing {}: {e}", path.display());
     }
 
+    // Every request as it measured itself, by its span id: what a profiler reading the
+    // thread context must find.
+    if let Some(f) = otel_file {
+        let lines: String = reqs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                format!(
+                    "{} {} {} {} {} {}\n",
+                    otel_ctx::hex(&otel_ctx::span_id(i as u64)),
+                    r.wall_ns,
+                    r.lock_ns,
+                    r.cpu_wait_ns,
+                    r.io_ns,
+                    r.cpu_ns
+                )
+            })
+            .collect();
+        if let Err(e) = std::fs::write(&f, lines) {
+            eprintln!("error: writing {}: {e}", f.display());
+            process::exit(1);
+        }
+    }
     reqs.sort_by_key(|r| r.wall_ns);
     let n = reqs.len();
     // Nearest rank.

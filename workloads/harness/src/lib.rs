@@ -28,6 +28,7 @@ mod duration;
 pub mod heap;
 mod hist;
 mod launch;
+pub mod otel_ctx;
 mod ready;
 mod recorder;
 mod result;

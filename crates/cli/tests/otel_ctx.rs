@@ -1,0 +1,117 @@
+//! OpenTelemetry thread context (OTEP 4947) against a target that times its own requests: the
+//! demo's request loop publishes each request as a span of its own trace (the harness's
+//! reference writer) and writes what each request measured of itself (its lock wait and I/O,
+//! its wait for a CPU from schedstat, its CPU time). switchyard reads the context at every
+//! switch-out and sample, with no probe per request, and must find each slow request's time
+//! off CPU where the request found it. Needs root (eBPF).
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::*;
+
+/// What a request measured of itself, ns.
+struct Own {
+    off_cpu: u64,
+    lock_io: u64,
+    cpu_wait: u64,
+}
+
+#[test]
+fn each_requests_time_off_cpu_is_found_by_its_span_id() {
+    if !privileged("each_requests_time_off_cpu_is_found_by_its_span_id") {
+        return;
+    }
+    let dir = tempdir("otel-ctx");
+    let own_file = dir.join("requests.txt");
+    let own_arg = own_file.display().to_string();
+    let command = demo_command(&["requests", "--seconds", "4", "--otel-thread-ctx", &own_arg]);
+    let command: Vec<&std::ffi::OsStr> = command.iter().map(|a| a.as_os_str()).collect();
+    // Stacks on: the wakeup probe is what tells blocked from waiting for a CPU.
+    let (run, stderr) = record_spawned(&dir, &[], &command);
+    assert!(
+        stderr.contains("the program publishes OpenTelemetry thread context"),
+        "{stderr}"
+    );
+    let own: HashMap<String, Own> = std::fs::read_to_string(&own_file)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let n = |i: usize| f[i].parse::<u64>().unwrap();
+            (
+                f[0].to_string(),
+                Own {
+                    off_cpu: n(2) + n(3) + n(4),
+                    lock_io: n(2) + n(4),
+                    cpu_wait: n(3),
+                },
+            )
+        })
+        .collect();
+    assert!(own.len() > 1000, "{} requests", own.len());
+    let o = &run["otel_spans"];
+    assert_eq!(o["refused"], 0, "{o}");
+    assert!(o["read"].as_u64().unwrap() > 0, "{o}");
+    let spans: HashMap<String, &serde_json::Value> = o["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["span_id"].as_str().unwrap().to_string(), s))
+        .collect();
+    let num = |s: &serde_json::Value, k: &str| s[k].as_u64().unwrap();
+
+    // Every request that waited a millisecond or more is there, with its own figures: off CPU
+    // within 10% + 300 µs. A switch the kernel did not report to the probes (another program
+    // ran on that CPU) leaves an interval to the span before it, so as many requests as the
+    // run counts unreported switches may be off; every other one must match.
+    let slow: Vec<(&String, &Own)> = own.iter().filter(|(_, r)| r.off_cpu >= 1_000_000).collect();
+    assert!(
+        slow.len() >= 20,
+        "{} requests waited 1 ms or more",
+        slow.len()
+    );
+    let unreported = run["meta"]["unreported_switches"].as_u64().unwrap_or(0);
+    let within = |got: u64, want: u64| got.abs_diff(want) <= want / 10 + 300_000;
+    let (mut theirs, mut ours, mut blocked, mut lock_io) = (0u64, 0u64, 0u64, 0u64);
+    let mut off = Vec::new();
+    for (id, r) in &slow {
+        let got = spans
+            .get(*id)
+            .map_or(0, |s| num(s, "blocked_ns") + num(s, "runqueue_ns"));
+        if !within(got, r.off_cpu) {
+            off.push(format!(
+                "span {id}: off CPU {got} ns, the request measured {} (lock+io {}, cpu wait {})",
+                r.off_cpu, r.lock_io, r.cpu_wait
+            ));
+            continue;
+        }
+        let s = spans[*id];
+        theirs += r.off_cpu;
+        ours += got;
+        blocked += num(s, "blocked_ns");
+        lock_io += r.lock_io;
+    }
+    eprintln!(
+        "{} slow requests: {} match (off CPU {:.1} ms by their span ids, {:.1} ms as they measured it; blocked {:.1} ms against their lock wait and I/O {:.1} ms); {} off, {unreported} switches unreported",
+        slow.len(),
+        slow.len() - off.len(),
+        ours as f64 / 1e6,
+        theirs as f64 / 1e6,
+        blocked as f64 / 1e6,
+        lock_io as f64 / 1e6,
+        off.len()
+    );
+    assert!(off.len() as u64 <= unreported, "{}", off.join("\n"));
+    assert!(
+        (0.95..=1.05).contains(&(ours as f64 / theirs as f64)),
+        "off CPU {ours} against {theirs}"
+    );
+    // Blocked against waiting for a CPU is the wakeup's to tell, and a wakeup the probes
+    // missed leaves the wait blocked: over all of them, within 10%.
+    assert!(
+        (0.90..=1.10).contains(&(blocked as f64 / lock_io as f64)),
+        "blocked {blocked} against {lock_io}"
+    );
+}

@@ -1,0 +1,6 @@
+//! The OpenTelemetry thread context's TLS variable in the dynamic symbol table, as OTEP 4947
+//! asks of a program that publishes one (the harness defines it; `requests
+//! --otel-thread-ctx`).
+fn main() {
+    println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol=otel_thread_ctx_v1");
+}

@@ -1,0 +1,126 @@
+//! OpenTelemetry thread context (OTEP 4947), a reference writer: the TLS variable
+//! `otel_thread_ctx_v1` (an 8-byte ELF TLS symbol, exported in `.dynsym` by the binaries that
+//! link this, through `-Wl,--export-dynamic-symbol`), pointing to this thread's record while a
+//! request is served. A profiler outside the process reads it when the thread is stopped.
+//!
+//! The record is the OTEP's, byte-packed: trace id (16), span id (8), `valid` (1), trace flags
+//! (1), attributes' size (2), attributes. Each thread has one record and updates it in place
+//! (the OTEP's "fixed record" mode): `valid` goes to 0, the fields change, then `valid` goes
+//! to 1; detaching sets it to 0. Only the thread itself writes it, and a reader sees it only
+//! while the thread is stopped, so compiler fences suffice.
+//!
+//! Stable Rust cannot name a TLS symbol, so it is defined in assembly (x86-64: local-exec,
+//! since the symbol is the executable's own).
+
+use std::{
+    cell::Cell,
+    sync::atomic::{Ordering, compiler_fence},
+};
+
+/// One thread's record; 640 bytes in all, as the OTEP recommends at most.
+#[repr(C, packed)]
+pub struct Record {
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    pub valid: u8,
+    pub trace_flags: u8,
+    pub attrs_size: u16,
+    pub attrs: [u8; 612],
+}
+
+#[cfg(target_arch = "x86_64")]
+std::arch::global_asm!(
+    ".section .tbss,\"awT\",@nobits",
+    ".globl otel_thread_ctx_v1",
+    ".type otel_thread_ctx_v1, @tls_object",
+    ".size otel_thread_ctx_v1, 8",
+    ".p2align 3",
+    "otel_thread_ctx_v1:",
+    ".zero 8",
+    ".text",
+);
+
+/// This thread's `otel_thread_ctx_v1`.
+#[cfg(target_arch = "x86_64")]
+fn slot() -> *mut *mut Record {
+    let p: *mut *mut Record;
+    // SAFETY: the thread pointer plus the variable's local-exec offset is this thread's copy.
+    unsafe {
+        std::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            "lea {p}, [{p} + otel_thread_ctx_v1@tpoff]",
+            p = out(reg) p,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
+    p
+}
+
+thread_local! {
+    static RECORD: Cell<*mut Record> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// This thread's record, made and published on first use (never freed: the thread may be
+/// read until it exits).
+#[cfg(target_arch = "x86_64")]
+fn record() -> *mut Record {
+    RECORD.with(|r| {
+        if r.get().is_null() {
+            let fresh = Box::into_raw(Box::new(Record {
+                trace_id: [0; 16],
+                span_id: [0; 8],
+                valid: 0,
+                trace_flags: 0,
+                attrs_size: 0,
+                attrs: [0; 612],
+            }));
+            r.set(fresh);
+            // SAFETY: this thread's own slot.
+            unsafe { slot().write_volatile(fresh) };
+        }
+        r.get()
+    })
+}
+
+/// From now on this thread serves span `span_id` of trace `trace_id` (sampled).
+#[cfg(target_arch = "x86_64")]
+pub fn attach(trace_id: [u8; 16], span_id: [u8; 8]) {
+    let r = record();
+    // SAFETY: this thread's record; only it writes it.
+    unsafe {
+        std::ptr::addr_of_mut!((*r).valid).write_volatile(0);
+        compiler_fence(Ordering::SeqCst);
+        std::ptr::addr_of_mut!((*r).trace_id).write_volatile(trace_id);
+        std::ptr::addr_of_mut!((*r).span_id).write_volatile(span_id);
+        std::ptr::addr_of_mut!((*r).trace_flags).write_volatile(1);
+        compiler_fence(Ordering::SeqCst);
+        std::ptr::addr_of_mut!((*r).valid).write_volatile(1);
+    }
+}
+
+/// This thread serves no span any more.
+#[cfg(target_arch = "x86_64")]
+pub fn detach() {
+    let r = record();
+    // SAFETY: as in `attach`.
+    unsafe { std::ptr::addr_of_mut!((*r).valid).write_volatile(0) };
+    compiler_fence(Ordering::SeqCst);
+}
+
+/// A span id from a counter, never zero (zero is none).
+pub fn span_id(n: u64) -> [u8; 8] {
+    (n | 1 << 63).to_be_bytes()
+}
+
+/// A trace id from a seed and a counter, never zero.
+pub fn trace_id(seed: u64, n: u64) -> [u8; 16] {
+    let mut t = [0; 16];
+    t[..8].copy_from_slice(&(seed | 1).to_be_bytes());
+    t[8..].copy_from_slice(&n.to_be_bytes());
+    t
+}
+
+/// Lower-case hex, as W3C ids are written.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
