@@ -47,7 +47,7 @@ fn try_oncpu(ctx: &PerfEventContext) {
         // SAFETY: the sampled thread is the current one; its switches are not running.
         spans::sample(unsafe { &mut *t }, user_stack, kernel_stack);
     }
-    otelctx::sample(key.tid);
+    otelctx::sample(tgid, key.tid, user_stack, kernel_stack);
     if timeline::on() {
         timeline::emit(
             tl::ONCPU,

@@ -21,11 +21,12 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray},
     programs::BtfTracePointContext,
 };
-use switchyard_common::{OtelSpan, OtelThread, otel};
+use switchyard_common::{OffCpuKey, OtelSampleKey, OtelSpan, OtelThread, otel};
 
 use crate::{
     sched::task_ids,
     shared::{is_target, start_ns},
+    stacks::{KEYS, add},
     threads::thread,
 };
 
@@ -37,6 +38,9 @@ static OTEL_SPANS: HashMap<[u8; 8], OtelSpan> = HashMap::with_max_entries(otel::
 
 #[map]
 static OTEL_STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(otel::STATS, 0);
+
+#[map]
+static OTEL_SAMPLES: HashMap<OtelSampleKey, u64> = HashMap::with_max_entries(KEYS, 0);
 
 #[unsafe(no_mangle)]
 static OTEL_TLS_OFFSET: i64 = 0;
@@ -206,9 +210,10 @@ fn try_otel_switch(ctx: &BtfTracePointContext) {
     let _ = OTEL_THREADS.insert(&tid, &after, 0);
 }
 
-/// An on-CPU sample of target thread `tid` (the current task): a sample of its span.
+/// An on-CPU sample of target thread `tid` of `tgid` (the current task), with its stacks: a
+/// sample of its span.
 #[inline(always)]
-pub fn sample(tid: u32) {
+pub fn sample(tgid: u32, tid: u32, user_stack: i32, kernel_stack: i32) {
     if tls_offset() == 0 {
         return;
     }
@@ -229,4 +234,41 @@ pub fn sample(tid: u32) {
         s.samples += 1;
         s.last_ns = now;
     }
+    let key = OtelSampleKey {
+        span_id,
+        tgid,
+        tid,
+        user_stack,
+        kernel_stack,
+        state: otel::ONCPU,
+        _pad: 0,
+    };
+    add(&OTEL_SAMPLES, &key, 1);
+}
+
+/// `ns` of a thread's time off CPU by stacks and state (`k`), in the interval its last
+/// switch-out began: the span its context named then, if any, gets them too. A function of
+/// its own: its lookup is verified once, not at every place the switch program counts.
+#[inline(never)]
+pub fn offcpu(k: &OffCpuKey, ns: u64) {
+    if tls_offset() == 0 {
+        return;
+    }
+    // SAFETY: copied at once.
+    let Some(span_id) = (unsafe { OTEL_THREADS.get(&k.tid) }).map(|t| t.span_id) else {
+        return;
+    };
+    if span_id == [0; 8] {
+        return;
+    }
+    let key = OtelSampleKey {
+        span_id,
+        tgid: k.tgid,
+        tid: k.tid,
+        user_stack: k.user_stack,
+        kernel_stack: k.kernel_stack,
+        state: k.state,
+        _pad: 0,
+    };
+    add(&OTEL_SAMPLES, &key, ns);
 }

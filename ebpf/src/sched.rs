@@ -38,6 +38,7 @@ use switchyard_common::{
 
 use crate::{
     inflight::{in_syscall, slot},
+    otelctx,
     shared::{current_comm, drop_event, is_target, start_ns},
     spans,
     stacks::{KEYS, add, blocked_kernel_stack, stacks_on, user_stack},
@@ -551,6 +552,7 @@ fn offcpu(t: &ThreadStats, tid: u32, user: i32, kernel: i32, state: u32, ns: u64
         _pad: 0,
     };
     add(&OFFCPU, &key, ns);
+    otelctx::offcpu(&key, ns);
     if timeline::on() {
         timeline::emit(
             tl::OFFCPU,

@@ -108,6 +108,34 @@ fn each_requests_time_off_cpu_is_found_by_its_span_id() {
         (0.95..=1.05).contains(&(ours as f64 / theirs as f64)),
         "off CPU {ours} against {theirs}"
     );
+    // The samples carry their span: every on-CPU sample taken inside one, and the time off
+    // CPU each span owns (the off-CPU profile's weights, by stack).
+    let linked = |profile: &str| -> Vec<&serde_json::Value> {
+        run["profiles"][profile]["stacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["span_id"].is_string())
+            .collect()
+    };
+    let (on, off) = (linked("oncpu"), linked("offcpu"));
+    for s in on.iter().chain(&off) {
+        let span = spans[s["span_id"].as_str().unwrap()];
+        assert_eq!(s["trace_id"], span["trace_id"], "{s}");
+    }
+    let sum = |v: &[&serde_json::Value], k: &str| v.iter().map(|s| num(s, k)).sum::<u64>();
+    let all: Vec<&serde_json::Value> = spans.values().copied().collect();
+    assert_eq!(sum(&on, "value"), sum(&all, "samples"));
+    let owned = sum(&all, "blocked_ns") + sum(&all, "runqueue_ns");
+    let off_linked = sum(&off, "value");
+    eprintln!(
+        "linked: {} on-CPU samples; off CPU {:.1} ms by stack, {:.1} ms by span",
+        sum(&on, "value"),
+        off_linked as f64 / 1e6,
+        owned as f64 / 1e6
+    );
+    assert!(off_linked.abs_diff(owned) <= owned / 20 + 1_000_000, "{off_linked} against {owned}");
+
     // Blocked against waiting for a CPU is the wakeup's to tell, and a wakeup the probes
     // missed leaves the wait blocked: over all of them, within 10%.
     assert!(

@@ -84,6 +84,9 @@ pub mod maps {
     pub const OTEL_SPANS: &str = "OTEL_SPANS";
     /// `PerCpuArray<u64>` of `otel::STATS`: what reading thread contexts found.
     pub const OTEL_STATS: &str = "OTEL_STATS";
+    /// `HashMap<OtelSampleKey, u64>`: on-CPU samples and off-CPU ns taken while a thread's
+    /// context named a span, by span and stacks (a subset of `ONCPU` and `OFFCPU`).
+    pub const OTEL_SAMPLES: &str = "OTEL_SAMPLES";
     /// `RingBuf` of `TimelineEvent` (`--timeline`): timestamped switches, wakeups, slow
     /// syscalls, futex waits and stack samples.
     pub const TIMELINE: &str = "TIMELINE";
@@ -270,6 +273,8 @@ pub mod otel {
     pub const STATS: u32 = 5;
     /// Spans kept at most (`OTEL_SPANS`), and threads followed (`OTEL_THREADS`).
     pub const MAX_SPANS: u32 = 65536;
+    /// `OtelSampleKey::state` of an on-CPU sample (no off-CPU state has it).
+    pub const ONCPU: u32 = u32::MAX;
     pub const MAX_THREADS: u32 = 16384;
 }
 
@@ -286,6 +291,21 @@ pub struct OtelThread {
     /// When (CLOCK_MONOTONIC ns).
     pub out_ns: u64,
 }
+
+/// The key of `OTEL_SAMPLES`: a span, and the stacks and thread of an on-CPU sample
+/// (`state` = `otel::ONCPU`) or of an off-CPU interval (its `OffCpuKey::state`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct OtelSampleKey {
+    pub span_id: [u8; 8],
+    pub tgid: u32,
+    pub tid: u32,
+    pub user_stack: i32,
+    pub kernel_stack: i32,
+    pub state: u32,
+    pub _pad: u32,
+}
+const _: () = assert!(core::mem::size_of::<OtelSampleKey>() == 32);
 
 /// One OpenTelemetry span's anatomy, from the switches and samples of the threads whose
 /// context named it.
@@ -1500,6 +1520,7 @@ mod pod {
     unsafe impl aya::Pod for super::ThreadStats {}
     unsafe impl aya::Pod for super::OtelThread {}
     unsafe impl aya::Pod for super::OtelSpan {}
+    unsafe impl aya::Pod for super::OtelSampleKey {}
     unsafe impl aya::Pod for super::OnCpuKey {}
     unsafe impl aya::Pod for super::OffCpuKey {}
     unsafe impl aya::Pod for super::WakeupKey {}

@@ -14,7 +14,7 @@ use opentelemetry_proto::tonic::{
     },
     common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value},
     profiles::v1development::{
-        Function, KeyValueAndUnit, Line, Location, Mapping, Profile, ProfilesDictionary,
+        Function, KeyValueAndUnit, Line, Link, Location, Mapping, Profile, ProfilesDictionary,
         ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,
     },
     resource::v1::Resource,
@@ -76,6 +76,7 @@ struct Dictionary {
     locations: HashMap<u32, i32>,
     stacks: HashMap<Vec<i32>, i32>,
     attributes: HashMap<(String, String), i32>,
+    links: HashMap<(Vec<u8>, Vec<u8>), i32>,
 }
 
 impl Dictionary {
@@ -96,6 +97,7 @@ impl Dictionary {
             locations: HashMap::new(),
             stacks: HashMap::new(),
             attributes: HashMap::new(),
+            links: HashMap::new(),
         }
     }
 
@@ -106,6 +108,27 @@ impl Dictionary {
         let i = self.d.string_table.len() as i32;
         self.d.string_table.push(s.to_string());
         self.strings.insert(s.to_string(), i);
+        i
+    }
+
+    /// The link to an OpenTelemetry span (W3C hex ids); 0, the empty link, for none.
+    fn link(&mut self, trace_id: &str, span_id: &str) -> i32 {
+        let bytes = |h: &str| -> Vec<u8> {
+            (0..h.len() / 2)
+                .filter_map(|i| u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok())
+                .collect()
+        };
+        let (trace_id, span_id) = (bytes(trace_id), bytes(span_id));
+        if trace_id.len() != 16 || span_id.len() != 8 {
+            return 0;
+        }
+        let key = (trace_id.clone(), span_id.clone());
+        if let Some(&i) = self.links.get(&key) {
+            return i;
+        }
+        let i = self.d.link_table.len() as i32;
+        self.d.link_table.push(Link { trace_id, span_id });
+        self.links.insert(key, i);
         i
     }
 
@@ -338,7 +361,8 @@ pub fn encode_with(run: &Run, extra: &[(String, String)]) -> ExportProfilesServi
                 Sample {
                     stack_index: d.stack(run, &s.frames),
                     attribute_indices,
-                    link_index: 0,
+                    // The OpenTelemetry span the thread served, from its thread context.
+                    link_index: d.link(&s.trace_id, &s.span_id),
                     values: vec![i64::try_from(s.value).unwrap_or(i64::MAX)],
                     timestamps_unix_nano: Vec::new(),
                 }

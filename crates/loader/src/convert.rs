@@ -363,6 +363,7 @@ fn open_waits(snap: &Snapshot, input: &Input, raw: &mut Raw) {
                     label: state_label(state, tp::PREEMPT_FLAG as u32),
                     value: weight(ns),
                     waker: None,
+                    ..Default::default()
                 });
             }
         };
@@ -481,6 +482,7 @@ fn samples(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Raw {
             label: state_label(k.state, tp::PREEMPT_FLAG as u32),
             value: v,
             waker: None,
+            ..Default::default()
         });
     }
     for (k, v) in &snap.wakeups {
@@ -502,6 +504,7 @@ fn samples(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Raw {
                 user_stack: k.waker_user_stack,
                 kernel_stack: k.waker_kernel_stack,
             }),
+            ..Default::default()
         });
     }
     // The waker's interval in the waker's place: the thread woken, by what its waker did.
@@ -529,6 +532,7 @@ fn samples(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Raw {
                 user_stack: k.user_stack,
                 kernel_stack: k.kernel_stack,
             }),
+            ..Default::default()
         });
     }
     for (k, v) in &snap.syscall_stacks {
@@ -548,6 +552,7 @@ fn samples(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Raw {
             label: syscall_name(k.nr),
             value: v,
             waker: None,
+            ..Default::default()
         });
     }
     raw
@@ -603,6 +608,7 @@ fn locks(
             label: format!("{:#x}", k.uaddr),
             value: v.total_ns,
             waker: None,
+            ..Default::default()
         });
     }
     locks.futex_top = by_addr

@@ -6,7 +6,8 @@ use std::collections::HashMap as StdHashMap;
 
 use aya::maps::{HashMap, MapData, PerCpuArray};
 use object::{Object as _, ObjectSymbol as _, SymbolKind};
-use switchyard_common::{OtelSpan, maps, otel};
+use switchyard_common::{OtelSampleKey, OtelSpan, maps, otel};
+use switchyard_model::raw::{Raw, RawSample};
 
 use crate::{Error, error::map_err};
 
@@ -63,6 +64,71 @@ fn tls_segment(data: &[u8]) -> Option<(u64, u64)> {
         .iter()
         .find(|p| p.p_type(endian) == PT_TLS)
         .map(|p| (p.p_memsz(endian), p.p_align(endian)))
+}
+
+/// The on-CPU samples and off-CPU time the kernel kept by span, moved in `raw` from the
+/// samples with no span to samples of the same stacks carrying their trace and span ids
+/// (`spans`, read at the same time, give the trace ids). With `take`, the entries are
+/// removed as read (a window's).
+pub fn link_samples(
+    ebpf: &mut aya::Ebpf,
+    take: bool,
+    spans: &switchyard_model::OtelSpans,
+    raw: &mut Raw,
+) -> Result<(), Error> {
+    let name = maps::OTEL_SAMPLES;
+    let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
+    let mut table: HashMap<&mut MapData, OtelSampleKey, u64> =
+        HashMap::try_from(map).map_err(map_err(name))?;
+    let entries: Vec<(OtelSampleKey, u64)> = table.iter().filter_map(Result::ok).collect();
+    if take {
+        for (k, _) in &entries {
+            let _ = table.remove(k);
+        }
+    }
+    let traces: StdHashMap<&str, &str> = spans
+        .spans
+        .iter()
+        .map(|s| (s.span_id.as_str(), s.trace_id.as_str()))
+        .collect();
+    for (k, v) in entries {
+        let span_id = hex(&k.span_id);
+        let Some(trace_id) = traces.get(span_id.as_str()) else {
+            continue;
+        };
+        let oncpu = k.state == otel::ONCPU;
+        let label = if oncpu {
+            String::new()
+        } else {
+            crate::convert::state_label(k.state, switchyard_common::tp::PREEMPT_FLAG as u32)
+        };
+        let samples = if oncpu { &mut raw.oncpu } else { &mut raw.offcpu };
+        // The same sample, counted without its span: what is linked leaves it.
+        let Some(plain) = samples.iter_mut().find(|s| {
+            s.span_id.is_empty()
+                && s.tid == k.tid
+                && s.user_stack == k.user_stack
+                && s.kernel_stack == k.kernel_stack
+                && s.label == label
+        }) else {
+            continue;
+        };
+        let v = v.min(plain.value);
+        if v == 0 {
+            continue;
+        }
+        plain.value -= v;
+        let linked = RawSample {
+            value: v,
+            trace_id: trace_id.to_string(),
+            span_id,
+            ..plain.clone()
+        };
+        samples.push(linked);
+    }
+    raw.oncpu.retain(|s| s.value > 0);
+    raw.offcpu.retain(|s| s.value > 0);
+    Ok(())
 }
 
 fn hex(b: &[u8]) -> String {

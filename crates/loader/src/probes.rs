@@ -395,6 +395,12 @@ impl Probes {
             gc_symbols: self.gc_symbols.as_deref(),
         };
         let mut collected = convert::collected(&snapshot, &input, self.windows.as_mut());
+        if let Some(source) = &self.otel {
+            let take = self.windows.is_some();
+            let spans = crate::otel::read(&mut self.ebpf, source, take, &mut self.otel_stats)?;
+            crate::otel::link_samples(&mut self.ebpf, take, &spans, &mut collected.raw)?;
+            collected.otel = Some(spans);
+        }
         let wanted = self
             .windows
             .as_ref()
@@ -419,15 +425,6 @@ impl Probes {
                 .collect();
         }
         collected.unwind = self.tables.as_ref().map(|t| t.stats().clone());
-        if let Some(source) = &self.otel {
-            let take = self.windows.is_some();
-            collected.otel = Some(crate::otel::read(
-                &mut self.ebpf,
-                source,
-                take,
-                &mut self.otel_stats,
-            )?);
-        }
         Ok(collected)
     }
 

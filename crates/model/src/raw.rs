@@ -17,6 +17,9 @@ pub struct RawSample {
     pub label: String,
     pub waker: Option<RawWaker>,
     pub value: u64,
+    /// The OpenTelemetry trace and span the thread served, W3C hex (empty: none).
+    pub trace_id: String,
+    pub span_id: String,
 }
 
 #[derive(Clone, Debug, Default)]

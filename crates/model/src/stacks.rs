@@ -84,6 +84,12 @@ pub struct Stack {
     #[serde(default, skip_serializing_if = "is_zero32")]
     pub waker_tid: u32,
     pub value: u64,
+    /// The OpenTelemetry trace and span the thread served (its thread context, OTEP 4947),
+    /// W3C hex; empty when none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub trace_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub span_id: String,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]

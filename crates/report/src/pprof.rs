@@ -262,6 +262,17 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
                 ..Label::default()
             });
         }
+        // OpenTelemetry's trace and span, as the profiles a tracer links to its traces
+        // carry them (trace_id, span_id: W3C hex).
+        if !stack.span_id.is_empty() {
+            for (key, value) in [("trace_id", &stack.trace_id), ("span_id", &stack.span_id)] {
+                labels.push(Label {
+                    key: b.string(key),
+                    str: b.string(value),
+                    ..Label::default()
+                });
+            }
+        }
         if kind == ProfileKind::Wakeup && !stack.waker_comm.is_empty() {
             labels.push(Label {
                 key: waker,

@@ -485,6 +485,8 @@ pub fn symbolize_with(
                     waker_comm,
                     waker_tid,
                     value: s.value,
+                    trace_id: s.trace_id.clone(),
+                    span_id: s.span_id.clone(),
                 }
             })
             .collect();
@@ -561,8 +563,18 @@ fn build_id(path: &Path) -> Option<String> {
 /// Stacks that symbolise alike (e.g. two ids differing only in an unknown frame) merge; then
 /// sorted by value, descending, then by thread and frames, for deterministic output.
 fn merge_and_sort(stacks: &mut Vec<Stack>) {
-    /// (tgid, tid, comm, label, frames, waker frames, waker comm, waker tid)
-    type Key = (u32, u32, String, String, Vec<u32>, Vec<u32>, String, u32);
+    /// (tgid, tid, comm, label, frames, waker frames, waker comm, waker tid, trace and span)
+    type Key = (
+        u32,
+        u32,
+        String,
+        String,
+        Vec<u32>,
+        Vec<u32>,
+        String,
+        u32,
+        (String, String),
+    );
     let mut merged: BTreeMap<Key, u64> = BTreeMap::new();
     for s in stacks.drain(..) {
         *merged
@@ -575,20 +587,25 @@ fn merge_and_sort(stacks: &mut Vec<Stack>) {
                 s.waker_frames,
                 s.waker_comm,
                 s.waker_tid,
+                (s.trace_id, s.span_id),
             ))
             .or_default() += s.value;
     }
     stacks.extend(merged.into_iter().map(
-        |((tgid, tid, comm, label, frames, waker_frames, waker_comm, waker_tid), value)| Stack {
-            tgid,
-            tid,
-            comm,
-            label,
-            frames,
-            waker_frames,
-            waker_comm,
-            waker_tid,
-            value,
+        |((tgid, tid, comm, label, frames, waker_frames, waker_comm, waker_tid, span), value)| {
+            Stack {
+                tgid,
+                tid,
+                comm,
+                label,
+                frames,
+                waker_frames,
+                waker_comm,
+                waker_tid,
+                value,
+                trace_id: span.0,
+                span_id: span.1,
+            }
         },
     ));
     stacks.sort_by_key(|s| std::cmp::Reverse(s.value));
