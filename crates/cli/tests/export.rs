@@ -9,7 +9,7 @@
 mod common;
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashSet},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     io::Read as _,
     net::{TcpListener, TcpStream},
     path::{Path, PathBuf},
@@ -80,6 +80,7 @@ impl Collector {
             .env("OTELCOL_HTTP_ENDPOINT", format!("127.0.0.1:{http}"))
             .env("OTELCOL_GRPC_ENDPOINT", format!("127.0.0.1:{grpc}"))
             .env("OTELCOL_OUT", out)
+            .env("OTELCOL_TRACES_OUT", out.with_extension("traces.jsonl"))
             .envs(vars.iter().map(|(k, v)| (k, v.as_os_str())))
             .stdout(Stdio::null())
             .stderr(log)
@@ -922,4 +923,108 @@ fn a_published_process_context_is_the_runs_resource() {
         "{}",
         run["meta"]
     );
+}
+
+/// A profile joined to a trace: the demo's request loop publishes each request's span in its
+/// thread context and exports those spans as OTLP traces to the Collector; switchyard,
+/// configured by the environment, exports the recording's profiles to the same Collector. In
+/// what the Collector wrote, the trace ids the profiles' samples link to are spans the
+/// workload exported, and the spans that waited are among them.
+#[test]
+fn a_profile_sample_links_to_a_span_the_workload_exported() {
+    let test = "a_profile_sample_links_to_a_span_the_workload_exported";
+    if !privileged(test) {
+        return;
+    }
+    let Some(bin) = collector_binary(test) else {
+        return;
+    };
+    let dir = tempdir("otel-join");
+    let (http, grpc) = (free_port(), free_port());
+    let out = dir.join("received.jsonl");
+    let _collector = Collector::start(&bin, http, grpc, &out, &dir.join("otelcol.log"));
+    let own = dir.join("requests.txt");
+    let record = Command::new(switchyard())
+        .args(["record", "-o"])
+        .arg(dir.join("run.json"))
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{http}"),
+        )
+        .env("OTEL_SERVICE_NAME", "switchyard-demo")
+        .arg("--")
+        .arg(demo())
+        .args(["requests", "--seconds", "3", "--otel-thread-ctx"])
+        .arg(&own)
+        .args(["--otlp-traces", &format!("http://127.0.0.1:{http}")])
+        .output()
+        .unwrap();
+    let stderr = text(&record).1;
+    assert!(record.status.success(), "{stderr}");
+    assert!(stderr.contains("1 of 1 delivered"), "{stderr}");
+
+    // The trace ids of the spans the workload exported.
+    let traces_file = out.with_extension("traces.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let exported: HashSet<(String, String)> = loop {
+        let spans: HashSet<(String, String)> = std::fs::read_to_string(&traces_file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .flat_map(|r| {
+                let mut ids = Vec::new();
+                for rs in r["resourceSpans"].as_array().into_iter().flatten() {
+                    for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
+                        for sp in ss["spans"].as_array().into_iter().flatten() {
+                            ids.push((
+                                sp["traceId"].as_str().unwrap_or("").to_string(),
+                                sp["spanId"].as_str().unwrap_or("").to_string(),
+                            ));
+                        }
+                    }
+                }
+                ids
+            })
+            .collect();
+        if !spans.is_empty() || Instant::now() > deadline {
+            break spans;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let requests = std::fs::read_to_string(&own).unwrap().lines().count();
+    assert_eq!(exported.len(), requests, "every request's span exported");
+
+    // The links of the profiles' samples, as the Collector wrote them (OTLP/JSON: ids in hex).
+    let _ = received_at_least(&out, 1);
+    let mut linked: HashMap<(String, String), u64> = HashMap::new();
+    for line in std::fs::read_to_string(&out).unwrap().lines() {
+        let req: Value = serde_json::from_str(line).unwrap();
+        let links = req["dictionary"]["linkTable"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for rp in req["resourceProfiles"].as_array().unwrap() {
+            for sp in rp["scopeProfiles"].as_array().unwrap() {
+                for p in sp["profiles"].as_array().unwrap() {
+                    for s in p["samples"].as_array().into_iter().flatten() {
+                        let i = num(&s["linkIndex"]) as usize;
+                        if i == 0 {
+                            continue;
+                        }
+                        let l = &links[i];
+                        let id = |k: &str| l[k].as_str().unwrap_or("").to_string();
+                        *linked.entry((id("traceId"), id("spanId"))).or_default() += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(linked.len() >= 20, "{} spans linked", linked.len());
+    let joined = linked.keys().filter(|k| exported.contains(*k)).count();
+    eprintln!(
+        "{} spans exported as traces; profile samples link to {} spans, {joined} of them exported spans",
+        exported.len(),
+        linked.len()
+    );
+    assert_eq!(joined, linked.len(), "every link is to an exported span");
 }

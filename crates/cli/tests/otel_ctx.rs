@@ -134,7 +134,10 @@ fn each_requests_time_off_cpu_is_found_by_its_span_id() {
         off_linked as f64 / 1e6,
         owned as f64 / 1e6
     );
-    assert!(off_linked.abs_diff(owned) <= owned / 20 + 1_000_000, "{off_linked} against {owned}");
+    assert!(
+        off_linked.abs_diff(owned) <= owned / 20 + 1_000_000,
+        "{off_linked} against {owned}"
+    );
 
     // Blocked against waiting for a CPU is the wakeup's to tell, and a wakeup the probes
     // missed leaves the wait blocked: over all of them, within 10%.

@@ -102,7 +102,11 @@ pub fn link_samples(
         } else {
             crate::convert::state_label(k.state, switchyard_common::tp::PREEMPT_FLAG as u32)
         };
-        let samples = if oncpu { &mut raw.oncpu } else { &mut raw.offcpu };
+        let samples = if oncpu {
+            &mut raw.oncpu
+        } else {
+            &mut raw.offcpu
+        };
         // The same sample, counted without its span: what is linked leaves it.
         let Some(plain) = samples.iter_mut().find(|s| {
             s.span_id.is_empty()

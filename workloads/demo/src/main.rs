@@ -1296,6 +1296,8 @@ struct Request {
     io_ns: u64,
     /// The thread's CPU time across the request.
     cpu_ns: u64,
+    /// When it began, Unix time ns.
+    start_unix_ns: u64,
 }
 
 /// One request of the `requests` loop, with a stable, unmangled name for a span probe: takes
@@ -1532,6 +1534,9 @@ fn requests(args: &Args) {
                     otel_ctx::span_id(i),
                 );
             }
+            let start_unix_ns = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
             let delay = run_delay_ns();
             let cpu = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
             let t = Instant::now();
@@ -1548,6 +1553,7 @@ fn requests(args: &Args) {
                 cpu_wait_ns,
                 io_ns: times.io_ns,
                 cpu_ns,
+                start_unix_ns,
             });
             i += 1;
             between_requests();
@@ -1634,6 +1640,9 @@ fn requests(args: &Args) {
             eprintln!("error: writing {}: {e}", f.display());
             process::exit(1);
         }
+        if let Some(url) = args.value("--otlp-traces") {
+            export_request_spans(url, &reqs);
+        }
     }
     reqs.sort_by_key(|r| r.wall_ns);
     let n = reqs.len();
@@ -1681,6 +1690,57 @@ fn main() {
         "epoll-server" => epoll_server(&args),
         "requests" => requests(&args),
         _ => usage(),
+    }
+}
+
+/// The requests as OTLP traces (one span each, of its own trace: the ids its thread context
+/// carried), posted as OTLP/JSON to a Collector's HTTP endpoint (`http://HOST:PORT`): what an
+/// instrumented service exports, for a profile's links to join.
+fn export_request_spans(url: &str, reqs: &[Request]) {
+    let Some(addr) = url.strip_prefix("http://").map(|a| a.trim_end_matches('/')) else {
+        eprintln!("error: --otlp-traces takes http://HOST:PORT");
+        process::exit(2);
+    };
+    let spans: Vec<String> = reqs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            format!(
+                "{{\"traceId\":\"{}\",\"spanId\":\"{}\",\"name\":\"handle_request\",\"kind\":2,\"startTimeUnixNano\":\"{}\",\"endTimeUnixNano\":\"{}\"}}",
+                otel_ctx::hex(&otel_ctx::trace_id(process::id().into(), i as u64)),
+                otel_ctx::hex(&otel_ctx::span_id(i as u64)),
+                r.start_unix_ns,
+                r.start_unix_ns + r.wall_ns
+            )
+        })
+        .collect();
+    let body = format!(
+        "{{\"resourceSpans\":[{{\"resource\":{{\"attributes\":[{{\"key\":\"service.name\",\"value\":{{\"stringValue\":\"switchyard-demo\"}}}}]}},\"scopeSpans\":[{{\"scope\":{{\"name\":\"switchyard-demo\"}},\"spans\":[{}]}}]}}]}}",
+        spans.join(",")
+    );
+    let sent = std::net::TcpStream::connect(addr).and_then(|mut s| {
+        write!(
+            s,
+            "POST /v1/traces HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )?;
+        let mut answer = String::new();
+        s.read_to_string(&mut answer)?;
+        Ok(answer)
+    });
+    match sent {
+        Ok(a) if a.starts_with("HTTP/1.1 200") => {}
+        Ok(a) => {
+            eprintln!(
+                "error: the Collector answered {}",
+                a.lines().next().unwrap_or("")
+            );
+            process::exit(1);
+        }
+        Err(e) => {
+            eprintln!("error: exporting the spans to {addr}: {e}");
+            process::exit(1);
+        }
     }
 }
 
