@@ -45,7 +45,9 @@ impl Protocol {
 /// The gRPC client, kept connected between windows.
 pub type GrpcClient = ProfilesServiceClient<tonic::transport::Channel>;
 
-/// The service a run is exported as: `--service`, else the program's name.
+/// The service a run is exported as: `--service`, else the program's name: the first word
+/// of its command line (a server that rewrites its title, `redis-server *:6379` or `nginx:
+/// worker process`, keeps its name there), its directory and a trailing colon left out.
 pub fn service_name(run: &Run) -> String {
     if let Some(s) = run.meta.labels.get("service") {
         return s.clone();
@@ -53,9 +55,38 @@ pub fn service_name(run: &Run) -> String {
     run.meta
         .command
         .first()
-        .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+        .and_then(|c| c.split_whitespace().next())
+        .map(|c| {
+            c.rsplit('/')
+                .next()
+                .unwrap_or(c)
+                .trim_end_matches(':')
+                .to_string()
+        })
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| "switchyard".into())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_rewritten_process_title_keeps_the_programs_name() {
+        let mut run = switchyard_model::Run::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../report/tests/data/basic.json"),
+        )
+        .unwrap();
+        for (command, service) in [
+            (vec!["redis-server *:16379"], "redis-server"),
+            (vec!["nginx: worker process"], "nginx"),
+            (vec!["/usr/bin/python3.11", "app.py"], "python3.11"),
+            (vec!["postgres: checkpointer "], "postgres"),
+            (vec![""], "switchyard"),
+        ] {
+            run.meta.command = command.into_iter().map(String::from).collect();
+            assert_eq!(super::service_name(&run), service);
+        }
+    }
 }
 
 /// The run's build and workload: as given to `record`, else as its driver named them.
