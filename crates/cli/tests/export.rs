@@ -834,23 +834,50 @@ fn tls_and_a_bearer_token_configured_by_the_environment_alone() {
     assert_eq!(received(&out).len(), expected, "nothing more arrived");
 }
 
+/// A test's Collector (config.yaml) on free ports, its folder, its HTTP port and its file.
+struct Plain {
+    dir: PathBuf,
+    http: u16,
+    out: PathBuf,
+    _collector: Collector,
+}
+
+/// `None`, said, where the test cannot run: without root, or without a Collector.
+fn plain_collector(test: &str, folder: &str) -> Option<Plain> {
+    if !privileged(test) {
+        return None;
+    }
+    let bin = collector_binary(test)?;
+    let dir = tempdir(folder);
+    let (http, grpc) = (free_port(), free_port());
+    let out = dir.join("received.jsonl");
+    let c = Collector::start(&bin, http, grpc, &out, &dir.join("otelcol.log"));
+    Some(Plain {
+        dir,
+        http,
+        out,
+        _collector: c,
+    })
+}
+
 /// A target that publishes its OpenTelemetry process context (OTEP 4719; the demo is a
 /// reference writer) gives the run its resource: over the recorder's environment, below its
 /// flags, and said in the summary. One that publishes a context this reader cannot take is
 /// named, and the run goes on.
 #[test]
 fn a_published_process_context_is_the_runs_resource() {
-    let test = "a_published_process_context_is_the_runs_resource";
-    if !privileged(test) {
-        return;
-    }
-    let Some(bin) = collector_binary(test) else {
+    let Some(Plain {
+        dir,
+        http,
+        out,
+        _collector,
+    }) = plain_collector(
+        "a_published_process_context_is_the_runs_resource",
+        "otel-ctx",
+    )
+    else {
         return;
     };
-    let dir = tempdir("otel-ctx");
-    let (http, grpc) = (free_port(), free_port());
-    let out = dir.join("received.jsonl");
-    let _collector = Collector::start(&bin, http, grpc, &out, &dir.join("otelcol.log"));
     let record = |name: &str, extra: &[&str]| {
         let run = dir.join(format!("{name}.json"));
         let o = Command::new(switchyard())
@@ -932,17 +959,18 @@ fn a_published_process_context_is_the_runs_resource() {
 /// workload exported, and the spans that waited are among them.
 #[test]
 fn a_profile_sample_links_to_a_span_the_workload_exported() {
-    let test = "a_profile_sample_links_to_a_span_the_workload_exported";
-    if !privileged(test) {
-        return;
-    }
-    let Some(bin) = collector_binary(test) else {
+    let Some(Plain {
+        dir,
+        http,
+        out,
+        _collector,
+    }) = plain_collector(
+        "a_profile_sample_links_to_a_span_the_workload_exported",
+        "otel-join",
+    )
+    else {
         return;
     };
-    let dir = tempdir("otel-join");
-    let (http, grpc) = (free_port(), free_port());
-    let out = dir.join("received.jsonl");
-    let _collector = Collector::start(&bin, http, grpc, &out, &dir.join("otelcol.log"));
     let own = dir.join("requests.txt");
     let record = Command::new(switchyard())
         .args(["record", "-o"])
