@@ -254,15 +254,16 @@ impl Plan {
         // switch, when its executable defines one.
         let thread_context = exe("").ok().and_then(|p| {
             match switchyard_loader::otel::thread_context(&p) {
-                Ok(Some(offset)) => {
-                    let source = format!(
+                // Said in the summary, with what it found: a binary may define the
+                // variable and never point it anywhere.
+                Ok(Some(offset)) => Some((
+                    offset,
+                    format!(
                         "{} in {} (thread pointer {offset:+})",
                         switchyard_loader::otel::SYMBOL,
                         p.display()
-                    );
-                    say!("switchyard: the program publishes OpenTelemetry thread context: reading each thread's span at its switches and samples");
-                    Some((offset, source))
-                }
+                    ),
+                )),
                 Ok(None) => None,
                 Err(e) => {
                     say!("switchyard: warning: its thread context cannot be read: {e}");

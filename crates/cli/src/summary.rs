@@ -233,7 +233,11 @@ pub fn render(run: &Run, top: usize) -> String {
             }
         }
     }
-    if let Some(o) = &run.otel_spans {
+    if let Some(o) = run
+        .otel_spans
+        .as_ref()
+        .filter(|o| !o.spans.is_empty() || o.refused + o.unreadable + o.table_full > 0)
+    {
         let _ = writeln!(out, "{}", otel_spans_line(o, run.profiles.stats.oncpu_hz));
     }
     if let Some(kb) = run.max_rss_kb {

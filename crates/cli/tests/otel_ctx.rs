@@ -31,7 +31,7 @@ fn each_requests_time_off_cpu_is_found_by_its_span_id() {
     // Stacks on: the wakeup probe is what tells blocked from waiting for a CPU.
     let (run, stderr) = record_spawned(&dir, &[], &command);
     assert!(
-        stderr.contains("the program publishes OpenTelemetry thread context"),
+        stderr.contains("OpenTelemetry spans (thread context, otel_thread_ctx_v1 in "),
         "{stderr}"
     );
     let own: HashMap<String, Own> = std::fs::read_to_string(&own_file)

@@ -9,7 +9,7 @@ use aya::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
     },
 };
-use switchyard_common::{MAX_SPANS, gc, globals, go_sched, maps, programs};
+use switchyard_common::{MAX_SPANS, gc, globals, go_sched, maps, otel, programs};
 
 use crate::{
     Config, Error, Evicted, Probes, Span, Syscalls, Unwind, btf,
@@ -89,6 +89,7 @@ impl Probes {
             Some((offset, _)) if task.fsbase != 0 => *offset,
             _ => 0,
         };
+        let otel_on = otel_tls_offset != 0;
         let retprobe_offsets = retprobe_offsets.unwrap_or_default();
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::TARGET_TGID, &config.tgid, true)
@@ -114,6 +115,13 @@ impl Probes {
             .override_global(globals::OTEL_TLS_OFFSET, &otel_tls_offset, true)
             .override_global(globals::TASK_FSBASE_OFFSET, &task.fsbase, true)
             .map_max_entries(maps::TIMELINE, timeline_bytes)
+            // Thread context's tables take kernel memory only where it is read.
+            .map_max_entries(maps::OTEL_SPANS, if otel_on { otel::MAX_SPANS } else { 1 })
+            .map_max_entries(
+                maps::OTEL_THREADS,
+                if otel_on { otel::MAX_THREADS } else { 1 },
+            )
+            .map_max_entries(maps::OTEL_SAMPLES, if otel_on { map_size } else { 1 })
             .map_max_entries(maps::SPAN_EVENTS, span_bytes)
             .map_max_entries(maps::INFLIGHT, slots)
             .map_max_entries(maps::THREADS, thread_slots)
