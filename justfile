@@ -141,6 +141,7 @@ soak-export seconds="600" every="10s" outage_at="0" outage="30": build
     bash scripts/soak-export.sh {{seconds}} {{every}} {{outage_at}} {{outage}}
 
 # A fleet on one host: three relays standing in for hosts, each recorded with --every into one
-# Collector; prints what the fleet's operator sees there
+# Collector over TLS with a bearer token (configured by OTEL_* variables alone); prints what the
+# fleet's operator sees there
 fleet seconds="30" every="5s": build
     bash scripts/fleet.sh {{seconds}} {{every}}
