@@ -24,10 +24,9 @@ use aya_ebpf::{
 use switchyard_common::{OffCpuKey, OtelSampleKey, OtelSpan, OtelThread, otel};
 
 use crate::{
-    sched::task_ids,
     shared::{is_target, start_ns},
     stacks::{KEYS, add},
-    threads::thread,
+    threads::{task_ids, thread},
 };
 
 #[map]

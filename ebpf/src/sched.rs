@@ -42,7 +42,7 @@ use crate::{
     shared::{current_comm, drop_event, is_target, start_ns},
     spans,
     stacks::{KEYS, add, blocked_kernel_stack, stacks_on, user_stack},
-    threads::{LAST_SWITCH, thread, thread_entry},
+    threads::{LAST_SWITCH, task_ids, thread, thread_entry},
     timeline,
 };
 
@@ -117,10 +117,6 @@ static MIN_BLOCK_NS: u64 = 0;
 #[unsafe(no_mangle)]
 static OFFCPU_PERIOD_NS: u64 = 0;
 #[unsafe(no_mangle)]
-pub(crate) static TASK_PID_OFFSET: u32 = 0;
-#[unsafe(no_mangle)]
-static TASK_TGID_OFFSET: u32 = 0;
-#[unsafe(no_mangle)]
 static TASK_PRIO_OFFSET: u32 = 0;
 
 /// `task_struct::__state` bits (include/linux/sched.h).
@@ -177,20 +173,6 @@ fn try_sched_switch(ctx: &BtfTracePointContext) {
             preempt & 0xff != 0,
             prev_state as u32,
         );
-    }
-}
-
-/// A task's (pid, tgid), `task` being one of the tracepoint's own task pointers.
-#[inline(always)]
-pub fn task_ids(task: *mut c_void) -> (u32, u32) {
-    // SAFETY: the tracepoint's task pointers are trusted by the verifier; the offsets are the
-    // loader's, from the kernel's BTF, and the verifier checks each load.
-    unsafe {
-        let base = task as *const u8;
-        (
-            *(base.add(core::ptr::read_volatile(&TASK_PID_OFFSET) as usize) as *const u32),
-            *(base.add(core::ptr::read_volatile(&TASK_TGID_OFFSET) as usize) as *const u32),
-        )
     }
 }
 

@@ -24,11 +24,11 @@ use aya_ebpf::{
 use switchyard_common::{HELD_RUNNING, HeldKey, sampling, timeline as tl, tp, unwind};
 
 use crate::{
-    sched::{HELD, TASK_PID_OFFSET, draw, sample_probability},
+    sched::{HELD, draw, sample_probability},
     shared::{current_comm, recording, start_ns},
     spans,
     stacks::{add, stack_ids, stacks_on},
-    threads::thread,
+    threads::{TASK_PID_OFFSET, thread},
     timeline,
 };
 

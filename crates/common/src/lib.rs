@@ -147,6 +147,10 @@ pub mod maps {
 
     /// Every map of the kernel-side object, each once.
     pub const ALL: &[&str] = &[
+        OTEL_THREADS,
+        OTEL_SPANS,
+        OTEL_STATS,
+        OTEL_SAMPLES,
         TARGETS,
         THREADS,
         THREAD_CLAIMS,

@@ -828,6 +828,7 @@ mod tests {
             programs::FLOOR_SYS_ENTER,
             programs::FLOOR_SYS_EXIT,
             programs::FLOOR_SCHED_SWITCH,
+            programs::OTEL_SWITCH,
         ]
         .into_iter()
         .collect();
