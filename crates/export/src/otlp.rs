@@ -315,23 +315,28 @@ fn key_value(key: &str, value: Value) -> KeyValue {
     }
 }
 
+/// FNV-1a of `text` from a seeded offset basis: the ids made here want no cryptography, only
+/// to be stable and distinct.
+fn fnv(text: &str, seed: u64) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ seed;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
 /// A stable, non-zero 16-byte id for one profile of one run (its process, start and kind).
 fn profile_id(run: &Run, kind: &str) -> Vec<u8> {
-    // FNV-1a, twice with different seeds: no cryptography wanted, only stable and distinct.
-    let fnv = |seed: u64| {
-        let mut h = 0xcbf2_9ce4_8422_2325u64 ^ seed;
-        for b in format!(
-            "{}:{}:{}:{kind}",
-            run.meta.host, run.meta.pid, run.meta.start_wall_ns
-        )
-        .bytes()
-        {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x100_0000_01b3);
-        }
-        h | 1
-    };
-    [fnv(0).to_be_bytes(), fnv(0x9e37_79b9).to_be_bytes()].concat()
+    let text = format!(
+        "{}:{}:{}:{kind}",
+        run.meta.host, run.meta.pid, run.meta.start_wall_ns
+    );
+    [
+        (fnv(&text, 0) | 1).to_be_bytes(),
+        (fnv(&text, 0x9e37_79b9) | 1).to_be_bytes(),
+    ]
+    .concat()
 }
 
 /// The OTLP request of one run.
@@ -531,15 +536,8 @@ fn instance_id(run: &Run) -> String {
     let start = meta
         .window
         .map_or(meta.start_wall_ns, |w| w.recording_start_wall_ns);
-    let fnv = |seed: u64| {
-        let mut h = 0xcbf2_9ce4_8422_2325u64 ^ seed;
-        for b in format!("{}:{}:{start}", meta.host, meta.pid).bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x100_0000_01b3);
-        }
-        h
-    };
-    let mut b = [fnv(1).to_be_bytes(), fnv(2).to_be_bytes()].concat();
+    let text = format!("{}:{}:{start}", meta.host, meta.pid);
+    let mut b = [fnv(&text, 1).to_be_bytes(), fnv(&text, 2).to_be_bytes()].concat();
     b[6] = (b[6] & 0x0f) | 0x80;
     b[8] = (b[8] & 0x3f) | 0x80;
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();

@@ -76,20 +76,28 @@ pub fn link_samples(
     spans: &switchyard_model::OtelSpans,
     raw: &mut Raw,
 ) -> Result<(), Error> {
-    let name = maps::OTEL_SAMPLES;
-    let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
-    let mut table: HashMap<&mut MapData, OtelSampleKey, u64> =
-        HashMap::try_from(map).map_err(map_err(name))?;
-    let entries: Vec<(OtelSampleKey, u64)> = table.iter().filter_map(Result::ok).collect();
-    if take {
-        for (k, _) in &entries {
-            let _ = table.remove(k);
-        }
-    }
+    let entries: Vec<(OtelSampleKey, u64)> = entries(ebpf, maps::OTEL_SAMPLES, take)?;
     let traces: StdHashMap<&str, &str> = spans
         .spans
         .iter()
         .map(|s| (s.span_id.as_str(), s.trace_id.as_str()))
+        .collect();
+    // The samples counted without a span, by what identifies one: (on CPU, thread, stacks,
+    // label) → index. Linked samples are pushed after them, so the indexes hold.
+    type Plain = (bool, u32, i32, i32, String);
+    let index = |oncpu: bool, list: &[RawSample]| -> Vec<(Plain, usize)> {
+        list.iter()
+            .enumerate()
+            .filter(|(_, s)| s.span_id.is_empty())
+            .map(|(i, s)| {
+                let key = (oncpu, s.tid, s.user_stack, s.kernel_stack, s.label.clone());
+                (key, i)
+            })
+            .collect()
+    };
+    let plain: StdHashMap<Plain, usize> = index(true, &raw.oncpu)
+        .into_iter()
+        .chain(index(false, &raw.offcpu))
         .collect();
     for (k, v) in entries {
         let span_id = hex(&k.span_id);
@@ -108,13 +116,8 @@ pub fn link_samples(
             &mut raw.offcpu
         };
         // The same sample, counted without its span: what is linked leaves it.
-        let Some(plain) = samples.iter_mut().find(|s| {
-            s.span_id.is_empty()
-                && s.tid == k.tid
-                && s.user_stack == k.user_stack
-                && s.kernel_stack == k.kernel_stack
-                && s.label == label
-        }) else {
+        let key = (oncpu, k.tid, k.user_stack, k.kernel_stack, label);
+        let Some(plain) = plain.get(&key).and_then(|&i| samples.get_mut(i)) else {
             continue;
         };
         let v = v.min(plain.value);
@@ -135,6 +138,23 @@ pub fn link_samples(
     Ok(())
 }
 
+/// Every entry of hash map `name`; with `take`, removed as read.
+fn entries<K: aya::Pod, V: aya::Pod>(
+    ebpf: &mut aya::Ebpf,
+    name: &'static str,
+    take: bool,
+) -> Result<Vec<(K, V)>, Error> {
+    let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
+    let mut table: HashMap<&mut MapData, K, V> = HashMap::try_from(map).map_err(map_err(name))?;
+    let entries: Vec<(K, V)> = table.iter().filter_map(Result::ok).collect();
+    if take {
+        for (k, _) in &entries {
+            let _ = table.remove(k);
+        }
+    }
+    Ok(entries)
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -147,16 +167,7 @@ pub fn read(
     take: bool,
     last_stats: &mut [u64; otel::STATS as usize],
 ) -> Result<switchyard_model::OtelSpans, Error> {
-    let name = maps::OTEL_SPANS;
-    let map = ebpf.map_mut(name).ok_or(Error::MissingMap(name))?;
-    let mut table: HashMap<&mut MapData, [u8; 8], OtelSpan> =
-        HashMap::try_from(map).map_err(map_err(name))?;
-    let entries: Vec<([u8; 8], OtelSpan)> = table.iter().filter_map(Result::ok).collect();
-    if take {
-        for (k, _) in &entries {
-            let _ = table.remove(k);
-        }
-    }
+    let entries: Vec<([u8; 8], OtelSpan)> = entries(ebpf, maps::OTEL_SPANS, take)?;
     let mut spans: Vec<switchyard_model::OtelSpan> = entries
         .into_iter()
         .map(|(id, s)| switchyard_model::OtelSpan {
@@ -186,13 +197,11 @@ pub fn read(
             .sum();
     }
     // The counts since the last reading.
-    let since: StdHashMap<u32, u64> = (0..otel::STATS)
-        .map(|i| (i, now[i as usize].saturating_sub(last_stats[i as usize])))
-        .collect();
+    let last = *last_stats;
     if take {
         *last_stats = now;
     }
-    let at = |i: u32| since.get(&i).copied().unwrap_or(0);
+    let at = |i: u32| now[i as usize].saturating_sub(last[i as usize]);
     Ok(switchyard_model::OtelSpans {
         source: source.to_string(),
         spans,
