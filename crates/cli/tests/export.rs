@@ -42,11 +42,20 @@ fn collector_binary(test: &str) -> Option<PathBuf> {
     None
 }
 
+/// A port free now, below the kernel's range for outgoing connections (32768 up): a port the
+/// kernel handed out (port 0) can be taken by any connection between this check and the
+/// Collector's bind, and was ("address already in use").
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 20_000 + (std::process::id() % 1_000) as u16 * 10;
+    for _ in 0..12_000 {
+        let port = 20_000 + (base - 20_000 + NEXT.fetch_add(1, Ordering::Relaxed)) % 12_000;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 20000-31999");
 }
 
 /// A Collector on 127.0.0.1, writing what it receives to `out`; killed when dropped.
