@@ -660,12 +660,6 @@ fn switch_out(
         }
         t.last_in = back;
     }
-    // Every thread of the targets has an entry from the start (the loader's, or task_newtask's
-    // for a thread created since), and a switch-in sets `last_in`: a thread switched out
-    // without one has run since before the start.
-    if t.last_out != 0 && t.last_in <= t.last_out {
-        drop_event(drops::SWITCH_IN_MISSED);
-    }
     let since = if t.last_in != 0 { t.last_in } else { start };
     if now > since {
         t.oncpu_ns += now - since;

@@ -206,10 +206,18 @@ fn threads_whose_slots_clash_count_exactly() {
         }
     }
     assert_eq!(threads.len(), 2, "{}", run["threads"]);
-    // Every switch-in was seen too: one the kernel side missed would be counted here (the
-    // hypervisor's own switches make a few on these VMs).
+    // Every switch-in was seen too: one the kernel side missed would be counted here. The
+    // hypervisor's own switches make a few on these VMs (see `LAST_SWITCH`), more under load:
+    // at most one in a thousand; a spilled entry that lost its writes would miss them all.
     let unreported = run["meta"]["unreported_switches"].as_u64().unwrap_or(0);
-    assert!(unreported <= 5, "switch-ins not seen: {unreported}");
+    let switches: u64 = threads
+        .iter()
+        .map(|t| t["voluntary"].as_u64().unwrap() + t["involuntary"].as_u64().unwrap())
+        .sum();
+    assert!(
+        unreported * 1000 <= switches,
+        "switch-ins not seen: {unreported} of {switches} switches"
+    );
     assert_no_counting_drops(&run);
 }
 
