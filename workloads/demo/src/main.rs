@@ -58,7 +58,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use switchyard_harness::otel_ctx;
+use switchyard_harness::otel_ctx::{self, run_delay_ns};
 
 fn usage() -> ! {
     eprintln!(
@@ -894,15 +894,6 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
-/// The calling thread's time spent waiting on a run queue, in ns: the second field of its
-/// `/proc/thread-self/schedstat`.
-fn run_delay_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
-}
-
 fn demo_lock_unlock() {
     // SAFETY: DEMO_LOCK is initialised, lives as long as the process, and this thread holds it.
     let r = unsafe { libc::pthread_mutex_unlock(&raw mut DEMO_LOCK) };
@@ -1537,13 +1528,13 @@ fn requests(args: &Args) {
             let start_unix_ns = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
-            let delay = run_delay_ns();
-            let cpu = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
-            let t = Instant::now();
+            let clocks = otel_ctx::Clocks::start();
             let times = handle_request(&c, i);
-            let wall_ns = t.elapsed().as_nanos() as u64;
-            let cpu_ns = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(cpu);
-            let cpu_wait_ns = run_delay_ns().saturating_sub(delay);
+            let otel_ctx::Own {
+                wall_ns,
+                cpu_ns,
+                cpu_wait_ns,
+            } = clocks.stop();
             if otel {
                 otel_ctx::detach();
             }

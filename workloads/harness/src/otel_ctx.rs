@@ -107,6 +107,66 @@ pub fn detach() {
     compiler_fence(Ordering::SeqCst);
 }
 
+/// The calling thread's time on CPU, ns (CLOCK_THREAD_CPUTIME_ID).
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The calling thread's time spent waiting on a run queue, ns: the second field of its
+/// `/proc/thread-self/schedstat`.
+pub fn run_delay_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// What a request measured of itself, ns: what a profiler reading its span must find.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Own {
+    pub wall_ns: u64,
+    /// This thread on CPU: the rest of the wall time it was off CPU.
+    pub cpu_ns: u64,
+    /// Off CPU while runnable, waiting for a CPU (schedstat's run delay).
+    pub cpu_wait_ns: u64,
+}
+
+/// A request's own clocks, started: wall time, the thread's time on CPU and its wait for one.
+pub struct Clocks {
+    wall: std::time::Instant,
+    cpu: u64,
+    delay: u64,
+}
+
+impl Clocks {
+    pub fn start() -> Clocks {
+        let delay = run_delay_ns();
+        let cpu = thread_cpu_ns();
+        Clocks {
+            wall: std::time::Instant::now(),
+            cpu,
+            delay,
+        }
+    }
+
+    /// What the thread did since `start`, read in the reverse order.
+    pub fn stop(&self) -> Own {
+        let wall_ns = self.wall.elapsed().as_nanos() as u64;
+        let cpu_ns = thread_cpu_ns().saturating_sub(self.cpu);
+        Own {
+            wall_ns,
+            cpu_ns,
+            cpu_wait_ns: run_delay_ns().saturating_sub(self.delay),
+        }
+    }
+}
+
 /// A span id from a counter, never zero (zero is none).
 pub fn span_id(n: u64) -> [u8; 8] {
     (n | 1 << 63).to_be_bytes()
