@@ -4,7 +4,11 @@
 //! spinlock-broker --lock spin|mutex|abs|fixed [--spin-k N] [--port 0] [--dir DIR] [--flush never|every:N|interval:MS]
 //!                 [--segment-bytes N] [--retain-segments N] [--exit-after-idle MS]
 //!                 [--abs-window 100ms] [--max-message BYTES] [--pprof FILE] [--pprof-hz HZ]
+//!                 [--spans-out FILE]
 //! ```
+//!
+//! A message its producer traced (`spinlock-broker-driver --traced`) is served as a span of
+//! its trace, published in the OpenTelemetry thread context (`otel_thread_ctx_v1`).
 //!
 //! Prints `ready <port>` once listening on 127.0.0.1, and one JSON summary line when it ends
 //! (SIGINT/SIGTERM, or `--exit-after-idle`).
@@ -63,6 +67,10 @@ struct Args {
     /// Sampling frequency of --pprof.
     #[arg(long, default_value_t = 999, requires = "pprof")]
     pprof_hz: i32,
+    /// Write each traced message's span id, trace id and own timings (wall, on CPU, waiting
+    /// for a CPU, ns) to FILE at exit, a line each.
+    #[arg(long, value_name = "FILE")]
+    spans_out: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -117,6 +125,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         },
         exit_after_idle: args.exit_after_idle,
         max_message: args.max_message,
+        spans_out: args.spans_out.clone(),
     };
 
     let profiler = match &args.pprof {

@@ -3,6 +3,10 @@
 //! A producer sends messages as frames, `[payload length: u32 LE][payload]`, one at a time,
 //! and waits for the ack of each: the offset assigned, `u64 LE`, or [`ACK_ERROR`] when the
 //! broker could not append it. A producer ends by closing the connection between frames.
+//!
+//! A message may carry the trace it belongs to, as W3C trace context does over HTTP: a length
+//! with its top bit set ([`TRACED`]) is followed by the trace id (16 bytes) and the id of the
+//! producer's span that sent it (8 bytes), then the payload of the length's other bits.
 
 use std::io::{self, BufRead, Read, Write};
 
@@ -10,6 +14,22 @@ use crate::commit_log::RECORD_HEADER;
 
 /// The ack of a message the broker could not append.
 pub const ACK_ERROR: u64 = u64::MAX;
+
+/// The length's bit that says a trace context comes before the payload.
+pub const TRACED: u32 = 1 << 31;
+
+/// The trace context a producer sent with a message: its trace, and the span that sent it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceParent {
+    pub trace_id: [u8; 16],
+    pub parent_id: [u8; 8],
+}
+
+/// A message read: its record is in the caller's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Received {
+    pub trace: Option<TraceParent>,
+}
 
 /// Why a frame could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -22,35 +42,68 @@ pub enum FrameError {
 
 /// A frame for `payload`.
 pub fn encode_frame(payload: &[u8]) -> Vec<u8> {
-    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX) & !TRACED;
     let mut frame = Vec::with_capacity(4 + payload.len());
     frame.extend_from_slice(&len.to_le_bytes());
     frame.extend_from_slice(payload);
     frame
 }
 
+/// Where a traced frame's trace id and parent span id start, and end.
+pub const TRACE_AT: std::ops::Range<usize> = 4..4 + 16 + 8;
+
+/// A frame for `payload` sent from span `trace.parent_id` of trace `trace.trace_id` (each
+/// message of a traced producer is a trace of its own: [`set_trace`] rewrites the ids in place).
+pub fn encode_traced_frame(payload: &[u8], trace: TraceParent) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX) & !TRACED;
+    let mut frame = Vec::with_capacity(TRACE_AT.end + payload.len());
+    frame.extend_from_slice(&(len | TRACED).to_le_bytes());
+    frame.extend_from_slice(&trace.trace_id);
+    frame.extend_from_slice(&trace.parent_id);
+    frame.extend_from_slice(payload);
+    frame
+}
+
+/// Rewrites the trace context of a frame made by [`encode_traced_frame`].
+pub fn set_trace(frame: &mut [u8], trace: TraceParent) {
+    frame[TRACE_AT.start..TRACE_AT.start + 16].copy_from_slice(&trace.trace_id);
+    frame[TRACE_AT.start + 16..TRACE_AT.end].copy_from_slice(&trace.parent_id);
+}
+
 /// Reads one frame into `record` laid out as a commit-log record (`[len][offset, zero for
-/// now][payload]`), ready for [`crate::commit_log::CommitLog::append`]. `Ok(false)` when the
+/// now][payload]`), ready for [`crate::commit_log::CommitLog::append`]. `Ok(None)` when the
 /// producer closed the connection between frames.
 pub fn read_record(
     reader: &mut impl BufRead,
     record: &mut Vec<u8>,
     max: u32,
-) -> Result<bool, FrameError> {
+) -> Result<Option<Received>, FrameError> {
     if reader.fill_buf()?.is_empty() {
-        return Ok(false);
+        return Ok(None);
     }
     let mut len = [0u8; 4];
     reader.read_exact(&mut len)?;
-    let n = u32::from_le_bytes(len);
+    let word = u32::from_le_bytes(len);
+    let n = word & !TRACED;
     if n > max {
         return Err(FrameError::TooLarge { len: n, max });
     }
+    let trace = if word & TRACED != 0 {
+        let mut ids = [0u8; 24];
+        reader.read_exact(&mut ids)?;
+        let (trace_id, parent_id) = ids.split_at(16);
+        Some(TraceParent {
+            trace_id: trace_id.try_into().expect("16 bytes"),
+            parent_id: parent_id.try_into().expect("8 bytes"),
+        })
+    } else {
+        None
+    };
     record.clear();
     record.resize(RECORD_HEADER + n as usize, 0);
-    record[..4].copy_from_slice(&len);
+    record[..4].copy_from_slice(&n.to_le_bytes());
     reader.read_exact(&mut record[RECORD_HEADER..])?;
-    Ok(true)
+    Ok(Some(Received { trace }))
 }
 
 pub fn write_ack(writer: &mut impl Write, offset: u64) -> io::Result<()> {
@@ -75,13 +128,67 @@ mod tests {
         wire.extend(encode_frame(b""));
         let mut reader = Cursor::new(wire);
         let mut record = Vec::new();
-        assert!(read_record(&mut reader, &mut record, 1024).expect("first"));
+        assert_eq!(
+            read_record(&mut reader, &mut record, 1024).expect("first"),
+            Some(Received { trace: None })
+        );
         assert_eq!(&record[..4], &5u32.to_le_bytes());
         assert_eq!(&record[4..RECORD_HEADER], &[0; 8]);
         assert_eq!(&record[RECORD_HEADER..], b"hello");
-        assert!(read_record(&mut reader, &mut record, 1024).expect("empty payload"));
+        assert!(
+            read_record(&mut reader, &mut record, 1024)
+                .expect("empty payload")
+                .is_some()
+        );
         assert_eq!(record.len(), RECORD_HEADER);
-        assert!(!read_record(&mut reader, &mut record, 1024).expect("clean end"));
+        assert_eq!(
+            read_record(&mut reader, &mut record, 1024).expect("clean end"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_traced_frame_carries_its_trace_and_a_plain_records_length() {
+        let first = TraceParent {
+            trace_id: [7; 16],
+            parent_id: [9; 8],
+        };
+        let second = TraceParent {
+            trace_id: [1; 16],
+            parent_id: [2; 8],
+        };
+        let mut frame = encode_traced_frame(b"hello", first);
+        let mut wire = frame.clone();
+        set_trace(&mut frame, second);
+        wire.extend(&frame);
+        wire.extend(encode_frame(b"plain"));
+        let mut reader = Cursor::new(wire);
+        let mut record = Vec::new();
+        for want in [Some(first), Some(second)] {
+            assert_eq!(
+                read_record(&mut reader, &mut record, 1024).expect("traced"),
+                Some(Received { trace: want })
+            );
+            // The log's record is the untraced one: its length has no flag.
+            assert_eq!(&record[..4], &5u32.to_le_bytes());
+            assert_eq!(&record[RECORD_HEADER..], b"hello");
+        }
+        assert_eq!(
+            read_record(&mut reader, &mut record, 1024).expect("plain"),
+            Some(Received { trace: None })
+        );
+        assert_eq!(&record[RECORD_HEADER..], b"plain");
+        // The flag does not count toward the size limit, and a cut trace context is an error.
+        let mut cut = encode_traced_frame(&[0; 100], first);
+        assert!(matches!(
+            read_record(&mut Cursor::new(cut.clone()), &mut Vec::new(), 99),
+            Err(FrameError::TooLarge { len: 100, max: 99 })
+        ));
+        cut.truncate(12);
+        assert!(matches!(
+            read_record(&mut Cursor::new(cut), &mut Vec::new(), 1024),
+            Err(FrameError::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof
+        ));
     }
 
     #[test]

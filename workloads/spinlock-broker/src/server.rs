@@ -5,12 +5,19 @@
 //! appends the record to the active segment (one `write(2)`, a roll or a flush when due) and
 //! records its position in the index, then, outside the lock again, writes the ack. Threads
 //! per connection make the contention real: N producers are N threads racing for one lock.
+//!
+//! A message that carries its trace (`protocol::TRACED`) is served as a span of that trace,
+//! published in the thread's OpenTelemetry thread context from the frame read to the ack
+//! written: a profiler reading the context finds each message's anatomy by its span id. With
+//! `spans_out`, each such span's own timings (wall, on CPU, waiting for a CPU) are written
+//! there at exit, to hold the profiler's figures against.
 
 use std::{
     collections::HashMap,
-    io::{self, BufReader},
+    io::{self, BufReader, Write as _},
     net::{Ipv4Addr, Shutdown as SocketShutdown, SocketAddr, TcpListener, TcpStream},
     os::fd::AsRawFd as _,
+    path::PathBuf,
     sync::{
         Mutex,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
@@ -20,12 +27,12 @@ use std::{
 };
 
 use serde::Serialize;
-use switchyard_harness::Shutdown;
+use switchyard_harness::{Shutdown, otel_ctx};
 
 use crate::{
     commit_log::{CommitLog, LogConfig, LogError, LogStats, RECORD_HEADER},
     locks::{AbsConfig, BrokerLock, LockKind, LockStats, abs::AbsConfigError},
-    protocol::{ACK_ERROR, FrameError, read_record, write_ack},
+    protocol::{ACK_ERROR, FrameError, TraceParent, read_record, write_ack},
 };
 
 /// The validated settings of one server run.
@@ -40,6 +47,9 @@ pub struct ServerConfig {
     pub exit_after_idle: Option<Duration>,
     /// Largest payload accepted, in bytes.
     pub max_message: u32,
+    /// Where each traced message's own timings go at exit: a line a span, `span_id trace_id
+    /// wall_ns cpu_ns cpu_wait_ns` (hex ids, ns).
+    pub spans_out: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +68,12 @@ pub enum ServerError {
     Log(#[from] LogError),
     #[error(transparent)]
     Abs(#[from] AbsConfigError),
+    #[error("failed to write the spans' own timings to `{path}`")]
+    Spans {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -117,6 +133,24 @@ struct Shared {
     last_close: Mutex<Option<Instant>>,
     /// Clones of open connections, shut down to end their threads on exit.
     streams: Mutex<HashMap<u64, TcpStream>>,
+    /// The last span id given to a traced message.
+    spans: AtomicU64,
+    /// Each traced message's span and own timings, when `spans_out` asks for them.
+    served: Option<Mutex<Vec<Served>>>,
+}
+
+/// A traced message as it measured itself.
+struct Served {
+    span_id: [u8; 8],
+    trace_id: [u8; 16],
+    own: otel_ctx::Own,
+}
+
+/// A traced message being served: its span, published in this thread's context.
+struct Serving {
+    span_id: [u8; 8],
+    trace_id: [u8; 16],
+    clocks: Option<otel_ctx::Clocks>,
 }
 
 impl Shared {
@@ -132,7 +166,8 @@ impl Shared {
         let mut reader = BufReader::with_capacity(64 * 1024, stream.try_clone()?);
         let mut writer = stream;
         let mut record = Vec::with_capacity(RECORD_HEADER + 4096);
-        while read_record(&mut reader, &mut record, self.max_message)? {
+        while let Some(message) = read_record(&mut reader, &mut record, self.max_message)? {
+            let serving = message.trace.map(|t| self.begin_span(t));
             let appended = self.broker.lock().append(&mut record);
             let ack = match appended {
                 Ok(offset) => offset,
@@ -144,9 +179,37 @@ impl Shared {
                     ACK_ERROR
                 }
             };
-            write_ack(&mut writer, ack)?;
+            let acked = write_ack(&mut writer, ack);
+            if let Some(serving) = serving {
+                self.end_span(serving);
+            }
+            acked?;
         }
         Ok(())
+    }
+
+    /// This thread serves a new span of `trace`, a child of the producer's, from now on.
+    fn begin_span(&self, trace: TraceParent) -> Serving {
+        let span_id = otel_ctx::span_id(self.spans.fetch_add(1, Ordering::Relaxed) + 1);
+        let clocks = self.served.as_ref().map(|_| otel_ctx::Clocks::start());
+        otel_ctx::attach(trace.trace_id, span_id);
+        Serving {
+            span_id,
+            trace_id: trace.trace_id,
+            clocks,
+        }
+    }
+
+    fn end_span(&self, serving: Serving) {
+        otel_ctx::detach();
+        if let (Some(clocks), Some(served)) = (&serving.clocks, &self.served) {
+            let own = clocks.stop();
+            lock_ignoring_poison(served).push(Served {
+                span_id: serving.span_id,
+                trace_id: serving.trace_id,
+                own,
+            });
+        }
     }
 
     fn connection_ended(&self, id: u64, result: Result<(), FrameError>) {
@@ -158,6 +221,23 @@ impl Shared {
         *lock_ignoring_poison(&self.last_close) = Some(Instant::now());
         self.active.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// Each traced message's span and own timings, a line each.
+fn write_spans(path: &PathBuf, served: &[Served]) -> io::Result<()> {
+    let mut out = io::BufWriter::new(std::fs::File::create(path)?);
+    for s in served {
+        writeln!(
+            out,
+            "{} {} {} {} {}",
+            otel_ctx::hex(&s.span_id),
+            otel_ctx::hex(&s.trace_id),
+            s.own.wall_ns,
+            s.own.cpu_ns,
+            s.own.cpu_wait_ns
+        )?;
+    }
+    out.flush()
 }
 
 /// The bookkeeping behind these mutexes stays consistent even if a thread panicked.
@@ -240,6 +320,8 @@ pub fn run(
         active: AtomicUsize::new(0),
         last_close: Mutex::new(None),
         streams: Mutex::new(HashMap::new()),
+        spans: AtomicU64::new(0),
+        served: config.spans_out.as_ref().map(|_| Mutex::new(Vec::new())),
     };
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, config.port));
     let listener = TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })?;
@@ -309,6 +391,12 @@ pub fn run(
         Ok(ended_by)
     })?;
 
+    if let (Some(path), Some(served)) = (&config.spans_out, &shared.served) {
+        write_spans(path, &lock_ignoring_poison(served)).map_err(|source| ServerError::Spans {
+            path: path.clone(),
+            source,
+        })?;
+    }
     let lock_stats = shared.broker.stats();
     let log = shared.broker.lock().stats();
     Ok(Summary {

@@ -4,8 +4,12 @@
 //! spinlock-broker-driver --addr 127.0.0.1:PORT [--producers N] [--size BYTES]
 //!                        [--duration 5s | --ops N] --out result.json [--build NAME]
 //!                        [--window 100ms] [--connect-timeout 5s]
-//!                        [--drop-at 4s --drop-to N [--drop-think 50ms]]
+//!                        [--drop-at 4s --drop-to N [--drop-think 50ms]] [--traced]
 //! ```
+//!
+//! `--traced`: each message is sent as a trace of its own (W3C ids in the frame, see
+//! `protocol::TRACED`), as an instrumented client would; the broker serves it as a span of
+//! that trace.
 //!
 //! `--drop-at T --drop-to N`: T into the run, every producer but the first N stops (and closes
 //! its connection), so the load changes part-way (0s: never); with `--drop-think D` the N left
@@ -29,7 +33,7 @@ use anyhow::{Context as _, bail};
 use clap::Parser;
 use spinlock_broker::{
     WORKLOAD,
-    protocol::{ACK_ERROR, encode_frame, read_ack},
+    protocol::{ACK_ERROR, TraceParent, encode_frame, encode_traced_frame, read_ack, set_trace},
 };
 use switchyard_harness::{
     Budget, DriverResult, Measured as _, Recorder, Shutdown,
@@ -70,6 +74,9 @@ struct Args {
     /// How long the producers left after --drop-at wait after each ack (0s: not at all).
     #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
     drop_think: Duration,
+    /// Send each message as a trace of its own, with its trace context in the frame.
+    #[arg(long)]
+    traced: bool,
 }
 
 fn main() -> ExitCode {
@@ -93,16 +100,28 @@ enum Drop {
     ThinkFrom(Instant, Duration),
 }
 
-/// Sends until the budget is spent or `drop` stops it.
+/// A producer's trace ids: `seed`'s, one trace a message.
+fn trace_of(seed: u64, n: u64) -> TraceParent {
+    TraceParent {
+        trace_id: switchyard_harness::otel_ctx::trace_id(seed, n),
+        parent_id: switchyard_harness::otel_ctx::span_id(n),
+    }
+}
+
+/// Sends until the budget is spent or `drop` stops it; a traced frame (`trace_seed`) is
+/// given the next trace before each send.
 fn produce(
     mut stream: TcpStream,
     frame: &[u8],
+    trace_seed: Option<u64>,
     budget: &Budget,
     drop: Option<Drop>,
     mut recorder: Recorder,
 ) -> Producer {
     let mut errors = 0;
     let mut failure = None;
+    let mut frame = frame.to_vec();
+    let mut sent_n = 0u64;
     loop {
         match drop {
             Some(Drop::StopAt(t)) if Instant::now() >= t => break,
@@ -112,8 +131,14 @@ fn produce(
         if !budget.next() {
             break;
         }
+        if let Some(seed) = trace_seed {
+            sent_n += 1;
+            set_trace(&mut frame, trace_of(seed, sent_n));
+        }
         let sent = Instant::now();
-        let ack = stream.write_all(frame).and_then(|()| read_ack(&mut stream));
+        let ack = stream
+            .write_all(&frame)
+            .and_then(|()| read_ack(&mut stream));
         let acked = Instant::now();
         match ack {
             Ok(ACK_ERROR) => errors += 1,
@@ -145,7 +170,11 @@ fn run(args: Args) -> anyhow::Result<()> {
     let shutdown = Shutdown::install().context("failed to install the SIGINT/SIGTERM handler")?;
     let window = args.timing.window();
     let payload: Vec<u8> = (0..args.size).map(|i| b'a' + (i % 26) as u8).collect();
-    let frame = encode_frame(&payload);
+    let frame = if args.traced {
+        encode_traced_frame(&payload, trace_of(0, 0))
+    } else {
+        encode_frame(&payload)
+    };
 
     let streams = (0..args.producers)
         .map(|_| args.timing.connect(args.addr, "`spinlock-broker --lock …`"))
@@ -164,7 +193,18 @@ fn run(args: Args) -> anyhow::Result<()> {
                 true if args.drop_think.is_zero() => None,
                 true => Some(Drop::ThinkFrom(at, args.drop_think)),
             };
-            produce(stream, &frame, budget, drop, Recorder::new(start, window))
+            // Each producer's traces its own: the pid and its index seed them.
+            let seed = args
+                .traced
+                .then(|| u64::from(std::process::id()) << 16 | i as u64);
+            produce(
+                stream,
+                &frame,
+                seed,
+                budget,
+                drop,
+                Recorder::new(start, window),
+            )
         },
     )?;
     let start = started.at;
