@@ -14,7 +14,12 @@
 
 use std::{
     cell::Cell,
-    sync::atomic::{Ordering, compiler_fence},
+    io::{self, Write as _},
+    path::Path,
+    sync::{
+        Mutex,
+        atomic::{AtomicU64, Ordering, compiler_fence},
+    },
 };
 
 /// One thread's record; 640 bytes in all, as the OTEP recommends at most.
@@ -164,6 +169,111 @@ impl Clocks {
             cpu_ns,
             cpu_wait_ns: run_delay_ns().saturating_sub(self.delay),
         }
+    }
+}
+
+/// The trace context a client sent with a request, as W3C trace context carries it: its trace,
+/// and the client's span that sent it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceParent {
+    pub trace_id: [u8; 16],
+    pub parent_id: [u8; 8],
+}
+
+impl TraceParent {
+    /// On the wire: trace id, then parent span id.
+    pub const LEN: usize = 24;
+
+    /// Message `n` of a client seeded `seed`, as a trace of its own.
+    pub fn nth(seed: u64, n: u64) -> TraceParent {
+        TraceParent {
+            trace_id: trace_id(seed, n),
+            parent_id: span_id(n),
+        }
+    }
+
+    pub fn to_bytes(self) -> [u8; Self::LEN] {
+        let mut b = [0; Self::LEN];
+        b[..16].copy_from_slice(&self.trace_id);
+        b[16..].copy_from_slice(&self.parent_id);
+        b
+    }
+
+    pub fn from_bytes(b: &[u8; Self::LEN]) -> TraceParent {
+        let (trace_id, parent_id) = b.split_at(16);
+        TraceParent {
+            trace_id: trace_id.try_into().expect("16 bytes"),
+            parent_id: parent_id.try_into().expect("8 bytes"),
+        }
+    }
+}
+
+/// A server's spans: each traced request it serves is a child span of the client's,
+/// published in the serving thread's context while it is served. With `keep`, each span's own
+/// timings are kept, to be written at exit ([`Self::write`]).
+pub struct Spans {
+    last: AtomicU64,
+    kept: Option<Mutex<Vec<(Serving, Own)>>>,
+}
+
+/// A span being served.
+pub struct Serving {
+    pub span_id: [u8; 8],
+    pub trace_id: [u8; 16],
+    clocks: Option<Clocks>,
+}
+
+impl Spans {
+    pub fn new(keep: bool) -> Spans {
+        Spans {
+            last: AtomicU64::new(0),
+            kept: keep.then(|| Mutex::new(Vec::new())),
+        }
+    }
+
+    /// This thread serves a new span of `trace` from now on.
+    pub fn begin(&self, trace: TraceParent) -> Serving {
+        let span_id = span_id(self.last.fetch_add(1, Ordering::Relaxed) + 1);
+        let clocks = self.kept.as_ref().map(|_| Clocks::start());
+        attach(trace.trace_id, span_id);
+        Serving {
+            span_id,
+            trace_id: trace.trace_id,
+            clocks,
+        }
+    }
+
+    /// The span is served: this thread serves none.
+    pub fn end(&self, mut serving: Serving) {
+        detach();
+        if let (Some(clocks), Some(kept)) = (serving.clocks.take(), &self.kept) {
+            let own = clocks.stop();
+            kept.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((serving, own));
+        }
+    }
+
+    /// Each kept span, a line each: `span_id trace_id wall_ns cpu_ns cpu_wait_ns` (hex ids,
+    /// ns).
+    pub fn write(&self, path: &Path) -> io::Result<()> {
+        let mut out = io::BufWriter::new(std::fs::File::create(path)?);
+        let kept = self
+            .kept
+            .as_ref()
+            .map(|k| k.lock().unwrap_or_else(|p| p.into_inner()));
+        for (s, own) in kept.iter().flat_map(|k| k.iter()) {
+            writeln!(
+                out,
+                "{} {} {} {} {}",
+                hex(&s.span_id),
+                hex(&s.trace_id),
+                own.wall_ns,
+                own.cpu_ns,
+                own.cpu_wait_ns
+            )?;
+        }
+        out.flush()
     }
 }
 

@@ -18,12 +18,7 @@ pub const ACK_ERROR: u64 = u64::MAX;
 /// The length's bit that says a trace context comes before the payload.
 pub const TRACED: u32 = 1 << 31;
 
-/// The trace context a producer sent with a message: its trace, and the span that sent it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TraceParent {
-    pub trace_id: [u8; 16],
-    pub parent_id: [u8; 8],
-}
+pub use switchyard_harness::otel_ctx::TraceParent;
 
 /// A message read: its record is in the caller's buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +45,7 @@ pub fn encode_frame(payload: &[u8]) -> Vec<u8> {
 }
 
 /// Where a traced frame's trace id and parent span id start, and end.
-pub const TRACE_AT: std::ops::Range<usize> = 4..4 + 16 + 8;
+pub const TRACE_AT: std::ops::Range<usize> = 4..4 + TraceParent::LEN;
 
 /// A frame for `payload` sent from span `trace.parent_id` of trace `trace.trace_id` (each
 /// message of a traced producer is a trace of its own: [`set_trace`] rewrites the ids in place).
@@ -58,16 +53,14 @@ pub fn encode_traced_frame(payload: &[u8], trace: TraceParent) -> Vec<u8> {
     let len = u32::try_from(payload.len()).unwrap_or(u32::MAX) & !TRACED;
     let mut frame = Vec::with_capacity(TRACE_AT.end + payload.len());
     frame.extend_from_slice(&(len | TRACED).to_le_bytes());
-    frame.extend_from_slice(&trace.trace_id);
-    frame.extend_from_slice(&trace.parent_id);
+    frame.extend_from_slice(&trace.to_bytes());
     frame.extend_from_slice(payload);
     frame
 }
 
 /// Rewrites the trace context of a frame made by [`encode_traced_frame`].
 pub fn set_trace(frame: &mut [u8], trace: TraceParent) {
-    frame[TRACE_AT.start..TRACE_AT.start + 16].copy_from_slice(&trace.trace_id);
-    frame[TRACE_AT.start + 16..TRACE_AT.end].copy_from_slice(&trace.parent_id);
+    frame[TRACE_AT].copy_from_slice(&trace.to_bytes());
 }
 
 /// Reads one frame into `record` laid out as a commit-log record (`[len][offset, zero for
@@ -89,13 +82,9 @@ pub fn read_record(
         return Err(FrameError::TooLarge { len: n, max });
     }
     let trace = if word & TRACED != 0 {
-        let mut ids = [0u8; 24];
+        let mut ids = [0u8; TraceParent::LEN];
         reader.read_exact(&mut ids)?;
-        let (trace_id, parent_id) = ids.split_at(16);
-        Some(TraceParent {
-            trace_id: trace_id.try_into().expect("16 bytes"),
-            parent_id: parent_id.try_into().expect("8 bytes"),
-        })
+        Some(TraceParent::from_bytes(&ids))
     } else {
         None
     };

@@ -14,7 +14,7 @@
 
 use std::{
     collections::HashMap,
-    io::{self, BufReader, Write as _},
+    io::{self, BufReader},
     net::{Ipv4Addr, Shutdown as SocketShutdown, SocketAddr, TcpListener, TcpStream},
     os::fd::AsRawFd as _,
     path::PathBuf,
@@ -32,7 +32,7 @@ use switchyard_harness::{Shutdown, otel_ctx};
 use crate::{
     commit_log::{CommitLog, LogConfig, LogError, LogStats, RECORD_HEADER},
     locks::{AbsConfig, BrokerLock, LockKind, LockStats, abs::AbsConfigError},
-    protocol::{ACK_ERROR, FrameError, TraceParent, read_record, write_ack},
+    protocol::{ACK_ERROR, FrameError, read_record, write_ack},
 };
 
 /// The validated settings of one server run.
@@ -133,24 +133,8 @@ struct Shared {
     last_close: Mutex<Option<Instant>>,
     /// Clones of open connections, shut down to end their threads on exit.
     streams: Mutex<HashMap<u64, TcpStream>>,
-    /// The last span id given to a traced message.
-    spans: AtomicU64,
-    /// Each traced message's span and own timings, when `spans_out` asks for them.
-    served: Option<Mutex<Vec<Served>>>,
-}
-
-/// A traced message as it measured itself.
-struct Served {
-    span_id: [u8; 8],
-    trace_id: [u8; 16],
-    own: otel_ctx::Own,
-}
-
-/// A traced message being served: its span, published in this thread's context.
-struct Serving {
-    span_id: [u8; 8],
-    trace_id: [u8; 16],
-    clocks: Option<otel_ctx::Clocks>,
+    /// Traced messages' spans (their own timings kept when `spans_out` asks for them).
+    spans: otel_ctx::Spans,
 }
 
 impl Shared {
@@ -167,7 +151,7 @@ impl Shared {
         let mut writer = stream;
         let mut record = Vec::with_capacity(RECORD_HEADER + 4096);
         while let Some(message) = read_record(&mut reader, &mut record, self.max_message)? {
-            let serving = message.trace.map(|t| self.begin_span(t));
+            let serving = message.trace.map(|t| self.spans.begin(t));
             let appended = self.broker.lock().append(&mut record);
             let ack = match appended {
                 Ok(offset) => offset,
@@ -181,35 +165,11 @@ impl Shared {
             };
             let acked = write_ack(&mut writer, ack);
             if let Some(serving) = serving {
-                self.end_span(serving);
+                self.spans.end(serving);
             }
             acked?;
         }
         Ok(())
-    }
-
-    /// This thread serves a new span of `trace`, a child of the producer's, from now on.
-    fn begin_span(&self, trace: TraceParent) -> Serving {
-        let span_id = otel_ctx::span_id(self.spans.fetch_add(1, Ordering::Relaxed) + 1);
-        let clocks = self.served.as_ref().map(|_| otel_ctx::Clocks::start());
-        otel_ctx::attach(trace.trace_id, span_id);
-        Serving {
-            span_id,
-            trace_id: trace.trace_id,
-            clocks,
-        }
-    }
-
-    fn end_span(&self, serving: Serving) {
-        otel_ctx::detach();
-        if let (Some(clocks), Some(served)) = (&serving.clocks, &self.served) {
-            let own = clocks.stop();
-            lock_ignoring_poison(served).push(Served {
-                span_id: serving.span_id,
-                trace_id: serving.trace_id,
-                own,
-            });
-        }
     }
 
     fn connection_ended(&self, id: u64, result: Result<(), FrameError>) {
@@ -221,23 +181,6 @@ impl Shared {
         *lock_ignoring_poison(&self.last_close) = Some(Instant::now());
         self.active.fetch_sub(1, Ordering::SeqCst);
     }
-}
-
-/// Each traced message's span and own timings, a line each.
-fn write_spans(path: &PathBuf, served: &[Served]) -> io::Result<()> {
-    let mut out = io::BufWriter::new(std::fs::File::create(path)?);
-    for s in served {
-        writeln!(
-            out,
-            "{} {} {} {} {}",
-            otel_ctx::hex(&s.span_id),
-            otel_ctx::hex(&s.trace_id),
-            s.own.wall_ns,
-            s.own.cpu_ns,
-            s.own.cpu_wait_ns
-        )?;
-    }
-    out.flush()
 }
 
 /// The bookkeeping behind these mutexes stays consistent even if a thread panicked.
@@ -320,8 +263,7 @@ pub fn run(
         active: AtomicUsize::new(0),
         last_close: Mutex::new(None),
         streams: Mutex::new(HashMap::new()),
-        spans: AtomicU64::new(0),
-        served: config.spans_out.as_ref().map(|_| Mutex::new(Vec::new())),
+        spans: otel_ctx::Spans::new(config.spans_out.is_some()),
     };
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, config.port));
     let listener = TcpListener::bind(addr).map_err(|source| ServerError::Bind { addr, source })?;
@@ -391,11 +333,14 @@ pub fn run(
         Ok(ended_by)
     })?;
 
-    if let (Some(path), Some(served)) = (&config.spans_out, &shared.served) {
-        write_spans(path, &lock_ignoring_poison(served)).map_err(|source| ServerError::Spans {
-            path: path.clone(),
-            source,
-        })?;
+    if let Some(path) = &config.spans_out {
+        shared
+            .spans
+            .write(path)
+            .map_err(|source| ServerError::Spans {
+                path: path.clone(),
+                source,
+            })?;
     }
     let lock_stats = shared.broker.stats();
     let log = shared.broker.lock().stats();

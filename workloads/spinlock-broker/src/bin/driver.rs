@@ -100,14 +100,6 @@ enum Drop {
     ThinkFrom(Instant, Duration),
 }
 
-/// A producer's trace ids: `seed`'s, one trace a message.
-fn trace_of(seed: u64, n: u64) -> TraceParent {
-    TraceParent {
-        trace_id: switchyard_harness::otel_ctx::trace_id(seed, n),
-        parent_id: switchyard_harness::otel_ctx::span_id(n),
-    }
-}
-
 /// Sends until the budget is spent or `drop` stops it; a traced frame (`trace_seed`) is
 /// given the next trace before each send.
 fn produce(
@@ -133,7 +125,7 @@ fn produce(
         }
         if let Some(seed) = trace_seed {
             sent_n += 1;
-            set_trace(&mut frame, trace_of(seed, sent_n));
+            set_trace(&mut frame, TraceParent::nth(seed, sent_n));
         }
         let sent = Instant::now();
         let ack = stream
@@ -171,7 +163,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     let window = args.timing.window();
     let payload: Vec<u8> = (0..args.size).map(|i| b'a' + (i % 26) as u8).collect();
     let frame = if args.traced {
-        encode_traced_frame(&payload, trace_of(0, 0))
+        encode_traced_frame(&payload, TraceParent::nth(0, 0))
     } else {
         encode_frame(&payload)
     };
