@@ -2,7 +2,9 @@ package main
 
 // The wire protocol, the same as the Rust server's (PROTOCOL.md): a request is
 // [body length: u32 LE][op: u8][fields, LE]; every request gets one 17-byte response,
-// [13: u32 LE][status: u8][last read: u64 LE][mentions: u32 LE].
+// [13: u32 LE][status: u8][last read: u64 LE][mentions: u32 LE]. A request whose op byte has
+// opTraced set carries its trace context (trace id 16 bytes, span id 8) before its fields;
+// this server reads past it.
 
 import (
 	"encoding/binary"
@@ -12,6 +14,11 @@ const (
 	opAck     = 1 // user u64, channel u64, message id u64
 	opMention = 2 // user u64, channel u64
 	opGet     = 3 // user u64, channel u64
+
+	// opTraced in the op byte: the trace id and the sending span's id (traceContext bytes)
+	// come before the op's fields.
+	opTraced     = 0x80
+	traceContext = 24
 
 	statusOK         = 0
 	statusUnknownOp  = 1 // the connection stays open
@@ -52,8 +59,9 @@ func decodeRequest(body []byte) (Request, byte) {
 	if len(body) == 0 {
 		return Request{}, statusBadLength
 	}
+	op := body[0] &^ opTraced
 	var expected int
-	switch body[0] {
+	switch op {
 	case opAck:
 		expected = ackBody
 	case opMention, opGet:
@@ -61,18 +69,25 @@ func decodeRequest(body []byte) (Request, byte) {
 	default:
 		return Request{}, statusUnknownOp
 	}
+	if body[0]&opTraced != 0 {
+		expected += traceContext
+	}
 	if len(body) != expected {
 		return Request{}, statusBadLength
 	}
+	fields := body[1:]
+	if body[0]&opTraced != 0 {
+		fields = fields[traceContext:]
+	}
 	req := Request{
-		Op: body[0],
+		Op: op,
 		Key: Key{
-			User:    binary.LittleEndian.Uint64(body[1:9]),
-			Channel: binary.LittleEndian.Uint64(body[9:17]),
+			User:    binary.LittleEndian.Uint64(fields[0:8]),
+			Channel: binary.LittleEndian.Uint64(fields[8:16]),
 		},
 	}
 	if req.Op == opAck {
-		req.MessageID = binary.LittleEndian.Uint64(body[17:25])
+		req.MessageID = binary.LittleEndian.Uint64(fields[16:24])
 	}
 	return req, statusOK
 }

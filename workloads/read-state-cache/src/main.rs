@@ -3,7 +3,11 @@
 //! ```text
 //! read-state-cache [--port 0] [--capacity N] [--shards N] [--flush-interval 30s]
 //!                  [--data-dir DIR] [--exit-after-idle MS] [--miss-latency DURATION]
+//!                  [--spans-out FILE]
 //! ```
+//!
+//! A request its client traced (`read-state-cache-driver --traced`) is applied as a span of
+//! its trace, published in the OpenTelemetry thread context (`otel_thread_ctx_v1`).
 //!
 //! Prints `ready <port>` once listening on 127.0.0.1, and one JSON summary line when it ends
 //! (SIGINT/SIGTERM, or `--exit-after-idle`), after a final flush pass.
@@ -42,6 +46,10 @@ struct Args {
     /// at once.
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     miss_latency: Duration,
+    /// Write each traced request's span id, trace id and own timings (wall, on CPU, waiting
+    /// for a CPU, ns) to FILE at exit, a line each.
+    #[arg(long, value_name = "FILE")]
+    spans_out: Option<PathBuf>,
 }
 
 // Built with `--features dhat`: dhat's allocator, for a heap profile of the whole run.
@@ -76,6 +84,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         data_dir,
         exit_after_idle: args.exit_after_idle,
         miss_latency: args.miss_latency,
+        spans_out: args.spans_out.clone(),
     };
     let summary = server::run(config, &shutdown, |addr| announce_ready(addr.port()))?;
 

@@ -8,11 +8,16 @@
 //! | 2  | `mention` | user u64, channel u64                   | 17          |
 //! | 3  | `get`     | user u64, channel u64                   | 17          |
 //!
+//! A request may carry its trace context ([`TRACED`] in the op byte): the trace id and the
+//! client's span id come first in the fields, and the body is 24 bytes longer.
+//!
 //! Every request gets exactly one response, in order, always 17 bytes:
 //! `[13: u32 LE][status: u8][last read: u64 LE][mentions: u32 LE]`, the read state after the
 //! request (zeros with an error status).
 
 use std::io::{self, Read};
+
+pub use switchyard_harness::otel_ctx::TraceParent;
 
 /// `ack(user, channel, message_id)`: last read := message id, mentions := 0.
 pub const OP_ACK: u8 = 1;
@@ -20,6 +25,10 @@ pub const OP_ACK: u8 = 1;
 pub const OP_MENTION: u8 = 2;
 /// `get(user, channel)`: the read state, unchanged.
 pub const OP_GET: u8 = 3;
+
+/// Set in the op byte of a request that carries its trace context: the trace id (16 bytes)
+/// and the sending span's id (8) come before the op's fields.
+pub const TRACED: u8 = 0x80;
 
 pub const STATUS_OK: u8 = 0;
 /// The op byte is none of the known ops; the connection stays open.
@@ -74,6 +83,11 @@ impl Request {
 
     /// Appends the request's frame to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_traced(None, out);
+    }
+
+    /// Appends the request's frame to `out`, with its trace context if it has one.
+    pub fn encode_traced(&self, trace: Option<TraceParent>, out: &mut Vec<u8>) {
         let (op, key, message_id) = match *self {
             Self::Ack { key, message_id } => (OP_ACK, key, Some(message_id)),
             Self::Mention { key } => (OP_MENTION, key, None),
@@ -84,8 +98,15 @@ impl Request {
         } else {
             KEY_BODY
         };
+        let (len, op) = match trace {
+            Some(_) => (len + TraceParent::LEN, op | TRACED),
+            None => (len, op),
+        };
         out.extend_from_slice(&(len as u32).to_le_bytes());
         out.push(op);
+        if let Some(t) = trace {
+            out.extend_from_slice(&t.to_bytes());
+        }
         out.extend_from_slice(&key.user.to_le_bytes());
         out.extend_from_slice(&key.channel.to_le_bytes());
         if let Some(id) = message_id {
@@ -95,31 +116,45 @@ impl Request {
 
     /// The request in a body (what follows the length prefix), or the error status to answer.
     pub fn decode(body: &[u8]) -> Result<Self, u8> {
+        Self::decode_traced(body).map(|(req, _)| req)
+    }
+
+    /// The request in a body and the trace context it carries, or the error status to answer.
+    pub fn decode_traced(body: &[u8]) -> Result<(Self, Option<TraceParent>), u8> {
         let Some((&op, fields)) = body.split_first() else {
             return Err(STATUS_BAD_LENGTH);
         };
+        let traced = op & TRACED != 0;
+        let op = op & !TRACED;
         let expected = match op {
             OP_ACK => ACK_BODY,
             OP_MENTION | OP_GET => KEY_BODY,
             _ => return Err(STATUS_UNKNOWN_OP),
         };
-        if body.len() != expected {
+        let context = if traced { TraceParent::LEN } else { 0 };
+        if body.len() != expected + context {
             return Err(STATUS_BAD_LENGTH);
         }
+        let (trace, fields) = fields.split_at(context);
+        let trace = trace
+            .try_into()
+            .ok()
+            .map(|ids: &[u8; TraceParent::LEN]| TraceParent::from_bytes(ids));
         let u64_at = |i: usize| {
             let mut b = [0u8; 8];
             b.copy_from_slice(&fields[i..i + 8]);
             u64::from_le_bytes(b)
         };
         let key = Key::new(u64_at(0), u64_at(8));
-        Ok(match op {
+        let req = match op {
             OP_ACK => Self::Ack {
                 key,
                 message_id: u64_at(16),
             },
             OP_MENTION => Self::Mention { key },
             _ => Self::Get { key },
-        })
+        };
+        Ok((req, trace))
     }
 }
 
@@ -203,6 +238,15 @@ mod tests {
             let len = u32::from_le_bytes([wire[0], wire[1], wire[2], wire[3]]) as usize;
             assert_eq!(len, wire.len() - 4);
             assert_eq!(Request::decode(&wire[4..]), Ok(req));
+            // With its trace context: 24 bytes longer, the same request.
+            let trace = TraceParent::nth(7, 9);
+            let mut traced = Vec::new();
+            req.encode_traced(Some(trace), &mut traced);
+            let len = u32::from_le_bytes([traced[0], traced[1], traced[2], traced[3]]) as usize;
+            assert_eq!(len, wire.len() - 4 + TraceParent::LEN);
+            assert_eq!(traced[4], wire[4] | TRACED);
+            assert_eq!(Request::decode_traced(&traced[4..]), Ok((req, Some(trace))));
+            assert_eq!(Request::decode_traced(&wire[4..]), Ok((req, None)));
         }
     }
 
@@ -213,6 +257,13 @@ mod tests {
         assert_eq!(Request::decode(&[OP_GET; 9]), Err(STATUS_BAD_LENGTH));
         assert_eq!(Request::decode(&[OP_ACK; 17]), Err(STATUS_BAD_LENGTH));
         assert_eq!(Request::decode(&[OP_MENTION; 25]), Err(STATUS_BAD_LENGTH));
+        // A traced op needs its 24 bytes of context; an unknown one is unknown, traced or not.
+        let mut get = vec![OP_GET | TRACED];
+        get.extend([0; 16]);
+        assert_eq!(Request::decode(&get), Err(STATUS_BAD_LENGTH));
+        get.extend([0; 24]);
+        assert!(Request::decode(&get).is_ok());
+        assert_eq!(Request::decode(&[9 | TRACED; 41]), Err(STATUS_UNKNOWN_OP));
     }
 
     #[test]

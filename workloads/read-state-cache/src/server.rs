@@ -7,6 +7,12 @@
 //! and on a dirty eviction for its `pwrite`: short blocking calls on page-cached data, made
 //! in place rather than through `spawn_blocking`) and writes the response into a buffer that
 //! is flushed once no further request is waiting, so pipelined requests share one `write`.
+//!
+//! A request that carries its trace (`protocol::TRACED`) is applied as a span of that trace,
+//! published in the worker thread's OpenTelemetry thread context (`otel_thread_ctx_v1`) while
+//! it is applied: applying never awaits, so the span cannot move to another thread or give
+//! its thread to another task. With `spans_out`, each span's own timings are written there
+//! at exit.
 
 use std::{
     io,
@@ -22,7 +28,7 @@ use std::{
 };
 
 use serde::Serialize;
-use switchyard_harness::Shutdown;
+use switchyard_harness::{Shutdown, otel_ctx};
 use tokio::{
     io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, BufWriter},
     net::{
@@ -52,6 +58,9 @@ pub struct ServerConfig {
     /// How long the answer to a miss waits, as if the state came from a database (zero: at
     /// once). The request is applied at once and no lock is held while it waits.
     pub miss_latency: Duration,
+    /// Where each traced request's own timings go at exit, a line a span (see
+    /// `otel_ctx::Spans::write`).
+    pub spans_out: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +85,12 @@ pub enum ServerError {
     Ready(#[source] io::Error),
     #[error("final flush failed")]
     FinalFlush(#[source] StoreError),
+    #[error("failed to write the spans' own timings to `{path}`")]
+    Spans {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -145,6 +160,8 @@ struct Shared {
     connection_errors: AtomicU64,
     active: AtomicUsize,
     last_close: Mutex<Option<Instant>>,
+    /// Traced requests' spans.
+    spans: otel_ctx::Spans,
 }
 
 impl Shared {
@@ -168,8 +185,8 @@ impl Shared {
 
     /// The answer to one request body, and whether it missed the cache.
     fn respond(&self, body: &[u8]) -> (Response, bool) {
-        match Request::decode(body) {
-            Ok(req) => match self.cache.apply_hit(&req) {
+        match Request::decode_traced(body) {
+            Ok((req, trace)) => match self.apply(&req, trace) {
                 Ok((state, hit)) => (Response::ok(state), !hit),
                 Err(e) => {
                     self.store_error(&e);
@@ -181,6 +198,20 @@ impl Shared {
                 (Response::error(status), false)
             }
         }
+    }
+
+    /// Applies `req`, as a span of `trace` when it has one.
+    fn apply(
+        &self,
+        req: &Request,
+        trace: Option<otel_ctx::TraceParent>,
+    ) -> Result<(crate::protocol::ReadState, bool), StoreError> {
+        let serving = trace.map(|t| self.spans.begin(t));
+        let applied = self.cache.apply_hit(req);
+        if let Some(serving) = serving {
+            self.spans.end(serving);
+        }
+        applied
     }
 
     async fn serve(self: Arc<Self>, stream: TcpStream) -> io::Result<()> {
@@ -384,6 +415,7 @@ pub fn run(
         connection_errors: AtomicU64::new(0),
         active: AtomicUsize::new(0),
         last_close: Mutex::new(None),
+        spans: otel_ctx::Spans::new(config.spans_out.is_some()),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -403,6 +435,15 @@ pub fn run(
     let (ended_by, connections) = served?;
 
     shared.cache.flush().map_err(ServerError::FinalFlush)?;
+    if let Some(path) = &config.spans_out {
+        shared
+            .spans
+            .write(path)
+            .map_err(|source| ServerError::Spans {
+                path: path.clone(),
+                source,
+            })?;
+    }
     let flush = shared.cache.flush_stats();
     Ok(Summary {
         format: SUMMARY_FORMAT,
@@ -515,6 +556,7 @@ mod tests {
             data_dir: dir.path().to_owned(),
             exit_after_idle: Some(Duration::from_millis(1)),
             miss_latency: latency,
+            spans_out: None,
         };
         let shutdown = Shutdown::new();
         let (ready, addr) = std::sync::mpsc::channel();

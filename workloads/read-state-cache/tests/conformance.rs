@@ -15,8 +15,8 @@ use std::{
 
 use read_state_cache::{
     protocol::{
-        Key, OP_ACK, OP_GET, OP_MENTION, RESPONSE_LEN, Request, STATUS_BAD_LENGTH, STATUS_OK,
-        STATUS_UNKNOWN_OP,
+        Key, OP_ACK, OP_GET, OP_MENTION, RESPONSE_LEN, Request, Response, STATUS_BAD_LENGTH,
+        STATUS_OK, STATUS_UNKNOWN_OP, TRACED, TraceParent,
     },
     store::{HEADER_LEN, LOG_FILE, RECORD_LEN},
 };
@@ -252,6 +252,68 @@ fn malformed_requests_get_an_error_status() {
     assert_eq!(counts["bad_requests"], 6);
     assert_eq!(counts["requests"], 1);
     assert_eq!(counts["connection_errors"], 1);
+}
+
+/// A request with its trace context (`TRACED`) is answered as the same request without it; a
+/// traced op is checked as a plain one, its length 24 bytes longer.
+#[test]
+fn traced_requests_get_the_answers_of_plain_ones() {
+    let counts = on_both(|server| {
+        let p = server.start(&IDLE_EXIT);
+        let mut c = Client::connect(&p);
+        let b = server.build;
+        let key = Key::new(1, 1);
+        let mut traced = |req: Request| {
+            let mut wire = Vec::new();
+            req.encode_traced(Some(TraceParent::nth(3, 4)), &mut wire);
+            c.send_raw(&wire);
+            c.response()
+        };
+        let ok = |state| Response {
+            status: STATUS_OK,
+            state,
+        };
+        assert_eq!(
+            traced(Request::Ack { key, message_id: 5 }),
+            ok(rs(5, 0)),
+            "{b}: traced ack"
+        );
+        assert_eq!(
+            traced(Request::Mention { key }),
+            ok(rs(5, 1)),
+            "{b}: traced mention"
+        );
+        assert_eq!(
+            traced(Request::Get { key }),
+            ok(rs(5, 1)),
+            "{b}: traced get"
+        );
+        assert_eq!(c.get(1, 1), rs(5, 1), "{b}: plain get");
+        let frame = |len: u32, op: u8| {
+            let mut f = len.to_le_bytes().to_vec();
+            f.push(op);
+            f.extend(std::iter::repeat_n(0xAB, len as usize - 1));
+            f
+        };
+        // A traced get without its context, and an unknown op traced.
+        c.send_raw(&frame(17, OP_GET | TRACED));
+        assert_eq!(
+            c.response().status,
+            STATUS_BAD_LENGTH,
+            "{b}: traced get, no context"
+        );
+        c.send_raw(&frame(41, 9 | TRACED));
+        assert_eq!(
+            c.response().status,
+            STATUS_UNKNOWN_OP,
+            "{b}: traced unknown op"
+        );
+        assert_eq!(c.get(1, 1), rs(5, 1), "{b}: still in step");
+        drop(c);
+        idle_summary(p)
+    });
+    assert_eq!(counts["bad_requests"], 2);
+    assert_eq!(counts["requests"], 5);
 }
 
 #[test]

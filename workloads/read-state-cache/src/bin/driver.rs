@@ -5,9 +5,13 @@
 //!                         [--duration 10s | --ops N] [--users 100000] [--channels-per-user 10]
 //!                         [--zipf 1.1] [--mix ack:40,mention:30,get:30]
 //!                         [--prefill --capacity N] --out result.json [--build go|rust]
-//!                         [--window 100ms] [--seed 1] [--connect-timeout 5s]
+//!                         [--window 100ms] [--seed 1] [--connect-timeout 5s] [--traced]
 //! read-state-cache-driver --addr 127.0.0.1:PORT --prefill-only --capacity N
 //! ```
+//!
+//! `--traced`: each measured request is sent as a trace of its own (its trace context in the
+//! request, `protocol::TRACED`), as an instrumented client would; the Rust server applies it
+//! as a span of that trace.
 //!
 //! One connection per `--connections`. Users are drawn from a Zipf
 //! distribution over 1..=users (user 1 the hottest), the channel uniformly from
@@ -47,7 +51,7 @@ use rand::{RngExt as _, SeedableRng as _, rngs::SmallRng};
 use rand_distr::{Distribution as _, Zipf};
 use read_state_cache::{
     WORKLOAD,
-    protocol::{Key, RESPONSE_LEN, ReadState, Request, Response, STATUS_OK},
+    protocol::{Key, RESPONSE_LEN, ReadState, Request, Response, STATUS_OK, TraceParent},
 };
 use switchyard_harness::{
     Budget, DriverResult, Measured as _, Recorder, Shutdown,
@@ -103,6 +107,9 @@ struct Args {
     seed: u64,
     #[command(flatten)]
     timing: TimingFlags,
+    /// Send each measured request as a trace of its own, with its trace context.
+    #[arg(long)]
+    traced: bool,
 }
 
 /// The request mix: weights of ack, mention and get.
@@ -173,9 +180,23 @@ struct Generator {
     /// across connections and increasing.
     next_id: u64,
     id_step: u64,
+    /// `--traced`: this connection's trace seed, and the requests sent so far.
+    traced: Option<(u64, u64)>,
 }
 
 impl Generator {
+    /// The next request, and its frame in `wire` (replaced).
+    fn frame(&mut self, wire: &mut Vec<u8>) -> Request {
+        let req = self.next();
+        let trace = self.traced.as_mut().map(|(seed, n)| {
+            *n += 1;
+            TraceParent::nth(*seed, *n)
+        });
+        wire.clear();
+        req.encode_traced(trace, wire);
+        req
+    }
+
     fn next(&mut self) -> Request {
         // A Zipf sample is a whole number in 1..=users, as a float.
         let user = self.users.sample(&mut self.rng) as u64;
@@ -369,9 +390,7 @@ fn closed_loop(
     let mut tally = Tally::new();
     let mut wire = Vec::with_capacity(32);
     while budget.next() {
-        let req = generator.next();
-        wire.clear();
-        req.encode(&mut wire);
+        let req = generator.frame(&mut wire);
         let sent = Instant::now();
         let reply = stream
             .write_all(&wire)
@@ -406,9 +425,7 @@ fn open_loop(
             let mut wire = Vec::with_capacity(32);
             let mut k = 0u64;
             while !receiver_gone.load(Ordering::Relaxed) && budget.next() {
-                let req = generator.next();
-                wire.clear();
-                req.encode(&mut wire);
+                let req = generator.frame(&mut wire);
                 let due = start
                     + Duration::from_nanos(
                         (schedule.offset_ns + k as f64 * schedule.interval_ns) as u64,
@@ -529,6 +546,10 @@ fn run(args: Args) -> anyhow::Result<()> {
         mix: args.mix,
         next_id: u64::from(i) + 1,
         id_step: u64::from(args.connections),
+        // Each connection's traces its own: the pid and its index seed them.
+        traced: args
+            .traced
+            .then(|| (u64::from(std::process::id()) << 16 | u64::from(i), 0)),
     });
     let (started, connections) = run_together(
         "connection",
@@ -677,6 +698,7 @@ mod tests {
             },
             next_id: 2,
             id_step: 4,
+            traced: None,
         };
         let mut ids = Vec::new();
         let mut user_one = 0;
