@@ -206,6 +206,40 @@ impl TraceParent {
             parent_id: parent_id.try_into().expect("8 bytes"),
         }
     }
+
+    /// The W3C `traceparent` header's value, sampled: `00-<trace id>-<parent id>-01`.
+    pub fn to_w3c(self) -> String {
+        format!("00-{}-{}-01", hex(&self.trace_id), hex(&self.parent_id))
+    }
+
+    /// A W3C `traceparent` value of version 00; `None` for anything else, or for an all-zero
+    /// id (invalid by the W3C text).
+    pub fn from_w3c(value: &str) -> Option<TraceParent> {
+        let mut parts = value.trim().split('-');
+        let (version, trace, parent, flags) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if version != "00" || parts.next().is_some() || flags.len() != 2 {
+            return None;
+        }
+        u8::from_str_radix(flags, 16).ok()?;
+        let t = TraceParent {
+            trace_id: unhex(trace)?,
+            parent_id: unhex(parent)?,
+        };
+        (t.trace_id != [0; 16] && t.parent_id != [0; 8]).then_some(t)
+    }
+}
+
+/// `N` bytes from exactly `2N` lower-case hex digits.
+fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    if s.len() != 2 * N || !s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let mut out = [0; N];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
 }
 
 /// A server's spans: each traced request it serves is a child span of the client's,
@@ -293,4 +327,33 @@ pub fn trace_id(seed: u64, n: u64) -> [u8; 16] {
 /// Lower-case hex, as W3C ids are written.
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_round_trips_and_refuses_what_w3c_refuses() {
+        let t = TraceParent::nth(0x1234, 5);
+        let w3c = t.to_w3c();
+        assert_eq!(
+            w3c,
+            "00-00000000000012350000000000000005-8000000000000005-01"
+        );
+        assert_eq!(TraceParent::from_w3c(&w3c), Some(t));
+        for bad in [
+            "",
+            "01-00000000000012350000000000000005-8000000000000005-01",
+            "00-00000000000000000000000000000000-8000000000000005-01",
+            "00-00000000000012350000000000000005-0000000000000000-01",
+            "00-0000000000001235000000000000000-8000000000000005-01",
+            "00-00000000000012350000000000000005-8000000000000005-1",
+            "00-00000000000012350000000000000005-8000000000000005-01-extra",
+            "00-0000000000001235000000000000000X-8000000000000005-01",
+            "00-00000000000012350000000000000005-800000000000000A-01",
+        ] {
+            assert_eq!(TraceParent::from_w3c(bad), None, "{bad:?}");
+        }
+    }
 }
