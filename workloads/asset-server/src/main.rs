@@ -8,6 +8,10 @@
 //!
 //! Builds: `--codec gzip` (rust-gzip) and `--codec zstd` (rust-zstd). The work of a request
 //! runs on tokio's blocking pool, so the I/O threads keep streaming other responses.
+//!
+//! A request with a W3C `traceparent` header is prepared as a span of that trace, published
+//! in the blocking thread's OpenTelemetry thread context (`otel_thread_ctx_v1`) while it
+//! works on it; `--spans-out FILE` writes each span's own timings at exit.
 
 use std::{
     collections::HashMap,
@@ -29,7 +33,7 @@ use clap::Parser;
 use http_body_util::{BodyExt as _, Full, StreamBody, combinators::BoxBody};
 use hyper::{Request, Response, StatusCode, body::Frame, server::conn::http1, service::service_fn};
 use hyper_util::rt::TokioIo;
-use switchyard_harness::{Shutdown, announce_ready, parse_millis};
+use switchyard_harness::{Shutdown, announce_ready, otel_ctx, parse_millis};
 
 // Built with `--features dhat`: dhat's allocator, for a heap profile of the whole run.
 switchyard_harness::heap_allocator!();
@@ -56,6 +60,10 @@ struct Args {
     /// Fault injection, for the driver's integrity check: flip one byte of every Nth body.
     #[arg(long, value_name = "N")]
     corrupt_every: Option<u64>,
+    /// Write each traced request's span id, trace id and own timings (wall, on CPU, waiting
+    /// for a CPU, ns) to FILE at exit, a line each.
+    #[arg(long, value_name = "FILE")]
+    spans_out: Option<PathBuf>,
 }
 
 /// Streamed in pieces of this size.
@@ -69,6 +77,8 @@ struct State {
     served: AtomicU64,
     corrupt_every: Option<u64>,
     connections: AtomicUsize,
+    /// Traced requests' spans.
+    spans: otel_ctx::Spans,
 }
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -96,12 +106,25 @@ fn run(args: Args) -> anyhow::Result<()> {
         served: AtomicU64::new(0),
         corrupt_every: args.corrupt_every.filter(|&n| n > 0),
         connections: AtomicUsize::new(0),
+        spans: otel_ctx::Spans::new(args.spans_out.is_some()),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("asset-io")
         .build()?;
-    runtime.block_on(serve(args.port, args.exit_after_idle, state, shutdown))
+    runtime.block_on(serve(
+        args.port,
+        args.exit_after_idle,
+        state.clone(),
+        shutdown,
+    ))?;
+    if let Some(path) = &args.spans_out {
+        state
+            .spans
+            .write(path)
+            .with_context(|| format!("writing the spans' own timings to {}", path.display()))?;
+    }
+    Ok(())
 }
 
 async fn serve(
@@ -171,8 +194,23 @@ async fn handle(
     let Some(model) = state.models.get(name).cloned() else {
         return Ok(plain(StatusCode::NOT_FOUND, format!("no model {name}\n")));
     };
+    let trace = req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(otel_ctx::TraceParent::from_w3c);
     let s = state.clone();
-    let work = tokio::task::spawn_blocking(move || prepare(&s, &model, &licence)).await;
+    let work = tokio::task::spawn_blocking(move || {
+        // The span is this thread's while it works on the request, and only then: the
+        // blocking thread neither awaits nor serves another request meanwhile.
+        let serving = trace.map(|t| s.spans.begin(t));
+        let prepared = prepare(&s, &model, &licence);
+        if let Some(serving) = serving {
+            s.spans.end(serving);
+        }
+        prepared
+    })
+    .await;
     let (body, size) = match work {
         Ok(Ok(done)) => done,
         Ok(Err(e)) => return Ok(plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"))),

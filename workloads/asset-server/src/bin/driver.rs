@@ -47,6 +47,7 @@ use clap::Parser;
 use sha2::{Digest as _, Sha256};
 use switchyard_harness::{
     DEFAULT_WINDOW, DriverResult, Measured as _, Recorder, connect_tcp, driver::BoundFlags,
+    otel_ctx::TraceParent,
 };
 
 #[derive(Debug, Parser)]
@@ -82,6 +83,9 @@ struct Args {
     /// The build serving (recorded in the result).
     #[arg(long, default_value = "unknown")]
     build: String,
+    /// Send each request as a trace of its own, in a W3C `traceparent` header.
+    #[arg(long)]
+    traced: bool,
 }
 
 /// How the requests are issued.
@@ -253,8 +257,12 @@ impl Sink {
 }
 
 /// The request line of model `model` with licence `licence`.
-fn request_line(name: &str, licence: &str) -> String {
-    format!("GET /models/{name}?licence={licence} HTTP/1.1\r\nHost: asset\r\n\r\n")
+/// Request `k`'s head; with `trace`, it carries its trace context.
+fn request_line(name: &str, licence: &str, trace: Option<TraceParent>) -> String {
+    let traceparent = trace.map_or(String::new(), |t| {
+        format!("traceparent: {}\r\n", t.to_w3c())
+    });
+    format!("GET /models/{name}?licence={licence} HTTP/1.1\r\nHost: asset\r\n{traceparent}\r\n")
 }
 
 fn run(args: Args) -> anyhow::Result<u64> {
@@ -329,6 +337,10 @@ fn run(args: Args) -> anyhow::Result<u64> {
 
     let conns = load.connections();
     let tickets = Arc::new(Tickets::new(bound));
+    // `--traced`: request k is a trace of its own.
+    let traced = args.traced;
+    let trace =
+        move |k: u64| traced.then(|| TraceParent::nth(u64::from(std::process::id()), k + 1));
     let mut workers: Vec<thread::JoinHandle<anyhow::Result<()>>> = Vec::new();
     for c in 0..conns {
         let stream = connect_tcp(args.addr, Duration::from_secs(5))
@@ -349,7 +361,9 @@ fn run(args: Args) -> anyhow::Result<u64> {
                             thread::sleep(wait);
                         }
                         let (model, licence) = request(k, models, lic.len());
-                        writer.write_all(request_line(&names[model], &lic[licence]).as_bytes())?;
+                        writer.write_all(
+                            request_line(&names[model], &lic[licence], trace(k)).as_bytes(),
+                        )?;
                         let sent = Sent {
                             due,
                             k,
@@ -376,7 +390,9 @@ fn run(args: Args) -> anyhow::Result<u64> {
                     while let Some(k) = tickets.take(start.elapsed()) {
                         let (model, licence) = request(k, models, lic.len());
                         let due = Instant::now();
-                        writer.write_all(request_line(&names[model], &lic[licence]).as_bytes())?;
+                        writer.write_all(
+                            request_line(&names[model], &lic[licence], trace(k)).as_bytes(),
+                        )?;
                         let sent = Sent {
                             due,
                             k,
