@@ -154,7 +154,7 @@ fn record_traced(server: &str, server_args: &[&str], driver: &str, driver_args: 
     let driven = Command::new(bin_dir().join(driver))
         .args(["--addr", &recorder.addr().to_string()])
         .args(driver_args)
-        .args(["--duration", "3s", "--traced", "--out"])
+        .args(["--traced", "--out"])
         .arg(dir.path().join("result.json"))
         .output()
         .unwrap();
@@ -203,7 +203,6 @@ fn assert_spans_found(
     assert_eq!(otel.table_full, 0);
     let spans: HashMap<&str, &switchyard_model::OtelSpan> =
         otel.spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
-    assert!(t.own.len() > 1000, "{} requests", t.own.len());
     let slow: Vec<_> = t.own.iter().filter(|r| r.2 >= min_off).collect();
     assert!(
         slow.len() >= at_least,
@@ -266,7 +265,7 @@ fn broker_messages_found_by_their_span_ids() {
         "spinlock-broker",
         &["--lock", "spin", "--dir", scratch.path().to_str().unwrap()],
         "spinlock-broker-driver",
-        &["--producers", "6"],
+        &["--producers", "6", "--duration", "3s"],
     );
     let [.., waited, wait_own] = assert_spans_found(&t, "spinlock-broker", 1_000_000, 300_000, 10);
     // Blocked against waiting for a CPU is the wakeup's to tell: a preempted spinner waits for
@@ -309,6 +308,8 @@ fn cache_requests_found_by_their_span_ids() {
             "100000",
             "--mix",
             "ack:50,mention:50,get:0",
+            "--duration",
+            "3s",
         ],
     );
     let otel = t.run.otel_spans.as_ref().unwrap();
@@ -317,4 +318,38 @@ fn cache_requests_found_by_their_span_ids() {
         "no span blocked on the shard's lock"
     );
     assert_spans_found(&t, "read-state-cache", 200_000, 50_000, 10);
+}
+
+/// The Rust asset server prepares a request with a W3C `traceparent` header as a span in its
+/// blocking thread's context. Four downloads at a time on 2 CPUs: each compression waits
+/// for a CPU for milliseconds. A request takes a few ms optimised and hundreds unoptimised,
+/// so the run is bounded by its count, not its time.
+#[test]
+fn asset_requests_found_by_their_span_ids() {
+    let needs = [
+        "switchyard",
+        "asset-server",
+        "asset-server-driver",
+        "asset-models",
+    ];
+    if !can_run("asset_requests_found_by_their_span_ids", &needs) {
+        return;
+    }
+    let models = tempfile::tempdir().unwrap();
+    let made = Command::new(bin_dir().join("asset-models"))
+        .arg("--out")
+        .arg(models.path())
+        .args(["--sizes", "1,2"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let dir = models.path().to_str().unwrap();
+    let t = record_traced(
+        "asset-server",
+        &["--codec", "zstd", "--models", dir],
+        "asset-server-driver",
+        &["--models", dir, "--concurrency", "4", "--requests", "24"],
+    );
+    assert_eq!(t.own.len(), 24);
+    assert_spans_found(&t, "asset-server", 1_000_000, 300_000, 12);
 }
