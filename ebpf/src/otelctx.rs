@@ -43,12 +43,50 @@ static OTEL_SAMPLES: HashMap<OtelSampleKey, u64> = HashMap::with_max_entries(KEY
 
 #[unsafe(no_mangle)]
 static OTEL_TLS_OFFSET: i64 = 0;
+/// 0: `OTEL_TLS_OFFSET` is from the thread pointer; else the module whose TLS block holds
+/// the variable, at `OTEL_TLS_OFFSET` in it.
+#[unsafe(no_mangle)]
+static OTEL_TLS_MODULE: u64 = 0;
 #[unsafe(no_mangle)]
 static TASK_FSBASE_OFFSET: u32 = 0;
 
 fn tls_offset() -> i64 {
     // SAFETY: a read-only global the loader rewrites before load.
     unsafe { core::ptr::read_volatile(&OTEL_TLS_OFFSET) }
+}
+
+fn tls_module() -> u64 {
+    // SAFETY: a read-only global the loader rewrites before load.
+    unsafe { core::ptr::read_volatile(&OTEL_TLS_MODULE) }
+}
+
+/// Whether the target publishes a thread context the loader found.
+fn on() -> bool {
+    tls_offset() != 0 || tls_module() != 0
+}
+
+/// The address of `otel_thread_ctx_v1` in the thread whose thread pointer is `fsbase`:
+/// static TLS at a fixed offset from it, or dynamic TLS through the thread's DTV (glibc,
+/// x86-64: the TCB's second word points at `dtv[1]`; `dtv[-1]` holds the vector's length;
+/// each entry is 16 bytes, the block's address first, all ones while not allocated).
+/// `None` for a thread that has not allocated the module's block.
+#[inline(always)]
+fn slot(fsbase: u64) -> Option<u64> {
+    let module = tls_module();
+    if module == 0 {
+        return Some(fsbase.wrapping_add(tls_offset() as u64));
+    }
+    // SAFETY: reads of the stopped thread's memory, which the helper checks.
+    let dtv = unsafe { bpf_probe_read_user((fsbase + 8) as *const u64) }.ok()?;
+    let len = unsafe { bpf_probe_read_user((dtv.wrapping_sub(16)) as *const u64) }.ok()?;
+    if dtv == 0 || module > len {
+        return None;
+    }
+    let block = unsafe { bpf_probe_read_user(dtv.wrapping_add(16 * module) as *const u64) }.ok()?;
+    if block == 0 || block == u64::MAX {
+        return None;
+    }
+    Some(block.wrapping_add(tls_offset() as u64))
 }
 
 fn count(what: u32) {
@@ -77,7 +115,10 @@ fn read(fsbase: u64) -> Option<([u8; 16], [u8; 8])> {
     if fsbase == 0 {
         return None;
     }
-    let slot = fsbase.wrapping_add(tls_offset() as u64);
+    let Some(slot) = slot(fsbase) else {
+        count(otel::NOT_VALID);
+        return None;
+    };
     // SAFETY: a read of the stopped thread's memory, which the helper checks.
     let Ok(ptr) = (unsafe { bpf_probe_read_user(slot as *const u64) }) else {
         count(otel::UNREADABLE);
@@ -142,7 +183,7 @@ pub fn otel_switch(ctx: BtfTracePointContext) -> i32 {
 
 #[inline(always)]
 fn try_otel_switch(ctx: &BtfTracePointContext) {
-    if tls_offset() == 0 {
+    if !on() {
         return;
     }
     let start = start_ns();
@@ -213,7 +254,7 @@ fn try_otel_switch(ctx: &BtfTracePointContext) {
 /// sample of its span.
 #[inline(always)]
 pub fn sample(tgid: u32, tid: u32, user_stack: i32, kernel_stack: i32) {
-    if tls_offset() == 0 {
+    if !on() {
         return;
     }
     // SAFETY: a helper with no arguments; the task is read through bpf_probe_read_kernel.
@@ -250,7 +291,7 @@ pub fn sample(tgid: u32, tid: u32, user_stack: i32, kernel_stack: i32) {
 /// its own: its lookup is verified once, not at every place the switch program counts.
 #[inline(never)]
 pub fn offcpu(k: &OffCpuKey, ns: u64) {
-    if tls_offset() == 0 {
+    if !on() {
         return;
     }
     // SAFETY: copied at once.

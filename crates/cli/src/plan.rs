@@ -59,7 +59,7 @@ pub struct Plan {
     /// `--redact PATTERN`, each.
     pub redact_patterns: Vec<regex::Regex>,
     /// The target's OpenTelemetry thread context: its TLS offset, and where it was found.
-    pub thread_context: Option<(i64, String)>,
+    pub thread_context: Option<(switchyard_loader::otel::TlsPlace, String)>,
 }
 
 /// Where the run's operation count comes from, without a driver's result.
@@ -101,7 +101,7 @@ struct Checked {
     output: Option<PathBuf>,
     export: Option<switchyard_export::Config>,
     redact_patterns: Vec<regex::Regex>,
-    thread_context: Option<(i64, String)>,
+    thread_context: Option<(switchyard_loader::otel::TlsPlace, String)>,
 }
 
 impl Plan {
@@ -251,25 +251,28 @@ impl Plan {
             })
         };
         // An OpenTelemetry thread context the program publishes (OTEP 4947) is read at every
-        // switch, when its executable defines one.
-        let thread_context = exe("").ok().and_then(|p| {
-            match switchyard_loader::otel::thread_context(&p) {
-                // Said in the summary, with what it found: a binary may define the
-                // variable and never point it anywhere.
-                Ok(Some(offset)) => Some((
-                    offset,
-                    format!(
-                        "{} in {} (thread pointer {offset:+})",
-                        switchyard_loader::otel::SYMBOL,
-                        p.display()
-                    ),
-                )),
-                Ok(None) => None,
-                Err(e) => {
-                    say!("switchyard: warning: its thread context cannot be read: {e}");
-                    None
-                }
-            }
+        // switch, when its executable defines one, or, in a running process, a library it
+        // loaded does. A program spawned here has loaded no library yet.
+        let found = match &target {
+            PlannedTarget::Pid(pid) => switchyard_loader::otel::thread_context_of(*pid),
+            PlannedTarget::Spawn { .. } => exe("").map_err(|e| e.to_string()).and_then(|p| {
+                Ok(switchyard_loader::otel::thread_context(&p)?.map(|offset| {
+                    (
+                        switchyard_loader::otel::TlsPlace::Static(offset),
+                        format!(
+                            "{} in {} (thread pointer {offset:+})",
+                            switchyard_loader::otel::SYMBOL,
+                            p.display()
+                        ),
+                    )
+                }))
+            }),
+        };
+        // Said in the summary, with what it found: a binary may define the variable and
+        // never point it anywhere.
+        let thread_context = found.unwrap_or_else(|e| {
+            say!("switchyard: warning: its thread context cannot be read: {e}");
+            None
         });
         let heap = args
             .heap_profile

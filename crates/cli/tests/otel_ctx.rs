@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::{collections::HashMap, path::Path, process::Command};
 
 use common::*;
 
@@ -145,4 +145,140 @@ fn each_requests_time_off_cpu_is_found_by_its_span_id() {
         (0.90..=1.10).contains(&(blocked as f64 / lock_io as f64)),
         "blocked {blocked} against {lock_io}"
     );
+}
+
+/// A thread context published from a shared library: the library's own code reaches
+/// `otel_thread_ctx_v1` through the TLS access model it was built with, so switchyard must
+/// find the variable in a running process the way that model's relocations say. Four
+/// builds of the same library (workloads/demo/otel-tls): initial-exec, general-dynamic and
+/// TLS descriptors, linked with the program, and general-dynamic opened with dlopen (a
+/// module whose block only the thread's DTV knows). Each request sleeps 3 ms inside its
+/// span: every span seen whole is off CPU for that long, under the ids its request made.
+#[test]
+fn a_librarys_thread_context_is_found_in_every_access_model() {
+    if !privileged("a_librarys_thread_context_is_found_in_every_access_model") {
+        return;
+    }
+    if Command::new("gcc").arg("--version").output().is_err() {
+        skip(
+            "a_librarys_thread_context_is_found_in_every_access_model: no gcc to build the library",
+        );
+        return;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads/demo/otel-tls");
+    let dir = tempdir("otel-tls");
+    let gcc = |args: Vec<std::ffi::OsString>| {
+        let out = Command::new("gcc").arg("-O1").args(&args).output().unwrap();
+        assert!(out.status.success(), "gcc {args:?}: {}", text(&out).1);
+    };
+    for (variant, flags, dlopen, model) in [
+        (
+            "ie",
+            &["-ftls-model=initial-exec"][..],
+            false,
+            "(initial-exec, thread pointer ",
+        ),
+        ("gd", &[][..], false, "(general-dynamic, module 1 "),
+        (
+            "desc",
+            &["-mtls-dialect=gnu2"][..],
+            false,
+            "(TLS descriptor, thread pointer ",
+        ),
+        ("dl", &[][..], true, "(general-dynamic, module 2 "),
+    ] {
+        let d = dir.join(variant);
+        std::fs::create_dir_all(&d).unwrap();
+        let lib = d.join("libotelctx.so");
+        let server = d.join("server");
+        let mut args: Vec<std::ffi::OsString> = vec!["-fPIC".into(), "-shared".into()];
+        args.extend(flags.iter().map(Into::into));
+        args.extend([
+            "-o".into(),
+            lib.clone().into(),
+            src.join("otelctx.c").into(),
+        ]);
+        gcc(args);
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "-o".into(),
+            server.clone().into(),
+            src.join("server.c").into(),
+        ];
+        if !dlopen {
+            args.extend([
+                "-Wl,--no-as-needed".into(),
+                format!("-L{}", d.display()).into(),
+                "-lotelctx".into(),
+                format!("-Wl,-rpath,{}", d.display()).into(),
+            ]);
+        }
+        args.push("-lpthread".into());
+        gcc(args);
+
+        let mut cmd = Command::new(&server);
+        cmd.arg("12");
+        if dlopen {
+            cmd.arg(&lib);
+        }
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("the server");
+        let mut ready = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut ready,
+        )
+        .unwrap();
+        assert!(ready.starts_with("ready "), "{ready:?}");
+        let pid = child.id();
+        let run_path = d.join("run.json");
+        let out = Command::new(switchyard())
+            .args(["record", "-p", &pid.to_string(), "-d", "2s", "-o"])
+            .arg(&run_path)
+            .output()
+            .expect("running switchyard");
+        let _ = child.kill();
+        let _ = child.wait();
+        let (_, stderr) = text(&out);
+        assert!(out.status.success(), "{variant}: {stderr}");
+        let found = format!("otel_thread_ctx_v1 in {} {model}", lib.display());
+        assert!(
+            stderr.contains(&found),
+            "{variant}: want {found:?} in\n{stderr}"
+        );
+        let run = load_run(&run_path);
+        let o = &run["otel_spans"];
+        assert_eq!(o["refused"], 0, "{variant}: {o}");
+        assert_eq!(o["unreadable"], 0, "{variant}: {o}");
+        let spans = o["spans"].as_array().unwrap();
+        // Two threads, a request every 4 ms, for 2 s.
+        assert!(spans.len() >= 500, "{variant}: {} spans", spans.len());
+        let mut whole = 0;
+        for s in spans {
+            // The ids the request made: span 0x80000000 | thread << 24 | n, in trace
+            // (pid, thread << 32 | n).
+            let span_id = u64::from_str_radix(s["span_id"].as_str().unwrap(), 16).unwrap();
+            let (thread, n) = ((span_id >> 24) & 0x7f, span_id & 0xff_ffff);
+            assert_eq!(span_id >> 31, 1, "{variant}: {s}");
+            assert_eq!(
+                s["trace_id"].as_str().unwrap(),
+                format!("{:016x}{:016x}", pid, thread << 32 | n),
+                "{variant}: {s}"
+            );
+            let off = s["blocked_ns"].as_u64().unwrap() + s["runqueue_ns"].as_u64().unwrap();
+            whole += usize::from((3_000_000..=3_600_000).contains(&off));
+        }
+        eprintln!(
+            "{variant}: {} spans, {whole} off CPU 3.0-3.6 ms; {}",
+            spans.len(),
+            found
+        );
+        // The spans cut by the recording's start and end, two a thread, are not whole.
+        assert!(
+            whole * 100 >= spans.len() * 95,
+            "{variant}: {whole} of {} whole",
+            spans.len()
+        );
+    }
 }

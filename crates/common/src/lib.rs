@@ -250,8 +250,12 @@ pub mod globals {
     /// current task to its pending return probes (indexed by `unwind::RP_*`), from its BTF.
     pub const RETPROBE_OFFSETS: &str = "RETPROBE_OFFSETS";
     /// `i64`: where the target's `otel_thread_ctx_v1` is from its thread pointer (static
-    /// TLS; negative on x86-64); 0: the target publishes no thread context.
+    /// TLS; negative on x86-64), or in its module's block (`OTEL_TLS_MODULE`); 0 with no
+    /// module: the target publishes no thread context.
     pub const OTEL_TLS_OFFSET: &str = "OTEL_TLS_OFFSET";
+    /// `u64`: 0 when `OTEL_TLS_OFFSET` is from the thread pointer; else the module id whose
+    /// TLS block (found through the thread's DTV) holds the variable at `OTEL_TLS_OFFSET`.
+    pub const OTEL_TLS_MODULE: &str = "OTEL_TLS_MODULE";
     /// `u32`: byte offset of `thread.fsbase` in `struct task_struct`.
     pub const TASK_FSBASE_OFFSET: &str = "TASK_FSBASE_OFFSET";
 }

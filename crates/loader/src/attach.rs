@@ -85,11 +85,14 @@ impl Probes {
         let return_probes_on = u8::from(retprobe_offsets.is_some());
         let span_count = config.spans.len() as u32;
         // Thread context is read only where the kernel's task layout gives the thread pointer.
-        let otel_tls_offset: i64 = match &config.thread_context {
-            Some((offset, _)) if task.fsbase != 0 => *offset,
-            _ => 0,
+        let (otel_tls_offset, otel_tls_module): (i64, u64) = match &config.thread_context {
+            Some((place, _)) if task.fsbase != 0 => match *place {
+                crate::otel::TlsPlace::Static(offset) => (offset, 0),
+                crate::otel::TlsPlace::Dynamic { module, offset } => (offset as i64, module),
+            },
+            _ => (0, 0),
         };
-        let otel_on = otel_tls_offset != 0;
+        let otel_on = otel_tls_offset != 0 || otel_tls_module != 0;
         let retprobe_offsets = retprobe_offsets.unwrap_or_default();
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::TARGET_TGID, &config.tgid, true)
@@ -113,6 +116,7 @@ impl Probes {
             .override_global(globals::RETPROBE_OFFSETS, &retprobe_offsets, true)
             .override_global(globals::SPAN_COUNT, &span_count, true)
             .override_global(globals::OTEL_TLS_OFFSET, &otel_tls_offset, true)
+            .override_global(globals::OTEL_TLS_MODULE, &otel_tls_module, true)
             .override_global(globals::TASK_FSBASE_OFFSET, &task.fsbase, true)
             .map_max_entries(maps::TIMELINE, timeline_bytes)
             // Thread context's tables take kernel memory only where it is read.
@@ -196,11 +200,7 @@ impl Probes {
             ),
             (true, programs::SCHED_SWITCH, Some("sched_switch")),
             (true, programs::SCHED_SWITCH_FINISH, Some("sched_switch")),
-            (
-                otel_tls_offset != 0,
-                programs::OTEL_SWITCH,
-                Some("sched_switch"),
-            ),
+            (otel_on, programs::OTEL_SWITCH, Some("sched_switch")),
             (syscalls && stacks, programs::SYS_EXIT_FINISH, None),
             (syscalls, programs::SYS_EXIT, None),
             (true, programs::TASK_NEWTASK, None),
@@ -226,7 +226,7 @@ impl Probes {
         // not missed, and no syscall exit is seen before its entry program is in place.
         attach_tracepoint(&mut ebpf, programs::TASK_NEWTASK, "task", "task_newtask")?;
         attach_switch(&mut ebpf, &btf)?;
-        if otel_tls_offset != 0 {
+        if otel_on {
             attach_btf(&mut ebpf, programs::OTEL_SWITCH, "sched_switch", &btf)?;
         }
         steps.lap("task and switch programs attached");
@@ -331,7 +331,7 @@ impl Probes {
             span_polled: None,
             span_ring_lost: 0,
             span_procs: std::collections::BTreeSet::from([config.tgid]),
-            otel: (otel_tls_offset != 0)
+            otel: otel_on
                 .then(|| config.thread_context.as_ref().map(|(_, s)| s.clone()))
                 .flatten(),
             otel_stats: Default::default(),

@@ -73,7 +73,7 @@ pub struct Config {
     pub timeline: Option<TimelineConfig>,
     /// The target's OpenTelemetry thread context: where its `otel_thread_ctx_v1` is from the
     /// thread pointer, and the binary it was found in ([`otel::thread_context`]).
-    pub thread_context: Option<(i64, String)>,
+    pub thread_context: Option<(otel::TlsPlace, String)>,
 }
 
 /// The timeline's ring buffer and what goes into it.

@@ -14,12 +14,29 @@ use crate::{Error, error::map_err};
 /// The TLS symbol the OTEP names.
 pub const SYMBOL: &str = "otel_thread_ctx_v1";
 
+/// Where a process's `otel_thread_ctx_v1` is, for each thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsPlace {
+    /// At this offset from the thread pointer: the executable's own TLS, or a library's in
+    /// the static TLS block (loaded with the program), the same offset in every thread.
+    Static(i64),
+    /// At `offset` in the TLS block of module `module`, found through the thread's dynamic
+    /// thread vector (DTV): a library opened later (dlopen), whose block each thread
+    /// allocates when it first touches it.
+    Dynamic { module: u64, offset: u64 },
+}
+
+/// x86-64 dynamic relocations that say where a TLS variable is (elf.h).
+const R_X86_64_DTPMOD64: u32 = 16;
+const R_X86_64_TPOFF64: u32 = 18;
+const R_X86_64_TLSDESC: u32 = 36;
+
 /// Where `otel_thread_ctx_v1` is from a thread's pointer (x86-64's `fs` base) in a program
 /// whose executable is `path`: `Ok(None)` when it defines none. The executable's TLS block
 /// sits just below the thread pointer (TLS variant II), its size rounded up to its alignment,
 /// so the variable is at `value - round_up(memsz, align)`, whatever model its code uses
 /// (local-exec, initial-exec, or TLSDESC relaxed in an executable). A symbol defined in a
-/// shared library is not found here: its block's place is the dynamic loader's choice.
+/// shared library is found in a running process only ([`thread_context_of`]).
 pub fn thread_context(path: &std::path::Path) -> Result<Option<i64>, String> {
     let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -48,6 +65,170 @@ pub fn thread_context(path: &std::path::Path) -> Result<Option<i64>, String> {
     let align = align.max(1);
     let block = memsz.div_ceil(align) * align;
     Ok(Some(symbol.address() as i64 - block as i64))
+}
+
+/// Where `otel_thread_ctx_v1` is in running process `pid`, and a line saying where it was
+/// found and how: its executable's own ([`thread_context`]), or a loaded library's, placed
+/// by reading the slot the dynamic loader filled for the library's own code. That slot
+/// depends on the access model the library was built with:
+/// - initial-exec: a GOT slot holds the variable's offset from the thread pointer;
+/// - TLS descriptors (`-mtls-dialect=gnu2`): the descriptor's argument is that offset for a
+///   library in the static TLS block, or points to the (module, offset) pair of one opened
+///   later;
+/// - general- and local-dynamic: a GOT slot holds the library's module id, and the
+///   variable is at its symbol's value in that module's block.
+///
+/// `Ok(None)` when nothing loaded defines it.
+pub fn thread_context_of(pid: u32) -> Result<Option<(TlsPlace, String)>, String> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .map_err(|e| format!("the executable of pid {pid}: {e}"))?;
+    if let Some(offset) = thread_context(&exe)? {
+        return Ok(Some((
+            TlsPlace::Static(offset),
+            format!("{SYMBOL} in {} (thread pointer {offset:+})", exe.display()),
+        )));
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map_err(|e| format!("the mappings of pid {pid}: {e}"))?;
+    // Each file mapped from its start: where it was loaded.
+    let mut seen = std::collections::HashSet::new();
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(range), Some(offset), Some(path)) = (f.first(), f.get(2), f.get(5)) else {
+            continue;
+        };
+        if *offset != "00000000" || !path.starts_with('/') || !seen.insert(path.to_string()) {
+            continue;
+        }
+        let path = std::path::Path::new(path);
+        if path == exe {
+            continue;
+        }
+        let Some(start) = range
+            .split('-')
+            .next()
+            .and_then(|a| u64::from_str_radix(a, 16).ok())
+        else {
+            continue;
+        };
+        let Ok(file) = std::fs::File::open(path) else {
+            continue;
+        };
+        // SAFETY: a read-only private mapping of a loaded library, read at once; a file
+        // changed under it changes what is parsed, which the parser checks.
+        let Ok(data) = (unsafe { memmap2::Mmap::map(&file) }) else {
+            continue;
+        };
+        if let Some(found) = library_context(pid, path, &data, start)? {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
+/// `otel_thread_ctx_v1` as library `path` (`data`), mapped at `start` in `pid`, defines it.
+fn library_context(
+    pid: u32,
+    path: &std::path::Path,
+    data: &[u8],
+    start: u64,
+) -> Result<Option<(TlsPlace, String)>, String> {
+    use object::{RelocationFlags, RelocationTarget};
+    let Ok(file) = object::File::parse(data) else {
+        return Ok(None);
+    };
+    let Some(symbol) = file
+        .dynamic_symbols()
+        .find(|s| s.name() == Ok(SYMBOL) && !s.is_undefined())
+    else {
+        return Ok(None);
+    };
+    let name = path.display();
+    if symbol.kind() != SymbolKind::Tls || symbol.size() != 8 {
+        return Err(format!("{SYMBOL} in {name} is not an 8-byte TLS variable"));
+    }
+    // The load bias: where the segment at file offset 0 went, less its address in the file.
+    let first = file
+        .segments()
+        .map(|s| object::ObjectSegment::address(&s))
+        .min()
+        .unwrap_or(0);
+    let bias = start.wrapping_sub(first & !0xfff);
+    let ours = symbol.index();
+    let mut module_slot = None;
+    let mut desc_slot = None;
+    for (at, r) in file.dynamic_relocations().into_iter().flatten() {
+        let RelocationFlags::Elf { r_type } = r.flags() else {
+            continue;
+        };
+        let target = match r.target() {
+            RelocationTarget::Symbol(i) => Some(i),
+            _ => None,
+        };
+        let slot = bias.wrapping_add(at);
+        match r_type {
+            // initial-exec: the offset from the thread pointer, as the loader placed it.
+            R_X86_64_TPOFF64 if target == Some(ours) => {
+                let offset = read_word(pid, slot)? as i64;
+                return Ok(Some((
+                    TlsPlace::Static(offset),
+                    format!("{SYMBOL} in {name} (initial-exec, thread pointer {offset:+})"),
+                )));
+            }
+            // The module's id: its own (no symbol) or the variable's.
+            R_X86_64_DTPMOD64 if target.is_none() || target == Some(ours) => {
+                module_slot.get_or_insert(slot);
+            }
+            R_X86_64_TLSDESC if target == Some(ours) => {
+                desc_slot.get_or_insert(slot);
+            }
+            _ => {}
+        }
+    }
+    if let Some(slot) = desc_slot {
+        // [resolver, argument]: a static offset, or the address of (module, offset).
+        let arg = read_word(pid, slot + 8)?;
+        let as_offset = arg as i64;
+        if (-(1 << 32)..0).contains(&as_offset) {
+            return Ok(Some((
+                TlsPlace::Static(as_offset),
+                format!("{SYMBOL} in {name} (TLS descriptor, thread pointer {as_offset:+})"),
+            )));
+        }
+        let module = read_word(pid, arg)?;
+        let offset = read_word(pid, arg + 8)?;
+        return Ok(Some((
+            TlsPlace::Dynamic { module, offset },
+            format!("{SYMBOL} in {name} (TLS descriptor, module {module} at {offset:#x})"),
+        )));
+    }
+    if let Some(slot) = module_slot {
+        let module = read_word(pid, slot)?;
+        if module == 0 {
+            return Err(format!(
+                "{SYMBOL} in {name}: its module id is not filled in yet"
+            ));
+        }
+        let offset = symbol.address();
+        return Ok(Some((
+            TlsPlace::Dynamic { module, offset },
+            format!("{SYMBOL} in {name} (general-dynamic, module {module} at {offset:#x})"),
+        )));
+    }
+    Err(format!(
+        "{SYMBOL} in {name}: no relocation its code reaches it through"
+    ))
+}
+
+/// One 8-byte word of `pid`'s memory.
+fn read_word(pid: u32, at: u64) -> Result<u64, String> {
+    use std::os::unix::fs::FileExt as _;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem"))
+        .map_err(|e| format!("the memory of pid {pid}: {e}"))?;
+    let mut b = [0u8; 8];
+    mem.read_exact_at(&mut b, at)
+        .map_err(|e| format!("the memory of pid {pid} at {at:#x}: {e}"))?;
+    Ok(u64::from_le_bytes(b))
 }
 
 /// The PT_TLS program header's memory size and alignment (64-bit little-endian ELF).
