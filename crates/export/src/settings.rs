@@ -103,7 +103,30 @@ pub fn otlp(flags: &Flags, env: Env) -> Result<Option<Otlp>, Refused> {
     let env_protocol = signal_var(env, "PROTOCOL")
         .map(|(name, v)| protocol(&name, &v))
         .transpose()?;
-    let url = Endpoint::parse(&from, &url)?;
+    // The SDKs' switch for a gRPC endpoint written without a scheme: plaintext when true.
+    let insecure = signal_var(env, "INSECURE")
+        .map(|(name, v)| match v.to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(Refused::new(
+                &name,
+                format!("`{v}` is neither true nor false"),
+                "set it to true (gRPC without TLS) or false",
+            )),
+        })
+        .transpose()?
+        .unwrap_or(false);
+    let url = Endpoint::parse(&from, &url, insecure)?;
+    if url.schemeless
+        && (flags.protocol == Some(Protocol::Http)
+            || flags.protocol.is_none() && env_protocol == Some(Protocol::Http))
+    {
+        return Err(Refused::new(
+            &from,
+            "an http/protobuf endpoint needs its scheme",
+            "write http:// or https:// before the host (only gRPC takes host:port alone)",
+        ));
+    }
     // A flag over the variables; the URL's own word (grpc://) over a variable; the port's
     // convention (4317 is gRPC's) only when nothing says.
     let protocol = flags
@@ -193,6 +216,8 @@ enum Whole {
 struct Endpoint {
     tls: bool,
     grpc_scheme: bool,
+    /// Written `host:port`, as the SDKs take a gRPC endpoint (TLS unless `…_INSECURE`).
+    schemeless: bool,
     /// As a URL writes it: an IPv6 address in brackets.
     host: String,
     port: u16,
@@ -201,13 +226,13 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    fn parse(from: &str, url: &str) -> Result<Endpoint, Refused> {
+    fn parse(from: &str, url: &str, insecure: bool) -> Result<Endpoint, Refused> {
         // The URL is never echoed: it may hold a credential.
         let hint = "give a URL such as https://collector:4318, http://127.0.0.1:4318 or grpc://127.0.0.1:4317";
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| Refused::new(from, "not a URL (no scheme://)", hint))?;
+        // host:port alone is a gRPC endpoint, over TLS unless OTEL_EXPORTER_OTLP_INSECURE.
+        let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
         let (tls, grpc_scheme, default_port) = match scheme.to_ascii_lowercase().as_str() {
+            "" => (!insecure, true, 4317),
             "http" => (false, false, 80),
             "https" => (true, false, 443),
             "grpc" => (false, true, 4317),
@@ -240,6 +265,7 @@ impl Endpoint {
         Ok(Endpoint {
             tls,
             grpc_scheme,
+            schemeless: scheme.is_empty(),
             host: crate::host_for_url(host),
             port,
             path,

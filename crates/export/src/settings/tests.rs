@@ -227,7 +227,7 @@ fn malformed_values_are_refused_by_name() {
     }
     let endpoints: &[(&str, &str)] = &[
         ("ftp://h:21", "unknown scheme `ftp`"),
-        ("h:4318", "not a URL"),
+        ("h:port", "not a URL"),
         ("http://", "empty host"),
         ("http://user:pw@h:4318", "holds credentials"),
         ("http://h:99999", "invalid port"),
@@ -378,4 +378,66 @@ fn debug_output_leaves_header_values_out() {
     let d = format!("{o:?}");
     assert!(d.contains("authorization") && !d.contains("sekrit"), "{d}");
     assert!(!o.describe().contains("sekrit"));
+}
+
+#[test]
+fn a_grpc_endpoint_without_a_scheme_is_tls_unless_insecure() {
+    let generic = ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector.example:4317");
+    let o = ok(&Flags::default(), &[generic]);
+    assert_eq!(o.protocol, Protocol::Grpc);
+    assert_eq!(o.base, "https://collector.example:4317");
+    assert!(o.tls.is_some());
+    // Without a port, gRPC's.
+    let o = ok(
+        &Flags::default(),
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", "collector.example")],
+    );
+    assert_eq!(o.base, "https://collector.example:4317");
+    for (vars, plaintext) in [
+        (vec![generic, ("OTEL_EXPORTER_OTLP_INSECURE", "true")], true),
+        (
+            vec![generic, ("OTEL_EXPORTER_OTLP_INSECURE", "FALSE")],
+            false,
+        ),
+        // The signal's over the generic.
+        (
+            vec![
+                generic,
+                ("OTEL_EXPORTER_OTLP_INSECURE", "false"),
+                ("OTEL_EXPORTER_OTLP_PROFILES_INSECURE", "true"),
+            ],
+            true,
+        ),
+    ] {
+        let o = ok(&Flags::default(), &vars);
+        assert_eq!(o.tls.is_none(), plaintext, "{vars:?}");
+        let scheme = if plaintext { "http" } else { "https" };
+        assert_eq!(o.base, format!("{scheme}://collector.example:4317"));
+        assert_eq!(o.protocol, Protocol::Grpc);
+    }
+    // A scheme says it all: INSECURE is only for an endpoint without one.
+    let o = ok(
+        &Flags::default(),
+        &[
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "https://collector.example:4318",
+            ),
+            ("OTEL_EXPORTER_OTLP_INSECURE", "true"),
+        ],
+    );
+    assert!(o.tls.is_some());
+    // Anything but true or false, and an http/protobuf endpoint without its scheme.
+    let r = refused(
+        &Flags::default(),
+        &[generic, ("OTEL_EXPORTER_OTLP_INSECURE", "yes")],
+    );
+    assert_eq!(r.setting, "OTEL_EXPORTER_OTLP_INSECURE");
+    assert!(r.problem.contains("neither true nor false"), "{r:?}");
+    let r = refused(
+        &Flags::default(),
+        &[generic, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")],
+    );
+    assert_eq!(r.setting, "OTEL_EXPORTER_OTLP_ENDPOINT");
+    assert!(r.problem.contains("needs its scheme"), "{r:?}");
 }
