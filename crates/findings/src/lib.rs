@@ -30,6 +30,7 @@
 pub mod classify;
 mod compare;
 mod gate;
+mod otel;
 pub mod tail;
 
 use std::collections::{BTreeMap, BTreeSet, btree_map::Entry};
@@ -551,6 +552,10 @@ impl Group {
 
 /// The findings of `run`, ranked.
 pub fn explain(run: &Run) -> Explanation {
+    // OpenTelemetry spans read from the thread context have their tail explained as a span
+    // measured one by one does.
+    let with_otel = otel::as_span(run);
+    let run = with_otel.as_ref().unwrap_or(run);
     let cx = Ctx::new(run);
     let mut out = Explanation {
         schema_version: SCHEMA_VERSION,

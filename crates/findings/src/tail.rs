@@ -388,6 +388,11 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
             a.dropped
         ));
     }
+    if name == crate::otel::NAME {
+        notes.push(
+            "OpenTelemetry spans are read from the thread context at switches, with no probe per request: each one's time off CPU, blocked and waiting for a CPU, is exact; its time on CPU only between two switches inside it, so they are ranked by the time seen, and a span that never switched is not seen".into(),
+        );
+    }
     if slow.iter().chain(&typical).any(|i| i.go) {
         notes.push(
             "a Go span's goroutine moves between threads: its time on them is not split by stack or by the task that held the CPU; its time on none is split by the Go scheduler's states (runnable, parked by wait reason)".into(),

@@ -1050,3 +1050,94 @@ fn the_slowest_requests_lock_wait_explains_their_excess_and_names_the_sleeping_h
         "{text}"
     );
 }
+
+/// OpenTelemetry spans read from the thread context: 200 spans; two blocked 5 ms on the
+/// table's lock (their off-CPU time linked to them by stack), the rest 100 µs waiting for a
+/// CPU. The two are the slowest 1% and their lock wait is their excess.
+#[test]
+fn opentelemetry_spans_have_their_tail_explained_by_span_id() {
+    use switchyard_model::{OtelSpan, OtelSpans};
+    let mut run: Run = serde_json::from_str(include_str!("../tests/data/bare.json")).unwrap();
+    run.meta.pid = 100;
+    run.meta.start_mono_ns = 1_000 * MS;
+    run.threads = vec![thread(1, "worker", 400 * MS, 10 * MS, 20 * MS)];
+    let span_id = |n: u64| format!("{:016x}", 0x8000_0000_0000_0000u64 | n);
+    let mut spans = Vec::new();
+    for n in 0..200u64 {
+        let slow = n < 2;
+        spans.push(OtelSpan {
+            trace_id: format!("{:032x}", n + 1),
+            span_id: span_id(n),
+            tid: 1,
+            blocked_ns: if slow { 5 * MS } else { 0 },
+            runqueue_ns: 100_000,
+            switches: 1,
+            first_ns: 1_000 * MS + n * MS,
+            last_ns: 1_000 * MS + n * MS + 1,
+            ..Default::default()
+        });
+    }
+    // The slow spans' blocked time by stack, as the kernel side linked it; a wait for a CPU
+    // after the wakeup ("W") is not blocked time.
+    for n in 0..2 {
+        for (label, ns) in [("S", 5 * MS), ("W", 100_000)] {
+            let mut s = stack(
+                &mut run,
+                1,
+                label,
+                &["serve", "lock_table", "__lll_lock_wait"],
+                &["do_futex", "futex_wait"],
+                ns,
+            );
+            s.span_id = span_id(n);
+            s.trace_id = format!("{:032x}", n + 1);
+            run.profiles.offcpu.stacks.push(s);
+        }
+    }
+    run.otel_spans = Some(OtelSpans {
+        source: "otel_thread_ctx_v1 in /srv/server (thread pointer -8)".into(),
+        spans,
+        ..Default::default()
+    });
+    let ex = explain(&run);
+    let span = &ex.spans[0];
+    assert_eq!(span.name, "OpenTelemetry spans");
+    assert_eq!(span.count, 200);
+    assert_eq!(
+        (
+            span.percentiles_ns.p50,
+            span.percentiles_ns.p99,
+            span.percentiles_ns.max
+        ),
+        (100_000, 5_100_000, 5_100_000)
+    );
+    assert_eq!((span.slow.count, span.typical.count), (2, 198));
+    let lock = &span.slow.findings[0];
+    assert_eq!(lock.finding.kind, Kind::Lock);
+    assert_eq!(lock.finding.site, "lock_table");
+    // 5 ms of their 5.1 ms, and all of their excess over the typical ones' 100 µs.
+    assert!(
+        (lock.finding.share - 5.0 / 5.1).abs() < 1e-9,
+        "{}",
+        lock.finding.share
+    );
+    assert!(
+        (lock.excess_share - 1.0).abs() < 1e-9,
+        "{}",
+        lock.excess_share
+    );
+    assert_eq!(lock.what_if_p99_ns, 100_000);
+    let typical = &span.typical.findings[0];
+    assert_eq!(typical.finding.kind, Kind::Cpu);
+    assert!((typical.finding.share - 1.0).abs() < 1e-9);
+    assert!(
+        span.notes
+            .iter()
+            .any(|n| n.contains("with no probe per request")),
+        "{:?}",
+        span.notes
+    );
+    // The run itself is left as it was: the spans' stacks were added to a copy.
+    assert!(run.profiles.span_stacks.is_empty());
+    assert!(run.locks.spans.is_empty());
+}
