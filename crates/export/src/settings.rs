@@ -105,14 +105,14 @@ pub fn otlp(flags: &Flags, env: Env) -> Result<Option<Otlp>, Refused> {
         .transpose()?;
     // The SDKs' switch for a gRPC endpoint written without a scheme: plaintext when true.
     let insecure = signal_var(env, "INSECURE")
-        .map(|(name, v)| match v.to_ascii_lowercase().as_str() {
-            "true" => Ok(true),
-            "false" => Ok(false),
-            _ => Err(Refused::new(
-                &name,
-                format!("`{v}` is neither true nor false"),
-                "set it to true (gRPC without TLS) or false",
-            )),
+        .map(|(name, v)| {
+            one_of(&v, &[("true", true), ("false", false)]).ok_or_else(|| {
+                Refused::new(
+                    &name,
+                    format!("`{v}` is neither true nor false"),
+                    "set it to true (gRPC without TLS) or false",
+                )
+            })
         })
         .transpose()?
         .unwrap_or(false);
@@ -174,14 +174,14 @@ pub fn otlp(flags: &Flags, env: Env) -> Result<Option<Otlp>, Refused> {
         .transpose()?
         .unwrap_or(DEFAULT_TIMEOUT);
     let gzip = signal_var(env, "COMPRESSION")
-        .map(|(name, v)| match v.to_ascii_lowercase().as_str() {
-            "gzip" => Ok(true),
-            "none" => Ok(false),
-            _ => Err(Refused::new(
-                &name,
-                format!("unknown compression `{v}`"),
-                "use gzip or none",
-            )),
+        .map(|(name, v)| {
+            one_of(&v, &[("gzip", true), ("none", false)]).ok_or_else(|| {
+                Refused::new(
+                    &name,
+                    format!("unknown compression `{v}`"),
+                    "use gzip or none",
+                )
+            })
         })
         .transpose()?
         .unwrap_or(false);
@@ -202,6 +202,14 @@ pub fn otlp(flags: &Flags, env: Env) -> Result<Option<Otlp>, Refused> {
         from,
         resource: resource(env)?,
     }))
+}
+
+/// The value of the word `v` is, matched without regard to case; `None` for any other.
+fn one_of<T: Copy>(v: &str, words: &[(&str, T)]) -> Option<T> {
+    words
+        .iter()
+        .find(|(w, _)| v.eq_ignore_ascii_case(w))
+        .map(|(_, t)| *t)
 }
 
 /// How an endpoint's URL is taken: a base the signal's path goes below, or a whole URL

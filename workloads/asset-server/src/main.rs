@@ -118,13 +118,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         state.clone(),
         shutdown,
     ))?;
-    if let Some(path) = &args.spans_out {
-        state
-            .spans
-            .write(path)
-            .with_context(|| format!("writing the spans' own timings to {}", path.display()))?;
-    }
-    Ok(())
+    Ok(state.spans.write_to(args.spans_out.as_deref())?)
 }
 
 async fn serve(

@@ -250,6 +250,15 @@ pub struct Spans {
     kept: Option<Mutex<Vec<(Serving, Own)>>>,
 }
 
+/// The spans' own timings could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to write the spans' own timings to `{}`", path.display())]
+pub struct WriteError {
+    pub path: std::path::PathBuf,
+    #[source]
+    pub source: io::Error,
+}
+
 /// A span being served.
 pub struct Serving {
     pub span_id: [u8; 8],
@@ -289,8 +298,18 @@ impl Spans {
     }
 
     /// Each kept span, a line each: `span_id trace_id wall_ns cpu_ns cpu_wait_ns` (hex ids,
-    /// ns).
-    pub fn write(&self, path: &Path) -> io::Result<()> {
+    /// ns), to `path` when there is one.
+    pub fn write_to(&self, path: Option<&Path>) -> Result<(), WriteError> {
+        let Some(path) = path else {
+            return Ok(());
+        };
+        self.write(path).map_err(|source| WriteError {
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    fn write(&self, path: &Path) -> io::Result<()> {
         let mut out = io::BufWriter::new(std::fs::File::create(path)?);
         let kept = self
             .kept

@@ -85,12 +85,8 @@ pub enum ServerError {
     Ready(#[source] io::Error),
     #[error("final flush failed")]
     FinalFlush(#[source] StoreError),
-    #[error("failed to write the spans' own timings to `{path}`")]
-    Spans {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Spans(#[from] otel_ctx::WriteError),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -435,15 +431,7 @@ pub fn run(
     let (ended_by, connections) = served?;
 
     shared.cache.flush().map_err(ServerError::FinalFlush)?;
-    if let Some(path) = &config.spans_out {
-        shared
-            .spans
-            .write(path)
-            .map_err(|source| ServerError::Spans {
-                path: path.clone(),
-                source,
-            })?;
-    }
+    shared.spans.write_to(config.spans_out.as_deref())?;
     let flush = shared.cache.flush_stats();
     Ok(Summary {
         format: SUMMARY_FORMAT,

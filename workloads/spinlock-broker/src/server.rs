@@ -68,12 +68,8 @@ pub enum ServerError {
     Log(#[from] LogError),
     #[error(transparent)]
     Abs(#[from] AbsConfigError),
-    #[error("failed to write the spans' own timings to `{path}`")]
-    Spans {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Spans(#[from] otel_ctx::WriteError),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -333,15 +329,7 @@ pub fn run(
         Ok(ended_by)
     })?;
 
-    if let Some(path) = &config.spans_out {
-        shared
-            .spans
-            .write(path)
-            .map_err(|source| ServerError::Spans {
-                path: path.clone(),
-                source,
-            })?;
-    }
+    shared.spans.write_to(config.spans_out.as_deref())?;
     let lock_stats = shared.broker.stats();
     let log = shared.broker.lock().stats();
     Ok(Summary {
