@@ -226,6 +226,10 @@ impl Probes {
         // not missed, and no syscall exit is seen before its entry program is in place.
         attach_tracepoint(&mut ebpf, programs::TASK_NEWTASK, "task", "task_newtask")?;
         attach_switch(&mut ebpf, &btf)?;
+        // After the switch program, so it runs after it at every switch (a tracepoint runs
+        // its programs in the order they were attached): an earlier interval's off-CPU time
+        // that the switch program counts at this switch-out still finds the span of the
+        // switch-out that began it, not this one's.
         if otel_on {
             attach_btf(&mut ebpf, programs::OTEL_SWITCH, "sched_switch", &btf)?;
         }
