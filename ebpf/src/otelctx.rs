@@ -115,10 +115,9 @@ fn read(fsbase: u64) -> Option<([u8; 16], [u8; 8])> {
     if fsbase == 0 {
         return None;
     }
-    let Some(slot) = slot(fsbase) else {
-        count(otel::NOT_VALID);
-        return None;
-    };
+    // A thread that has not allocated the module's block has published nothing, as a null
+    // pointer has not.
+    let slot = slot(fsbase)?;
     // SAFETY: a read of the stopped thread's memory, which the helper checks.
     let Ok(ptr) = (unsafe { bpf_probe_read_user(slot as *const u64) }) else {
         count(otel::UNREADABLE);

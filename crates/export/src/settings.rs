@@ -237,8 +237,15 @@ impl Endpoint {
     fn parse(from: &str, url: &str, insecure: bool) -> Result<Endpoint, Refused> {
         // The URL is never echoed: it may hold a credential.
         let hint = "give a URL such as https://collector:4318, http://127.0.0.1:4318 or grpc://127.0.0.1:4317";
-        // host:port alone is a gRPC endpoint, over TLS unless OTEL_EXPORTER_OTLP_INSECURE.
-        let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+        // host:port alone is a gRPC endpoint, over TLS unless OTEL_EXPORTER_OTLP_INSECURE;
+        // with a path it is a URL whose scheme is mistyped.
+        let (scheme, rest) = match url.split_once("://") {
+            Some(split) => split,
+            None if url.contains('/') => {
+                return Err(Refused::new(from, "not a URL (no scheme://)", hint));
+            }
+            None => ("", url),
+        };
         let (tls, grpc_scheme, default_port) = match scheme.to_ascii_lowercase().as_str() {
             "" => (!insecure, true, 4317),
             "http" => (false, false, 80),

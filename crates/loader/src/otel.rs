@@ -82,7 +82,9 @@ pub fn thread_context(path: &std::path::Path) -> Result<Option<i64>, String> {
 pub fn thread_context_of(pid: u32) -> Result<Option<(TlsPlace, String)>, String> {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
         .map_err(|e| format!("the executable of pid {pid}: {e}"))?;
-    if let Some(offset) = thread_context(&exe)? {
+    // Read through /proc: the target's own file, whatever its mount namespace, deleted or
+    // replaced since it started.
+    if let Some(offset) = thread_context(std::path::Path::new(&format!("/proc/{pid}/exe")))? {
         return Ok(Some((
             TlsPlace::Static(offset),
             format!("{SYMBOL} in {} (thread pointer {offset:+})", exe.display()),
@@ -90,40 +92,70 @@ pub fn thread_context_of(pid: u32) -> Result<Option<(TlsPlace, String)>, String>
     }
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .map_err(|e| format!("the mappings of pid {pid}: {e}"))?;
-    // Each file mapped from its start: where it was loaded.
-    let mut seen = std::collections::HashSet::new();
+    // Each file mapped with code (data files and devices are not libraries): where its
+    // start was mapped, in the order the loader mapped them.
+    let mut code = std::collections::HashSet::new();
+    let mut starts: Vec<(&str, u64)> = Vec::new();
     for line in maps.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
-        let (Some(range), Some(offset), Some(path)) = (f.first(), f.get(2), f.get(5)) else {
-            continue;
-        };
-        if *offset != "00000000" || !path.starts_with('/') || !seen.insert(path.to_string()) {
-            continue;
-        }
-        let path = std::path::Path::new(path);
-        if path == exe {
-            continue;
-        }
-        let Some(start) = range
-            .split('-')
-            .next()
-            .and_then(|a| u64::from_str_radix(a, 16).ok())
+        let (Some(range), Some(perms), Some(offset), Some(path)) =
+            (f.first(), f.get(1), f.get(2), f.get(5))
         else {
             continue;
         };
-        let Ok(file) = std::fs::File::open(path) else {
+        if !path.starts_with('/') || f.len() > 6 {
+            continue;
+        }
+        if perms.contains('x') {
+            code.insert(*path);
+        }
+        let start = range
+            .split('-')
+            .next()
+            .and_then(|a| u64::from_str_radix(a, 16).ok());
+        if let (Some(start), true) = (start, *offset == "00000000")
+            && !starts.iter().any(|(p, _)| p == path)
+        {
+            starts.push((path, start));
+        }
+    }
+    // A library that cannot be read or placed is said if nothing else defines the variable.
+    let mut failed = None;
+    for (path, start) in starts {
+        let path = std::path::Path::new(path);
+        if !code.contains(path.to_str().unwrap_or_default()) || path == exe {
+            continue;
+        }
+        // Through the target's root, as for the executable.
+        let inside = format!("/proc/{pid}/root{}", path.display());
+        let Ok(mut file) = std::fs::File::open(&inside) else {
             continue;
         };
-        // SAFETY: a read-only private mapping of a loaded library, read at once; a file
-        // changed under it changes what is parsed, which the parser checks.
+        let mut magic = [0u8; 4];
+        let regular = file.metadata().is_ok_and(|m| m.is_file());
+        if !regular
+            || std::io::Read::read_exact(&mut file, &mut magic).is_err()
+            || magic != *b"\x7fELF"
+        {
+            continue;
+        }
+        // SAFETY: a read-only private mapping of a library the target has mapped as code,
+        // parsed at once; the parser checks what it reads against the file's own sizes.
         let Ok(data) = (unsafe { memmap2::Mmap::map(&file) }) else {
             continue;
         };
-        if let Some(found) = library_context(pid, path, &data, start)? {
-            return Ok(Some(found));
+        match library_context(pid, path, &data, start) {
+            Ok(Some(found)) => return Ok(Some(found)),
+            Ok(None) => {}
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
         }
     }
-    Ok(None)
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(None),
+    }
 }
 
 /// `otel_thread_ctx_v1` as library `path` (`data`), mapped at `start` in `pid`, defines it.
@@ -155,6 +187,12 @@ fn library_context(
         .unwrap_or(0);
     let bias = start.wrapping_sub(first & !0xfff);
     let ours = symbol.index();
+    // A library that binds the variable to itself (protected visibility, -Bsymbolic) names
+    // no symbol in its relocation, and adds the variable's offset instead.
+    let is_ours = |target: Option<object::SymbolIndex>, addend: i64| {
+        target == Some(ours) || (target.is_none() && addend as u64 == symbol.address())
+    };
+    let tls_size = tls_segment(data).map_or(0, |(memsz, _)| memsz);
     let mut module_slot = None;
     let mut desc_slot = None;
     for (at, r) in file.dynamic_relocations().into_iter().flatten() {
@@ -168,7 +206,7 @@ fn library_context(
         let slot = bias.wrapping_add(at);
         match r_type {
             // initial-exec: the offset from the thread pointer, as the loader placed it.
-            R_X86_64_TPOFF64 if target == Some(ours) => {
+            R_X86_64_TPOFF64 if is_ours(target, r.addend()) => {
                 let offset = read_word(pid, slot)? as i64;
                 return Ok(Some((
                     TlsPlace::Static(offset),
@@ -179,7 +217,7 @@ fn library_context(
             R_X86_64_DTPMOD64 if target.is_none() || target == Some(ours) => {
                 module_slot.get_or_insert(slot);
             }
-            R_X86_64_TLSDESC if target == Some(ours) => {
+            R_X86_64_TLSDESC if is_ours(target, r.addend()) => {
                 desc_slot.get_or_insert(slot);
             }
             _ => {}
@@ -197,6 +235,13 @@ fn library_context(
         }
         let module = read_word(pid, arg)?;
         let offset = read_word(pid, arg + 8)?;
+        // A descriptor resolved lazily (older loaders, without BIND_NOW) points at its
+        // relocation until first used: not a (module, offset) pair yet.
+        if module == 0 || module > 1 << 20 || offset >= tls_size {
+            return Err(format!(
+                "{SYMBOL} in {name}: its TLS descriptor is not resolved yet (module {module}, offset {offset:#x})"
+            ));
+        }
         return Ok(Some((
             TlsPlace::Dynamic { module, offset },
             format!("{SYMBOL} in {name} (TLS descriptor, module {module} at {offset:#x})"),

@@ -218,10 +218,10 @@ impl TraceParent {
         let mut parts = value.trim().split('-');
         let (version, trace, parent, flags) =
             (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-        if version != "00" || parts.next().is_some() || flags.len() != 2 {
+        if version != "00" || parts.next().is_some() {
             return None;
         }
-        u8::from_str_radix(flags, 16).ok()?;
+        unhex::<1>(flags)?;
         let t = TraceParent {
             trace_id: unhex(trace)?,
             parent_id: unhex(parent)?,
@@ -274,9 +274,10 @@ impl Spans {
         }
     }
 
-    /// This thread serves a new span of `trace` from now on.
+    /// This thread serves a new span of `trace` from now on. Its id is never a client's
+    /// ([`TraceParent::nth`]'s): the server's ids have their second-highest bit set.
     pub fn begin(&self, trace: TraceParent) -> Serving {
-        let span_id = span_id(self.last.fetch_add(1, Ordering::Relaxed) + 1);
+        let span_id = span_id((self.last.fetch_add(1, Ordering::Relaxed) + 1) | 1 << 62);
         let clocks = self.kept.as_ref().map(|_| Clocks::start());
         attach(trace.trace_id, span_id);
         Serving {
@@ -369,6 +370,8 @@ mod tests {
             "00-0000000000001235000000000000000-8000000000000005-01",
             "00-00000000000012350000000000000005-8000000000000005-1",
             "00-00000000000012350000000000000005-8000000000000005-01-extra",
+            "00-00000000000012350000000000000005-8000000000000005-0A",
+            "00-00000000000012350000000000000005-8000000000000005-+1",
             "00-0000000000001235000000000000000X-8000000000000005-01",
             "00-00000000000012350000000000000005-800000000000000A-01",
         ] {

@@ -35,9 +35,18 @@ pub enum FrameError {
     Io(#[from] io::Error),
 }
 
+/// A payload's length in a frame; 2 GiB and more cannot be written (the top bit is
+/// [`TRACED`]'s).
+fn frame_len(payload: &[u8]) -> u32 {
+    match u32::try_from(payload.len()) {
+        Ok(n) if n & TRACED == 0 => n,
+        _ => panic!("a payload of {} bytes does not fit a frame", payload.len()),
+    }
+}
+
 /// A frame for `payload`.
 pub fn encode_frame(payload: &[u8]) -> Vec<u8> {
-    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX) & !TRACED;
+    let len = frame_len(payload);
     let mut frame = Vec::with_capacity(4 + payload.len());
     frame.extend_from_slice(&len.to_le_bytes());
     frame.extend_from_slice(payload);
@@ -50,7 +59,7 @@ pub const TRACE_AT: std::ops::Range<usize> = 4..4 + TraceParent::LEN;
 /// A frame for `payload` sent from span `trace.parent_id` of trace `trace.trace_id` (each
 /// message of a traced producer is a trace of its own: [`set_trace`] rewrites the ids in place).
 pub fn encode_traced_frame(payload: &[u8], trace: TraceParent) -> Vec<u8> {
-    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX) & !TRACED;
+    let len = frame_len(payload);
     let mut frame = Vec::with_capacity(TRACE_AT.end + payload.len());
     frame.extend_from_slice(&(len | TRACED).to_le_bytes());
     frame.extend_from_slice(&trace.to_bytes());

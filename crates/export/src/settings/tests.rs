@@ -228,6 +228,8 @@ fn malformed_values_are_refused_by_name() {
     let endpoints: &[(&str, &str)] = &[
         ("ftp://h:21", "unknown scheme `ftp`"),
         ("h:port", "not a URL"),
+        ("http:/h:4318", "no scheme"),
+        ("h:4317/v1/x", "no scheme"),
         ("http://", "empty host"),
         ("http://user:pw@h:4318", "holds credentials"),
         ("http://h:99999", "invalid port"),
