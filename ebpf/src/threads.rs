@@ -11,12 +11,6 @@ use switchyard_common::{MAX_THREADS, ThreadStats, drops};
 
 use crate::shared::{drop_event, recording, start_ns};
 
-/// Each thread's state, in the slot `tid & THREAD_MASK`. An array, not a hash: its lookup is
-/// inlined by the verifier, where a hash lookup cost ~60 ns here, and a switch between two
-/// target threads makes two. The loader sizes it to cover pid_max up to `MAX_THREAD_SLOTS`:
-/// where pid_max is no larger (the kernel's default of 32,768) no two threads share a slot;
-/// where it is (systemd raises it to 4,194,304), a thread whose slot another thread holds goes
-/// to `THREAD_SPILL`.
 /// Byte offsets of `pid` and `tgid` in the kernel's `struct task_struct`, set by the loader
 /// before load (from the kernel's BTF).
 #[unsafe(no_mangle)]
@@ -38,6 +32,12 @@ pub fn task_ids(task: *mut core::ffi::c_void) -> (u32, u32) {
     }
 }
 
+/// Each thread's state, in the slot `tid & THREAD_MASK`. An array, not a hash: its lookup is
+/// inlined by the verifier, where a hash lookup cost ~60 ns here, and a switch between two
+/// target threads makes two. The loader sizes it to cover pid_max up to `MAX_THREAD_SLOTS`:
+/// where pid_max is no larger (the kernel's default of 32,768) no two threads share a slot;
+/// where it is (systemd raises it to 4,194,304), a thread whose slot another thread holds goes
+/// to `THREAD_SPILL`.
 #[map]
 static THREADS: Array<ThreadStats> = Array::with_max_entries(1, 0);
 
