@@ -67,8 +67,8 @@ fn on() -> bool {
 
 /// The address of `otel_thread_ctx_v1` in the thread whose thread pointer is `fsbase`:
 /// static TLS at a fixed offset from it, or dynamic TLS through the thread's DTV (glibc,
-/// x86-64: the TCB's second word points at `dtv[1]`; `dtv[-1]` holds the vector's length;
-/// each entry is 16 bytes, the block's address first, all ones while not allocated).
+/// x86-64: the TCB's second word is the DTV, 16-byte entries: entry -1 holds its length,
+/// entry 0 its generation, entry m module m's block address, all ones while not allocated).
 /// `None` for a thread that has not allocated the module's block.
 #[inline(always)]
 fn slot(fsbase: u64) -> Option<u64> {
@@ -78,8 +78,11 @@ fn slot(fsbase: u64) -> Option<u64> {
     }
     // SAFETY: reads of the stopped thread's memory, which the helper checks.
     let dtv = unsafe { bpf_probe_read_user((fsbase + 8) as *const u64) }.ok()?;
-    let len = unsafe { bpf_probe_read_user((dtv.wrapping_sub(16)) as *const u64) }.ok()?;
-    if dtv == 0 || module > len {
+    if dtv == 0 {
+        return None;
+    }
+    let len = unsafe { bpf_probe_read_user(dtv.wrapping_sub(16) as *const u64) }.ok()?;
+    if module > len {
         return None;
     }
     let block = unsafe { bpf_probe_read_user(dtv.wrapping_add(16 * module) as *const u64) }.ok()?;
