@@ -255,18 +255,9 @@ impl Plan {
         // loaded does. A program spawned here has loaded no library yet.
         let found = match &target {
             PlannedTarget::Pid(pid) => switchyard_loader::otel::thread_context_of(*pid),
-            PlannedTarget::Spawn { .. } => exe("").map_err(|e| e.to_string()).and_then(|p| {
-                Ok(switchyard_loader::otel::thread_context(&p)?.map(|offset| {
-                    (
-                        switchyard_loader::otel::TlsPlace::Static(offset),
-                        format!(
-                            "{} in {} (thread pointer {offset:+})",
-                            switchyard_loader::otel::SYMBOL,
-                            p.display()
-                        ),
-                    )
-                }))
-            }),
+            PlannedTarget::Spawn { .. } => exe("")
+                .map_err(|e| e.to_string())
+                .and_then(|p| switchyard_loader::otel::executable_context(&p, &p)),
         };
         // Said in the summary, with what it found: a binary may define the variable and
         // never point it anywhere.

@@ -40,11 +40,24 @@ const R_X86_64_TLSDESC: u32 = 36;
 pub fn thread_context(path: &std::path::Path) -> Result<Option<i64>, String> {
     let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", path.display()))?;
-    let symbol = file
-        .dynamic_symbols()
-        .chain(file.symbols())
-        .find(|s| s.name() == Ok(SYMBOL) && !s.is_undefined());
-    let Some(symbol) = symbol else {
+    let symbols = file.dynamic_symbols().chain(file.symbols());
+    let Some(symbol) = defined_variable(symbols, path)? else {
+        return Ok(None);
+    };
+    let (memsz, align) = tls_segment(&data)
+        .ok_or_else(|| format!("{} defines {SYMBOL} but has no TLS segment", path.display()))?;
+    let align = align.max(1);
+    let block = memsz.div_ceil(align) * align;
+    Ok(Some(symbol.address() as i64 - block as i64))
+}
+
+/// `otel_thread_ctx_v1` among `symbols` when `path` defines it: an 8-byte TLS variable, or
+/// an error saying what it is instead.
+fn defined_variable<'d>(
+    mut symbols: impl Iterator<Item = object::Symbol<'d, 'd>>,
+    path: &std::path::Path,
+) -> Result<Option<object::Symbol<'d, 'd>>, String> {
+    let Some(symbol) = symbols.find(|s| s.name() == Ok(SYMBOL) && !s.is_undefined()) else {
         return Ok(None);
     };
     if symbol.kind() != SymbolKind::Tls {
@@ -60,11 +73,21 @@ pub fn thread_context(path: &std::path::Path) -> Result<Option<i64>, String> {
             symbol.size()
         ));
     }
-    let (memsz, align) = tls_segment(&data)
-        .ok_or_else(|| format!("{} defines {SYMBOL} but has no TLS segment", path.display()))?;
-    let align = align.max(1);
-    let block = memsz.div_ceil(align) * align;
-    Ok(Some(symbol.address() as i64 - block as i64))
+    Ok(Some(symbol))
+}
+
+/// Where `otel_thread_ctx_v1` is in an executable read from `path` and known as `name`, and
+/// the line saying so: [`thread_context`], placed.
+pub fn executable_context(
+    path: &std::path::Path,
+    name: &std::path::Path,
+) -> Result<Option<(TlsPlace, String)>, String> {
+    Ok(thread_context(path)?.map(|offset| {
+        (
+            TlsPlace::Static(offset),
+            format!("{SYMBOL} in {} (thread pointer {offset:+})", name.display()),
+        )
+    }))
 }
 
 /// Where `otel_thread_ctx_v1` is in running process `pid`, and a line saying where it was
@@ -84,11 +107,9 @@ pub fn thread_context_of(pid: u32) -> Result<Option<(TlsPlace, String)>, String>
         .map_err(|e| format!("the executable of pid {pid}: {e}"))?;
     // Read through /proc: the target's own file, whatever its mount namespace, deleted or
     // replaced since it started.
-    if let Some(offset) = thread_context(std::path::Path::new(&format!("/proc/{pid}/exe")))? {
-        return Ok(Some((
-            TlsPlace::Static(offset),
-            format!("{SYMBOL} in {} (thread pointer {offset:+})", exe.display()),
-        )));
+    let own = std::path::PathBuf::from(format!("/proc/{pid}/exe"));
+    if let Some(found) = executable_context(&own, &exe)? {
+        return Ok(Some(found));
     }
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .map_err(|e| format!("the mappings of pid {pid}: {e}"))?;
@@ -169,16 +190,11 @@ fn library_context(
     let Ok(file) = object::File::parse(data) else {
         return Ok(None);
     };
-    let Some(symbol) = file
-        .dynamic_symbols()
-        .find(|s| s.name() == Ok(SYMBOL) && !s.is_undefined())
-    else {
+    // A library's variable is in its dynamic symbols: other modules reach it by name.
+    let Some(symbol) = defined_variable(file.dynamic_symbols(), path)? else {
         return Ok(None);
     };
     let name = path.display();
-    if symbol.kind() != SymbolKind::Tls || symbol.size() != 8 {
-        return Err(format!("{SYMBOL} in {name} is not an 8-byte TLS variable"));
-    }
     // The load bias: where the segment at file offset 0 went, less its address in the file.
     let first = file
         .segments()
