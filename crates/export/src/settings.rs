@@ -104,18 +104,14 @@ pub fn otlp(flags: &Flags, env: Env) -> Result<Option<Otlp>, Refused> {
         .map(|(name, v)| protocol(&name, &v))
         .transpose()?;
     // The SDKs' switch for a gRPC endpoint written without a scheme: plaintext when true.
-    let insecure = signal_var(env, "INSECURE")
-        .map(|(name, v)| {
-            one_of(&v, &[("true", true), ("false", false)]).ok_or_else(|| {
-                Refused::new(
-                    &name,
-                    format!("`{v}` is neither true nor false"),
-                    "set it to true (gRPC without TLS) or false",
-                )
-            })
-        })
-        .transpose()?
-        .unwrap_or(false);
+    let insecure = signal_word(
+        env,
+        "INSECURE",
+        &[("true", true), ("false", false)],
+        |v| format!("`{v}` is neither true nor false"),
+        "set it to true (gRPC without TLS) or false",
+    )?
+    .unwrap_or(false);
     let url = Endpoint::parse(&from, &url, insecure)?;
     if url.schemeless
         && (flags.protocol == Some(Protocol::Http)
@@ -173,18 +169,14 @@ pub fn otlp(flags: &Flags, env: Env) -> Result<Option<Otlp>, Refused> {
         .map(|(name, v)| timeout(&name, &v))
         .transpose()?
         .unwrap_or(DEFAULT_TIMEOUT);
-    let gzip = signal_var(env, "COMPRESSION")
-        .map(|(name, v)| {
-            one_of(&v, &[("gzip", true), ("none", false)]).ok_or_else(|| {
-                Refused::new(
-                    &name,
-                    format!("unknown compression `{v}`"),
-                    "use gzip or none",
-                )
-            })
-        })
-        .transpose()?
-        .unwrap_or(false);
+    let gzip = signal_word(
+        env,
+        "COMPRESSION",
+        &[("gzip", true), ("none", false)],
+        |v| format!("unknown compression `{v}`"),
+        "use gzip or none",
+    )?
+    .unwrap_or(false);
     let tls = if url.tls { Some(tls(env)?) } else { None };
     Ok(Some(Otlp {
         base: format!(
@@ -204,12 +196,23 @@ pub fn otlp(flags: &Flags, env: Env) -> Result<Option<Otlp>, Refused> {
     }))
 }
 
-/// The value of the word `v` is, matched without regard to case; `None` for any other.
-fn one_of<T: Copy>(v: &str, words: &[(&str, T)]) -> Option<T> {
+/// The signal's variable `…_{suffix}` (see [`signal_var`]) read as one of `words`, matched
+/// without regard to case; any other value is refused by the variable's name.
+fn signal_word<T: Copy>(
+    env: Env,
+    suffix: &str,
+    words: &[(&str, T)],
+    problem: impl Fn(&str) -> String,
+    hint: &str,
+) -> Result<Option<T>, Refused> {
+    let Some((name, v)) = signal_var(env, suffix) else {
+        return Ok(None);
+    };
     words
         .iter()
         .find(|(w, _)| v.eq_ignore_ascii_case(w))
-        .map(|(_, t)| *t)
+        .map(|(_, t)| Some(*t))
+        .ok_or_else(|| Refused::new(&name, problem(&v), hint))
 }
 
 /// How an endpoint's URL is taken: a base the signal's path goes below, or a whole URL
