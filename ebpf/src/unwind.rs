@@ -229,10 +229,27 @@ pub fn user_stack<C: EbpfContext>(ctx: &C, slot: u32, count_missing: bool) -> i3
 /// Appends the thread's Python frames, if its process is Python, to the stack in `slot`.
 #[inline(always)]
 fn with_python(slot: u32, depth: u32, hash: u64) -> (u32, u64) {
-    match UNWIND_SCRATCH.get_ptr_mut(slot) {
-        Some(buf) => crate::python::append(buf, slot, depth, hash),
+    let depth = python_frames(slot, depth, hash) as u32;
+    match UNWIND_SCRATCH.get_ptr(slot) {
+        // SAFETY: the per-CPU scratch value, where `python_frames` left the hash.
+        Some(buf) => (depth, unsafe { (*buf).hash }),
         None => (depth, hash),
     }
+}
+
+/// [`with_python`]'s work: the new depth, with the new hash left in the scratch value's `hash`.
+/// A global function, verified once for any arguments rather than on every path of every
+/// program that walks a stack (see [`unwind_rule`]).
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn python_frames(slot: u32, depth: u32, hash: u64) -> u64 {
+    let Some(buf) = UNWIND_SCRATCH.get_ptr_mut(slot) else {
+        return depth as u64;
+    };
+    let (depth, hash) = crate::python::append(buf, slot, depth, hash);
+    // SAFETY: the per-CPU scratch value; `keep_in` sets the hash again before the stack is kept.
+    unsafe { (*buf).hash = hash };
+    depth as u64
 }
 
 /// True when the top of the user stack holds rbp: the probed instruction was a `push %rbp`
@@ -761,14 +778,38 @@ fn cached_rule(slot: u32, tgid: u32, generation: u32, pc: u64) -> Rule {
     r
 }
 
-/// How to find the caller of `pc` in process `tgid`.
+/// How to find the caller of `pc` in process `tgid`: [`unwind_rule`]'s answer, decoded.
 #[inline(always)]
 fn rule(tgid: u32, pc: u64) -> Rule {
+    let found = unwind_rule(tgid, pc);
+    if found & BY_FRAME_POINTER != 0 {
+        return Rule::FramePointer(found as u32);
+    }
+    match UNWIND_ROWS.get(found as u32) {
+        Some(row) => Rule::Row(*row),
+        None => Rule::FramePointer(drops::UNWIND_NO_CFI),
+    }
+}
+
+/// Set in [`unwind_rule`]'s answer when frame pointers are the rule; the low 32 bits are then
+/// the drop reason if they fail (`NO_REASON` for none).
+const BY_FRAME_POINTER: u64 = 1 << 63;
+
+/// The `UNWIND_ROWS` index of the row for `pc` in process `tgid`, or [`BY_FRAME_POINTER`] and
+/// a reason.
+///
+/// A global function: the kernel verifies it once, for any arguments, and each call as a call
+/// to it. Inlined, its two searches were verified again on every path of every program that
+/// walks a stack, which was most of the time a recording took to start.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn unwind_rule(tgid: u32, pc: u64) -> u64 {
+    let by_fp = |reason: u32| BY_FRAME_POINTER | reason as u64;
     let key = tgid;
     let Some(p) = PROC_MAPS.get_ptr(&key) else {
         // A process with no tables: a waker outside the targets (frame pointers are its
         // unwind info), or a target whose tables are not loaded yet (a loss if they fail).
-        return Rule::FramePointer(if is_target(tgid) {
+        return by_fp(if is_target(tgid) {
             drops::UNWIND_NO_CFI
         } else {
             NO_REASON
@@ -777,43 +818,44 @@ fn rule(tgid: u32, pc: u64) -> Rule {
     // SAFETY: a live map value, only read.
     let (slot, count) = unsafe { ((*p).slot, (*p).count) };
     if slot >= 2 * MAX_PROCS || count > MAX_MAPPINGS {
-        return Rule::FramePointer(drops::UNWIND_NO_CFI);
+        return by_fp(drops::UNWIND_NO_CFI);
     }
     let first = slot * MAX_MAPPINGS;
     // The first mapping starting above pc.
     let lo = search(SEARCH_MAPPINGS, first, count, pc, MAPPING_SEARCH_STEPS);
     if lo == 0 {
         // Anonymous code (JIT): frame pointers are all there is.
-        return Rule::FramePointer(NO_REASON);
+        return by_fp(NO_REASON);
     }
     let Some(m) = MAPPINGS.get(first + lo - 1) else {
-        return Rule::FramePointer(NO_REASON);
+        return by_fp(NO_REASON);
     };
     if pc >= m.end {
-        return Rule::FramePointer(NO_REASON);
+        return by_fp(NO_REASON);
     }
     if m.first_row == TABLE_FULL {
-        return Rule::FramePointer(drops::UNWIND_TABLE_FULL);
+        return by_fp(drops::UNWIND_TABLE_FULL);
     }
     if m.first_row == NO_TABLE {
-        return Rule::FramePointer(drops::UNWIND_NO_CFI);
+        return by_fp(drops::UNWIND_NO_CFI);
     }
     if m.rows == 0 {
-        return Rule::FramePointer(NO_REASON);
+        return by_fp(NO_REASON);
     }
     let rel = pc.wrapping_sub(m.bias);
     if rel > u32::MAX as u64 {
-        return Rule::FramePointer(drops::UNWIND_NO_CFI);
+        return by_fp(drops::UNWIND_NO_CFI);
     }
     let rel = rel as u32;
     let (first, rows) = (m.first_row, m.rows);
     // The first row starting above rel.
     let lo = search(SEARCH_ROWS, first, rows, rel as u64, ROW_SEARCH_STEPS);
     if lo == 0 {
-        return Rule::FramePointer(drops::UNWIND_NO_CFI);
+        return by_fp(drops::UNWIND_NO_CFI);
     }
-    match UNWIND_ROWS.get(first + lo - 1) {
-        Some(row) if row.kind & CFA_MASK != CFA_NONE || row.kind & END != 0 => Rule::Row(*row),
-        _ => Rule::FramePointer(drops::UNWIND_NO_CFI),
+    let index = first + lo - 1;
+    match UNWIND_ROWS.get(index) {
+        Some(row) if row.kind & CFA_MASK != CFA_NONE || row.kind & END != 0 => index as u64,
+        _ => by_fp(drops::UNWIND_NO_CFI),
     }
 }
