@@ -223,7 +223,7 @@ fn switch_in(
         if stacks_on() && off >= min && !missed_out {
             offcpu_stacks(t, next, tgid, tid, off, blocked, now);
         }
-        spans::interval(t, prev_id, blocked, waiting);
+        spans::interval(t, tid, prev_id, blocked, waiting);
     }
     t.waker_set = 0;
     // Kept for a thread this one wakes while it runs (`HeldKey`).
@@ -453,7 +453,13 @@ fn offcpu_stacks(
     // Kept until the next switch-out: what this thread was doing, should it wake another.
     t.kernel_stack = kernel;
     if t.in_syscall == 0 {
-        record(t, tid, t.user_stack, kernel, offcpu_ns, delay_ns, wake_ns);
+        record_interval(
+            tid,
+            stack_pair(t.user_stack, kernel),
+            offcpu_ns,
+            delay_ns,
+            wake_ns,
+        );
         return;
     }
     // The user stack is taken where the thread runs again (`flush_pending`).
@@ -478,16 +484,24 @@ fn offcpu_stacks(
 /// blocked, or a preempted thread's wait; `delay_ns` for the wait for a CPU after a wakeup,
 /// under the state with `WOKEN_FLAG`), and by sleeper and waker stacks together (weight
 /// `wake_ns`); a weight of 0 is an interval not chosen for that profile.
-#[inline(always)]
-fn record(
-    t: &ThreadStats,
+///
+/// A global function, verified once rather than on each of the many paths of the programs that
+/// call it; it finds the thread's entry again, which costs a walked interval one array lookup.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn record_interval(
     tid: u32,
-    user: i32,
-    kernel: i32,
+    stacks: u64,
     offcpu_ns: u64,
     delay_ns: u64,
     wake_ns: u64,
-) {
+) -> u64 {
+    let Some(t) = thread(tid) else {
+        return 0;
+    };
+    // SAFETY: the entry of a thread off CPU or running this program: nothing else writes it.
+    let t = unsafe { &*t };
+    let (user, kernel) = ((stacks >> 32) as i32, stacks as i32);
     // A preempted thread's whole wait is under its own state (R); a blocked one's is split.
     let preempted = t.state == tp::PREEMPT_FLAG as u32 || t.state == 0;
     if preempted {
@@ -517,6 +531,14 @@ fn record(
         };
         add(&WAKEUPS, &key, wake_ns);
     }
+    0
+}
+
+/// A user and a kernel stack id as [`record_interval`] takes them: in one argument, as a BPF
+/// function takes five at most.
+#[inline(always)]
+fn stack_pair(user: i32, kernel: i32) -> u64 {
+    (user as u32 as u64) << 32 | kernel as u32 as u64
 }
 
 /// `ns` of off-CPU time by stacks and state.
@@ -568,11 +590,9 @@ fn flush(t: &mut ThreadStats, tid: u32, user: i32) {
     t.pending = 0;
     spans::pending_user_stack(t, user);
     t.last_user_stack = if user >= 0 { user as u32 + 1 } else { 0 };
-    record(
-        t,
+    record_interval(
         tid,
-        user,
-        t.kernel_stack,
+        stack_pair(user, t.kernel_stack),
         t.pending_ns,
         t.pending_delay_ns,
         t.pending_wake_ns,

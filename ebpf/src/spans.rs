@@ -294,10 +294,24 @@ fn finish(s: &mut SpanInstance, span: u32, now: u64, tid: u32, kind: u32) {
 /// and waker are the thread's own for the interval, as the switch program left them), then
 /// `waiting` ns waiting for the CPU the current task (`holder`: its tgid and pid) held.
 #[inline(always)]
-pub fn interval(t: &mut ThreadStats, holder: u64, blocked: u64, waiting: u64) {
+pub fn interval(t: &ThreadStats, tid: u32, holder: u64, blocked: u64, waiting: u64) {
     if t.span.index == 0 || t.span.flags & span_flags::OPEN_AT_START != 0 {
         return;
     }
+    span_interval(tid, holder, blocked, waiting);
+}
+
+/// [`interval`]'s work inside a span. A global function, verified once rather than on each
+/// path of the switch program; it finds the thread's entry again, one array lookup that only
+/// an interval inside a span pays.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn span_interval(tid: u32, holder: u64, blocked: u64, waiting: u64) -> u64 {
+    let Some(t) = thread(tid) else {
+        return 0;
+    };
+    // SAFETY: the entry of the thread switching in: only its own switches write it.
+    let t = unsafe { &mut *t };
     if waiting != 0 {
         let (tgid, tid) = ((holder >> 32) as u32, holder as u32);
         let n = used(&t.span, HOLDERS);
@@ -329,7 +343,7 @@ pub fn interval(t: &mut ThreadStats, holder: u64, blocked: u64, waiting: u64) {
         }
     }
     if blocked == 0 {
-        return;
+        return 0;
     }
     let kernel = t.kernel_stack;
     let waker = if t.waker_set != 0 { t.waker_tid } else { 0 };
@@ -372,10 +386,11 @@ pub fn interval(t: &mut ThreadStats, holder: u64, blocked: u64, waiting: u64) {
             if fresh {
                 set_used(&mut t.span, PARTS, i + 1);
             }
-            return;
+            return 0;
         }
     }
     t.span.other_blocked_ns += blocked;
+    0
 }
 
 /// The user stack of the interval that waited for it, walked where its syscall returned.
