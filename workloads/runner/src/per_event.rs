@@ -19,6 +19,7 @@
 
 pub mod programs;
 pub mod spans;
+pub mod start;
 
 use std::{
     fs,
@@ -113,6 +114,8 @@ pub enum Section {
     PySample,
     /// What a span costs per instance of its function (C and Go), next to bpftrace.
     Span,
+    /// How long a short recording takes, start to exit, next to perf record.
+    Start,
 }
 
 /// How a row's measured loop runs.
@@ -549,7 +552,7 @@ impl Section {
                     "elapsed_ns"
                 }
             }
-            Section::Span => unreachable!("a span row runs its own loop"),
+            Section::Span | Section::Start => unreachable!("runs its own commands"),
         };
         (w, field)
     }
@@ -710,6 +713,7 @@ fn section_table(section: Section) -> Table {
             "÷ floor (empty raw tp)",
         ]),
         Section::Span => spans::head(),
+        Section::Start => Table::new(&["command"]),
         Section::HostWide => Table::new(&[
             "configuration",
             "ns/call",
@@ -850,6 +854,10 @@ stacks only (--no-python-frames) or with its Python frames; ÷ no Python frames:
 cost with frames over the cost without, repeat by repeat"
         }
         Section::Span => spans::NOTE,
+        Section::Start => {
+            "wall ms: from the command to its exit; ÷ perf record: over perf record's doing the \
+same, repeat by repeat; started in and verifying: what switchyard's -v says of its start"
+        }
     }
 }
 

@@ -613,7 +613,7 @@ const SERVER_PACKAGES: [(&str, &str); 4] = [
 ];
 
 /// Whether `program` is on PATH (or in /usr/sbin, where Debian puts nginx).
-fn on_path(program: &str) -> bool {
+pub(crate) fn on_path(program: &str) -> bool {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/sbin")])
@@ -896,6 +896,7 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
                  {} timed calls a run, median of {n})",
                 k.cpu, k.span_calls
             ),
+            per_event::Section::Start => unreachable!("not in this list"),
         };
         let pairs: Vec<(&per_event::Row, &[f64])> = rows
             .iter()
@@ -917,6 +918,18 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
          ratio is taken within each repeat (added ns over the same repeat's base, over the \
          anchor's added ns in that repeat)."
     );
+    let start_wanted =
+        knobs.sections.is_empty() || knobs.sections.contains(&per_event::Section::Start);
+    if start_wanted && !interrupted {
+        match per_event::start::run(&knobs, dir.path(), interrupts, step) {
+            Ok(text) => println!(
+                "\nhow long a short recording takes, start to exit (median of {})\n\n{text}\n{}",
+                knobs.repeats,
+                per_event::note(per_event::Section::Start)
+            ),
+            Err(failure) => eprint!("{}", failure.render()),
+        }
+    }
     if !program_loops.is_empty() && !interrupted {
         match per_event::programs::run(&knobs, &program_loops, dir.path(), step) {
             Ok(text) => println!(
