@@ -94,21 +94,68 @@ static SYSCALL_STACK_EVERY: u64 = 0;
 #[unsafe(no_mangle)]
 static SYSCALL_TIME_EVERY: u64 = 1;
 
-/// Whether the call entering in `e` (its thread's slot) is timed: every one, none, or one in
-/// about N by the thread's own countdown, drawn at random so that a loop of a few syscalls
-/// is not always timed at the same one.
+/// Set by the loader: timed calls each thread gets in a budget period, every one of them,
+/// before its calls are drawn one in `SYSCALL_TIME_EVERY` (0: no budget, the draw alone).
+#[unsafe(no_mangle)]
+static SYSCALL_TIME_BUDGET: u64 = 0;
+
+/// A thread's budget period, ns.
+const BUDGET_PERIOD_NS: u64 = 100_000_000;
+
+/// Whether the call entering in `e` (its thread's slot) is timed, and its weight (1 over the
+/// chance it had) in `e.weight`:
+/// - every call, or none;
+/// - under a budget (the default), every call until the thread has had its budget of timed
+///   calls in the period, then each with a chance of 1 in N, drawn independently: a thread
+///   that calls rarely is timed exactly, a hot loop pays for counting and a few draws;
+/// - without one, one in about N by the thread's own countdown, drawn at random so that a
+///   loop of a few syscalls is not always timed at the same one.
+///
+/// The chance is known before the call runs, so the weighted figures are unbiased.
 #[inline(always)]
 fn timed_call(e: &mut InFlight) -> bool {
-    // SAFETY: a read-only global the loader rewrites before load.
-    let every = unsafe { core::ptr::read_volatile(&SYSCALL_TIME_EVERY) };
+    // SAFETY: read-only globals the loader rewrites before load.
+    let (every, budget) = unsafe {
+        (
+            core::ptr::read_volatile(&SYSCALL_TIME_EVERY),
+            core::ptr::read_volatile(&SYSCALL_TIME_BUDGET),
+        )
+    };
+    e.weight = 1;
     if every <= 1 {
         return every == 1;
     }
-    if e.untimed_left > 0 {
-        e.untimed_left -= 1;
+    if budget == 0 {
+        if e.untimed_left > 0 {
+            e.untimed_left -= 1;
+            return false;
+        }
+        e.untimed_left = (countdown(every) - 1) as u32;
+        e.weight = every as u32;
+        return true;
+    }
+    // A new tick may have ended the period: the exact clock is read at most once a tick, the
+    // tick itself being a plain load.
+    // SAFETY: a helper with no arguments.
+    let tick = unsafe { bpf_jiffies64() };
+    if tick != e.budget_tick {
+        e.budget_tick = tick;
+        // SAFETY: as above.
+        let now = unsafe { bpf_ktime_get_ns() };
+        if now.wrapping_sub(e.budget_from) >= BUDGET_PERIOD_NS {
+            e.budget_from = now;
+            e.budget_left = budget as u32;
+        }
+    }
+    if e.budget_left > 0 {
+        e.budget_left -= 1;
+        return true;
+    }
+    // SAFETY: a helper with no arguments.
+    if unsafe { bpf_get_prandom_u32() } as u64 % every != 0 {
         return false;
     }
-    e.untimed_left = (countdown(every) - 1) as u32;
+    e.weight = every as u32;
     true
 }
 
@@ -305,7 +352,13 @@ fn try_sys_enter(ctx: &RawTracePointContext) {
     }
     // Read last, so that no walk above is the syscall's time. A futex wait is always timed:
     // lock waits are totals.
-    e.ts = if e.futex_wait != 0 || timed_call(e) {
+    let timed = if e.futex_wait != 0 {
+        e.weight = 1;
+        true
+    } else {
+        timed_call(e)
+    };
+    e.ts = if timed {
         // SAFETY: a helper with no arguments.
         unsafe { bpf_ktime_get_ns() }
     } else {
@@ -393,7 +446,7 @@ fn exit_counts(e: &mut InFlight, pid_tgid: u64, ret: i64) {
     let s = unsafe { &mut *s };
     s.count += 1;
     if timed {
-        s.time(took);
+        s.time(took, e.weight as u64);
     }
     if (-MAX_ERRNO..0).contains(&ret) {
         s.errors += 1;

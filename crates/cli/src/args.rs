@@ -105,8 +105,18 @@ pub struct RecordArgs {
     /// and at its exit, most of what recording a syscall costs; `--syscall-latency 16` leaves
     /// a busy server close to what counting alone costs (see `just bench-overhead`). Futex
     /// waits are always timed, as lock waits are totals.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub syscall_latency: u32,
+    ///
+    /// Not given: timing by budget. Each thread's calls are all timed up to
+    /// `--syscall-budget` a second, and one in 16 beyond it, drawn at random and weighted by
+    /// 16: a rare slow call is timed exactly, a hot loop pays for counting. With `--timeline`,
+    /// every call.
+    #[arg(long, value_name = "N")]
+    pub syscall_latency: Option<u32>,
+    /// Timed calls a second each thread gets, every one, before its calls are drawn (one in
+    /// 16, or one in `--syscall-latency N`); 0: no budget. Applies by default, and with
+    /// `--syscall-latency N` only when given.
+    #[arg(long, value_name = "PER_S")]
+    pub syscall_budget: Option<u32>,
     /// Take the user stack of one syscall in N (1: every syscall; 0: none).
     #[arg(long, default_value_t = 16, value_name = "N")]
     pub syscall_stacks: u64,

@@ -415,6 +415,7 @@ mod tests {
             labels: Default::default(),
             process: Default::default(),
             redaction: Default::default(),
+            syscall_timing: None,
         }
     }
 

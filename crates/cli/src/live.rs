@@ -273,6 +273,7 @@ impl<'p> Live<'p> {
             labels: self.plan.labels.clone(),
             process: self.process_info(),
             redaction: self.plan.redaction.clone(),
+            syscall_timing: Some(self.plan.syscall_timing),
         }
     }
 

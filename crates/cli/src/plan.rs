@@ -30,8 +30,8 @@ pub struct Plan {
     /// The Go binary whose runtime is probed (`--go-gc`).
     pub go_gc: Option<PathBuf>,
     pub syscalls: Syscalls,
-    /// `--syscall-latency`.
-    pub syscall_latency: u32,
+    /// How syscalls are timed (`--syscall-latency`, `--syscall-budget`).
+    pub syscall_timing: switchyard_model::SyscallTiming,
     /// `--timeline`.
     pub timeline: Option<TimelineConfig>,
     /// `--ready-fd`, owned.
@@ -142,13 +142,20 @@ impl Plan {
                 Some(path)
             }
         };
-        if args.timeline && args.syscall_latency != 1 {
+        if args.timeline
+            && let Some(n) = args.syscall_latency.filter(|&n| n != 1)
+        {
             return Err(hinted(
                 format!(
-                    "--syscall-latency {} cannot be combined with --timeline: the timeline shows every syscall slower than --timeline-syscalls, and only a timed call has a length",
-                    args.syscall_latency
+                    "--syscall-latency {n} cannot be combined with --timeline: the timeline shows every syscall slower than --timeline-syscalls, and only a timed call has a length"
                 ),
                 "drop --syscall-latency to time every call, or record without --timeline",
+            ));
+        }
+        if args.timeline && args.syscall_budget.is_some_and(|b| b > 0) {
+            return Err(hinted(
+                "--syscall-budget cannot be combined with --timeline: the timeline shows every syscall slower than --timeline-syscalls, and only a timed call has a length",
+                "drop --syscall-budget to time every call, or record without --timeline",
             ));
         }
         if args.every.is_some() {
@@ -303,6 +310,7 @@ impl Plan {
 
     /// The plan of checked flags; the rest is taken as given.
     fn from_args(args: RecordArgs, checked: Checked) -> Plan {
+        let timing = syscall_timing(&args);
         let Checked {
             target,
             spans,
@@ -337,7 +345,7 @@ impl Plan {
             spans,
             go_gc,
             syscalls: args.syscalls,
-            syscall_latency: args.syscall_latency,
+            syscall_timing: timing,
             timeline: args.timeline.then_some(TimelineConfig {
                 buffer_bytes: args.timeline_buffer,
                 syscall_ns: args.timeline_syscalls.as_nanos() as u64,
@@ -401,10 +409,34 @@ impl Plan {
             spans: self.spans.clone(),
             go_gc: self.go_gc.clone(),
             syscalls: self.syscalls.clone(),
-            syscall_latency: self.syscall_latency,
+            syscall_latency: self.syscall_timing.every,
+            syscall_budget: self.syscall_timing.budget_per_s,
             timeline: self.timeline,
             thread_context: self.thread_context.clone(),
         }
+    }
+}
+
+/// What a timed call is drawn from beyond its thread's budget, by default.
+pub const BEYOND_BUDGET: u32 = 16;
+/// Timed calls a second each thread gets by default before its calls are drawn.
+pub const DEFAULT_BUDGET: u32 = 2_000;
+
+/// How syscalls are timed: by budget unless `--syscall-latency` says otherwise, or
+/// `--timeline` needs every call.
+fn syscall_timing(args: &RecordArgs) -> switchyard_model::SyscallTiming {
+    let every = args
+        .syscall_latency
+        .unwrap_or(if args.timeline { 1 } else { BEYOND_BUDGET });
+    let budget = match (args.syscall_latency, args.syscall_budget) {
+        _ if every <= 1 => 0,
+        (_, Some(b)) => b,
+        (None, None) => DEFAULT_BUDGET,
+        (Some(_), None) => 0,
+    };
+    switchyard_model::SyscallTiming {
+        every,
+        budget_per_s: budget,
     }
 }
 

@@ -93,6 +93,85 @@ fn spawned_target_counts_are_exact() {
 /// exactly the timed calls and the total is their mean times the count. `--syscall-latency
 /// 0` times none, and the summary says which. (The first run takes stacks, the second not:
 /// the verifier sees each way.)
+/// By default each thread's calls are all timed up to its budget (2,000 a second), and one in
+/// 16 beyond it, weighted by 16: a loop under the budget is timed exactly, a hot loop is
+/// sampled, and its weighted histogram still stands for every call.
+#[test]
+fn syscalls_are_timed_by_budget_by_default() {
+    if !privileged("syscalls_are_timed_by_budget_by_default") {
+        return;
+    }
+    let dir = tempdir("latency-budget");
+    // 1,000 calls a second, spinning between them: under the budget, every call timed.
+    let stamps = dir.join("stamps.bin");
+    let stamps_text = stamps.to_string_lossy().into_owned();
+    let slow = demo_command(&[
+        "getppid-loop",
+        "--count",
+        "1000",
+        "--gap-us",
+        "1000",
+        "--stamps",
+        &stamps_text,
+    ]);
+    let slow: Vec<&std::ffi::OsStr> = slow.iter().map(|c| c.as_os_str()).collect();
+    for sub in ["slow", "hot"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let (run, stderr) = record_spawned(&dir.join("slow"), &["--no-stacks"], &slow);
+    assert_eq!(syscall_count(&run, "getppid"), 1000);
+    let row = syscall_row(&run, "getppid");
+    assert!(row.get("timed").is_none(), "every call timed: {row}");
+    let in_hist: u64 = hist_total(&row);
+    assert_eq!(in_hist, 1000, "{row}");
+    assert!(!stderr.contains("calls timed"), "{stderr}");
+
+    // 200,000 calls as fast as they go: beyond the budget within milliseconds.
+    let n = 200_000u64;
+    let hot = demo_command(&["getppid-loop", "--count", &n.to_string()]);
+    let hot: Vec<&std::ffi::OsStr> = hot.iter().map(|c| c.as_os_str()).collect();
+    let (run, stderr) = record_spawned(&dir.join("hot"), &["--no-stacks"], &hot);
+    assert_eq!(syscall_count(&run, "getppid"), n);
+    assert_no_counting_drops(&run);
+    let row = syscall_row(&run, "getppid");
+    let timed = row["timed"]
+        .as_u64()
+        .expect("a sampled row says how many were timed");
+    let drawn = row["drawn"].as_u64().expect("and how many were drawn");
+    // The budget's calls (200 a 100-ms period) and about one in 16 of the rest.
+    assert!(drawn > 0 && drawn < timed, "{row}");
+    assert!(
+        timed.abs_diff(n / 16) <= n / 16 / 5 + (timed - drawn),
+        "{timed} timed of {n}: {row}"
+    );
+    // Each drawn call stands for 16: the histogram's weights add up to about every call.
+    let in_hist = hist_total(&row);
+    assert!(
+        in_hist.abs_diff(n) <= n / 20,
+        "{in_hist} in the histogram for {n} calls"
+    );
+    assert!(
+        stderr.contains("--syscall-budget") && stderr.contains("sampled: getppid"),
+        "{stderr}"
+    );
+}
+
+fn syscall_row(run: &serde_json::Value, name: &str) -> serde_json::Value {
+    run["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} row"))
+}
+
+fn hist_total(row: &serde_json::Value) -> u64 {
+    row["latency"]["buckets"]
+        .as_array()
+        .map_or(0, |b| b.iter().map(|c| c.as_u64().unwrap()).sum())
+}
+
 #[test]
 fn sampled_syscall_latency_counts_every_call_and_times_one_in_n() {
     if !privileged("sampled_syscall_latency_counts_every_call_and_times_one_in_n") {
@@ -133,7 +212,8 @@ fn sampled_syscall_latency_counts_every_call_and_times_one_in_n() {
         let in_hist: u64 = row["latency"]["buckets"]
             .as_array()
             .map_or(0, |b| b.iter().map(|c| c.as_u64().unwrap()).sum());
-        assert_eq!(in_hist, timed, "{row}");
+        // Each timed call counts in the histogram by its weight, `every`.
+        assert_eq!(in_hist, timed * every, "{row}");
         let total = row["total_ns"].as_u64().unwrap();
         match n.checked_div(every) {
             None => {
@@ -147,7 +227,7 @@ fn sampled_syscall_latency_counts_every_call_and_times_one_in_n() {
                 );
                 assert!(total > 0 && row["max_ns"].as_u64().unwrap() > 0, "{row}");
                 assert!(
-                    stderr.contains("calls timed (--syscall-latency)"),
+                    stderr.contains(&format!("a thread (--syscall-latency {every})")),
                     "{stderr}"
                 );
             }

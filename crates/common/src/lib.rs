@@ -225,6 +225,7 @@ pub mod globals {
     pub const SYSCALL_STACK_GAP_NS: &str = "SYSCALL_STACK_GAP_NS";
     /// `u64`: time one syscall in about this many per thread (1: every one; 0: none).
     pub const SYSCALL_TIME_EVERY: &str = "SYSCALL_TIME_EVERY";
+    pub const SYSCALL_TIME_BUDGET: &str = "SYSCALL_TIME_BUDGET";
     /// `u8`: how user stacks are walked, one of [`crate::unwind::MODE_FP`] or `MODE_CFI`.
     pub const UNWIND_MODE: &str = "UNWIND_MODE";
     /// `u64`: the off-CPU sampling period, ns (0: stacks for every interval).
@@ -761,14 +762,19 @@ pub struct SyscallStats {
     /// Every call (exact).
     pub count: u64,
     pub errors: u64,
-    /// The calls that were timed: all of `count` unless `--syscall-latency` samples. The
-    /// total, maximum and histogram are theirs.
+    /// The calls that were timed: all of `count` unless timing is sampled. The maximum is
+    /// theirs.
     pub timed: u64,
+    /// The timed calls' weights summed: each stands for 1 over the chance it had of being
+    /// timed, so this estimates `count`. The total and the histogram are weighted alike.
+    pub weighted: u64,
+    /// Of `timed`, the calls timed by a draw, beyond their thread's budget.
+    pub drawn: u64,
     pub total_ns: u64,
     pub max_ns: u64,
     pub hist: [u64; HIST_BUCKETS],
 }
-const _: () = assert!(core::mem::size_of::<SyscallStats>() == 40 + 8 * HIST_BUCKETS);
+const _: () = assert!(core::mem::size_of::<SyscallStats>() == 56 + 8 * HIST_BUCKETS);
 
 impl SyscallStats {
     /// Nothing counted yet: where sums over CPUs start.
@@ -776,21 +782,30 @@ impl SyscallStats {
         count: 0,
         errors: 0,
         timed: 0,
+        weighted: 0,
+        drawn: 0,
         total_ns: 0,
         max_ns: 0,
         hist: [0; HIST_BUCKETS],
     };
 
-    /// One timed call's duration into the total, maximum and histogram (not into `count`).
+    /// One timed call's duration, of `weight` (1 over its chance of being timed), into the
+    /// weighted total and histogram and the maximum (not into `count`).
     #[inline(always)]
-    pub fn time(&mut self, ns: u64) {
-        add_timing(
-            &mut self.timed,
-            &mut self.total_ns,
-            &mut self.max_ns,
-            &mut self.hist,
-            ns,
-        );
+    pub fn time(&mut self, ns: u64, weight: u64) {
+        self.timed += 1;
+        self.weighted += weight;
+        if weight > 1 {
+            self.drawn += 1;
+        }
+        self.total_ns += ns * weight;
+        if ns > self.max_ns {
+            self.max_ns = ns;
+        }
+        let b = log2_bucket(ns);
+        if b < HIST_BUCKETS {
+            self.hist[b] += weight;
+        }
     }
 }
 
@@ -813,8 +828,16 @@ pub struct InFlight {
     pub offcpu_pending: u32,
     /// The thread's syscalls left until the next one is timed (`--syscall-latency N`, N > 1).
     pub untimed_left: u32,
+    /// The weight of the call in flight, if timed: 1 over the chance it had of being timed.
+    pub weight: u32,
+    /// Timed calls the thread has left in its budget period (see `SYSCALL_TIME_BUDGET`).
+    pub budget_left: u32,
+    /// When the thread's budget period began (CLOCK_MONOTONIC ns).
+    pub budget_from: u64,
+    /// The tick (jiffies) of the thread's last look at its budget period.
+    pub budget_tick: u64,
 }
-const _: () = assert!(core::mem::size_of::<InFlight>() == 48);
+const _: () = assert!(core::mem::size_of::<InFlight>() == 72);
 
 impl InFlight {
     /// `ts` of a syscall in flight that is counted but not timed.

@@ -52,6 +52,11 @@ impl Probes {
             .filter(|s| s.syscall_every > 1 && s.syscall_stacks_per_s > 0)
             .map_or(0, |s| 1_000_000_000 / s.syscall_stacks_per_s);
         let time_every = u64::from(config.syscall_latency);
+        // The kernel side's budget is per 100-ms period.
+        let time_budget = match config.syscall_budget {
+            0 => 0,
+            per_s => u64::from(per_s).div_ceil(10),
+        };
         let task = btf::TaskOffsets::from_kernel()?;
         steps.lap("kernel layout (tracefs, BTF offsets)");
         let filter_on = u8::from(matches!(config.syscalls, Syscalls::Only(_)));
@@ -104,6 +109,7 @@ impl Probes {
             .override_global(globals::SYSCALL_STACK_EVERY, &every, true)
             .override_global(globals::SYSCALL_STACK_GAP_NS, &stack_gap_ns, true)
             .override_global(globals::SYSCALL_TIME_EVERY, &time_every, true)
+            .override_global(globals::SYSCALL_TIME_BUDGET, &time_budget, true)
             .override_global(globals::UNWIND_MODE, &unwind_mode, true)
             .override_global(globals::OFFCPU_PERIOD_NS, &period, true)
             .override_global(globals::TASK_PID_OFFSET, &task.pid, true)

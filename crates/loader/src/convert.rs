@@ -126,12 +126,17 @@ fn syscall_rows(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Vec<Sysca
         let mut errs = errnos.remove(&nr).unwrap_or_default();
         errs.sort_by(|a, b| b.count.cmp(&a.count).then(a.errno.cmp(&b.errno)));
         // `exit` and `exit_group` never return, so they are counted at entry and never
-        // timed; any other call counted and not timed was left out by `--syscall-latency`.
+        // timed; any other call counted and not timed was left out by sampled timing.
         let never_returns = nr == NR_EXIT || nr == NR_EXIT_GROUP;
         let timed = (sum.timed != sum.count && !never_returns).then_some(sum.timed);
+        // The weighted total over the weights' sum, times the calls: each timed call stands
+        // for 1 over its chance of being timed.
         let total_ns = match timed {
             Some(0) => 0,
-            Some(t) => (sum.total_ns as u128 * sum.count as u128 / t as u128) as u64,
+            Some(_) if sum.weighted > 0 => {
+                (sum.total_ns as u128 * sum.count as u128 / sum.weighted as u128) as u64
+            }
+            Some(_) => 0,
             None => sum.total_ns,
         };
         rows.push(SyscallRow {
@@ -144,6 +149,7 @@ fn syscall_rows(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Vec<Sysca
             max_ns: sum.max_ns,
             latency: Log2Hist::from_buckets(&sum.hist),
             timed,
+            drawn: timed.map(|_| sum.drawn),
         });
     }
     rows
@@ -155,6 +161,8 @@ fn sum_syscalls(values: &PerCpu<SyscallStats>) -> SyscallStats {
         sum.count += v.count;
         sum.errors += v.errors;
         sum.timed += v.timed;
+        sum.weighted += v.weighted;
+        sum.drawn += v.drawn;
         sum.total_ns += v.total_ns;
         sum.max_ns = sum.max_ns.max(v.max_ns);
         for (a, b) in sum.hist.iter_mut().zip(v.hist.iter()) {

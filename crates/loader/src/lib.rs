@@ -67,8 +67,12 @@ pub struct Config {
     pub go_gc: Option<std::path::PathBuf>,
     /// Which syscalls to record.
     pub syscalls: Syscalls,
-    /// Time one recorded syscall in about this many per thread (1: every one; 0: none).
+    /// Time one recorded syscall in about this many per thread (1: every one; 0: none); under
+    /// a budget, one in this many beyond it.
     pub syscall_latency: u32,
+    /// Timed calls a second each thread gets, every one, before its calls are drawn one in
+    /// `syscall_latency` (0: no budget).
+    pub syscall_budget: u32,
     /// Stream timestamped events (`--timeline`).
     pub timeline: Option<TimelineConfig>,
     /// The target's OpenTelemetry thread context: where its `otel_thread_ctx_v1` is from the

@@ -601,6 +601,20 @@ pub struct Meta {
     /// How the command line was redacted, when not by the default rules alone.
     #[serde(default, skip_serializing_if = "Redaction::is_default")]
     pub redaction: Redaction,
+    /// How syscalls were timed; `None` in runs from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscall_timing: Option<SyscallTiming>,
+}
+
+/// How syscalls were timed (`record --syscall-latency`, `--syscall-budget`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SyscallTiming {
+    /// One call in this many timed (beyond the budget, where there is one); 1: every call,
+    /// 0: none.
+    pub every: u32,
+    /// Timed calls a second each thread gets, every one, before its calls are drawn; 0: no
+    /// budget.
+    pub budget_per_s: u32,
 }
 
 /// The target process as the semantic conventions describe one: its executable and its
@@ -773,17 +787,21 @@ pub struct SyscallRow {
     pub errors: u64,
     /// Sorted by count, descending.
     pub errnos: Vec<ErrnoCount>,
-    /// Time in the calls. Where `timed` says only some were timed, the timed calls' mean
-    /// times `count`: an estimate.
+    /// Time in the calls. Where `timed` says only some were timed, the timed calls' weighted
+    /// mean times `count`: an estimate.
     pub total_ns: u64,
     /// The longest timed call.
     pub max_ns: u64,
-    /// The timed calls' durations.
+    /// The timed calls' durations, each counted by its weight (1 over its chance of being
+    /// timed) where timing was sampled.
     pub latency: Log2Hist,
-    /// How many calls were timed, when not all of them were (`record --syscall-latency N`
-    /// times one in about N); `None`: every call was, and the figures above are exact.
+    /// How many calls were timed, when not all of them were (timed by budget, or one in about
+    /// N); `None`: every call was, and the figures above are exact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timed: Option<u64>,
+    /// Of `timed`, how many were drawn (one in N) beyond their thread's budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drawn: Option<u64>,
 }
 
 impl SyscallRow {
@@ -947,26 +965,69 @@ impl Run {
         sampled.peek().is_none() || sampled.any(|t| t > 0)
     }
 
-    /// How the syscall latencies were taken, when not from every call (`record
-    /// --syscall-latency N`): one line for the summary and the page. `None`: every call was
-    /// timed, and the times are exact.
+    /// How the syscall latencies were taken, when not from every call: one line for the
+    /// summary and the page, naming the syscalls whose timing was sampled. `None`: every call
+    /// was timed, and the times are exact.
     pub fn syscall_timing(&self) -> Option<String> {
-        let sampled = self.syscalls.iter().filter(|s| s.timed.is_some());
-        let (timed, of) = sampled.fold((0u64, 0u64), |(t, c), s| {
+        let sampled: Vec<&SyscallRow> =
+            self.syscalls.iter().filter(|s| s.timed.is_some()).collect();
+        let (timed, of) = sampled.iter().fold((0u64, 0u64), |(t, c), s| {
             (t + s.timed.unwrap_or(0), c + s.count)
         });
         if of == 0 {
             return None;
         }
-        Some(if timed == 0 {
-            "latency not timed (--syscall-latency 0): counts and errors only".to_string()
-        } else {
-            format!(
-                "latency from {} of {} calls timed (--syscall-latency): total time estimated from their mean, max and histograms of the timed calls only",
-                units::thousands(timed),
-                units::thousands(of)
-            )
-        })
+        if timed == 0 {
+            return Some(
+                "latency not timed (--syscall-latency 0): counts and errors only".to_string(),
+            );
+        }
+        let how = match self.meta.syscall_timing {
+            Some(t) if t.budget_per_s > 0 && t.every > 1 => format!(
+                ", every call up to {} a second a thread (--syscall-budget), then one in {} drawn at random and weighted by {}",
+                units::thousands(u64::from(t.budget_per_s)),
+                t.every,
+                t.every
+            ),
+            Some(t) if t.every > 1 => {
+                format!(
+                    ", one in about {} a thread (--syscall-latency {})",
+                    t.every, t.every
+                )
+            }
+            _ => " (--syscall-latency)".to_string(),
+        };
+        let mut drawn: Vec<&&SyscallRow> = sampled
+            .iter()
+            .filter(|s| s.drawn.unwrap_or(0) > 0)
+            .collect();
+        drawn.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+        let names: Vec<String> = drawn
+            .iter()
+            .take(5)
+            .map(|s| {
+                format!(
+                    "{} ({} of {} timed)",
+                    s.name,
+                    units::thousands(s.timed.unwrap_or(0)),
+                    units::thousands(s.count)
+                )
+            })
+            .collect();
+        let sampled_names = match (names.is_empty(), drawn.len() > names.len()) {
+            (true, _) => String::new(),
+            (false, false) => format!("; sampled: {}", names.join(", ")),
+            (false, true) => format!(
+                "; sampled: {} and {} more",
+                names.join(", "),
+                drawn.len() - names.len()
+            ),
+        };
+        Some(format!(
+            "latency from {} of {} calls timed{how}{sampled_names}: total time estimated from the timed calls' weighted mean, max and histograms of the timed calls only",
+            units::thousands(timed),
+            units::thousands(of)
+        ))
     }
 
     pub fn voluntary(&self) -> u64 {
@@ -1050,6 +1111,7 @@ pub(crate) mod tests {
                 labels: BTreeMap::new(),
                 process: ProcessInfo::default(),
                 redaction: Redaction::default(),
+                syscall_timing: None,
             },
             missing: vec![],
             counters: vec![Counter {
@@ -1067,6 +1129,7 @@ pub(crate) mod tests {
                 max_ns: 1_000,
                 latency: Log2Hist::from_buckets(&[0, 0, 0, 0, 0, 0, 1000]),
                 timed: None,
+                drawn: None,
             }],
             threads: vec![ThreadRow {
                 tid: 100,

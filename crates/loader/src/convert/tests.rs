@@ -51,6 +51,8 @@ fn syscall(
         count,
         errors,
         timed: count,
+        weighted: count,
+        drawn: 0,
         total_ns,
         max_ns,
         hist: hist(h),
@@ -92,9 +94,47 @@ fn stack(frames: &[u64], complete: bool) -> UserStack {
 }
 
 #[test]
+fn calls_timed_by_budget_and_by_draw_are_weighted() {
+    let mut snap = Snapshot {
+        syscalls: vec![vec![]; 1],
+        ..Default::default()
+    };
+    // read: 100 calls; 20 timed within the budget (weight 1, 100 ns each), then 5 of the 80
+    // beyond it drawn one in 16 (weight 16, 1,000 ns each).
+    let mut h = [0u64; HIST_BUCKETS];
+    h[6] = 20;
+    h[9] = 5 * 16;
+    snap.syscalls[0] = vec![SyscallStats {
+        count: 100,
+        errors: 0,
+        timed: 25,
+        weighted: 20 + 5 * 16,
+        drawn: 5,
+        total_ns: 20 * 100 + 5 * 16 * 1000,
+        max_ns: 1000,
+        hist: h,
+    }];
+    let c = collected(&snap, &input(None), None);
+    let read = &c.syscalls[0];
+    assert_eq!(
+        (
+            read.count,
+            read.timed,
+            read.drawn,
+            read.total_ns,
+            read.max_ns
+        ),
+        (100, Some(25), Some(5), 82_000, 1000)
+    );
+    // The histogram stands for every call: 20 short ones and 80 long.
+    assert_eq!(read.latency.count(), 100);
+}
+
+#[test]
 fn sampled_syscall_latency_estimates_the_total_from_the_timed_calls() {
     let sampled = |count, timed, total_ns, max_ns, h: &[(usize, u64)]| SyscallStats {
         timed,
+        weighted: timed,
         ..syscall(count, 0, total_ns, max_ns, h)
     };
     let mut snap = Snapshot {
@@ -904,6 +944,10 @@ fn waits_open_at_the_bounds_have_their_state_stacks_and_rows() {
         futex_wait: futex,
         offcpu_pending: 0,
         untimed_left: 0,
+        weight: 1,
+        budget_left: 0,
+        budget_from: 0,
+        budget_tick: 0,
     };
     let snap = Snapshot {
         threads: vec![(21, parked), (22, server), (23, waiter), (24, spinner)],
