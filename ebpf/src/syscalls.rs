@@ -152,7 +152,7 @@ fn timed_call(e: &mut InFlight) -> bool {
         return true;
     }
     // SAFETY: a helper with no arguments.
-    if unsafe { bpf_get_prandom_u32() } as u64 % every != 0 {
+    if !(unsafe { bpf_get_prandom_u32() } as u64).is_multiple_of(every) {
         return false;
     }
     e.weight = every as u32;

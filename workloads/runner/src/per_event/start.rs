@@ -13,7 +13,7 @@ use std::{
     time::Instant,
 };
 
-use switchyard_model::{metrics::spread, units::significant};
+use switchyard_model::metrics::spread;
 
 use super::Knobs;
 use crate::{
@@ -157,16 +157,8 @@ pub fn run(
     let _ = asleep.kill();
     let _ = asleep.wait();
     let measured = measured?;
-    let cell = |values: &[f64]| match spread(values) {
-        None => "–".to_string(),
-        Some(s) if s.n == 1 => significant(s.median),
-        Some(s) => format!(
-            "{} ({}–{})",
-            significant(s.median),
-            significant(s.min),
-            significant(s.max)
-        ),
-    };
+    // The median and the min–max, as a ratio's cell is written.
+    let cell = |values: &[f64]| bench::ratio_cell(spread(values));
     let mut table = Table::new(&[
         "command",
         "wall ms",
