@@ -613,7 +613,7 @@ const SERVER_PACKAGES: [(&str, &str); 4] = [
 ];
 
 /// Whether `program` is on PATH (or in /usr/sbin, where Debian puts nginx).
-pub(crate) fn on_path(program: &str) -> bool {
+fn on_path(program: &str) -> bool {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/sbin")])
@@ -921,7 +921,7 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
     let start_wanted =
         knobs.sections.is_empty() || knobs.sections.contains(&per_event::Section::Start);
     if start_wanted && !interrupted {
-        match per_event::start::run(&knobs, dir.path(), interrupts, step) {
+        match per_event::start::run(&knobs, on_path("perf"), dir.path(), interrupts, step) {
             Ok(text) => println!(
                 "\nhow long a short recording takes, start to exit (median of {})\n\n{text}\n{}",
                 knobs.repeats,

@@ -109,14 +109,15 @@ fn ms_on_line(text: &str, marker: &str) -> Option<f64> {
     words.get(at.checked_sub(1)?)?.parse().ok()
 }
 
-/// Measures every job `knobs.repeats` times, interleaved; the table, or why it could not run.
+/// Measures every job `knobs.repeats` times, interleaved (perf's only where `perf` is on the
+/// path); the table, or why it could not run.
 pub fn run(
     knobs: &Knobs,
+    perf: bool,
     dir: &Path,
     interrupts: &Interrupts,
     step: fn(&str),
 ) -> Result<String, Failure> {
-    let perf = crate::recipes::on_path("perf");
     let jobs: Vec<Job> = Job::ALL
         .into_iter()
         .filter(|j| perf || !j.is_perf())
