@@ -217,7 +217,7 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
     row(
         Syscall,
         "switchyard",
-        "switchyard --no-stacks (counts, errnos, latency)",
+        "switchyard --no-stacks (counts, errnos, latency by budget: every call up to 2,000/s a thread, 1 in 16 beyond)",
         record("--no-stacks"),
         None,
         floor_anchor,
@@ -231,6 +231,11 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
         floor_anchor,
     );
     for (key, label, flags) in [
+        (
+            "switchyard-exact",
+            "switchyard --no-stacks --syscall-latency 1 (every call timed)",
+            "--no-stacks --syscall-latency 1",
+        ),
         (
             "switchyard-sampled",
             "switchyard --no-stacks --syscall-latency 16 (counts, errnos; 1 call in 16 timed)",
@@ -1032,12 +1037,13 @@ mod tests {
             .iter()
             .filter(|r| r.section == Section::Syscall)
             .collect();
-        // untraced, switchyard, switchyard-stacks, the three --syscall-latency rows,
+        // untraced, switchyard, switchyard-stacks, the four --syscall-latency rows,
         // bpftrace-empty, count, hist, floor.
-        let data: [&[f64]; 10] = [
+        let data: [&[f64]; 11] = [
             &[100.0, 120.0],
             &[300.0, 320.0],
             &[400.0, 420.0],
+            &[500.0, 520.0],
             &[250.0, 270.0],
             &[260.0, 280.0],
             &[240.0, 260.0],
@@ -1053,8 +1059,9 @@ mod tests {
             "| configuration | ns/call | added ns | × base | ÷ anchor (bpftrace floor) | ÷ floor (empty raw tp) |\n\
              |---|---|---|---|---|---|\n\
              | untraced | 110.0 | 0.0 | 1.00 (1.00–1.00) |  |  |\n\
-             | switchyard --no-stacks (counts, errnos, latency) | 310.0 | 200.0 | 2.83 (2.67–3.00) | 0.900 (0.800–1.00) | 2.00 (2.00–2.00) |\n\
+             | switchyard --no-stacks (counts, errnos, latency by budget: every call up to 2,000/s a thread, 1 in 16 beyond) | 310.0 | 200.0 | 2.83 (2.67–3.00) | 0.900 (0.800–1.00) | 2.00 (2.00–2.00) |\n\
              | switchyard (+ stacks: 1 syscall in 16 up to 1,000/s a CPU, 99 Hz) | 410.0 | 300.0 | 3.75 (3.50–4.00) | 1.35 (1.20–1.50) | 3.00 (3.00–3.00) |\n\
+             | switchyard --no-stacks --syscall-latency 1 (every call timed) | 510.0 | 400.0 | 4.67 (4.33–5.00) | 1.80 (1.60–2.00) | 4.00 (4.00–4.00) |\n\
              | switchyard --no-stacks --syscall-latency 16 (counts, errnos; 1 call in 16 timed) | 260.0 | 150.0 | 2.38 (2.25–2.50) | 0.675 (0.600–0.750) | 1.50 (1.50–1.50) |\n\
              | switchyard --syscall-latency 16 (+ stacks) | 270.0 | 160.0 | 2.47 (2.33–2.60) | 0.720 (0.640–0.800) | 1.60 (1.60–1.60) |\n\
              | switchyard --no-stacks --syscall-latency 0 (counts, errnos) | 250.0 | 140.0 | 2.28 (2.17–2.40) | 0.630 (0.560–0.700) | 1.40 (1.40–1.40) |\n\
