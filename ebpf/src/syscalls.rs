@@ -18,8 +18,8 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 use switchyard_common::{
-    ErrnoKey, InFlight, MAX_ERRNOS, MAX_SYSCALLS, NR_EXIT, NR_EXIT_GROUP, SyscallStackKey,
-    SyscallStats, drops, timeline as tl, unwind,
+    ErrnoKey, InFlight, MAX_ERRNOS, MAX_SYSCALLS, NR_EXIT, NR_EXIT_GROUP, SYSCALL_BUDGET_PERIOD_NS,
+    SyscallStackKey, SyscallStats, drops, timeline as tl, unwind,
 };
 
 use crate::{
@@ -99,9 +99,6 @@ static SYSCALL_TIME_EVERY: u64 = 1;
 #[unsafe(no_mangle)]
 static SYSCALL_TIME_BUDGET: u64 = 0;
 
-/// A thread's budget period, ns.
-const BUDGET_PERIOD_NS: u64 = 100_000_000;
-
 /// Whether the call entering in `e` (its thread's slot) is timed, and its weight (1 over the
 /// chance it had) in `e.weight`:
 /// - every call, or none;
@@ -142,7 +139,7 @@ fn timed_call(e: &mut InFlight) -> bool {
         e.budget_tick = tick;
         // SAFETY: as above.
         let now = unsafe { bpf_ktime_get_ns() };
-        if now.wrapping_sub(e.budget_from) >= BUDGET_PERIOD_NS {
+        if now.wrapping_sub(e.budget_from) >= SYSCALL_BUDGET_PERIOD_NS {
             e.budget_from = now;
             e.budget_left = budget as u32;
         }

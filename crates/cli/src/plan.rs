@@ -142,20 +142,20 @@ impl Plan {
                 Some(path)
             }
         };
+        // A flag that leaves calls untimed: (the flag, as given).
+        let sampled = match (args.syscall_latency, args.syscall_budget) {
+            (Some(n), _) if n != 1 => Some(("--syscall-latency", n)),
+            (_, Some(b)) if b > 0 => Some(("--syscall-budget", b)),
+            _ => None,
+        };
         if args.timeline
-            && let Some(n) = args.syscall_latency.filter(|&n| n != 1)
+            && let Some((flag, value)) = sampled
         {
             return Err(hinted(
                 format!(
-                    "--syscall-latency {n} cannot be combined with --timeline: the timeline shows every syscall slower than --timeline-syscalls, and only a timed call has a length"
+                    "{flag} {value} cannot be combined with --timeline: the timeline shows every syscall slower than --timeline-syscalls, and only a timed call has a length"
                 ),
-                "drop --syscall-latency to time every call, or record without --timeline",
-            ));
-        }
-        if args.timeline && args.syscall_budget.is_some_and(|b| b > 0) {
-            return Err(hinted(
-                "--syscall-budget cannot be combined with --timeline: the timeline shows every syscall slower than --timeline-syscalls, and only a timed call has a length",
-                "drop --syscall-budget to time every call, or record without --timeline",
+                format!("drop {flag} to time every call, or record without --timeline"),
             ));
         }
         if args.every.is_some() {

@@ -105,21 +105,7 @@ fn syscalls_are_timed_by_budget_by_default() {
     // 1,000 calls a second, spinning between them, recorded by pid once the program's start
     // (a burst of some 200 calls) is over: under the budget, every call timed.
     let stamps = dir.join("stamps.bin");
-    let mut slow = Reaped(
-        Command::new(demo())
-            .args([
-                "getppid-loop",
-                "--count",
-                "2500",
-                "--gap-us",
-                "1000",
-                "--stamps",
-            ])
-            .arg(&stamps)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut slow = stamped_getppid_loop("2500", "1000", &stamps);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let slow_run = dir.join("slow.json");
     let out = Command::new(switchyard())
@@ -173,6 +159,26 @@ fn syscalls_are_timed_by_budget_by_default() {
         stderr.contains("--syscall-budget") && stderr.contains("sampled: getppid"),
         "{stderr}"
     );
+}
+
+/// The demo's loop of `calls` getppid calls, one every `gap_us` µs, each return's time
+/// written to `stamps` when it ends.
+fn stamped_getppid_loop(calls: &str, gap_us: &str, stamps: &std::path::Path) -> Reaped {
+    Reaped(
+        Command::new(demo())
+            .args([
+                "getppid-loop",
+                "--count",
+                calls,
+                "--gap-us",
+                gap_us,
+                "--stamps",
+            ])
+            .arg(stamps)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 fn syscall_row(run: &serde_json::Value, name: &str) -> serde_json::Value {
@@ -617,21 +623,7 @@ fn window_counts_match_the_targets_stamps(dir: &std::path::Path, every: Option<&
     let stamps = dir.join("stamps.bin");
     let _ = std::fs::remove_file(&stamps);
     // A call every 20 µs for seconds, well past the recording's end (and its detaching).
-    let mut target = Reaped(
-        Command::new(demo())
-            .args([
-                "getppid-loop",
-                "--count",
-                calls,
-                "--gap-us",
-                "20",
-                "--stamps",
-            ])
-            .arg(&stamps)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut target = stamped_getppid_loop(calls, "20", &stamps);
     std::thread::sleep(std::time::Duration::from_millis(200));
     let pid = target.id();
     let out_path = dir.join(if every.is_some() { "w" } else { "run.json" });

@@ -225,6 +225,8 @@ pub mod globals {
     pub const SYSCALL_STACK_GAP_NS: &str = "SYSCALL_STACK_GAP_NS";
     /// `u64`: time one syscall in about this many per thread (1: every one; 0: none).
     pub const SYSCALL_TIME_EVERY: &str = "SYSCALL_TIME_EVERY";
+    /// `u64`: timed calls each thread gets in a [`crate::SYSCALL_BUDGET_PERIOD_NS`] period
+    /// before its calls are drawn (0: no budget).
     pub const SYSCALL_TIME_BUDGET: &str = "SYSCALL_TIME_BUDGET";
     /// `u8`: how user stacks are walked, one of [`crate::unwind::MODE_FP`] or `MODE_CFI`.
     pub const UNWIND_MODE: &str = "UNWIND_MODE";
@@ -735,7 +737,9 @@ pub fn log2_bucket(v: u64) -> usize {
 }
 
 /// Adds one duration to a count, a total, a maximum and a log2 histogram (the kernel side's
-/// syscall and wait statistics share this update).
+/// syscall and wait statistics share this update). The duration stands for `weight` of its
+/// kind in the total and the histogram (1 but for a sampled syscall: 1 over its chance of
+/// being timed); the count counts it once.
 #[inline(always)]
 pub fn add_timing(
     count: &mut u64,
@@ -743,17 +747,22 @@ pub fn add_timing(
     max_ns: &mut u64,
     hist: &mut [u64; HIST_BUCKETS],
     ns: u64,
+    weight: u64,
 ) {
     *count += 1;
-    *total_ns += ns;
+    *total_ns += ns * weight;
     if ns > *max_ns {
         *max_ns = ns;
     }
     let b = log2_bucket(ns);
     if b < HIST_BUCKETS {
-        hist[b] += 1;
+        hist[b] += weight;
     }
 }
+
+/// A thread's syscall-timing budget period, ns: its budget of timed calls is given afresh
+/// each period.
+pub const SYSCALL_BUDGET_PERIOD_NS: u64 = 100_000_000;
 
 /// Per syscall number: aggregated in a per-CPU array, summed in user space.
 #[repr(C)]
@@ -793,18 +802,17 @@ impl SyscallStats {
     /// weighted total and histogram and the maximum (not into `count`).
     #[inline(always)]
     pub fn time(&mut self, ns: u64, weight: u64) {
-        self.timed += 1;
+        add_timing(
+            &mut self.timed,
+            &mut self.total_ns,
+            &mut self.max_ns,
+            &mut self.hist,
+            ns,
+            weight,
+        );
         self.weighted += weight;
         if weight > 1 {
             self.drawn += 1;
-        }
-        self.total_ns += ns * weight;
-        if ns > self.max_ns {
-            self.max_ns = ns;
-        }
-        let b = log2_bucket(ns);
-        if b < HIST_BUCKETS {
-            self.hist[b] += weight;
         }
     }
 }
@@ -903,6 +911,7 @@ macro_rules! timed {
                     &mut self.max_ns,
                     &mut self.hist,
                     ns,
+                    1,
                 );
             }
         }

@@ -52,11 +52,10 @@ impl Probes {
             .filter(|s| s.syscall_every > 1 && s.syscall_stacks_per_s > 0)
             .map_or(0, |s| 1_000_000_000 / s.syscall_stacks_per_s);
         let time_every = u64::from(config.syscall_latency);
-        // The kernel side's budget is per 100-ms period.
-        let time_budget = match config.syscall_budget {
-            0 => 0,
-            per_s => u64::from(per_s).div_ceil(10),
-        };
+        // The kernel side's budget is per period.
+        let time_budget = (u64::from(config.syscall_budget)
+            * switchyard_common::SYSCALL_BUDGET_PERIOD_NS)
+            .div_ceil(1_000_000_000);
         let task = btf::TaskOffsets::from_kernel()?;
         steps.lap("kernel layout (tracefs, BTF offsets)");
         let filter_on = u8::from(matches!(config.syscalls, Syscalls::Only(_)));
