@@ -1020,8 +1020,15 @@ mod tests {
             Some("--offcpu-period")
         );
         assert_eq!(
-            need("switchyard --no-stacks (counts, errnos, latency)"),
+            need(
+                "switchyard --no-stacks (counts, errnos, latency by budget: every call up to \
+                 2,000/s a thread, 1 in 16 beyond)"
+            ),
             None
+        );
+        assert!(
+            rows.iter()
+                .any(|r| r.label.starts_with("switchyard --no-stacks (counts"))
         );
         assert_eq!(
             need("switchyard --unwind fp (kernel + user stack)").as_deref(),
