@@ -21,8 +21,8 @@ build: setup
 profile workload="spinlock-broker" build="" seconds="": build
     {{runner}} profile {{workload}} "{{build}}" {{seconds}}
 
-# Compare two builds of a workload: just compare spinlock-broker mutex abs [repeats] [seconds]
-compare workload a b repeats="3" seconds="3": build
+# Compare two builds of a workload, 5 runs each (what a tail verdict needs): just compare spinlock-broker mutex abs [repeats] [seconds]
+compare workload a b repeats="5" seconds="3": build
     {{runner}} compare {{workload}} {{a}} {{b}} {{repeats}} {{seconds}}
 
 # Gate runs on the workload budgets (default: the latest profile): just gate reports/*/run.json

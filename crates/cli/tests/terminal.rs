@@ -125,7 +125,7 @@ fn compare_escapes_the_targets_names() {
     assert_safe("compare", &text, &plain);
     // The command to rerun names the workload and the builds, escaped too.
     assert!(
-        text.contains(r"just compare relay\x1b[5m spin\x1b[1m abs\x1b[1m 3"),
+        text.contains(r"just compare relay\x1b[5m spin\x1b[1m abs\x1b[1m 5"),
         "{text}"
     );
     golden("hostile.compare.txt", &text);

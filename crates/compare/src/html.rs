@@ -19,8 +19,8 @@ use switchyard_report::{
 };
 
 use crate::{
-    Area, Comparison, MIN_RUNS, NOISE_PCT, Row, Verdict, headline, no_verdicts, shown, spread_text,
-    verdict_text, verdict_word,
+    ALPHA, Area, Comparison, MIN_RUNS, MIN_TAIL_RUNS, NOISE_PCT, Row, Verdict, headline,
+    no_verdicts, shown, spread_text, verdict_text, verdict_word,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -247,9 +247,10 @@ fn cell(s: &Option<crate::Spread>, unit: switchyard_model::units::Unit) -> Strin
 
 fn row(out: &mut String, r: &Row) {
     let pct = crate::delta_text(r);
-    // The row's class is its verdict: better, worse, noise, same; withheld, or none.
+    // The row's class is its verdict: better, worse, nodiff, same; withheld, or none.
     let class = match r.verdict {
         Verdict::Withheld => "withheld",
+        Verdict::NoDifference => "nodiff",
         v => verdict_word(v),
     };
     let _ = writeln!(
@@ -391,10 +392,13 @@ pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, E
         main,
         "<section id=\"summary\">\n<h2>Summary</h2>\n<p class=\"headline\"><b>{}</b></p>\n\
          <p>A = <b>{}</b> ({}), B = <b>{}</b> ({}). Figures are medians; with repeats, \
-         [min–max] follows. A verdict needs {MIN_RUNS} runs a side, and says how many it \
-         rests on (<i>n=3</i>, or <i>n=3+4</i> when the sides differ); with fewer, a figure \
-         keeps its delta and shows <i>~</i>, no verdict. A delta inside both ranges, or under \
-         {NOISE_PCT}%, is marked <i>noise</i>, not a win or a loss. Totals and rates per \
+         [min–max] follows. A verdict needs {MIN_RUNS} runs a side, {MIN_TAIL_RUNS} for a tail \
+         figure (P99 and above); with fewer, a figure keeps its delta and shows <i>~</i>, no \
+         verdict. B is better or worse only where the Mann–Whitney U test on the runs' ranks \
+         gives p &lt; {ALPHA} and the change is {NOISE_PCT}% or more; otherwise it is marked \
+         <i>no difference shown</i>. Each verdict says its p and the runs it rests on \
+         (<i>p=0.008 n=5</i>, or <i>n=4+5</i> when the sides differ); 3 runs a side cannot \
+         show a difference, as their smallest p is 0.10. Totals and rates per \
          second of figures also known per operation get no verdict: the builds did different \
          amounts of work.</p>",
         esc(&headline(c)),

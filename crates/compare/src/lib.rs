@@ -1,11 +1,14 @@
-//! Two builds compared: every figure side by side, with the delta and whether it is a change
-//! or noise.
+//! Two builds compared: every figure side by side, with the delta and whether a difference
+//! is shown.
 //!
 //! Each side may hold several runs (repeats). A side's figure is then the median, shown with
-//! its min–max. A verdict needs [`MIN_RUNS`] runs a side: with fewer, a figure keeps its delta
-//! but gets none (`~`, and why), since one run says nothing of the run-to-run spread. With
-//! enough, a delta whose sides' ranges overlap is noise, not a win or a loss, and so is a
-//! change under [`NOISE_PCT`]; each verdict says how many runs it rests on (`n=3`).
+//! its min–max. A verdict needs [`MIN_RUNS`] runs a side, and [`MIN_TAIL_RUNS`] for a tail
+//! figure (P99 and above, [`tail_figure`]): with fewer, a figure keeps its delta but gets none
+//! (`~`, and why), since a few runs say nothing of the run-to-run spread. With enough, the
+//! Mann–Whitney U test on the runs ([`ranktest`], as benchstat judges) decides: B is better or
+//! worse only where its two-sided p is under [`ALPHA`], and the change is [`NOISE_PCT`] or
+//! more; otherwise "no difference shown". Each verdict says its p and the runs it rests on
+//! (`p=0.008 n=5`).
 //!
 //! Two builds rarely do the same amount of work in a recording, so a total (or a rate per
 //! second) says as much about the load as about the build: when the figure also exists per
@@ -17,6 +20,7 @@
 
 mod html;
 pub mod identity;
+pub mod ranktest;
 pub mod tails;
 
 use std::{collections::BTreeMap, fmt::Write as _};
@@ -37,10 +41,10 @@ pub use switchyard_model::metrics::{Spread, spread};
 pub enum Verdict {
     Better,
     Worse,
-    /// The two sides' min–max ranges overlap, or the change is under [`NOISE_PCT`].
-    Noise,
+    /// The rank test's p is [`ALPHA`] or more, or the change is under [`NOISE_PCT`].
+    NoDifference,
     Same,
-    /// Fewer than [`MIN_RUNS`] runs on a side had the figure: the delta stands, unjudged.
+    /// Fewer than [`runs_needed`] runs on a side had the figure: the delta stands, unjudged.
     Withheld,
     /// Informational figure, or present on one side only.
     Neutral,
@@ -93,12 +97,37 @@ impl Area {
     }
 }
 
-/// A change smaller than this, in percent, is noise whatever the repeats say: run-to-run
+/// A change smaller than this, in percent, shows no difference whatever the ranks say: run-to-run
 /// variation on a shared 2-core host is larger.
 pub const NOISE_PCT: f64 = 1.0;
 
-/// Runs a side needs for a verdict: fewer give no spread worth judging a change by.
+/// Runs a side a mean-like figure needs for a verdict: fewer give no spread worth judging a
+/// change by. With 3 a side the rank test's smallest p is 0.10, so a verdict in fact needs 4;
+/// 3 still earn "no difference shown" and its p, which says how far from one they were.
 pub const MIN_RUNS: usize = 3;
+
+/// Runs a side a tail figure needs for a verdict ([`tail_figure`]): one slow run moves a P99
+/// far more than a median.
+pub const MIN_TAIL_RUNS: usize = 5;
+
+/// A difference is shown when the rank test's two-sided p is under this
+/// ([`ranktest::mann_whitney`]).
+pub const ALPHA: f64 = 0.05;
+
+/// Whether `name` is a tail figure, P99 and above: a percentile from P99 up or a maximum.
+pub fn tail_figure(name: &str) -> bool {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    matches!(last, "p99" | "p99_9" | "p99_99" | "max") || last.ends_with("_max")
+}
+
+/// The runs a side figure `name` needs for a verdict.
+pub fn runs_needed(name: &str) -> usize {
+    if tail_figure(name) {
+        MIN_TAIL_RUNS
+    } else {
+        MIN_RUNS
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
@@ -112,6 +141,8 @@ pub struct Row {
     pub b: Option<Spread>,
     pub delta: Option<f64>,
     pub delta_pct: Option<f64>,
+    /// The rank test's two-sided p, when the row was judged by it.
+    pub p: Option<f64>,
     pub verdict: Verdict,
 }
 
@@ -122,8 +153,8 @@ pub struct Comparison {
     pub a_runs: usize,
     pub b_runs: usize,
     pub rows: Vec<Row>,
-    /// What records [`MIN_RUNS`] runs of each build: `just compare WORKLOAD A B 3`, with the
-    /// runs' workload and builds when they name them.
+    /// What records [`MIN_TAIL_RUNS`] runs of each build, enough for every verdict:
+    /// `just compare WORKLOAD A B 5`, with the runs' workload and builds when they name them.
     pub rerun: String,
     /// The findings that explain the difference, ranked: the terminal's and the page's "what
     /// changed".
@@ -235,15 +266,13 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
     let mut rows: Vec<Row> = names
         .into_iter()
         .map(|(name, metric)| {
-            let pick = |runs: &[Run], side: &[BTreeMap<String, Metric>]| {
-                let vals: Vec<f64> = runs
-                    .iter()
+            let pick = |runs: &[Run], side: &[BTreeMap<String, Metric>]| -> Vec<f64> {
+                runs.iter()
                     .zip(side)
                     .filter_map(|(run, m)| metrics::lookup(run, m, name).map(|x| x.value))
-                    .collect();
-                spread(&vals)
+                    .collect()
             };
-            let (sa, sb) = (pick(a, &ma), pick(b, &mb));
+            let (va, vb) = (pick(a, &ma), pick(b, &mb));
             let total = per_op_twin(name)
                 .is_some_and(|twin| ma.iter().chain(&mb).any(|m| m.contains_key(&twin)));
             let better = if total || (offered && name.as_str() == "throughput") {
@@ -251,16 +280,22 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
             } else {
                 metric.better
             };
-            let (delta, delta_pct, verdict) = judge(sa.as_ref(), sb.as_ref(), better);
+            let Judged {
+                delta,
+                delta_pct,
+                p,
+                verdict,
+            } = judge(&va, &vb, better, runs_needed(name));
             Row {
                 name: name.clone(),
                 area: Area::of(name),
                 total,
                 unit: metric.unit,
-                a: sa,
-                b: sb,
+                a: spread(&va),
+                b: spread(&vb),
                 delta,
                 delta_pct,
+                p,
                 verdict,
             }
         })
@@ -300,7 +335,7 @@ fn rerun(a: &[Run], b: &[Run]) -> String {
         }
         _ => "WORKLOAD A B".to_string(),
     };
-    format!("just compare {args} {MIN_RUNS}")
+    format!("just compare {args} {MIN_TAIL_RUNS}")
 }
 
 /// The per-operation figure that says what total (or per-second rate) `name` says, per unit
@@ -345,7 +380,7 @@ fn short_name(name: &str) -> String {
     }
 }
 
-/// The one line a reader needs: B's changes that are not noise, throughput first, then the
+/// The one line a reader needs: B's changes that are shown, throughput first, then the
 /// largest; e.g. "abs: +59% throughput, −45% CPU/op, −100% futex waits/op".
 pub fn headline(c: &Comparison) -> String {
     let headline_figure = |n: &str| {
@@ -364,13 +399,18 @@ pub fn headline(c: &Comparison) -> String {
             || (n.starts_with("span.") && (n.ends_with(".time.per_op") || n.ends_with(".p99")))
             || (n.starts_with("gc.") && n.ends_with(".per_op"))
     };
-    // With too few runs for any verdict, the changes of NOISE_PCT or more are listed, said to
-    // be unjudged.
-    let unjudged = (c.a_runs < MIN_RUNS || c.b_runs < MIN_RUNS)
-        && c.rows.iter().any(|r| r.verdict == Verdict::Withheld);
+    // With too few runs for any verdict, or too few for the rank test to show a difference,
+    // the changes of NOISE_PCT or more are listed, said to be unjudged.
+    let few = c.a_runs < MIN_RUNS || c.b_runs < MIN_RUNS;
+    let unjudged = (few || !can_show(c.a_runs, c.b_runs))
+        && c.rows
+            .iter()
+            .any(|r| matches!(r.verdict, Verdict::Withheld | Verdict::NoDifference));
     let listed = |r: &Row| match r.verdict {
         Verdict::Better | Verdict::Worse => true,
-        Verdict::Withheld => unjudged && r.delta_pct.is_none_or(|p| p.abs() >= NOISE_PCT),
+        Verdict::Withheld | Verdict::NoDifference => {
+            unjudged && r.delta_pct.is_none_or(|p| p.abs() >= NOISE_PCT)
+        }
         _ => false,
     };
     let mut changed: Vec<&Row> = c
@@ -419,7 +459,7 @@ pub fn headline(c: &Comparison) -> String {
         )
     });
     match (parts.is_empty(), unjudged) {
-        (true, None) => format!("{}: no change beyond the noise", c.b_label),
+        (true, None) => format!("{}: no difference shown", c.b_label),
         (true, Some(why)) => format!("{}: no change of {NOISE_PCT}% or more{why}", c.b_label),
         (false, why) => format!(
             "{}: {}{}",
@@ -448,66 +488,126 @@ fn runs_behind(a: usize, b: usize) -> String {
     }
 }
 
-/// Why the comparison lacks verdicts, and how to get them; `None` when nothing was withheld.
-/// `code` marks up a command: "no verdicts: 1 run a side; run `just compare … 3` or pass 3 runs
-/// a side (`--a` … `--b` …) for verdicts".
+/// Why the comparison lacks verdicts, and how to get them; `None` when every figure could
+/// have one. `code` marks up a command: "no verdicts: 1 run a side; run `just compare … 5` or
+/// pass 5 runs a side (`--a` … `--b` …) for verdicts".
 pub fn no_verdicts(c: &Comparison, code: impl Fn(&str) -> String) -> Option<String> {
-    let withheld = c
-        .rows
-        .iter()
-        .filter(|r| r.verdict == Verdict::Withheld)
-        .count();
-    if withheld == 0 {
-        return None;
-    }
-    if c.a_runs < MIN_RUNS || c.b_runs < MIN_RUNS {
-        return Some(format!(
-            "no verdicts: {}; run {} or pass {MIN_RUNS} runs a side ({} … {} …) for verdicts",
-            runs_a_side(c.a_runs as u64, c.b_runs as u64),
+    let withheld = |tail: bool| {
+        c.rows
+            .iter()
+            .filter(|r| r.verdict == Verdict::Withheld && tail_figure(&r.name) == tail)
+            .count()
+    };
+    let (mean, tail) = (withheld(false), withheld(true));
+    let sides = runs_a_side(c.a_runs as u64, c.b_runs as u64);
+    let rerun = || {
+        format!(
+            "run {} or pass {MIN_TAIL_RUNS} runs a side ({} … {} …)",
             code(&c.rerun),
             code("--a"),
             code("--b"),
+        )
+    };
+    if mean + tail > 0 && (c.a_runs < MIN_RUNS || c.b_runs < MIN_RUNS) {
+        return Some(format!("no verdicts: {sides}; {} for verdicts", rerun()));
+    }
+    let mut why = Vec::new();
+    if c.a_runs.min(c.b_runs) > 0 && !can_show(c.a_runs, c.b_runs) {
+        why.push(format!(
+            "{sides} cannot show a difference: the rank test's p is {:.3} at the least",
+            smallest_p(c.a_runs, c.b_runs)
         ));
     }
-    Some(format!(
-        "{} without a verdict: fewer than {MIN_RUNS} runs on a side had them",
-        counted(withheld as u64, "figure")
-    ))
+    if tail > 0 && (c.a_runs < MIN_TAIL_RUNS || c.b_runs < MIN_TAIL_RUNS) {
+        why.push(format!(
+            "{} (P99 and up) without a verdict: those need {MIN_TAIL_RUNS} runs a side",
+            counted(tail as u64, "tail figure")
+        ));
+    } else if tail > 0 {
+        why.push(format!(
+            "{} without a verdict: fewer than {MIN_TAIL_RUNS} runs on a side had them",
+            counted(tail as u64, "tail figure")
+        ));
+    }
+    if mean > 0 {
+        why.push(format!(
+            "{} without a verdict: fewer than {MIN_RUNS} runs on a side had them",
+            counted(mean as u64, "figure")
+        ));
+    }
+    if why.is_empty() {
+        return None;
+    }
+    if c.a_runs < MIN_TAIL_RUNS || c.b_runs < MIN_TAIL_RUNS {
+        why.push(format!("{} for every verdict", rerun()));
+    }
+    Some(why.join("; "))
 }
 
-fn judge(
-    a: Option<&Spread>,
-    b: Option<&Spread>,
-    better: Better,
-) -> (Option<f64>, Option<f64>, Verdict) {
-    let (Some(a), Some(b)) = (a, b) else {
-        return (None, None, Verdict::Neutral);
+/// The smallest two-sided p a rank test of `n` runs against `m` can give: 2 / C(n + m, n).
+pub fn smallest_p(n: usize, m: usize) -> f64 {
+    let mut c = 1.0;
+    for i in 0..n.min(m) {
+        c = c * (n + m - i) as f64 / (i + 1) as f64;
+    }
+    (2.0 / c).min(1.0)
+}
+
+/// Whether `n` runs against `m` can show a difference at all ([`ALPHA`]).
+pub fn can_show(n: usize, m: usize) -> bool {
+    smallest_p(n, m) < ALPHA
+}
+
+/// A figure judged: B's delta from A (medians), as an amount and a percentage, and the rank
+/// test's p when it ran.
+struct Judged {
+    delta: Option<f64>,
+    delta_pct: Option<f64>,
+    p: Option<f64>,
+    verdict: Verdict,
+}
+
+/// Judges one figure from each side's runs (`a`, `b`), `needed` runs a side for a verdict.
+fn judge(a: &[f64], b: &[f64], better: Better, needed: usize) -> Judged {
+    let (Some(sa), Some(sb)) = (spread(a), spread(b)) else {
+        return Judged {
+            delta: None,
+            delta_pct: None,
+            p: None,
+            verdict: Verdict::Neutral,
+        };
     };
-    let delta = b.median - a.median;
-    let pct = (a.median != 0.0).then(|| delta / a.median.abs() * 100.0);
+    let delta = sb.median - sa.median;
+    let delta_pct = (sa.median != 0.0).then(|| delta / sa.median.abs() * 100.0);
+    let judged = |p, verdict| Judged {
+        delta: Some(delta),
+        delta_pct,
+        p,
+        verdict,
+    };
     if better == Better::Neither {
-        return (Some(delta), pct, Verdict::Neutral);
+        return judged(None, Verdict::Neutral);
     }
-    // Too few runs to know the spread: not even "same" or "noise" can be said.
-    if a.n < MIN_RUNS || b.n < MIN_RUNS {
-        return (Some(delta), pct, Verdict::Withheld);
+    // Too few runs to know the spread: not even "same" or "no difference" can be said.
+    if sa.n < needed || sb.n < needed {
+        return judged(None, Verdict::Withheld);
     }
-    if delta == 0.0 {
-        return (Some(delta), pct, Verdict::Same);
+    // Every run of both sides alike: there is nothing to test.
+    let p = ranktest::mann_whitney(a, b);
+    if delta == 0.0 && p.is_none() {
+        return judged(None, Verdict::Same);
     }
-    // Overlapping ranges mean the delta is inside the spread; and a change under NOISE_PCT is
-    // inside any run-to-run spread here.
-    let overlap = a.min <= b.max && b.min <= a.max;
-    if overlap || pct.is_some_and(|p| p.abs() < NOISE_PCT) {
-        return (Some(delta), pct, Verdict::Noise);
+    let p = p.unwrap_or(1.0);
+    // A change under NOISE_PCT is inside any run-to-run spread here, whatever the ranks say.
+    if p >= ALPHA || delta == 0.0 || delta_pct.is_some_and(|x| x.abs() < NOISE_PCT) {
+        return judged(Some(p), Verdict::NoDifference);
     }
     let improved = match better {
         Better::Lower => delta < 0.0,
         _ => delta > 0.0,
     };
-    (
-        Some(delta),
-        pct,
+    judged(
+        Some(p),
         if improved {
             Verdict::Better
         } else {
@@ -581,31 +681,49 @@ pub fn verdict_word(v: Verdict) -> &'static str {
     match v {
         Verdict::Better => "better",
         Verdict::Worse => "worse",
-        Verdict::Noise => "noise",
+        Verdict::NoDifference => "no difference shown",
         Verdict::Same => "same",
         Verdict::Withheld => "~",
         Verdict::Neutral => "",
     }
 }
 
-/// A row's verdict as tables show it: the word and the runs behind it ("better (n=3)"); for a
-/// withheld one, `~` and why ("~ (1 run a side; a verdict needs 3)"); for a figure with no
-/// verdict, the runs alone when a verdict could have had them.
+/// A row's verdict as tables show it: the word, the rank test's p and the runs behind it
+/// ("better (p=0.008 n=5)", "no difference shown (p=0.100 n=3)"); for a withheld one, `~`
+/// and why ("~ (1 run a side; a verdict needs 3)"); for a figure with no verdict, the runs
+/// alone when a verdict could have had them.
 pub fn verdict_text(r: &Row) -> String {
     let n = |s: &Option<Spread>| s.as_ref().map_or(0, |s| s.n);
     let (a, b) = (n(&r.a), n(&r.b));
+    let needed = runs_needed(&r.name);
+    let what = if needed == MIN_TAIL_RUNS {
+        "P99 and up need"
+    } else {
+        "a verdict needs"
+    };
     match r.verdict {
-        Verdict::Withheld if a == b => format!(
-            "~ ({}; a verdict needs {MIN_RUNS})",
-            runs_a_side(a as u64, b as u64)
-        ),
+        Verdict::Withheld if a == b => {
+            format!("~ ({}; {what} {needed})", runs_a_side(a as u64, b as u64))
+        }
         Verdict::Withheld => format!(
-            "~ ({}; a verdict needs {MIN_RUNS} a side)",
+            "~ ({}; {what} {needed} a side)",
             runs_a_side(a as u64, b as u64)
         ),
-        Verdict::Neutral if a >= MIN_RUNS && b >= MIN_RUNS => format!("({})", runs_behind(a, b)),
+        Verdict::Neutral if a >= needed && b >= needed => format!("({})", runs_behind(a, b)),
         Verdict::Neutral => String::new(),
-        v => format!("{} ({})", verdict_word(v), runs_behind(a, b)),
+        v => match r.p {
+            Some(p) => format!("{} ({} {})", verdict_word(v), p_text(p), runs_behind(a, b)),
+            None => format!("{} ({})", verdict_word(v), runs_behind(a, b)),
+        },
+    }
+}
+
+/// A p-value as benchstat writes it: "p=0.008", and "p<0.001" below that.
+pub fn p_text(p: f64) -> String {
+    if p < 0.001 {
+        "p<0.001".into()
+    } else {
+        format!("p={p:.3}")
     }
 }
 
@@ -650,13 +768,14 @@ fn wrapped(out: &mut String, text: &str) {
     let _ = writeln!(out, "{line}");
 }
 
-/// The terminal table, at most 100 columns: the headline, then the figures by area, the ones
+/// The terminal table, its figures within 100 columns and each verdict after them: the
+/// headline, then the figures by area, the ones
 /// that compare the builds' work first. Totals and rates of figures also known per operation
 /// get no verdict and are listed only with `all`, which also includes every syscall;
 /// otherwise syscalls and perf counters whose both sides are below 1% of the total syscalls
 /// are left out. Columns are as wide as their widest cell. A figure's name is whole, so that
-/// it can be copied into a budget file: long names, wide ranges, or the reason for no verdict
-/// with sides of different sizes can take a row beyond 100 columns. Spans both sides measured
+/// it can be copied into a budget file: long names or wide ranges can take a row beyond 100
+/// columns before its verdict. Spans both sides measured
 /// one by one follow: their percentiles' moves and the causes of their slowest calls
 /// ([`TailChange`]).
 ///
@@ -676,7 +795,8 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
     );
     let _ = writeln!(
         out,
-        "medians, [min–max] with repeats; a change under {NOISE_PCT}% or inside the spread is noise"
+        "medians, [min–max] with repeats; a difference is shown at p < {ALPHA} (Mann–Whitney U) \
+         and {NOISE_PCT}% or more"
     );
     if let Some(why) = no_verdicts(c, |s| format!("`{s}`")) {
         wrapped(&mut out, &escape(&why));
@@ -789,58 +909,91 @@ mod tests {
     }
 
     #[test]
-    fn overlap_is_noise_and_direction_counts() {
-        let a = spread(&[10.0, 12.0, 11.0]);
-        let b = spread(&[11.5, 13.0, 12.5]);
-        assert_eq!(
-            judge(a.as_ref(), b.as_ref(), Better::Lower).2,
-            Verdict::Noise
-        );
-        let b = spread(&[20.0, 21.0, 22.0]);
-        let (d, pct, v) = judge(a.as_ref(), b.as_ref(), Better::Lower);
-        assert_eq!((d, v), (Some(10.0), Verdict::Worse));
-        assert!((pct.unwrap() - 90.909).abs() < 0.01);
-        assert_eq!(
-            judge(a.as_ref(), b.as_ref(), Better::Higher).2,
-            Verdict::Better
-        );
+    fn the_rank_test_decides_and_direction_counts() {
+        let v = |a: &[f64], b: &[f64], better| judge(a, b, better, MIN_RUNS).verdict;
+        let p = |a: &[f64], b: &[f64]| judge(a, b, Better::Lower, MIN_RUNS).p;
+        // Five a side, apart: p = 2/252.
+        let a = [10.0, 12.0, 11.0, 10.5, 11.5];
+        let b = [20.0, 21.0, 22.0, 20.5, 21.5];
+        let j = judge(&a, &b, Better::Lower, MIN_RUNS);
+        assert_eq!((j.delta, j.verdict), (Some(10.0), Verdict::Worse));
+        assert!((j.delta_pct.unwrap() - 90.909).abs() < 0.01);
+        assert!((j.p.unwrap() - 2.0 / 252.0).abs() < 1e-9);
+        assert_eq!(v(&a, &b, Better::Higher), Verdict::Better);
+        // Ranges that overlap by one run still show a difference (p = 4/252)...
+        let b1 = [11.7, 21.0, 22.0, 20.5, 21.5];
+        assert_eq!(v(&a, &b1, Better::Lower), Verdict::Worse);
+        // ...and interleaved runs do not, however far apart the medians.
+        let b2 = [10.2, 11.2, 50.0, 12.1, 60.0];
+        assert_eq!(v(&a, &b2, Better::Lower), Verdict::NoDifference);
+        assert!(p(&a, &b2).unwrap() > 0.05);
+        // Three a side can never show one: p is 0.1 at the least.
+        let (a3, b3) = ([10.0, 11.0, 12.0], [20.0, 21.0, 22.0]);
+        assert_eq!(v(&a3, &b3, Better::Lower), Verdict::NoDifference);
+        assert!((p(&a3, &b3).unwrap() - 0.1).abs() < 1e-9);
+        // A change under NOISE_PCT shows nothing, whatever the ranks.
+        let c = [100.0, 100.1, 100.2, 100.3, 100.4];
+        let d = [100.5, 100.6, 100.7, 100.8, 100.9];
+        assert_eq!(v(&c, &d, Better::Lower), Verdict::NoDifference);
+        // Every run alike on both sides: the same.
+        assert_eq!(v(&[5.0; 3], &[5.0; 3], Better::Lower), Verdict::Same);
         // One run per side: no spread to judge by, so no verdict, not even "same"; the delta
         // stands.
-        let (a1, b1) = (spread(&[10.0]), spread(&[10.5]));
+        let j = judge(&[10.0], &[10.5], Better::Lower, MIN_RUNS);
         assert_eq!(
-            judge(a1.as_ref(), b1.as_ref(), Better::Lower),
-            (Some(0.5), Some(5.0), Verdict::Withheld)
+            (j.delta, j.delta_pct, j.p, j.verdict),
+            (Some(0.5), Some(5.0), None, Verdict::Withheld)
         );
-        assert_eq!(
-            judge(a1.as_ref(), a1.as_ref(), Better::Lower).2,
-            Verdict::Withheld
-        );
+        assert_eq!(v(&[10.0], &[10.0], Better::Lower), Verdict::Withheld);
         // Two runs against three: still too few on one side.
-        let a2 = spread(&[10.0, 10.1]);
+        assert_eq!(v(&[10.0, 10.1], &b3, Better::Lower), Verdict::Withheld);
+        // A tail figure needs five a side: four are too few.
         assert_eq!(
-            judge(a2.as_ref(), b.as_ref(), Better::Lower).2,
+            judge(&a[..4], &b[..4], Better::Lower, runs_needed("latency.p99")).verdict,
             Verdict::Withheld
         );
-        assert_eq!(judge(a1.as_ref(), None, Better::Lower).2, Verdict::Neutral);
-        assert_eq!(
-            judge(a1.as_ref(), b1.as_ref(), Better::Neither).2,
-            Verdict::Neutral
-        );
+        assert_eq!(v(&[10.0], &[], Better::Lower), Verdict::Neutral);
+        assert_eq!(v(&[10.0], &[10.5], Better::Neither), Verdict::Neutral);
     }
 
+    #[test]
+    fn tail_figures_are_p99_and_above() {
+        for tail in [
+            "latency.p99",
+            "latency.p99_9",
+            "latency.p99_99",
+            "latency.max",
+            "span.acquire.p99",
+            "span.acquire.max",
+            "futex.wait_max",
+            "gc.pause_max",
+        ] {
+            assert!(tail_figure(tail), "{tail}");
+            assert_eq!(runs_needed(tail), MIN_TAIL_RUNS);
+        }
+        for mean in ["latency.p50", "latency.p90", "cpu.per_op", "memory.max_rss"] {
+            assert!(!tail_figure(mean), "{mean}");
+        }
+        assert!((smallest_p(3, 3) - 0.1).abs() < 1e-12);
+        assert!(!can_show(3, 3) && can_show(4, 4) && can_show(3, 5) && !can_show(2, 5));
+    }
+
+    /// Five runs a side, a little apart around `a` and `b`.
     fn row(name: &str, unit: Unit, a: f64, b: f64) -> Row {
-        let (sa, sb) = (spread(&[a; 3]), spread(&[b; 3]));
-        let (delta, delta_pct, verdict) = judge(sa.as_ref(), sb.as_ref(), Better::Lower);
+        let runs = |x: f64| [x, x * 1.001, x * 0.999, x * 1.002, x * 0.998];
+        let (va, vb) = (runs(a), runs(b));
+        let j = judge(&va, &vb, Better::Lower, MIN_RUNS);
         Row {
             name: name.into(),
             area: Area::of(name),
             total: false,
             unit,
-            a: sa,
-            b: sb,
-            delta,
-            delta_pct,
-            verdict,
+            a: spread(&va),
+            b: spread(&vb),
+            delta: j.delta,
+            delta_pct: j.delta_pct,
+            p: j.p,
+            verdict: j.verdict,
         }
     }
 
@@ -848,8 +1001,8 @@ mod tests {
         Comparison {
             a_label: "a".into(),
             b_label: "b".into(),
-            a_runs: 3,
-            b_runs: 3,
+            a_runs: 5,
+            b_runs: 5,
             rows,
             rerun: String::new(),
             changed: Default::default(),
@@ -886,9 +1039,9 @@ mod tests {
     }
 
     #[test]
-    fn verdicts_say_their_runs_or_why_there_is_none() {
-        let row = |a: &[f64], b: &[f64], verdict| Row {
-            name: "throughput".into(),
+    fn verdicts_say_their_p_and_runs_or_why_there_is_none() {
+        let row = |name: &str, a: &[f64], b: &[f64], p, verdict| Row {
+            name: name.into(),
             area: Area::Work,
             total: false,
             unit: Unit::Count,
@@ -896,9 +1049,10 @@ mod tests {
             b: spread(b),
             delta: None,
             delta_pct: None,
+            p,
             verdict,
         };
-        let text = |a: &[f64], b: &[f64], v| verdict_text(&row(a, b, v));
+        let text = |a: &[f64], b: &[f64], v| verdict_text(&row("throughput", a, b, None, v));
         assert_eq!(
             text(&[1.0], &[2.0], Verdict::Withheld),
             "~ (1 run a side; a verdict needs 3)"
@@ -911,9 +1065,49 @@ mod tests {
             text(&[1.0], &[2.0, 2.0], Verdict::Withheld),
             "~ (A 1 run, B 2; a verdict needs 3 a side)"
         );
-        assert_eq!(text(&[1.0; 3], &[2.0; 3], Verdict::Better), "better (n=3)");
-        assert_eq!(text(&[1.0; 3], &[2.0; 4], Verdict::Worse), "worse (n=3+4)");
+        assert_eq!(
+            verdict_text(&row(
+                "latency.p99",
+                &[1.0; 3],
+                &[2.0; 3],
+                None,
+                Verdict::Withheld
+            )),
+            "~ (3 runs a side; P99 and up need 5)"
+        );
+        let judged =
+            |a: &[f64], b: &[f64], p, v| verdict_text(&row("throughput", a, b, Some(p), v));
+        assert_eq!(
+            judged(&[1.0; 5], &[2.0; 5], 2.0 / 252.0, Verdict::Better),
+            "better (p=0.008 n=5)"
+        );
+        assert_eq!(
+            judged(&[1.0; 4], &[2.0; 5], 0.0001, Verdict::Worse),
+            "worse (p<0.001 n=4+5)"
+        );
+        assert_eq!(
+            judged(&[1.0; 3], &[2.0; 3], 0.1, Verdict::NoDifference),
+            "no difference shown (p=0.100 n=3)"
+        );
+        assert_eq!(text(&[1.0; 3], &[1.0; 3], Verdict::Same), "same (n=3)");
         assert_eq!(text(&[1.0; 3], &[1.0; 3], Verdict::Neutral), "(n=3)");
         assert_eq!(text(&[1.0], &[1.0], Verdict::Neutral), "");
+    }
+
+    #[test]
+    fn three_runs_a_side_say_they_cannot_show_a_difference() {
+        let mut c = comparison(vec![row("cpu.per_op", Unit::MicrosPerOp, 100.0, 150.0)]);
+        assert_eq!(no_verdicts(&c, |s| s.to_string()), None);
+        c.a_runs = 3;
+        c.b_runs = 3;
+        c.rerun = "just compare w a b 5".into();
+        let why = no_verdicts(&c, |s| format!("`{s}`")).unwrap();
+        assert_eq!(
+            why,
+            "3 runs a side cannot show a difference: the rank test's p is 0.100 at the least; \
+             run `just compare w a b 5` or pass 5 runs a side (`--a` … `--b` …) for every verdict"
+        );
+        c.rows[0].verdict = Verdict::NoDifference;
+        assert_eq!(headline(&c), "b: +50% CPU/op (no verdicts: 3 runs a side)");
     }
 }

@@ -32,9 +32,19 @@ fn runs() -> (Vec<Run>, Vec<Run>) {
 /// Three runs of each side, their operations 1% apart, so that throughput and the figures per
 /// operation spread a little (the medians are the single runs' figures).
 fn three_runs() -> (Vec<Run>, Vec<Run>) {
+    repeated(&[0.99, 1.0, 1.01])
+}
+
+/// Five runs of each side, as [`three_runs`]: enough for every verdict.
+fn five_runs() -> (Vec<Run>, Vec<Run>) {
+    repeated(&[0.98, 0.99, 1.0, 1.01, 1.02])
+}
+
+/// A run of each side per factor, its operations scaled by it.
+fn repeated(factors: &[f64]) -> (Vec<Run>, Vec<Run>) {
     let (a, b) = runs();
     let three = |run: &Run| -> Vec<Run> {
-        [0.99, 1.0, 1.01]
+        factors
             .iter()
             .map(|f| {
                 let mut r = run.clone();
@@ -81,15 +91,19 @@ fn table_diff_and_page_structure() {
 
 /// Three runs a side: verdicts, each with the runs behind it.
 #[test]
-fn table_and_page_structure_with_three_runs_a_side() {
-    let (a, b) = three_runs();
-    let c = switchyard_compare::compare("before", &a, "after", &b);
-    golden(
-        "table-3-runs.txt",
-        &switchyard_compare::render_text(&c, false),
-    );
-    let page = switchyard_compare::html(&c, &a, &b, false).unwrap();
-    golden("page-structure-3-runs.txt", &page_structure(&page));
+fn table_and_page_structure_with_three_and_five_runs_a_side() {
+    for (n, (a, b)) in [(3, three_runs()), (5, five_runs())] {
+        let c = switchyard_compare::compare("before", &a, "after", &b);
+        golden(
+            &format!("table-{n}-runs.txt"),
+            &switchyard_compare::render_text(&c, false),
+        );
+        let page = switchyard_compare::html(&c, &a, &b, false).unwrap();
+        golden(
+            &format!("page-structure-{n}-runs.txt"),
+            &page_structure(&page),
+        );
+    }
 }
 
 /// One run a side says nothing of the run-to-run spread: every figure keeps its delta, ranked
@@ -106,7 +120,7 @@ fn one_run_a_side_gets_no_verdict() {
         switchyard_compare::verdict_text(r),
         "~ (1 run a side; a verdict needs 3)"
     );
-    // Nothing is better, worse, noise or even the same.
+    // Nothing is better, worse, without a difference or even the same.
     for r in &c.rows {
         assert!(
             matches!(r.verdict, Verdict::Withheld | Verdict::Neutral),
@@ -122,7 +136,7 @@ fn one_run_a_side_gets_no_verdict() {
         "after: +10% throughput, \u{2212}9% CPU/op, \u{2212}72% switches/op, \
          \u{2212}55% syscalls/op (no verdicts: 1 run a side)"
     );
-    let why = "no verdicts: 1 run a side; run `just compare WORKLOAD A B 3` or pass 3 runs a \
+    let why = "no verdicts: 1 run a side; run `just compare WORKLOAD A B 5` or pass 5 runs a \
                side (`--a` … `--b` …) for verdicts";
     assert_eq!(
         switchyard_compare::no_verdicts(&c, |s| format!("`{s}`")).as_deref(),
@@ -133,9 +147,9 @@ fn one_run_a_side_gets_no_verdict() {
         text.contains("~ (1 run a side; a verdict needs 3)"),
         "{text}"
     );
-    assert!(text.contains("`just compare WORKLOAD A B 3`"), "{text}");
+    assert!(text.contains("`just compare WORKLOAD A B 5`"), "{text}");
     for row in text.lines().filter(|l| l.starts_with("  ")) {
-        for word in ["better", "worse", "noise", "same"] {
+        for word in ["better", "worse", "no difference", "same"] {
             assert!(!row.contains(word), "{word} in {row}");
         }
     }
@@ -145,12 +159,12 @@ fn one_run_a_side_gets_no_verdict() {
         page.contains("<td>~ (1 run a side; a verdict needs 3)</td>"),
         "no withheld verdict on the page"
     );
-    for class in ["better", "worse", "noise", "same"] {
+    for class in ["better", "worse", "nodiff", "same"] {
         assert!(!page.contains(&format!("<tr class=\"{class}\"")), "{class}");
     }
     assert!(page.contains(
         "<p class=\"note verdicts\">No verdicts: 1 run a side; run \
-         <code>just compare WORKLOAD A B 3</code> or pass 3 runs a side \
+         <code>just compare WORKLOAD A B 5</code> or pass 5 runs a side \
          (<code>--a</code> … <code>--b</code> …) for verdicts.</p>"
     ));
 }
@@ -176,7 +190,7 @@ fn uneven_sides_say_both_counts_and_the_command_names_the_builds() {
     assert_eq!(
         switchyard_compare::no_verdicts(&c, |s| format!("`{s}`")).as_deref(),
         Some(
-            "no verdicts: A 1 run, B 2; run `just compare demo base fast 3` or pass 3 runs a \
+            "no verdicts: A 1 run, B 2; run `just compare demo base fast 5` or pass 5 runs a \
              side (`--a` … `--b` …) for verdicts"
         )
     );
@@ -190,18 +204,18 @@ fn uneven_sides_say_both_counts_and_the_command_names_the_builds() {
         run.workload.as_mut().unwrap().build = "fast".into();
     }
     let c = switchyard_compare::compare("before", &a, "after", &b);
-    assert_eq!(c.rerun, "just compare WORKLOAD A B 3");
+    assert_eq!(c.rerun, "just compare WORKLOAD A B 5");
 }
 
-/// Three runs a side: the verdicts are back, each saying the runs behind it, and nothing is
-/// withheld.
+/// Five runs a side: the verdicts are back, each saying its p and the runs behind it, and
+/// nothing is withheld.
 #[test]
-fn three_runs_a_side_get_verdicts() {
-    let (a, b) = three_runs();
+fn five_runs_a_side_get_verdicts() {
+    let (a, b) = five_runs();
     let c = switchyard_compare::compare("before", &a, "after", &b);
     let r = c.rows.iter().find(|r| r.name == "throughput").unwrap();
     assert_eq!(r.verdict, Verdict::Better, "{r:?}");
-    assert_eq!(switchyard_compare::verdict_text(r), "better (n=3)");
+    assert_eq!(switchyard_compare::verdict_text(r), "better (p=0.008 n=5)");
     let r = c.rows.iter().find(|r| r.name == "offcpu.share").unwrap();
     assert_eq!(r.verdict, Verdict::Worse, "{r:?}");
     assert!(c.rows.iter().all(|r| r.verdict != Verdict::Withheld));
@@ -211,24 +225,60 @@ fn three_runs_a_side_get_verdicts() {
         "after: +10% throughput, \u{2212}9% CPU/op, \u{2212}72% switches/op, \u{2212}55% syscalls/op"
     );
     let text = switchyard_compare::render_text(&c, false);
-    assert!(text.contains("better (n=3)"), "{text}");
+    assert!(text.contains("better (p=0.008 n=5)"), "{text}");
     assert!(!text.contains("~ ("), "{text}");
     let page = switchyard_compare::html(&c, &a, &b, false).unwrap();
     assert!(page.contains("<tr class=\"better\""));
-    assert!(page.contains("<td>better (n=3)</td>"));
+    assert!(page.contains("<td>better (p=0.008 n=5)</td>"));
     assert!(!page.contains("note verdicts"));
-    // Three against four: benchstat's n=3+4.
-    let mut b4 = b.clone();
-    b4.push(b[1].clone());
-    let c = switchyard_compare::compare("before", &a, "after", &b4);
+    // Five against six: benchstat's n=5+6, and a p of 2/462.
+    let mut b6 = b.clone();
+    b6.push(b[2].clone());
+    let c = switchyard_compare::compare("before", &a, "after", &b6);
     let r = c.rows.iter().find(|r| r.name == "throughput").unwrap();
-    assert_eq!(switchyard_compare::verdict_text(r), "better (n=3+4)");
+    assert_eq!(
+        switchyard_compare::verdict_text(r),
+        "better (p=0.004 n=5+6)"
+    );
+}
+
+/// Three runs a side: every figure is judged, but no rank test of 3 against 3 can give a p
+/// under 0.10, so nothing is shown better or worse, the headline lists the changes as
+/// unjudged, and the table says why and what would show them. Tail figures stay withheld.
+#[test]
+fn three_runs_a_side_cannot_show_a_difference() {
+    let (a, b) = three_runs();
+    let c = switchyard_compare::compare("before", &a, "after", &b);
+    let r = c.rows.iter().find(|r| r.name == "throughput").unwrap();
+    assert_eq!(r.verdict, Verdict::NoDifference, "{r:?}");
+    assert_eq!(
+        switchyard_compare::verdict_text(r),
+        "no difference shown (p=0.100 n=3)"
+    );
+    assert!(
+        c.rows
+            .iter()
+            .all(|r| !matches!(r.verdict, Verdict::Better | Verdict::Worse))
+    );
+    assert_eq!(
+        switchyard_compare::headline(&c),
+        "after: +10% throughput, \u{2212}9% CPU/op, \u{2212}72% switches/op, \
+         \u{2212}55% syscalls/op (no verdicts: 3 runs a side)"
+    );
+    let why = switchyard_compare::no_verdicts(&c, |s| format!("`{s}`")).unwrap();
+    assert!(
+        why.starts_with(
+            "3 runs a side cannot show a difference: the rank test's p is 0.100 at the least"
+        ),
+        "{why}"
+    );
 }
 
 #[test]
-fn repeats_inside_the_spread_are_noise() {
+fn interleaved_repeats_show_no_difference() {
     let (a, _) = runs();
-    // Blocked time 3% apart within each side, 2% apart between them: inside the spread.
+    // Blocked time 2% apart within each side, the sides' runs interleaved: B's median is 2%
+    // higher, yet its runs' ranks do not tell the sides apart.
     let scaled = |f: f64| {
         let mut r = a[0].clone();
         for t in &mut r.threads {
@@ -236,33 +286,33 @@ fn repeats_inside_the_spread_are_noise() {
         }
         r
     };
+    let side = |fs: &[f64]| fs.iter().map(|&f| scaled(f)).collect::<Vec<_>>();
     let c = switchyard_compare::compare(
         "a",
-        &[scaled(1.0), scaled(1.015), scaled(1.03)],
+        &side(&[1.0, 1.02, 1.04, 1.06, 1.08]),
         "b",
-        &[scaled(1.02), scaled(1.035), scaled(1.05)],
+        &side(&[1.01, 1.03, 1.06, 1.07, 1.09]),
     );
     let row = c.rows.iter().find(|r| r.name == "offcpu.blocked").unwrap();
     assert!(row.delta_pct.unwrap() > 1.0, "{row:?}");
-    assert_eq!(row.verdict, Verdict::Noise, "{row:?}");
-    assert_eq!(row.a.as_ref().unwrap().n, 3);
+    assert_eq!(row.verdict, Verdict::NoDifference, "{row:?}");
+    assert!(row.p.unwrap() > 0.5, "{row:?}");
+    assert_eq!(row.a.as_ref().unwrap().n, 5);
     // Apart, the same change is one.
     let c = switchyard_compare::compare(
         "a",
-        &[scaled(1.0), scaled(1.005), scaled(1.01)],
+        &side(&[1.0, 1.002, 1.004, 1.006, 1.008]),
         "b",
-        &[scaled(1.05), scaled(1.055), scaled(1.06)],
+        &side(&[1.05, 1.052, 1.054, 1.056, 1.058]),
     );
     let row = c.rows.iter().find(|r| r.name == "offcpu.blocked").unwrap();
     assert_eq!(row.verdict, Verdict::Worse, "{row:?}");
-    assert_eq!(switchyard_compare::verdict_text(row), "worse (n=3)");
+    assert_eq!(switchyard_compare::verdict_text(row), "worse (p=0.008 n=5)");
 }
 
-/// A total or a rate per second gets no verdict when the figure exists per operation: the
-/// builds did different amounts of work. The per-operation figure carries the verdict.
 #[test]
 fn totals_get_no_verdict_when_a_per_operation_figure_exists() {
-    let (a, b) = three_runs();
+    let (a, b) = five_runs();
     let c = switchyard_compare::compare("before", &a, "after", &b);
     let get = |n: &str| c.rows.iter().find(|r| r.name == n).unwrap();
     for total in [
@@ -277,7 +327,7 @@ fn totals_get_no_verdict_when_a_per_operation_figure_exists() {
         let r = get(total);
         assert!(r.total, "{r:?}");
         assert_eq!(r.verdict, Verdict::Neutral, "{r:?}");
-        assert_eq!(switchyard_compare::verdict_text(r), "(n=3)");
+        assert_eq!(switchyard_compare::verdict_text(r), "(n=5)");
     }
     for per_op in [
         "switches.total.per_op",
@@ -302,7 +352,7 @@ fn totals_get_no_verdict_when_a_per_operation_figure_exists() {
 /// loop, throughput gets a verdict as any figure does: with 3 runs a side.
 #[test]
 fn an_offered_rate_gets_no_throughput_verdict() {
-    let (mut a, mut b) = three_runs();
+    let (mut a, mut b) = five_runs();
     let load = |runs: &mut [Run], per_s: f64| {
         for run in runs {
             let w = run.workload.get_or_insert_with(Default::default);
@@ -327,8 +377,8 @@ fn an_offered_rate_gets_no_throughput_verdict() {
     let get = |n: &str| c.rows.iter().find(|r| r.name == n).unwrap();
     assert_eq!(get("throughput").verdict, Verdict::Neutral);
     assert_eq!(get("cpu.per_op").verdict, Verdict::Withheld);
-    // Closed loop on one side: throughput is a result again, judged with 3 runs a side and
-    // withheld with fewer.
+    // Closed loop on one side: throughput is a result again, judged with 5 runs a side and
+    // withheld with fewer than 3.
     for run in &mut b {
         let w = run.workload.as_mut().unwrap();
         w.parameters.insert("rate".into(), "0".into());
@@ -345,34 +395,31 @@ fn an_offered_rate_gets_no_throughput_verdict() {
     );
 }
 
-/// A change under 1% is noise even when the ranges are apart (999 against 1,000 operations,
-/// three identical runs a side).
+/// A change under 1% shows no difference even when every run of one side is below every run
+/// of the other (999 against 1,000 operations, five identical runs a side).
 #[test]
-fn a_change_under_one_percent_is_noise() {
+fn a_change_under_one_percent_shows_no_difference() {
     let (a, _) = runs();
     let mut b = a[0].clone();
     b.operations = b.operations.map(|o| o - 1);
-    let (a, b) = (vec![a[0].clone(); 3], vec![b; 3]);
+    let (a, b) = (vec![a[0].clone(); 5], vec![b; 5]);
     let c = switchyard_compare::compare("a", &a, "b", &b);
     let r = c.rows.iter().find(|r| r.name == "throughput").unwrap();
     assert!(r.delta_pct.unwrap() < 0.0, "{r:?}");
-    assert_eq!(r.verdict, Verdict::Noise, "{r:?}");
-    assert_eq!(
-        switchyard_compare::headline(&c),
-        "b: no change beyond the noise"
-    );
+    assert!(r.p.unwrap() < 0.05, "{r:?}");
+    assert_eq!(r.verdict, Verdict::NoDifference, "{r:?}");
+    assert_eq!(switchyard_compare::headline(&c), "b: no difference shown");
 }
 
-/// The terminal table fits 100 columns, with verdicts withheld (1 run a side) or given (3 a
-/// side, their ranges narrow), and whole counts print without decimals. Names are never cut
-/// (a budget file names them): a name longer than 25 columns may widen it by its excess.
 #[test]
-fn the_terminal_table_fits_100_columns_but_for_long_names() {
+fn the_terminal_tables_figures_fit_100_columns_but_for_long_names() {
     let (a, b) = runs();
     let (a3, b3) = three_runs();
+    let (a5, b5) = five_runs();
     let comparisons = [
         switchyard_compare::compare("before", &a, "after", &b),
         switchyard_compare::compare("before", &a3, "after", &b3),
+        switchyard_compare::compare("before", &a5, "after", &b5),
     ];
     for (c, all) in comparisons.iter().flat_map(|c| [(c, false), (c, true)]) {
         let text = switchyard_compare::render_text(c, all);
@@ -383,11 +430,22 @@ fn the_terminal_table_fits_100_columns_but_for_long_names() {
             .map(|r| r.name.chars().count())
             .max()
             .unwrap_or(0);
+        // A row's verdict follows its figures, past the 100 columns if it must.
+        let verdicts: Vec<String> = c
+            .rows
+            .iter()
+            .map(switchyard_compare::verdict_text)
+            .collect();
         for line in text.lines() {
+            let figures = verdicts
+                .iter()
+                .filter(|v| !v.is_empty() && line.ends_with(&format!("  {v}")))
+                .map(|v| line.chars().count() - v.chars().count() - 2)
+                .max()
+                .unwrap_or(line.chars().count());
             assert!(
-                line.chars().count() <= 100 + longest.saturating_sub(25),
-                "{} columns: {line}",
-                line.chars().count()
+                figures <= 100 + longest.saturating_sub(25),
+                "{figures} columns before the verdict: {line}"
             );
         }
         assert!(!text.contains(".00 "), "{text}");
