@@ -20,7 +20,7 @@ use switchyard_model::{
 };
 
 use crate::{
-    chart::{Chart, Legend, Panel, Series},
+    chart::{Chart, Legend, Panel, Series, build_colour},
     fail::Failure,
 };
 
@@ -589,7 +589,11 @@ pub fn sweep_chart(groups: &[Group]) -> Result<String, Failure> {
         series: groups
             .iter()
             .enumerate()
-            .map(|(colour, g)| dots(g, &sweep_label(g), colour, of(name, scale)))
+            .map(|(i, g)| {
+                // The builds in their own colours; each k in the palette's others.
+                let colour = build_colour(&sweep_label(g)).unwrap_or(3 + i % 4);
+                dots(g, &sweep_label(g), colour, of(name, scale))
+            })
             .collect(),
         marks: Vec::new(),
         y_desc: Some(y_desc.into()),
@@ -617,6 +621,8 @@ pub fn sweep_chart(groups: &[Group]) -> Result<String, Failure> {
     chart.size = (860, 360);
     chart.legend = Legend::UpperRight;
     chart.y_label_area = 52;
+    // The send rates span 0.2 to 3 thousand a second.
+    chart.x_log = true;
     chart.svg(&panels)
 }
 
@@ -752,7 +758,7 @@ pub fn fallback_chart(runs: &[LockedRun]) -> Result<String, Failure> {
                 caption: r.name.clone(),
                 series: vec![Series {
                     label: String::new(),
-                    colour: 0,
+                    colour: build_colour(&w.build).unwrap_or(6),
                     points,
                     line: true,
                 }],
@@ -1018,13 +1024,9 @@ pub fn asset_table(groups: &[Group]) -> String {
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// The asset builds' colours in a chart: red, blue, green.
+/// An asset build's colour in a chart ([`build_colour`]).
 fn asset_colour(build: &str) -> usize {
-    match build {
-        "node-gzip" => 0,
-        "rust-gzip" => 1,
-        _ => 2,
-    }
+    build_colour(build).unwrap_or(6)
 }
 
 /// The concurrency story's table: per level of concurrency and build, medians of the
@@ -1137,7 +1139,7 @@ pub fn asset_concurrency_chart(groups: &[Group]) -> Result<String, Failure> {
     chart.size = (900, 360);
     let most = ASSET_CONCURRENCY.iter().copied().max().unwrap_or(1);
     chart.x_range = Some((0.0, f64::from(most) + 1.0));
-    chart.legend = Legend::UpperLeft;
+    chart.legend = Legend::LowerRight;
     chart.svg(&panels)
 }
 
@@ -1273,11 +1275,16 @@ fn gc_chart(
                         .collect()
                 })
                 .unwrap_or_default();
+            // One run is drawn: the panel says which when there are more.
+            let caption = match g.runs.len() {
+                1 => title(g),
+                n => format!("{}: the first of its {n} runs by name", title(g)),
+            };
             Some(Panel {
-                caption: title(g),
+                caption,
                 series: vec![Series {
                     label: String::new(),
-                    colour: 0,
+                    colour: build_colour(&w.build).unwrap_or(6),
                     points,
                     line: true,
                 }],
@@ -1439,8 +1446,8 @@ pub fn go_rust_table(groups: &[Group]) -> String {
     out
 }
 
-/// The go/rust chart: a panel per build (first run), P99 per 100 ms window with the Go
-/// build's GC cycle ends marked.
+/// The go/rust chart: a panel per build (its first run, which the panel names), P99 per
+/// 100 ms window with the Go build's GC cycle ends marked.
 pub fn go_rust_chart(groups: &[Group]) -> Result<String, Failure> {
     gc_chart(
         groups,
@@ -1474,11 +1481,7 @@ pub fn broker_chart(groups: &[Group]) -> Result<String, Failure> {
         let cpu = metrics::lookup(run, figures, "cpu.per_op")?.value;
         Some((rate / 1e3, cpu))
     };
-    let colour = |build: &str| match build {
-        "spin" => 0,
-        "mutex" => 1,
-        _ => 2,
-    };
+    let colour = |build: &str| build_colour(build).unwrap_or(6);
     let panels: Vec<Panel> = configs
         .iter()
         .map(|config| Panel {
@@ -1503,8 +1506,7 @@ pub fn broker_chart(groups: &[Group]) -> Result<String, Failure> {
 }
 
 /// The relay chart, SVG: context switches per packet against speakers per room, one point per
-/// run, a panel per room count, the builds told apart by colour (threads red, mmsg blue, lite
-/// green).
+/// run, a panel per room count, the builds told apart by colour ([`build_colour`]).
 pub fn relay_chart(groups: &[Group]) -> Result<String, Failure> {
     let point = |run: &Run, figures: &BTreeMap<String, Metric>| -> Option<(f64, f64)> {
         let speakers: f64 = run
@@ -1526,8 +1528,8 @@ pub fn relay_chart(groups: &[Group]) -> Result<String, Failure> {
             caption: format!("{r} rooms"),
             series: RELAY_BUILDS
                 .iter()
-                .enumerate()
-                .map(|(colour, build)| {
+                .map(|build| {
+                    let colour = build_colour(build).unwrap_or(6);
                     let mut s = Series {
                         label: build.to_string(),
                         colour,
