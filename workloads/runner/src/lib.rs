@@ -28,6 +28,7 @@ pub mod interrupt;
 pub mod overhead;
 pub mod per_event;
 pub mod plan;
+pub mod prerequisites;
 pub mod recipes;
 pub mod runner;
 pub mod servers;

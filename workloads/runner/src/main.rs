@@ -63,12 +63,13 @@ enum Cmd {
         build: String,
         seconds: Option<String>,
     },
-    /// `just compare`: REPEATS runs of builds A and B, then the comparison page.
+    /// `just compare`: REPEATS runs of builds A and B (5: what a tail figure's verdict
+    /// needs), then the comparison page.
     Compare {
         workload: String,
         a: String,
         b: String,
-        #[arg(default_value_t = 3)]
+        #[arg(default_value_t = 5)]
         repeats: u32,
         #[arg(default_value_t = catalogue::DEFAULT_SECONDS)]
         seconds: u64,

@@ -224,7 +224,8 @@ pub fn story(story: &Story, repeats: u32, seconds: u64, cx: &Context<'_>) -> Res
         tools, interrupts, ..
     } = *cx;
     let root = Path::new(story.root);
-    // Every configuration is checked before the first run.
+    // What the host must have, then every configuration, checked before the first run.
+    crate::prerequisites::check(story)?;
     let mut plans = Vec::new();
     for c in &story.configs {
         for build in c.builds.unwrap_or(story.builds) {

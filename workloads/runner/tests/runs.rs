@@ -5,7 +5,10 @@
 
 use std::{
     fs,
-    os::unix::{fs::PermissionsExt as _, process::CommandExt as _},
+    os::unix::{
+        fs::{MetadataExt as _, PermissionsExt as _},
+        process::CommandExt as _,
+    },
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},
     thread,
@@ -411,4 +414,97 @@ fn overhead_records_each_binary_from_before_the_load_to_after_it() {
     ] {
         assert!(table.contains(&row), "no row `{row}` in:\n{table}");
     }
+}
+
+/// A story run where it cannot finish stops before its first run, with one line that says
+/// what is missing and exit code 2: without root; without Go, or with too old a Go, for the
+/// cache's Go build; without Node, or with too old a Node, for the asset server's.
+#[test]
+fn a_story_says_what_the_host_lacks_before_its_first_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // An empty bin directory: were the checks passed, the story would stop at its plans.
+    let bin = dir.path().join("bin");
+    fs::create_dir(&bin).unwrap();
+    let runner = env!("CARGO_BIN_EXE_switchyard-workload");
+    let story = |wrap: &[&str], story: &str, path: &str| -> Output {
+        let mut c = match wrap {
+            [] => Command::new(runner),
+            [first, rest @ ..] => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(runner);
+                c
+            }
+        };
+        c.arg("--bin-dir")
+            .arg(&bin)
+            .arg(story)
+            .current_dir(dir.path())
+            .env("PATH", path)
+            .env_remove("REPEATS");
+        c.output().unwrap()
+    };
+    let one_error = |o: &Output, want: &str| {
+        let err = stderr(o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: ") && first.contains(want),
+            "{err}"
+        );
+        assert!(
+            err.lines().nth(1).unwrap_or_default().starts_with("hint: "),
+            "{err}"
+        );
+        assert!(!dir.path().join("reports").exists(), "a run started: {err}");
+    };
+    let system = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    // Not root: as nobody when the test is root, else as the test's own user.
+    let root = fs::metadata("/proc/self").unwrap().uid() == 0;
+    let nobody: &[&str] = if root {
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+        ]
+    } else {
+        &[]
+    };
+    let o = story(nobody, "story-go-rust", system);
+    one_error(&o, "BPF programs need root; this is uid");
+    if !root {
+        assert!(
+            std::env::var("CI").is_err(),
+            "under CI the Go and Node checks must run: they need root"
+        );
+        eprintln!("skipped the Go and Node checks: they need root, and this is not");
+        return;
+    }
+    // Fakes of the tools, old.
+    let fakes = dir.path().join("fakes");
+    fs::create_dir(&fakes).unwrap();
+    for (name, says) in [
+        ("go", "go version go1.19.8 linux/amd64"),
+        ("node", "v18.19.0"),
+    ] {
+        let p = fakes.join(name);
+        fs::write(&p, format!("#!/bin/sh\necho '{says}'\n")).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let old = format!("{}:{system}", fakes.display());
+    // /usr/local/go/bin is not on this PATH: no Go at all.
+    one_error(&story(&[], "story-go-rust", system), "no `go` is on PATH");
+    one_error(
+        &story(&[], "story-go-rust", &old),
+        "needs Go 1.24 or later, and `go` on PATH is 1.19",
+    );
+    one_error(
+        &story(&[], "compare-assets", &old),
+        "needs Node 20 or later, and `node` on PATH is 18",
+    );
+    // A story with neither build needs neither.
+    let o = story(&[], "compare-broker", &old);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stderr(&o).contains("on PATH"), "{}", stderr(&o));
 }
