@@ -73,9 +73,11 @@ bench-broker repeats="5" seconds="5" *switchyards: build
 bench-servers repeats="3" seconds="5": build
     {{runner}} bench-servers {{repeats}} {{seconds}}
 
+# The stories write to a new folder, reports/<story>-<time>/; `--commit` (just compare-broker
+# --commit) records over the committed runs, once the whole story is recorded.
 # The spin-lock broker story: spin vs mutex vs abs, repeats, two contention levels, two sizes
-compare-broker: build
-    {{runner}} compare-broker
+compare-broker *flags: build
+    {{runner}} compare-broker {{flags}}
 
 # The broker's fixed spin count (k = 10 … 10⁴) next to mutex and abs, synchronous flush,
 # 4 × cores producers: table and chart under reports/spinlock-broker/sweep (`--redraw`: no runs)
@@ -87,28 +89,28 @@ story-broker-fallback *flags: build
     {{runner}} story-broker-fallback {{flags}}
 
 # The read-state cache's GOGC experiment: Go at GOGC 50, 100 and 400, a GC forced every 4 s
-story-gogc: build
-    {{runner}} story-gogc
+story-gogc *flags: build
+    {{runner}} story-gogc {{flags}}
 
 # The read-state cache with Go's defaults for 130 s: the runtime's own 2-minute forced GC
-story-forced-gc: build
-    {{runner}} story-forced-gc
+story-forced-gc *flags: build
+    {{runner}} story-forced-gc {{flags}}
 
 # The read-state cache's sizes: both builds at 2,000,000, 500,000 and 100,000 entries, a miss answered after 1 ms
-story-cache-size: build
-    {{runner}} story-cache-size
+story-cache-size *flags: build
+    {{runner}} story-cache-size {{flags}}
 
 # The read-state cache, Go against Rust: 2,000,000 entries, a GC forced every 4 s, 3 runs each
-story-go-rust: build
-    {{runner}} story-go-rust
+story-go-rust *flags: build
+    {{runner}} story-go-rust {{flags}}
 
 # Each story with committed runs: its table and chart recomputed, against the committed ones
 check-stories:
     cargo test -p switchyard-workloads --test stories
 
 # The mmsg relay story: threads vs mmsg vs lite at 4 and 9 speakers per room, 10 and 20 rooms
-compare-relay: build
-    {{runner}} compare-relay
+compare-relay *flags: build
+    {{runner}} compare-relay {{flags}}
 
 # Time to render the report of a 60-second run (records one first)
 bench-report seconds="60": build
@@ -120,14 +122,14 @@ check-html html="reports/latest/index.html" png="reports/screenshot.png":
 
 # The asset server story: node-gzip, rust-gzip and rust-zstd, REPEATS runs each, the comparison
 # pages and the table; `HEAP=1 just compare-assets` adds the Rust builds' allocations (dhat)
-compare-assets: build
-    {{runner}} compare-assets
+compare-assets *flags: build
+    {{runner}} compare-assets {{flags}}
 
 # The asset server under concurrent downloads: each build with 2, 4 and 8 always in flight
 # (closed loop), 150 requests a run, REPEATS runs each (2; about 12 minutes); table and chart
 # under reports/asset-server/concurrency
-story-assets-concurrency: build
-    {{runner}} story-assets-concurrency
+story-assets-concurrency *flags: build
+    {{runner}} story-assets-concurrency {{flags}}
 
 # The OpenTelemetry Collector the export tests run (OTLP receiver, file exporter), built from
 # Go modules once and cached; prints its path

@@ -120,6 +120,10 @@ enum Cmd {
         /// committed `run.slim.json` files).
         #[arg(long)]
         redraw: bool,
+        /// Record over the committed story, once the whole story is recorded; without it the
+        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
+        #[arg(long)]
+        commit: bool,
     },
     /// `just story-broker-sweep`: the broker's fixed-k lock at k = 10, 100, 1000 and 10000
     /// next to mutex and abs, 4 × cores producers, 1 KiB, a synchronous flush; table and chart
@@ -132,6 +136,10 @@ enum Cmd {
         /// Record nothing: redraw the table and chart from the committed runs.
         #[arg(long)]
         redraw: bool,
+        /// Record over the committed story, once the whole story is recorded; without it the
+        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
+        #[arg(long)]
+        commit: bool,
     },
     /// `just story-broker-fallback`: abs with a synchronous flush, 8 producers, then from 3 s
     /// on 1 sending every 50 ms: when it falls back to the mutex and returns; table and chart
@@ -144,6 +152,10 @@ enum Cmd {
         /// Record nothing: redraw the table and chart from the committed runs.
         #[arg(long)]
         redraw: bool,
+        /// Record over the committed story, once the whole story is recorded; without it the
+        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
+        #[arg(long)]
+        commit: bool,
     },
     /// `just story-gogc`: the Go read-state cache at GOGC 50, 100 and 400 (a GC forced every
     /// 4 s), then its table (`table.md`) and chart (`chart.svg`) under
@@ -157,6 +169,10 @@ enum Cmd {
         /// committed `run.slim.json` files).
         #[arg(long)]
         redraw: bool,
+        /// Record over the committed story, once the whole story is recorded; without it the
+        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
+        #[arg(long)]
+        commit: bool,
     },
     /// `just story-forced-gc`: the Go read-state cache with the runtime's defaults for 130 s,
     /// long enough for its own forced GC (every 2 minutes); table and chart under
@@ -169,6 +185,10 @@ enum Cmd {
         /// Record nothing: redraw from the committed runs.
         #[arg(long)]
         redraw: bool,
+        /// Record over the committed story, once the whole story is recorded; without it the
+        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
+        #[arg(long)]
+        commit: bool,
     },
     /// `just story-cache-size`: both read-state cache builds with 2,000,000, 500,000 and
     /// 100,000 entries, a miss answered after 1 ms (a GC forced every 4 s); table and chart
@@ -181,6 +201,10 @@ enum Cmd {
         /// Record nothing: redraw from the committed runs.
         #[arg(long)]
         redraw: bool,
+        /// Record over the committed story, once the whole story is recorded; without it the
+        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
+        #[arg(long)]
+        commit: bool,
     },
     /// `just story-go-rust`: Go against Rust with 2,000,000 entries (a GC forced every 4 s),
     /// the comparison beside the runs; table and chart under reports/read-state-cache/go-vs-rust.
@@ -192,6 +216,10 @@ enum Cmd {
         /// Record nothing: redraw from the committed runs.
         #[arg(long)]
         redraw: bool,
+        /// Record over the committed story, once the whole story is recorded; without it the
+        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
+        #[arg(long)]
+        commit: bool,
     },
     /// `just compare-relay`: the mmsg relay story (threads, mmsg, lite), then its table.
     CompareRelay {
@@ -202,6 +230,10 @@ enum Cmd {
         /// Record nothing: redraw the table and chart from the runs already there.
         #[arg(long)]
         redraw: bool,
+        /// Record over the committed story, once the whole story is recorded; without it the
+        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
+        #[arg(long)]
+        commit: bool,
     },
     /// `just compare-assets`: the asset server story (node-gzip, rust-gzip, rust-zstd), then
     /// its table; with HEAP=1 the Rust builds' allocations too.
@@ -214,6 +246,10 @@ enum Cmd {
         /// `run.slim.json` files).
         #[arg(long)]
         redraw: bool,
+        /// Record over the committed story, once the whole story is recorded; without it the
+        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
+        #[arg(long)]
+        commit: bool,
     },
     /// `just story-assets-concurrency`: the asset server's builds with 2, 4 and 8 downloads
     /// always in flight, 150 requests a run, then its table (`table.md`) and chart
@@ -224,6 +260,10 @@ enum Cmd {
         /// Record nothing: redraw the table and chart from the committed runs.
         #[arg(long)]
         redraw: bool,
+        /// Record over the committed story, once the whole story is recorded; without it the
+        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
+        #[arg(long)]
+        commit: bool,
     },
     /// The asset server story's table of medians from its runs.
     AssetTable {
@@ -328,56 +368,90 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             out(&recipes::render(&story::broker(recipes::cores()))?)
         }
         Cmd::CompareBroker {
-            repeats, seconds, ..
-        } => recipes::story(&story::broker(recipes::cores()), repeats, seconds, &cx),
+            repeats,
+            seconds,
+            commit,
+            ..
+        } => recipes::story(
+            &story::broker(recipes::cores()),
+            repeats,
+            seconds,
+            commit,
+            &cx,
+        ),
         Cmd::StoryBrokerSweep { redraw: true, .. } => {
             out(&recipes::render(&story::broker_sweep(recipes::cores()))?)
         }
         Cmd::StoryBrokerSweep {
-            repeats, seconds, ..
+            repeats,
+            seconds,
+            commit,
+            ..
         } => recipes::story(
             &story::broker_sweep(recipes::cores()),
             repeats,
             seconds,
+            commit,
             &cx,
         ),
         Cmd::StoryBrokerFallback { redraw: true, .. } => {
             out(&recipes::render(&story::broker_fallback())?)
         }
         Cmd::StoryBrokerFallback {
-            repeats, seconds, ..
-        } => recipes::story(&story::broker_fallback(), repeats, seconds, &cx),
+            repeats,
+            seconds,
+            commit,
+            ..
+        } => recipes::story(&story::broker_fallback(), repeats, seconds, commit, &cx),
         Cmd::StoryGogc { redraw: true, .. } => out(&recipes::render(&story::gogc())?),
         Cmd::StoryGogc {
-            repeats, seconds, ..
-        } => recipes::story(&story::gogc(), repeats, seconds, &cx),
+            repeats,
+            seconds,
+            commit,
+            ..
+        } => recipes::story(&story::gogc(), repeats, seconds, commit, &cx),
         Cmd::StoryForcedGc { redraw: true, .. } => out(&recipes::render(&story::forced_gc())?),
         Cmd::StoryForcedGc {
-            repeats, seconds, ..
-        } => recipes::story(&story::forced_gc(), repeats, seconds, &cx),
+            repeats,
+            seconds,
+            commit,
+            ..
+        } => recipes::story(&story::forced_gc(), repeats, seconds, commit, &cx),
         Cmd::StoryCacheSize { redraw: true, .. } => out(&recipes::render(&story::cache_size())?),
         Cmd::StoryCacheSize {
-            repeats, seconds, ..
-        } => recipes::story(&story::cache_size(), repeats, seconds, &cx),
+            repeats,
+            seconds,
+            commit,
+            ..
+        } => recipes::story(&story::cache_size(), repeats, seconds, commit, &cx),
         Cmd::StoryGoRust { redraw: true, .. } => out(&recipes::render(&story::go_rust())?),
         Cmd::StoryGoRust {
-            repeats, seconds, ..
-        } => recipes::story(&story::go_rust(), repeats, seconds, &cx),
+            repeats,
+            seconds,
+            commit,
+            ..
+        } => recipes::story(&story::go_rust(), repeats, seconds, commit, &cx),
         Cmd::CompareRelay { redraw: true, .. } => out(&recipes::render(&story::relay())?),
         Cmd::CompareRelay {
-            repeats, seconds, ..
-        } => recipes::story(&story::relay(), repeats, seconds, &cx),
+            repeats,
+            seconds,
+            commit,
+            ..
+        } => recipes::story(&story::relay(), repeats, seconds, commit, &cx),
         Cmd::CompareAssets { redraw: true, .. } => out(&recipes::render(&story::assets())?),
         Cmd::CompareAssets {
-            repeats, seconds, ..
-        } => recipes::story(&story::assets(), repeats, seconds, &cx),
+            repeats,
+            seconds,
+            commit,
+            ..
+        } => recipes::story(&story::assets(), repeats, seconds, commit, &cx),
         Cmd::StoryAssetsConcurrency { redraw: true, .. } => {
             out(&recipes::render(&story::assets_concurrency())?)
         }
         // Each run is bounded by its requests; the seconds only bound a driver given none.
-        Cmd::StoryAssetsConcurrency { repeats, .. } => {
-            recipes::story(&story::assets_concurrency(), repeats, 600, &cx)
-        }
+        Cmd::StoryAssetsConcurrency {
+            repeats, commit, ..
+        } => recipes::story(&story::assets_concurrency(), repeats, 600, commit, &cx),
         Cmd::AssetTable { root } => {
             let groups = story::load(&root, story::assets().builds)?;
             out(&story::asset_table(&groups))

@@ -219,11 +219,29 @@ pub fn compare(
 
 /// A story: every configuration, REPEATS runs of each build, the comparison pages (their
 /// text beside them), then the table of medians on stdout.
-pub fn story(story: &Story, repeats: u32, seconds: u64, cx: &Context<'_>) -> Result<u8, Failure> {
+///
+/// The runs, table and chart go to a new folder, `reports/<story>-<time>/`, and the committed
+/// story is left as it is. With `commit`, they replace the committed ones, but only once the
+/// whole story is recorded: it records into `<root>.incoming/` first, and an interrupted or
+/// failed story leaves the committed one whole.
+pub fn story(
+    story: &Story,
+    repeats: u32,
+    seconds: u64,
+    commit: bool,
+    cx: &Context<'_>,
+) -> Result<u8, Failure> {
     let Context {
         tools, interrupts, ..
     } = *cx;
-    let root = Path::new(story.root);
+    let committed = Path::new(story.root);
+    let root = if commit {
+        PathBuf::from(format!("{}.incoming", story.root))
+    } else {
+        let name = story.root.strip_prefix("reports/").unwrap_or(story.root);
+        PathBuf::from(format!("reports/{}-{}", name.replace('/', "-"), stamp()))
+    };
+    let root = root.as_path();
     // What the host must have, then every configuration, checked before the first run.
     crate::prerequisites::check(story)?;
     let mut plans = Vec::new();
@@ -242,6 +260,11 @@ pub fn story(story: &Story, repeats: u32, seconds: u64, cx: &Context<'_>) -> Res
             )?;
             plans.push((c, p));
         }
+    }
+    // A story's incoming folder left by one that did not finish holds nothing to keep.
+    if commit && root.exists() {
+        fs::remove_dir_all(root)
+            .map_err(|e| Failure::io(format!("removing {}", root.display()), e))?;
     }
     for c in &story.configs {
         let dir = root.join(&c.dir);
@@ -280,14 +303,69 @@ pub fn story(story: &Story, repeats: u32, seconds: u64, cx: &Context<'_>) -> Res
             }
         }
     }
-    print!("{}", render(story)?);
+    let table = render_in(story, root)?;
+    if commit {
+        install(story, root, committed)?;
+        eprintln!(
+            "story: its runs, table and chart replace the committed ones under {}",
+            committed.display()
+        );
+    } else {
+        eprintln!(
+            "story: runs, table and chart in {}; the committed story under {} is unchanged \
+             (--commit records over it)",
+            root.display(),
+            committed.display()
+        );
+    }
+    print!("{table}");
     Ok(0)
 }
 
-/// A story's table (and chart, where it has one) from its runs under its root, written there
-/// as `table.md` (and `chart.svg`); returns the table.
+/// Puts a story recorded whole under `incoming` in place of the committed one under
+/// `committed`: each configuration's folder, then the table and chart, each moved aside,
+/// replaced and the old one removed. What else the committed folder holds (its README, other
+/// stories' folders) stays.
+fn install(story: &Story, incoming: &Path, committed: &Path) -> Result<(), Failure> {
+    let io = |what: &str, path: &Path, e: std::io::Error| {
+        Failure::io(format!("{what} {}", path.display()), e).hint(format!(
+            "the new story is whole under {}",
+            incoming.display()
+        ))
+    };
+    fs::create_dir_all(committed).map_err(|e| io("creating", committed, e))?;
+    let mut names: Vec<String> = story.configs.iter().map(|c| c.dir.clone()).collect();
+    names.dedup();
+    names.extend(["table.md".to_string(), "chart.svg".to_string()]);
+    for name in names {
+        let new = incoming.join(&name);
+        if !new.exists() {
+            continue;
+        }
+        let old = committed.join(&name);
+        let aside = committed.join(format!("{name}.replaced"));
+        if old.exists() {
+            fs::rename(&old, &aside).map_err(|e| io("moving aside", &old, e))?;
+        }
+        fs::rename(&new, &old).map_err(|e| io("moving into place", &new, e))?;
+        if aside.is_dir() {
+            fs::remove_dir_all(&aside).map_err(|e| io("removing", &aside, e))?;
+        } else if aside.exists() {
+            fs::remove_file(&aside).map_err(|e| io("removing", &aside, e))?;
+        }
+    }
+    let _ = fs::remove_dir_all(incoming);
+    Ok(())
+}
+
+/// A story's table (and chart, where it has one) from its committed runs under its root,
+/// written there as `table.md` (and `chart.svg`); returns the table.
 pub fn render(story: &Story) -> Result<String, Failure> {
-    let root = Path::new(story.root);
+    render_in(story, Path::new(story.root))
+}
+
+/// [`render`] from the runs under `root`, written there.
+pub fn render_in(story: &Story, root: &Path) -> Result<String, Failure> {
     let groups = story::load(root, story.builds)?;
     let chart = |svg: String| {
         let path = root.join("chart.svg");
@@ -949,4 +1027,51 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
         return Ok(2);
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A story recorded whole replaces the committed one's configurations, table and chart,
+    /// and nothing else: the README and the folders of other stories beside them stay.
+    #[test]
+    fn a_committed_story_is_replaced_whole_and_only_its_own_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let story = story::relay();
+        let committed = dir.path().join("relay");
+        let incoming = dir.path().join("relay.incoming");
+        let write = |path: PathBuf, text: &str| {
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        };
+        let first = &story.configs[0].dir;
+        write(committed.join("README.md"), "the story");
+        write(committed.join("other/table.md"), "another story");
+        write(committed.join(first).join("threads-1/run.slim.json"), "old");
+        write(
+            committed.join(first).join("threads-3/run.slim.json"),
+            "old, gone",
+        );
+        write(committed.join("table.md"), "old table");
+        write(committed.join("chart.svg"), "old chart");
+        write(incoming.join(first).join("threads-1/run.slim.json"), "new");
+        write(incoming.join("table.md"), "new table");
+        write(incoming.join("chart.svg"), "new chart");
+        install(&story, &incoming, &committed).unwrap();
+        let read = |p: &str| fs::read_to_string(committed.join(p)).unwrap();
+        assert_eq!(read("README.md"), "the story");
+        assert_eq!(read("other/table.md"), "another story");
+        assert_eq!(read(&format!("{first}/threads-1/run.slim.json")), "new");
+        assert!(!committed.join(first).join("threads-3").exists());
+        assert_eq!(read("table.md"), "new table");
+        assert_eq!(read("chart.svg"), "new chart");
+        assert!(!incoming.exists());
+        let left: Vec<_> = fs::read_dir(&committed)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".replaced"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
 }
