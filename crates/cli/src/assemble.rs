@@ -90,6 +90,7 @@ pub fn assemble(r: Recording) -> Run {
             }
             cpu_holders = c.cpu_holders;
             otel_spans = c.otel;
+            meta.probe_costs = c.probe_costs;
             if let (Some(g), Some((binary, events))) = (c.gc, &r.go_gc) {
                 let lost = dropped(DropKind::GcEventsFull);
                 gc = Some(go_gc_summary(&g, binary, events, meta.start_mono_ns, lost));
@@ -416,6 +417,7 @@ mod tests {
             process: Default::default(),
             redaction: Default::default(),
             syscall_timing: None,
+            probe_costs: None,
         }
     }
 

@@ -274,6 +274,7 @@ impl<'p> Live<'p> {
             process: self.process_info(),
             redaction: self.plan.redaction.clone(),
             syscall_timing: Some(self.plan.syscall_timing),
+            probe_costs: None,
         }
     }
 

@@ -133,6 +133,15 @@ pub fn render(run: &Run, top: usize) -> String {
         }
     }
 
+    // What recording cost the target through its own probes, before any figure it bends.
+    let probes = run.probe_cost_lines();
+    if !probes.is_empty() {
+        out.push('\n');
+        for line in &probes {
+            let _ = writeln!(out, "{}", escape(line));
+        }
+    }
+
     let vol = run.voluntary();
     let invol = run.involuntary();
     let _ = writeln!(

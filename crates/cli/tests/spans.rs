@@ -350,8 +350,41 @@ fn a_span_on_c_counts_every_call_and_changes_nothing() {
     let plain = untraced(&command);
     assert_eq!(plain.status.code(), Some(3), "{plain:?}");
     let (out, run) = record(&dir, &["--uprobe-span", "work"], &command);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let run = assert_unchanged("C", &plain, &out, run);
     assert_eq!(span_calls(&run, "work"), n);
+    // What the span's probes cost the target: every call, at the breakpoints' costs timed
+    // as the recording started, in the run and in the summary.
+    let costs = &run["meta"]["probe_costs"];
+    let traps = &costs["traps"];
+    for kind in [
+        "emulated_ns",
+        "stepped_ns",
+        "emulated_with_return_ns",
+        "stepped_with_return_ns",
+    ] {
+        assert!(traps[kind].as_f64().unwrap() > 0.0, "{kind}: {traps}");
+    }
+    assert_eq!(traps["calls"], 1000);
+    let probes = costs["probes"].as_array().unwrap();
+    assert_eq!(probes.len(), 1, "{costs}");
+    let p = &probes[0];
+    assert_eq!(
+        (p["span"].as_str(), p["symbol"].as_str()),
+        (Some("work"), Some("work"))
+    );
+    assert_eq!(p["calls"].as_u64(), Some(n), "{p}");
+    let kind = match (p["shared_return"].as_bool(), p["emulated"].as_bool()) {
+        (Some(true), Some(true)) => "emulated_with_return_ns",
+        (Some(true), Some(false)) => "stepped_with_return_ns",
+        other => panic!("work's probes apart: {other:?}"),
+    };
+    assert_eq!(p["ns_per_call"], traps[kind], "{costs}");
+    assert!(
+        stderr.contains("the recorder's probes: a breakpoint here costs")
+            && stderr.contains("  work (work, entry and return on one "),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -407,6 +407,9 @@ pub fn html(c: &Comparison, a: &[Run], b: &[Run], all: bool) -> Result<String, E
         esc(&c.b_label),
         counted(c.b_runs as u64, "run"),
     );
+    for w in &c.probe_warnings {
+        let _ = writeln!(main, "<p class=\"note warning\">Warning: {}.</p>", esc(w));
+    }
     // The sentence's own words need no escaping; its commands do.
     if let Some(why) = no_verdicts(c, |s| format!("<code>{}</code>", esc(s))) {
         let mut chars = why.chars();

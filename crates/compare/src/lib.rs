@@ -162,6 +162,9 @@ pub struct Comparison {
     /// Each span both sides measured one by one: its percentiles' moves and the causes of its
     /// slowest 1%, A against B ([`tail_changes`]).
     pub tails: Vec<TailChange>,
+    /// Where the recorder's own probes cost the two builds differently by more than a tenth
+    /// of the change in CPU per operation ([`probe_warnings`]).
+    pub probe_warnings: Vec<String>,
 }
 
 /// Figures shown by default: the headline ones, then syscalls by name.
@@ -301,6 +304,7 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
         })
         .collect();
     rows.sort_by_key(|r| (r.area, r.total, rank(&r.name)));
+    let probe_warnings = probe_warnings(a, b, &rows);
     Comparison {
         a_label: a_label.to_string(),
         b_label: b_label.to_string(),
@@ -310,7 +314,94 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
         rerun: rerun(a, b),
         changed: switchyard_findings::changes(a, b),
         tails: tail_changes(a, b),
+        probe_warnings,
     }
+}
+
+/// A probe cost this many times the change in CPU per operation, or more, is warned of.
+pub const PROBE_SHARE: f64 = 0.1;
+
+/// The recorder's probes, per span, in ns per operation on each side (medians over the
+/// runs that measured them; a side without the span's probes pays 0), and a warning for each
+/// span whose two costs differ by more than [`PROBE_SHARE`] of the change in `cpu.per_op`:
+/// that much of the change is the recorder's, as when one build's probed function starts with
+/// an instruction the kernel emulates and the other's with one it single-steps.
+pub fn probe_warnings(a: &[Run], b: &[Run], rows: &[Row]) -> Vec<String> {
+    let Some(cpu) = rows.iter().find(|r| r.name == "cpu.per_op") else {
+        return Vec::new();
+    };
+    let Some(change_us) = cpu.delta.filter(|d| *d != 0.0) else {
+        return Vec::new();
+    };
+    // Per span: its probes' cost in ns per operation in each run of a side.
+    let per_op = |runs: &[Run]| -> BTreeMap<String, Vec<f64>> {
+        let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for run in runs {
+            let (Some(pc), Some(ops)) = (&run.meta.probe_costs, run.operations) else {
+                continue;
+            };
+            if ops == 0 {
+                continue;
+            }
+            for p in &pc.probes {
+                if let Some(total) = p.total_ns() {
+                    out.entry(p.span.clone())
+                        .or_default()
+                        .push(total / ops as f64);
+                }
+            }
+        }
+        out
+    };
+    let (pa, pb) = (per_op(a), per_op(b));
+    let median = |m: &BTreeMap<String, Vec<f64>>, span: &str| {
+        m.get(span)
+            .and_then(|v| spread(v))
+            .map_or(0.0, |s| s.median)
+    };
+    let change_ns = change_us * 1e3;
+    let mut spans: Vec<&String> = pa.keys().chain(pb.keys()).collect();
+    spans.sort();
+    spans.dedup();
+    spans
+        .into_iter()
+        .filter_map(|span| {
+            let (ca, cb) = (median(&pa, span), median(&pb, span));
+            let apart = (cb - ca).abs();
+            (apart > PROBE_SHARE * change_ns.abs()).then(|| {
+                let share = if apart >= change_ns.abs() {
+                    "all of that change, or more, may be".to_string()
+                } else {
+                    format!(
+                        "up to {} of that change is",
+                        switchyard_model::units::percent_whole(apart / change_ns.abs())
+                    )
+                };
+                format!(
+                    "the recorder's probes cost the builds differently: span {span}'s cost A {} \
+                     and B {} an operation, {} apart, against a change in CPU per operation of \
+                     {}: {share} the recorder's, not the builds' (each run's summary gives its \
+                     probes' costs)",
+                    per_op_text(ca),
+                    per_op_text(cb),
+                    per_op_text(apart),
+                    signed_per_op(change_ns),
+                )
+            })
+        })
+        .collect()
+}
+
+fn per_op_text(ns: f64) -> String {
+    switchyard_model::units::ns_latency(ns.round() as u64)
+}
+
+fn signed_per_op(ns: f64) -> String {
+    format!(
+        "{}{} an operation",
+        if ns < 0.0 { "\u{2212}" } else { "+" },
+        per_op_text(ns.abs())
+    )
 }
 
 /// `just compare WORKLOAD A B 3` with the workload and the builds the runs name (one each,
@@ -801,6 +892,9 @@ pub fn render_text(c: &Comparison, all: bool) -> String {
     if let Some(why) = no_verdicts(c, |s| format!("`{s}`")) {
         wrapped(&mut out, &escape(&why));
     }
+    for w in &c.probe_warnings {
+        wrapped(&mut out, &escape(&format!("warning: {w}")));
+    }
     let rows: Vec<&Row> = c.rows.iter().filter(|r| all || shown(r, c)).collect();
     let hidden = rows.iter().filter(|r| r.total && !all).count();
     let rows: Vec<&Row> = rows.into_iter().filter(|r| all || !r.total).collect();
@@ -1007,6 +1101,7 @@ mod tests {
             rerun: String::new(),
             changed: Default::default(),
             tails: Vec::new(),
+            probe_warnings: Vec::new(),
         }
     }
 

@@ -531,3 +531,59 @@ fn diffs_merge_threads_by_role() {
         "no per-thread view"
     );
 }
+
+/// Probes whose cost differs between the builds by more than a tenth of the change in CPU per
+/// operation are warned of, naming the span: one build's probed function starting with an
+/// instruction the kernel single-steps, the other's with one it emulates. Alike, no warning.
+#[test]
+fn unequal_probe_costs_are_warned_of_by_span() {
+    use switchyard_model::{ProbeCost, ProbeCosts, TrapCosts};
+    let traps = TrapCosts {
+        emulated_ns: 700.0,
+        stepped_ns: 9_200.0,
+        emulated_with_return_ns: 1_450.0,
+        stepped_with_return_ns: 14_170.0,
+        calls: 1000,
+    };
+    let probed = |runs: &mut [Run], emulated: bool| {
+        for run in runs {
+            let calls = run.operations.unwrap();
+            run.meta.probe_costs = Some(ProbeCosts {
+                traps,
+                probes: vec![ProbeCost {
+                    span: "acquire".into(),
+                    symbol: "broker_lock".into(),
+                    emulated,
+                    shared_return: true,
+                    calls,
+                    ns_per_call: Some(traps.per_call(emulated, true)),
+                }],
+            });
+        }
+    };
+    let (mut a, mut b) = five_runs();
+    // A's lock starts with `push %rbp`, B's with an instruction the kernel single-steps.
+    probed(&mut a, true);
+    probed(&mut b, false);
+    let c = switchyard_compare::compare("before", &a, "after", &b);
+    // CPU per operation fell 92.7 µs; the probes, one call an operation, differ by 12.7 µs.
+    let warning = "the recorder's probes cost the builds differently: span acquire's cost A \
+                   1.4 µs and B 14.2 µs an operation, 12.7 µs apart, against a change in CPU \
+                   per operation of \u{2212}92.7 µs an operation: up to 14% of that change is \
+                   the recorder's, not the builds' (each run's summary gives its probes' costs)";
+    assert_eq!(c.probe_warnings, [warning]);
+    let text = switchyard_compare::render_text(&c, false);
+    assert!(
+        text.contains("warning: the recorder's probes cost the builds"),
+        "{text}"
+    );
+    let page = switchyard_compare::html(&c, &a, &b, false).unwrap();
+    assert!(
+        page.contains("<p class=\"note warning\">Warning: the recorder"),
+        "no warning on the page"
+    );
+    // Both emulated: nothing to warn of.
+    probed(&mut b, true);
+    let c = switchyard_compare::compare("before", &a, "after", &b);
+    assert!(c.probe_warnings.is_empty(), "{:?}", c.probe_warnings);
+}

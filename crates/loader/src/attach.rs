@@ -272,11 +272,16 @@ impl Probes {
             return Err(Error::TooManySpans(config.spans.len()));
         }
         steps.lap("lock contention programs verified, attached");
+        let mut span_placements = Vec::new();
+        let mut trap_costs = None;
         let span_events = if config.spans.is_empty() {
             None
         } else {
-            attach_spans(&mut ebpf, &config.spans, config.tgid)?;
+            span_placements = attach_spans(&mut ebpf, &config.spans, config.tgid)?;
             steps.lap("span probes verified, attached");
+            // Not being able to time them costs the figure, not the recording.
+            trap_costs = crate::probecost::measure(&mut ebpf).ok();
+            steps.lap("span probes' breakpoints timed");
             let map = ebpf
                 .take_map(maps::SPAN_EVENTS)
                 .ok_or(Error::MissingMap(maps::SPAN_EVENTS))?;
@@ -322,6 +327,8 @@ impl Probes {
             evicted: Evicted::default(),
             attach_steps: steps.done,
             span_events,
+            trap_costs,
+            span_placements,
             span_kept: config.spans.iter().map(|_| Default::default()).collect(),
             span_last: config.spans.iter().map(|_| Default::default()).collect(),
             span_control: config.spans.iter().map(|_| (0, 1)).collect(),
@@ -369,7 +376,7 @@ impl Probes {
         }
         match attach_spans(&mut self.ebpf, &self.spans, tgid) {
             Err(_) if !std::path::Path::new(&format!("/proc/{tgid}")).exists() => Ok(()),
-            other => other,
+            other => other.map(|_| ()),
         }
     }
 }
@@ -516,14 +523,19 @@ fn attach_go_gc(ebpf: &mut Ebpf, binary: &std::path::Path) -> Result<Vec<(String
 }
 
 /// Entry and return probes on every span's symbol, in the process `tgid` only; the cookie is
-/// the span's index. A probe attached to every process would place a return probe in every
+/// the span's index. Returns where each span's probes went. A probe attached to every process would place a return probe in every
 /// program on the host that runs the function: its return address replaced, which an
 /// exception unwinding through it cannot survive, and a trap per call for processes nobody
 /// records.
-fn attach_spans(ebpf: &mut Ebpf, spans: &[Span], tgid: u32) -> Result<(), Error> {
+fn attach_spans(
+    ebpf: &mut Ebpf,
+    spans: &[Span],
+    tgid: u32,
+) -> Result<Vec<Option<crate::placement::Placement>>, Error> {
     let Some(pid) = std::num::NonZeroU32::new(tgid) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
+    let mut placements = Vec::new();
     let scope = UProbeScope::OneProcess(pid);
     let attach = |ebpf: &mut Ebpf,
                   name: &'static str,
@@ -551,6 +563,7 @@ fn attach_spans(ebpf: &mut Ebpf, spans: &[Span], tgid: u32) -> Result<(), Error>
     };
     for (i, span) in spans.iter().enumerate() {
         let placed = crate::placement::place(&span.binary, &span.symbol, span.go);
+        placements.push(placed.clone());
         let entry = placed.as_ref().map_or(0, |p| p.entry);
         let symbol = span.symbol.as_str();
         if span.go {
@@ -582,7 +595,7 @@ fn attach_spans(ebpf: &mut Ebpf, spans: &[Span], tgid: u32) -> Result<(), Error>
     if let Some(span) = spans.iter().find(|s| s.go) {
         attach_go_sched(ebpf, &span.binary, scope)?;
     }
-    Ok(())
+    Ok(placements)
 }
 
 /// The Go scheduler's probes that follow a goroutine with a span open from thread to thread

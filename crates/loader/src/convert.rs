@@ -90,6 +90,7 @@ pub(crate) fn collected(
         unwind: None,
         offcpu_sampling,
         otel: None,
+        probe_costs: None,
     }
 }
 

@@ -37,6 +37,8 @@ pub enum Error {
     NotGo(String),
     #[error("at most {MAX_SPANS} --uprobe-span functions, got {0}")]
     TooManySpans(usize),
+    #[error("timing the span probes' breakpoints: {0}")]
+    Calibration(String),
     #[error("attaching a uprobe to `{symbol}` in {binary}")]
     Uprobe {
         symbol: String,

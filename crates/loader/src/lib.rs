@@ -17,6 +17,7 @@ mod goreasons;
 mod kinds;
 pub mod otel;
 mod placement;
+mod probecost;
 mod probes;
 mod python;
 mod read;
@@ -212,6 +213,10 @@ pub struct Probes {
     span_polled: Option<std::time::Instant>,
     /// Ring-buffer losses of span instances at the last reading.
     span_ring_lost: u64,
+    /// What the span probes' breakpoints cost here, timed as they were attached, and where
+    /// each span's were placed.
+    trap_costs: Option<switchyard_model::TrapCosts>,
+    span_placements: Vec<Option<placement::Placement>>,
     /// The processes whose span probes are placed ([`Probes::follow_spans`]).
     span_procs: std::collections::BTreeSet<u32>,
     /// Where attaching spent its time, step by step ([`Probes::attach_steps`]).
@@ -240,4 +245,6 @@ pub struct Collected {
     pub offcpu_sampling: (u64, u64),
     /// The OpenTelemetry spans of the target's thread context, when it publishes one.
     pub otel: Option<switchyard_model::OtelSpans>,
+    /// What the span probes cost the target, when spans are probed.
+    pub probe_costs: Option<switchyard_model::ProbeCosts>,
 }

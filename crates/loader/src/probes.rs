@@ -18,6 +18,38 @@ use crate::{
 };
 
 impl Probes {
+    /// What each span's probes cost the target over the rows `spans` read: the calls that
+    /// hit them (instances, nested ones too) times what their kind of breakpoint costs here.
+    fn probe_costs(
+        &self,
+        spans: &[switchyard_model::SpanRow],
+    ) -> Option<switchyard_model::ProbeCosts> {
+        let traps = self.trap_costs?;
+        let probes = spans
+            .iter()
+            .zip(&self.spans)
+            .zip(&self.span_placements)
+            .map(|((row, span), placed)| {
+                let emulated = placed.as_ref().is_some_and(|p| p.emulated);
+                let shared_return = placed
+                    .as_ref()
+                    .is_some_and(|p| !span.go && p.ret_probe == p.entry);
+                let nested = row.anatomy.as_ref().map_or(0, |a| a.nested);
+                switchyard_model::ProbeCost {
+                    span: row.label.clone(),
+                    symbol: span.symbol.clone(),
+                    emulated,
+                    shared_return,
+                    calls: row.stats.count + nested,
+                    // A Go span's return probes sit on its RETs, a kind not timed here.
+                    ns_per_call: (!span.go && placed.is_some())
+                        .then(|| traps.per_call(emulated, shared_return)),
+                }
+            })
+            .collect();
+        Some(switchyard_model::ProbeCosts { traps, probes })
+    }
+
     /// Where attaching spent its time: each step's name and length, in order.
     pub fn attach_steps(&self) -> &[(String, std::time::Duration)] {
         &self.attach_steps
@@ -395,6 +427,7 @@ impl Probes {
             gc_symbols: self.gc_symbols.as_deref(),
         };
         let mut collected = convert::collected(&snapshot, &input, self.windows.as_mut());
+        collected.probe_costs = self.probe_costs(&collected.locks.spans);
         if let Some(source) = &self.otel {
             let take = self.windows.is_some();
             let spans = crate::otel::read(&mut self.ebpf, source, take, &mut self.otel_stats)?;

@@ -604,6 +604,72 @@ pub struct Meta {
     /// How syscalls were timed; `None` in runs from before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscall_timing: Option<SyscallTiming>,
+    /// What the recorder's own uprobes cost the target (spans' probes); `None` without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_costs: Option<ProbeCosts>,
+}
+
+/// What a breakpoint costs on this host, measured as the recording started: switchyard
+/// places a span's entry probe (and the return probe with it) on functions of its own whose
+/// first instruction the kernel emulates, or single-steps out of line, and times calls to
+/// them, less the same calls unprobed. ns a call.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TrapCosts {
+    /// An entry probe on an instruction the kernel emulates (`push %rbp`).
+    pub emulated_ns: f64,
+    /// An entry probe on one it single-steps (a 5-byte `nop`).
+    pub stepped_ns: f64,
+    /// Entry and return probes sharing an emulated instruction's breakpoint.
+    pub emulated_with_return_ns: f64,
+    /// Entry and return probes sharing a single-stepped instruction's breakpoint.
+    pub stepped_with_return_ns: f64,
+    /// Calls timed for each.
+    pub calls: u32,
+}
+
+/// One span's probes and what they cost the target.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProbeCost {
+    /// The span's label.
+    pub span: String,
+    pub symbol: String,
+    /// The entry probe's instruction is one the kernel emulates.
+    pub emulated: bool,
+    /// The return probe shares the entry's breakpoint (one trap on the way in).
+    pub shared_return: bool,
+    /// Calls that hit the probes in the recording.
+    pub calls: u64,
+    /// What each call paid in traps, ns: from [`TrapCosts`] by the probes' kind; `None`
+    /// where no measured kind matches (Go code's probes on its `RET`s).
+    pub ns_per_call: Option<f64>,
+}
+
+/// The recorder's probes in a run: the host's trap costs and each span's probes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProbeCosts {
+    pub traps: TrapCosts,
+    pub probes: Vec<ProbeCost>,
+}
+
+impl ProbeCost {
+    /// The probes' whole cost over the recording, ns.
+    pub fn total_ns(&self) -> Option<f64> {
+        self.ns_per_call.map(|c| c * self.calls as f64)
+    }
+}
+
+impl TrapCosts {
+    /// What a call pays for a native span's probes: both on the entry's breakpoint; or, apart,
+    /// the entry's and a return probe's on the function's first instruction, which the kernel
+    /// single-steps (the entry moved past it because it cannot be emulated).
+    pub fn per_call(&self, emulated: bool, shared_return: bool) -> f64 {
+        match (shared_return, emulated) {
+            (true, true) => self.emulated_with_return_ns,
+            (true, false) => self.stepped_with_return_ns,
+            (false, true) => self.emulated_ns + self.stepped_with_return_ns,
+            (false, false) => self.stepped_ns + self.stepped_with_return_ns,
+        }
+    }
 }
 
 /// How syscalls were timed (`record --syscall-latency`, `--syscall-budget`).
@@ -965,6 +1031,60 @@ impl Run {
         sampled.peek().is_none() || sampled.any(|t| t > 0)
     }
 
+    /// What the recorder's own probes cost the target, for the summary and the page: the
+    /// host's breakpoint costs as timed at the start, then a line per span's probes (calls,
+    /// cost a call, the total and its share of the target's time on CPU). Empty without spans.
+    pub fn probe_cost_lines(&self) -> Vec<String> {
+        let Some(pc) = &self.meta.probe_costs else {
+            return Vec::new();
+        };
+        let t = &pc.traps;
+        let mut lines = vec![format!(
+            "the recorder's probes: a breakpoint here costs {} where the kernel emulates its \
+             instruction, {} where it single-steps it ({} and {} with the return probe on it; \
+             timed over {} calls at the start)",
+            units::ns_latency(t.emulated_ns.round() as u64),
+            units::ns_latency(t.stepped_ns.round() as u64),
+            units::ns_latency(t.emulated_with_return_ns.round() as u64),
+            units::ns_latency(t.stepped_with_return_ns.round() as u64),
+            units::thousands(u64::from(t.calls)),
+        )];
+        let oncpu: u64 = self.threads.iter().map(|t| t.oncpu_ns).sum();
+        for p in &pc.probes {
+            let kind = match (p.shared_return, p.emulated) {
+                (true, true) => "entry and return on one emulated breakpoint",
+                (true, false) => "entry and return on one single-stepped breakpoint",
+                (false, true) => "emulated entry, single-stepped return",
+                (false, false) => "single-stepped entry and return",
+            };
+            let cost = match (p.ns_per_call, p.total_ns()) {
+                (Some(each), Some(total)) => {
+                    let share = if oncpu > 0 {
+                        format!(
+                            ", {} of the target's time on CPU",
+                            units::percent(total / oncpu as f64)
+                        )
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        " × {} = {}{share}",
+                        units::ns_latency(each.round() as u64),
+                        units::ns(total.round() as u64)
+                    )
+                }
+                _ => ": Go code's return probes, not timed".to_string(),
+            };
+            lines.push(format!(
+                "  {} ({}, {kind}): {} calls{cost}",
+                p.span,
+                p.symbol,
+                units::thousands(p.calls)
+            ));
+        }
+        lines
+    }
+
     /// How the syscall latencies were taken, when not from every call: one line for the
     /// summary and the page, naming the syscalls whose timing was sampled. `None`: every call
     /// was timed, and the times are exact.
@@ -1112,6 +1232,7 @@ pub(crate) mod tests {
                 process: ProcessInfo::default(),
                 redaction: Redaction::default(),
                 syscall_timing: None,
+                probe_costs: None,
             },
             missing: vec![],
             counters: vec![Counter {

@@ -327,6 +327,22 @@ fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
         workload(out, w);
     }
     counters(out, run);
+    // What the recorder's own probes cost the target, where any figure above includes it.
+    let probes = run.probe_cost_lines();
+    if let Some((head, rest)) = probes.split_first() {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\" id=\"probe-costs\">{}.</p>",
+            Esc(head)
+        );
+        if !rest.is_empty() {
+            out.push_str("<ul class=\"probe-costs\">\n");
+            for line in rest {
+                let _ = writeln!(out, "<li>{}</li>", Esc(line.trim()));
+            }
+            out.push_str("</ul>\n");
+        }
+    }
     out.push_str("</section>\n");
 }
 
