@@ -606,7 +606,7 @@ pub fn no_verdicts(c: &Comparison, code: impl Fn(&str) -> String) -> Option<Stri
     if c.a_runs.min(c.b_runs) > 0 && !can_show(c.a_runs, c.b_runs) {
         why.push(format!(
             "{sides} cannot show a difference: the rank test's p is {:.3} at the least",
-            smallest_p(c.a_runs, c.b_runs)
+            ranktest::smallest_p(c.a_runs, c.b_runs)
         ));
     }
     if tail > 0 && (c.a_runs < MIN_TAIL_RUNS || c.b_runs < MIN_TAIL_RUNS) {
@@ -635,18 +635,9 @@ pub fn no_verdicts(c: &Comparison, code: impl Fn(&str) -> String) -> Option<Stri
     Some(why.join("; "))
 }
 
-/// The smallest two-sided p a rank test of `n` runs against `m` can give: 2 / C(n + m, n).
-pub fn smallest_p(n: usize, m: usize) -> f64 {
-    let mut c = 1.0;
-    for i in 0..n.min(m) {
-        c = c * (n + m - i) as f64 / (i + 1) as f64;
-    }
-    (2.0 / c).min(1.0)
-}
-
 /// Whether `n` runs against `m` can show a difference at all ([`ALPHA`]).
 pub fn can_show(n: usize, m: usize) -> bool {
-    smallest_p(n, m) < ALPHA
+    ranktest::smallest_p(n, m) < ALPHA
 }
 
 /// A figure judged: B's delta from A (medians), as an amount and a percentage, and the rank
@@ -683,12 +674,10 @@ fn judge(a: &[f64], b: &[f64], better: Better, needed: usize) -> Judged {
     if sa.n < needed || sb.n < needed {
         return judged(None, Verdict::Withheld);
     }
-    // Every run of both sides alike: there is nothing to test.
-    let p = ranktest::mann_whitney(a, b);
-    if delta == 0.0 && p.is_none() {
+    // No ranks to test only when every run of both sides is alike.
+    let Some(p) = ranktest::mann_whitney(a, b) else {
         return judged(None, Verdict::Same);
-    }
-    let p = p.unwrap_or(1.0);
+    };
     // A change under NOISE_PCT is inside any run-to-run spread here, whatever the ranks say.
     if p >= ALPHA || delta == 0.0 || delta_pct.is_some_and(|x| x.abs() < NOISE_PCT) {
         return judged(Some(p), Verdict::NoDifference);
@@ -1068,7 +1057,7 @@ mod tests {
         for mean in ["latency.p50", "latency.p90", "cpu.per_op", "memory.max_rss"] {
             assert!(!tail_figure(mean), "{mean}");
         }
-        assert!((smallest_p(3, 3) - 0.1).abs() < 1e-12);
+        assert!((ranktest::smallest_p(3, 3) - 0.1).abs() < 1e-12);
         assert!(!can_show(3, 3) && can_show(4, 4) && can_show(3, 5) && !can_show(2, 5));
     }
 

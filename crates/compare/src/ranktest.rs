@@ -61,6 +61,12 @@ fn mid_ranks(values: impl Iterator<Item = f64>) -> Vec<f64> {
     ranks
 }
 
+/// The smallest two-sided p a test of `n` runs against `m` can give: 2 / C(n + m, n), the
+/// two splits that put every run of one side below every run of the other.
+pub fn smallest_p(n: usize, m: usize) -> f64 {
+    (2.0 / choose((n + m) as u64, n.min(m) as u64) as f64).min(1.0)
+}
+
 /// C(n, k), saturating.
 fn choose(n: u64, k: u64) -> u64 {
     let k = k.min(n - k);
