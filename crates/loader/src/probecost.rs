@@ -7,8 +7,9 @@
 //! span programs are attached, in this process only, to two functions of switchyard's own,
 //! one starting with `push %rbp` (emulated) and one with a 5-byte `nop` (single-stepped),
 //! each alone and with the return probe on the same breakpoint, and called [`CALLS`] times
-//! each, in batches of which the fastest counts, less the same calls unprobed. The programs return at once here (this process is no
-//! target), so the figures are the traps, which is where two builds differ.
+//! each, in batches of which the fastest counts, less the same calls unprobed. The programs
+//! return at once here (this process is no target), so the figures are the traps, which is
+//! where two builds differ.
 
 use std::{hint::black_box, path::Path, time::Instant};
 
@@ -22,7 +23,7 @@ use aya::{
 use switchyard_common::programs;
 use switchyard_model::TrapCosts;
 
-use crate::Error;
+use crate::{Error, attach::program};
 
 /// Calls timed for each kind of breakpoint, in [`BATCHES`] batches.
 pub const CALLS: u32 = 1000;
@@ -75,20 +76,16 @@ pub fn measure(ebpf: &mut Ebpf) -> Result<TrapCosts, Error> {
     };
     let base = calls(switchyard_trap_emulated).min(calls(switchyard_trap_stepped));
     let mut probed = |offset: u64, with_return: bool, f: unsafe extern "C" fn()| {
-        let mut links = Vec::new();
         let names: &[&'static str] = if with_return {
             &[programs::SPAN_EXIT, programs::SPAN_ENTER]
         } else {
             &[programs::SPAN_ENTER]
         };
+        let mut links = Vec::new();
+        let mut attached = Ok(());
         for &name in names {
-            let program: &mut UProbe = ebpf
-                .program_mut(name)
-                .ok_or(Error::MissingProgram(name))?
-                .try_into()
-                .map_err(|e: aya::programs::ProgramError| Error::Calibration(e.to_string()))?;
-            let link = program
-                .attach(
+            let link = program::<UProbe>(ebpf, name).and_then(|p| {
+                p.attach(
                     UProbeAttachPoint {
                         location: UProbeAttachLocation::AbsoluteOffset(offset),
                         cookie: Some(u64::MAX),
@@ -96,19 +93,24 @@ pub fn measure(ebpf: &mut Ebpf) -> Result<TrapCosts, Error> {
                     &exe,
                     UProbeScope::CallingProcess,
                 )
-                .map_err(|e| Error::Calibration(e.to_string()))?;
-            links.push((name, link));
-        }
-        let ns = calls(f);
-        for (name, link) in links {
-            if let Some(p) = ebpf.program_mut(name) {
-                let p: Result<&mut UProbe, _> = p.try_into();
-                if let Ok(p) = p {
-                    let _ = p.detach(link);
+                .map_err(|e| Error::Calibration(e.to_string()))
+            });
+            match link {
+                Ok(link) => links.push((name, link)),
+                Err(e) => {
+                    attached = Err(e);
+                    break;
                 }
             }
         }
-        Ok::<f64, Error>((ns - base).max(0.0))
+        let ns = attached.map(|()| calls(f));
+        // Whatever attached is detached, timed or not.
+        for (name, link) in links {
+            if let Ok(p) = program::<UProbe>(ebpf, name) {
+                let _ = p.detach(link);
+            }
+        }
+        Ok::<f64, Error>((ns? - base).max(0.0))
     };
     Ok(TrapCosts {
         emulated_ns: probed(emulated, false, switchyard_trap_emulated)?,
