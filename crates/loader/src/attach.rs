@@ -13,7 +13,7 @@ use switchyard_common::{MAX_SPANS, gc, globals, go_sched, maps, otel, programs};
 
 use crate::{
     Config, Error, Evicted, Probes, Span, Syscalls, Unwind, btf,
-    error::{load_error, map_err, program_error},
+    error::{load_error, map_err, program, program_error},
     goprologue, tracefs, unwind,
 };
 
@@ -479,17 +479,6 @@ fn verify_threads(jobs: usize) -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
         .min(jobs)
         .max(1)
-}
-
-/// The program `name` of the object as its kind `P` (not loaded yet).
-pub(crate) fn program<'a, P>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut P, Error>
-where
-    &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
-{
-    ebpf.program_mut(name)
-        .ok_or(Error::MissingProgram(name))?
-        .try_into()
-        .map_err(program_error(name))
 }
 
 /// Entry-only probes on the Go runtime's GC functions, placed past each one's stack check so

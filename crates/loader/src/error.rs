@@ -116,6 +116,20 @@ pub(crate) fn program_error(
     }
 }
 
+/// The program `name` of the object as its kind `P` (not loaded yet).
+pub(crate) fn program<'a, P>(
+    ebpf: &'a mut aya::Ebpf,
+    name: &'static str,
+) -> Result<&'a mut P, Error>
+where
+    &'a mut P: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or(Error::MissingProgram(name))?
+        .try_into()
+        .map_err(program_error(name))
+}
+
 /// A load failure with a verifier log becomes `Verifier`, so its log is shown once, apart.
 pub(crate) fn load_error(name: &'static str, source: aya::programs::ProgramError) -> Error {
     match source {

@@ -9,7 +9,8 @@ use switchyard_common::{maps, programs};
 
 use crate::{
     Error,
-    attach::{OBJECT, program},
+    attach::OBJECT,
+    error::program,
     error::{load_error, program_error},
 };
 

@@ -23,7 +23,7 @@ use aya::{
 use switchyard_common::programs;
 use switchyard_model::TrapCosts;
 
-use crate::{Error, attach::program};
+use crate::{Error, error::program};
 
 /// Calls timed for each kind of breakpoint, in [`BATCHES`] batches.
 pub const CALLS: u32 = 1000;
