@@ -1518,26 +1518,28 @@ fn requests(args: &Args) {
         let mut i = 0u64;
         while !st.load(Ordering::Relaxed) {
             // Each request a span of its own trace, in the thread's OpenTelemetry context
-            // (`--otel-thread-ctx`) while it is served.
+            // (`--otel-thread-ctx`) while it is served. The request's clocks run around the
+            // span, as a server's do (`otel_ctx::Spans`): a wait inside the span, however
+            // close to its edges, is inside the request's own figures.
+            let start_unix_ns = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let clocks = otel_ctx::Clocks::start();
             if otel {
                 otel_ctx::attach(
                     otel_ctx::trace_id(process::id().into(), i),
                     otel_ctx::span_id(i),
                 );
             }
-            let start_unix_ns = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
-            let clocks = otel_ctx::Clocks::start();
             let times = handle_request(&c, i);
+            if otel {
+                otel_ctx::detach();
+            }
             let otel_ctx::Own {
                 wall_ns,
                 cpu_ns,
                 cpu_wait_ns,
             } = clocks.stop();
-            if otel {
-                otel_ctx::detach();
-            }
             reqs.push(Request {
                 wall_ns,
                 lock_ns: times.lock_ns,
