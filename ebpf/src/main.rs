@@ -24,6 +24,7 @@ mod locks;
 mod oncpu;
 mod otelctx;
 mod python;
+mod sampling;
 mod sched;
 mod shared;
 mod spans;

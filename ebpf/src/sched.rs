@@ -26,7 +26,7 @@
 use core::ffi::c_void;
 
 use aya_ebpf::{
-    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, generated::bpf_get_prandom_u32},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::{btf_tracepoint, map},
     maps::{HashMap, PerCpuArray, ProgramArray},
     programs::BtfTracePointContext,
@@ -39,6 +39,7 @@ use switchyard_common::{
 use crate::{
     inflight::{in_syscall, slot},
     otelctx,
+    sampling::{count, draw, moving_average, sample_probability},
     shared::{current_comm, drop_event, is_target, start_ns},
     spans,
     stacks::{KEYS, add, blocked_kernel_stack, stacks_on, user_stack},
@@ -108,14 +109,9 @@ struct Interval {
 #[map]
 static SWITCH_OUT: PerCpuArray<Interval> = PerCpuArray::with_max_entries(1, 0);
 
-#[map]
-static SAMPLING: PerCpuArray<u64> = PerCpuArray::with_max_entries(sampling::COUNT, 0);
-
 /// Set by the loader before load.
 #[unsafe(no_mangle)]
 static MIN_BLOCK_NS: u64 = 0;
-#[unsafe(no_mangle)]
-static OFFCPU_PERIOD_NS: u64 = 0;
 #[unsafe(no_mangle)]
 static TASK_PRIO_OFFSET: u32 = 0;
 
@@ -336,47 +332,6 @@ fn off_cpu(t: &mut ThreadStats, off: u64, blocked: u64, waiting: u64) {
         t.predicted_ns = moving_average(t.predicted_ns, off);
     } else {
         t.predicted_sys_ns = moving_average(t.predicted_sys_ns, off);
-    }
-}
-
-#[inline(always)]
-fn moving_average(average: u64, sample: u64) -> u64 {
-    if average == 0 {
-        sample
-    } else {
-        average - average / 8 + sample / 8
-    }
-}
-
-/// The probability, in `sampling::ONE` units, of walking an interval of `ns`: 1 from one
-/// period up, proportionally less below.
-#[inline(always)]
-pub fn sample_probability(ns: u64) -> u32 {
-    // SAFETY: a read-only global the loader rewrites before load.
-    let period = unsafe { core::ptr::read_volatile(&OFFCPU_PERIOD_NS) };
-    if period == 0 || ns >= period {
-        return sampling::ONE as u32;
-    }
-    let p = ns * sampling::ONE / period;
-    if p == 0 { 1 } else { p as u32 }
-}
-
-/// Walks with probability `p`: the probability kept, or 0.
-#[inline(always)]
-pub fn draw(p: u32) -> u32 {
-    if p as u64 >= sampling::ONE {
-        return p;
-    }
-    // SAFETY: a helper with no arguments.
-    let r = unsafe { bpf_get_prandom_u32() } as u64 & (sampling::ONE - 1);
-    if r < p as u64 { p } else { 0 }
-}
-
-#[inline(always)]
-fn count(index: u32) {
-    if let Some(c) = SAMPLING.get_ptr_mut(index) {
-        // SAFETY: a per-CPU slot.
-        unsafe { *c += 1 };
     }
 }
 

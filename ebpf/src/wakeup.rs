@@ -24,7 +24,8 @@ use aya_ebpf::{
 use switchyard_common::{HELD_RUNNING, HeldKey, sampling, timeline as tl, tp, unwind};
 
 use crate::{
-    sched::{HELD, draw, sample_probability},
+    sampling::{draw, sample_probability},
+    sched::HELD,
     shared::{current_comm, recording, start_ns},
     spans,
     stacks::{add, stack_ids, stacks_on},
