@@ -391,7 +391,7 @@ pub fn encode_with(run: &Run, extra: &[(String, String)]) -> ExportProfilesServi
                 ];
                 if !s.label.is_empty() {
                     attribute_indices.push(
-                        d.attribute("switchyard.off_cpu.reason", Value::Str(s.label.clone())),
+                        d.attribute("switchyard.off_cpu.reason", Value::Str(s.label.to_string())),
                     );
                 }
                 Sample {

@@ -14,7 +14,7 @@
 //! them. The rule needs stacks; without them no wait is called idle.
 
 use serde::{Deserialize, Serialize};
-use switchyard_model::{Frame, FrameKind};
+use switchyard_model::{Frame, FrameKind, Label};
 
 /// Why a thread was not running, or that it was.
 #[derive(
@@ -458,9 +458,8 @@ pub struct Reading {
     pub site: String,
 }
 
-/// Reads one stack: `label` is its state ("S", "D", "R", "W") or syscall, `frames` root
-/// first.
-pub fn classify(label: &str, frames: &[&Frame]) -> Reading {
+/// Reads one stack: `label` is its state or syscall, `frames` root first.
+pub fn classify(label: &Label, frames: &[&Frame]) -> Reading {
     let site = site(frames);
     let user: Vec<&&Frame> = frames
         .iter()
@@ -471,10 +470,10 @@ pub fn classify(label: &str, frames: &[&Frame]) -> Reading {
         because: because.to_string(),
         site: site.clone(),
     };
-    if label == "R" || label == "W" {
+    if label.waits_for_cpu() {
         return reading(
             Kind::Cpu,
-            if label == "R" {
+            if *label == Label::Preempted {
                 "preempted"
             } else {
                 "woken, not yet run"
@@ -532,21 +531,21 @@ pub fn classify(label: &str, frames: &[&Frame]) -> Reading {
         Some((kind, name)) => return reading(kind, name),
         None => {}
     }
-    if let Some((_, kind)) = SYSCALLS.iter().find(|(name, _)| *name == label) {
+    if let Some((_, kind)) = SYSCALLS.iter().find(|(name, _)| *name == label.as_str()) {
         if *kind == Kind::Lock
             && let Some(p) = park
         {
             return reading(Kind::Idle, &p.name);
         }
-        return reading(*kind, label);
+        return reading(*kind, label.as_str());
     }
     if let Some(p) = park {
         return reading(Kind::Idle, &p.name);
     }
-    if label == "D" {
+    if *label == Label::Uninterruptible {
         return reading(Kind::Io, "uninterruptible sleep");
     }
-    reading(Kind::Blocked, label)
+    reading(Kind::Blocked, label.as_str())
 }
 
 /// The innermost frame of the program's own (of an interpreted program, its innermost
@@ -651,7 +650,7 @@ mod tests {
             .chain(kernel.iter().map(|n| frame(n, FrameKind::Kernel)))
             .collect();
         let refs: Vec<&Frame> = frames.iter().collect();
-        classify(label, &refs)
+        classify(&Label::from(label), &refs)
     }
 
     #[test]

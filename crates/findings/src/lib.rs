@@ -37,7 +37,7 @@ use std::collections::{BTreeMap, BTreeSet, btree_map::Entry};
 
 use serde::{Deserialize, Serialize};
 use switchyard_model::{
-    Frame, Run, Stack,
+    Frame, Label, Run, Stack,
     term::escape,
     units::{ns, percent},
 };
@@ -222,7 +222,7 @@ impl<'a> Reader<'a> {
                 let e = futex
                     .entry((s.tgid, user_frames(run, &s.frames)))
                     .or_default();
-                if run.locks.runtime_lock(s.tgid, &s.label).is_some() {
+                if run.locks.runtime_lock(s.tgid, s.label.as_str()).is_some() {
                     e.0 += s.value;
                 }
                 e.1 += s.value;
@@ -238,7 +238,7 @@ impl<'a> Reader<'a> {
 
     /// A stack of process `tgid` in state `label` with `frames` (indices into the run's
     /// frames, root first), read.
-    pub fn read_as(&self, tgid: u32, label: &str, frames: &[u32]) -> Reading {
+    pub fn read_as(&self, tgid: u32, label: &Label, frames: &[u32]) -> Reading {
         let mut r = classify(label, &self::frames(self.run, frames));
         // A futex wait (a lock, or a condition variable's park) on the runtime's lock.
         if matches!(r.kind, Kind::Lock | Kind::Idle)
@@ -264,7 +264,7 @@ fn behind_gil(run: &Run, reader: &Reader) -> (BTreeSet<u32>, BTreeMap<u32, f64>)
         .offcpu
         .stacks
         .iter()
-        .filter(|s| s.label != "R" && s.label != "W")
+        .filter(|s| !s.label.waits_for_cpu())
         .filter(|s| reader.read(s).because == classify::GIL_WAIT)
         .map(|s| s.tid)
         .collect();
@@ -476,7 +476,7 @@ impl<'a> Ctx<'a> {
             .offcpu
             .stacks
             .iter()
-            .filter(|s| s.tid == tid && s.label == "R")
+            .filter(|s| s.tid == tid && s.label == Label::Preempted)
         {
             let frames = frames_of(self.run, s);
             let e = by_site
@@ -844,7 +844,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         .offcpu
         .stacks
         .iter()
-        .filter(|s| s.label != "R" && s.label != "W")
+        .filter(|s| !s.label.waits_for_cpu())
         .map(|s| Piece {
             tid: s.tid,
             reading: cx.reader.read(s),
@@ -854,8 +854,8 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         .collect();
     // The wait for a CPU after each wakeup, by what the thread had waited on.
     let mut then_cpu: BTreeMap<(u32, Kind, String), f64> = BTreeMap::new();
-    for s in p.offcpu.stacks.iter().filter(|s| s.label == "W") {
-        let r = cx.reader.read_as(s.tgid, "S", &s.frames);
+    for s in p.offcpu.stacks.iter().filter(|s| s.label == Label::Woken) {
+        let r = cx.reader.read_as(s.tgid, &Label::Sleeping, &s.frames);
         *then_cpu.entry((s.tid, r.kind, r.site)).or_default() += s.value as f64;
     }
     // Releasers of each (waiter, site) wait, from the wakeup profile.
@@ -1196,7 +1196,9 @@ fn waker_tid(run: &Run, s: &Stack) -> u32 {
 fn ran_within(run: &Run, waiters: &BTreeSet<u32>, releasers: &BTreeMap<u32, f64>) -> Option<u32> {
     let mut ran: BTreeMap<u32, u64> = BTreeMap::new();
     for s in &run.profiles.held.stacks {
-        if s.label == "running" && waiters.contains(&s.tid) && releasers.contains_key(&s.waker_tid)
+        if s.label == Label::Running
+            && waiters.contains(&s.tid)
+            && releasers.contains_key(&s.waker_tid)
         {
             *ran.entry(s.waker_tid).or_default() += s.value;
         }
@@ -1253,7 +1255,7 @@ fn held_doing(
     {
         let v = s.value as f64;
         total += v;
-        let (doing, site, names) = if s.label == "running" {
+        let (doing, site, names) = if s.label == Label::Running {
             // Its stack as it woke them: where it ran into the release (the heaviest waking
             // stack, when this one was not walked).
             let f = frames(run, &s.waker_frames);
@@ -1314,8 +1316,8 @@ fn lock_address(run: &Run, tids: &BTreeSet<u32>, site: &str, gil: bool) -> Optio
         }
         let frames = frames_of(run, s);
         // A GIL wait and a wait on the program's own lock may share a site.
-        let on_gil =
-            classify::takes_gil(&frames) || run.locks.runtime_lock(s.tgid, &s.label).is_some();
+        let on_gil = classify::takes_gil(&frames)
+            || run.locks.runtime_lock(s.tgid, s.label.as_str()).is_some();
         if classify::site(&frames) == site && on_gil == gil {
             *by.entry(s.label.as_str()).or_default() += s.value;
         }
@@ -1689,11 +1691,8 @@ fn when(cx: &Ctx, t: &switchyard_model::Timeline, f: &Finding) -> Option<When> {
         }
         _ => {
             for &(at, tid, stack, _, state) in &t.offcpu {
-                let label = match ThreadState::from_u8(state) {
-                    ThreadState::Sleeping => "S",
-                    ThreadState::Uninterruptible => "D",
-                    ThreadState::Other => "I",
-                    _ => continue,
+                let Some(label) = ThreadState::from_u8(state).blocked_label() else {
+                    continue;
                 };
                 if !tids.contains(&tid) {
                     continue;
@@ -1706,7 +1705,7 @@ fn when(cx: &Ctx, t: &switchyard_model::Timeline, f: &Finding) -> Option<When> {
                     .iter()
                     .find(|th| th.tid == tid)
                     .map_or(0, |th| th.tgid);
-                let r = cx.reader.read_as(tgid, label, indices);
+                let r = cx.reader.read_as(tgid, &label, indices);
                 if r.kind == f.kind && r.site == f.site {
                     times.push(at);
                 }

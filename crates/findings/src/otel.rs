@@ -31,11 +31,11 @@ pub(crate) fn as_span(run: &Run) -> Option<Run> {
             (stacks.len() - 1) as u32
         })
     };
-    // Each span's linked stacks: blocked (any state but the waits for a CPU: "R" after a
-    // preemption, "W" after a wakeup) and on-CPU samples.
+    // Each span's linked stacks: blocked (any state but the waits for a CPU, after a
+    // preemption or a wakeup) and on-CPU samples.
     let mut blocked: HashMap<&str, Vec<&Stack>> = HashMap::new();
     for s in &run.profiles.offcpu.stacks {
-        if !s.span_id.is_empty() && s.label != "R" && s.label != "W" {
+        if !s.span_id.is_empty() && !s.label.waits_for_cpu() {
             blocked.entry(&s.span_id).or_default().push(s);
         }
     }

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
-use switchyard_model::{SpanAnatomy, SpanInstance, SpanRow, term::escape, units::ns};
+use switchyard_model::{Label, SpanAnatomy, SpanInstance, SpanRow, term::escape, units::ns};
 
 use crate::{Ctx, Culprit, Finding, Kind, classify, frames};
 
@@ -234,7 +234,7 @@ pub fn go_reason_kind(reason: &str) -> Kind {
     }
 }
 
-fn read(cx: &Ctx, tgid: u32, state: &str, stack: Option<u32>) -> classify::Reading {
+fn read(cx: &Ctx, tgid: u32, state: &Label, stack: Option<u32>) -> classify::Reading {
     let frames = stack
         .and_then(|s| cx.run.profiles.span_stacks.get(s as usize))
         .map(Vec::as_slice)
@@ -621,9 +621,9 @@ fn releaser(cx: &Ctx, group: &[&SpanInstance], key: &Key) -> Culprit {
             waits += w.ns;
             if w.held_ns > 0 {
                 let f = stack_frames(cx, w.held_stack);
-                let doing = match w.held_state.as_str() {
-                    "D" => "in I/O",
-                    "R" | "W" => "waiting for a CPU",
+                let doing = match &w.held_state {
+                    Label::Uninterruptible => "in I/O",
+                    l if l.waits_for_cpu() => "waiting for a CPU",
                     _ => "sleeping",
                 };
                 let e = held

@@ -2,7 +2,7 @@
 //! an fsync, an idle epoll loop.
 
 use switchyard_model::{
-    CpuHolder, Frame, FrameKind, Log2Hist, Profile, Run, Stack, ThreadRow, metrics,
+    CpuHolder, Frame, FrameKind, Label, Log2Hist, Profile, Run, Stack, ThreadRow, metrics,
 };
 
 use super::*;
@@ -458,10 +458,10 @@ fn what_changed_ranks_by_the_share_of_the_change() {
     let mut b = waits_run();
     // B: the lock is held for a quarter as long; the hog is gone.
     for s in &mut b.profiles.offcpu.stacks {
-        if s.tid == 4 && s.label == "S" && s.value == 2_000 * MS {
+        if s.tid == 4 && s.label == Label::Sleeping && s.value == 2_000 * MS {
             s.value = 500 * MS;
         }
-        if s.label == "W" {
+        if s.label == Label::Woken {
             s.value = 100 * MS;
         }
     }

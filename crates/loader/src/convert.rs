@@ -10,8 +10,8 @@ use switchyard_common::{
 };
 use switchyard_model::raw::{Raw, RawSample, RawWaker, USER_STACK_OPEN_AT_STOP};
 use switchyard_model::{
-    CpuHolder, DropRow, ErrnoCount, FutexRow, Locks, Log2Hist, SpanRow, SyscallRow, ThreadRow,
-    WaitSummary, errno_name, syscall_name,
+    CpuHolder, DropRow, ErrnoCount, FutexRow, Label, Locks, Log2Hist, SpanRow, SyscallRow,
+    ThreadRow, WaitSummary, errno_name, syscall_name,
 };
 
 use crate::{
@@ -504,7 +504,7 @@ fn samples(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Raw {
             tid: k.tid,
             user_stack: k.user_stack,
             kernel_stack: k.kernel_stack,
-            label: String::new(),
+            label: Label::Empty,
             value: v,
             waker: Some(RawWaker {
                 tgid: k.waker_tgid,
@@ -529,7 +529,7 @@ fn samples(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Raw {
             user_stack: -1,
             kernel_stack: -1,
             label: if running {
-                "running".into()
+                Label::Running
             } else {
                 state_label(k.state, tp::PREEMPT_FLAG as u32)
             },
@@ -558,7 +558,7 @@ fn samples(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Raw {
             tid: k.tid,
             user_stack: k.user_stack,
             kernel_stack: -1,
-            label: syscall_name(k.nr),
+            label: Label::Name(syscall_name(k.nr)),
             value: v,
             waker: None,
             ..Default::default()
@@ -614,7 +614,7 @@ fn locks(
             tid: k.tgid,
             user_stack: k.user_stack,
             kernel_stack: -1,
-            label: format!("{:#x}", k.uaddr),
+            label: Label::Name(format!("{:#x}", k.uaddr)),
             value: v.total_ns,
             waker: None,
             ..Default::default()
@@ -769,22 +769,22 @@ pub(crate) fn comm_string(words: [u64; 2]) -> String {
     String::from_utf8_lossy(&comm[..len]).into_owned()
 }
 
-/// The label of an off-CPU state as the kernel reports `prev_state`; "W" for the wait for a
-/// CPU after a wakeup (runnable, woken: scheduler delay).
-pub fn state_label(state: u32, preempt_flag: u32) -> String {
+/// An off-CPU state as the kernel reports `prev_state`; woken for the wait for a CPU after a
+/// wakeup (runnable, woken: scheduler delay).
+pub fn state_label(state: u32, preempt_flag: u32) -> Label {
     if state & tp::WOKEN_FLAG as u32 != 0 {
-        return "W".into();
+        return Label::Woken;
     }
     if state == 0 || state & preempt_flag != 0 {
-        return "R".into();
+        return Label::Preempted;
     }
     match state {
-        1 => "S".into(),
-        2 => "D".into(),
-        4 => "T".into(),
-        8 => "t".into(),
-        0x80 => "I".into(),
-        s => format!("state {s:#x}"),
+        1 => Label::Sleeping,
+        2 => Label::Uninterruptible,
+        4 => Label::Stopped,
+        8 => Label::Traced,
+        0x80 => Label::Idle,
+        s => Label::Name(format!("state {s:#x}")),
     }
 }
 
@@ -835,7 +835,7 @@ fn span_anatomy(
                     held_state: if p.held_ns != 0 {
                         state_label(p.held_state, tp::PREEMPT_FLAG as u32)
                     } else {
-                        String::new()
+                        Label::Empty
                     },
                     held_stack: if p.held_ns != 0 {
                         stack(p.waker_tgid, p.held_user_stack, -1)

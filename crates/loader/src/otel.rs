@@ -326,7 +326,7 @@ pub fn link_samples(
         .collect();
     // The samples counted without a span, by what identifies one: (on CPU, thread, stacks,
     // label) → index. Linked samples are pushed after them, so the indexes hold.
-    type Plain = (bool, u32, i32, i32, String);
+    type Plain = (bool, u32, i32, i32, switchyard_model::Label);
     let index = |oncpu: bool, list: &[RawSample]| -> Vec<(Plain, usize)> {
         list.iter()
             .enumerate()
@@ -348,7 +348,7 @@ pub fn link_samples(
         };
         let oncpu = k.state == otel::ONCPU;
         let label = if oncpu {
-            String::new()
+            switchyard_model::Label::Empty
         } else {
             crate::convert::state_label(k.state, switchyard_common::tp::PREEMPT_FLAG as u32)
         };

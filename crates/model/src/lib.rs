@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 pub use heap::Heap;
 pub use hist::Log2Hist;
 pub use stacks::{
-    Binary, Frame, FrameKind, Profile, Profiles, Stack, StackQuality, StackStats, UnwindTables,
-    is_thread_start,
+    Binary, Frame, FrameKind, Label, Profile, Profiles, Stack, StackQuality, StackStats,
+    UnwindTables, is_thread_start,
 };
 pub use timeline::{ThreadState, Timeline, TimelineThread};
 
@@ -533,8 +533,8 @@ pub struct SpanWait {
     pub ns: u64,
     /// Intervals off CPU.
     pub count: u32,
-    /// The state it blocked in ("S", "D", …).
-    pub state: String,
+    /// The state it blocked in.
+    pub state: Label,
     /// Its stack (user and kernel), `None` when not walked.
     pub stack: Option<u32>,
     /// The thread that woke it (0: unknown, or not a wakeup the probes saw).
@@ -544,7 +544,7 @@ pub struct SpanWait {
     /// The waker's own time off CPU within these waits, its state and user stack then: what
     /// a lock's holder did while it held it.
     pub held_ns: u64,
-    pub held_state: String,
+    pub held_state: Label,
     pub held_stack: Option<u32>,
 }
 

@@ -14,7 +14,7 @@ pub struct RawSample {
     /// Stack ids (negative: not recorded).
     pub user_stack: i32,
     pub kernel_stack: i32,
-    pub label: String,
+    pub label: crate::Label,
     pub waker: Option<RawWaker>,
     pub value: u64,
     /// The OpenTelemetry trace and span the thread served, W3C hex (empty: none).

@@ -6,6 +6,132 @@
 
 use serde::{Deserialize, Serialize};
 
+/// What a stack's thread was doing, as the stack is counted: a state off CPU as the kernel
+/// reports it at the switch-out, or, in the profiles keyed by something else, that thing's
+/// name. Written in run files as the kernel's letters ("S", "D", "R", "W", …), "running", a
+/// name, or empty, as it always was.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum Label {
+    /// None: an on-CPU sample, or a wakeup, whose profile says what it is.
+    #[default]
+    Empty,
+    /// Sleeping, interruptibly (S).
+    Sleeping,
+    /// Sleeping uninterruptibly (D): I/O, or a kernel lock.
+    Uninterruptible,
+    /// Waiting for a CPU after it was preempted (R).
+    Preempted,
+    /// Waiting for a CPU after a wakeup (W).
+    Woken,
+    /// Stopped (T).
+    Stopped,
+    /// Stopped by a tracer (t).
+    Traced,
+    /// An idle kernel wait (I).
+    Idle,
+    /// A waker that was on CPU all through the wait it ended.
+    Running,
+    /// A syscall's name, a futex word's address, or a state with no name here ("state
+    /// 0x…"). Made from text, a state's letter is always its own variant.
+    Name(String),
+}
+
+impl Label {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Label::Empty => "",
+            Label::Sleeping => "S",
+            Label::Uninterruptible => "D",
+            Label::Preempted => "R",
+            Label::Woken => "W",
+            Label::Stopped => "T",
+            Label::Traced => "t",
+            Label::Idle => "I",
+            Label::Running => "running",
+            Label::Name(n) => n,
+        }
+    }
+
+    /// Waiting for a CPU: runnable, after a preemption or a wakeup.
+    pub fn waits_for_cpu(&self) -> bool {
+        *self == Label::Preempted || *self == Label::Woken
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Label::Empty
+    }
+}
+
+impl From<&str> for Label {
+    fn from(s: &str) -> Label {
+        match s {
+            "" => Label::Empty,
+            "S" => Label::Sleeping,
+            "D" => Label::Uninterruptible,
+            "R" => Label::Preempted,
+            "W" => Label::Woken,
+            "T" => Label::Stopped,
+            "t" => Label::Traced,
+            "I" => Label::Idle,
+            "running" => Label::Running,
+            n => Label::Name(n.to_string()),
+        }
+    }
+}
+
+impl From<String> for Label {
+    fn from(s: String) -> Label {
+        match Label::from(s.as_str()) {
+            Label::Name(_) => Label::Name(s),
+            l => l,
+        }
+    }
+}
+
+impl From<Label> for String {
+    fn from(l: Label) -> String {
+        match l {
+            Label::Name(n) => n,
+            l => l.as_str().to_string(),
+        }
+    }
+}
+
+/// Compared, hashed and ordered as written: one label however it was made, and anything sorted
+/// by label keeps the order it had as text.
+impl PartialEq for Label {
+    fn eq(&self, other: &Label) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Label {}
+
+impl std::hash::Hash for Label {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl Ord for Label {
+    fn cmp(&self, other: &Label) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl PartialOrd for Label {
+    fn partial_cmp(&self, other: &Label) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::fmt::Display for Label {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Profiles {
     /// Every distinct frame of every stack below.
@@ -72,9 +198,9 @@ pub struct Stack {
     pub tid: u32,
     /// The thread's name.
     pub comm: String,
-    /// What kind of wait or which syscall: "S" (sleeping), "D" (uninterruptible), "R"
-    /// (preempted, waiting for a CPU), or a syscall name; empty for on-CPU samples.
-    pub label: String,
+    /// What the thread was doing: its state off CPU, or the syscall, span or futex word the
+    /// profile is keyed by; empty for on-CPU samples and wakeups.
+    pub label: Label,
     /// Frame indices, root first.
     pub frames: Vec<u32>,
     /// For wakeups: the waker's frames, root first, and its thread name.
@@ -274,4 +400,39 @@ pub fn is_thread_start(name: &str) -> bool {
             | "runtime.morestack"
             | "runtime.morestack.abi0"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Label;
+
+    #[test]
+    fn a_label_reads_back_as_it_was_written() {
+        for (text, label) in [
+            ("", Label::Empty),
+            ("S", Label::Sleeping),
+            ("D", Label::Uninterruptible),
+            ("R", Label::Preempted),
+            ("W", Label::Woken),
+            ("T", Label::Stopped),
+            ("t", Label::Traced),
+            ("I", Label::Idle),
+            ("running", Label::Running),
+            ("futex", Label::Name("futex".into())),
+            ("0x7f0012", Label::Name("0x7f0012".into())),
+            ("state 0x100", Label::Name("state 0x100".into())),
+        ] {
+            assert_eq!(Label::from(text), label, "{text:?}");
+            assert_eq!(String::from(label.clone()), text);
+            let json = serde_json::to_string(&label).unwrap();
+            assert_eq!(json, format!("{text:?}"));
+            assert_eq!(serde_json::from_str::<Label>(&json).unwrap(), label);
+        }
+        assert!(Label::Preempted.waits_for_cpu() && Label::Woken.waits_for_cpu());
+        assert!(!Label::Sleeping.waits_for_cpu() && !Label::Name("R ".into()).waits_for_cpu());
+        assert!(Label::Name("R".into()).waits_for_cpu());
+        // Made by hand or read, a name is one label.
+        assert_eq!(Label::Name("S".into()), Label::Sleeping);
+        assert!(Label::Name("D".into()) < Label::Preempted);
+    }
 }

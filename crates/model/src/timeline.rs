@@ -86,6 +86,17 @@ impl ThreadState {
         }
     }
 
+    /// The label a blocked state has in the off-CPU profile; `None` for running and for the
+    /// waits for a CPU, which no stack explains.
+    pub fn blocked_label(self) -> Option<crate::Label> {
+        match self {
+            ThreadState::Sleeping => Some(crate::Label::Sleeping),
+            ThreadState::Uninterruptible => Some(crate::Label::Uninterruptible),
+            ThreadState::Other => Some(crate::Label::Idle),
+            _ => None,
+        }
+    }
+
     /// From the state `sched_switch` reports at a switch-out (`preempt_flag` set: preempted).
     pub fn from_switch(state: u32, preempt_flag: u32) -> ThreadState {
         if state == 0 || state & preempt_flag != 0 {

@@ -14,14 +14,14 @@
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
-use switchyard_model::{Frame, FrameKind, Run, Stack};
+use switchyard_model::{Frame, FrameKind, Label, Run, Stack};
 
 use crate::{Error, ProfileKind};
 
 /// The separator frame between the sleeper's and the waker's stack (inferno greys it).
 pub const WAKER_SEPARATOR: &str = "--";
 
-/// The state frame of the off-CPU stacks' label "W": runnable again after the wakeup that ended
+/// The state frame of the off-CPU stacks' label `Woken` ("W"): runnable again after the wakeup that ended
 /// a sleep, waiting for a CPU (scheduler delay). `[R]` is a preempted thread's wait.
 pub const AFTER_WAKEUP_FRAME: &str = "[R after wakeup]";
 
@@ -125,11 +125,11 @@ fn fold(
 }
 
 /// The frame a stack's label becomes, above the thread name: `[label]`, and a readable name for
-/// the off-CPU state "W".
-pub(crate) fn label_frame(kind: ProfileKind, label: &str) -> String {
+/// the off-CPU state `Woken`.
+pub(crate) fn label_frame(kind: ProfileKind, label: &Label) -> String {
     match (kind, label) {
-        (ProfileKind::OffCpu | ProfileKind::Wakeup, "W") => AFTER_WAKEUP_FRAME.to_string(),
-        _ => format!("[{}]", sanitize_frame(label)),
+        (ProfileKind::OffCpu | ProfileKind::Wakeup, Label::Woken) => AFTER_WAKEUP_FRAME.to_string(),
+        _ => format!("[{}]", sanitize_frame(label.as_str())),
     }
 }
 
@@ -186,12 +186,15 @@ mod tests {
 
     #[test]
     fn state_labels_become_state_frames() {
-        assert_eq!(label_frame(ProfileKind::OffCpu, "S"), "[S]");
-        assert_eq!(label_frame(ProfileKind::OffCpu, "R"), "[R]");
-        assert_eq!(label_frame(ProfileKind::OffCpu, "W"), "[R after wakeup]");
+        assert_eq!(label_frame(ProfileKind::OffCpu, &"S".into()), "[S]");
+        assert_eq!(label_frame(ProfileKind::OffCpu, &"R".into()), "[R]");
+        assert_eq!(
+            label_frame(ProfileKind::OffCpu, &"W".into()),
+            "[R after wakeup]"
+        );
         // Only a state is renamed: a syscall label stays as it is.
-        assert_eq!(label_frame(ProfileKind::Syscalls, "W"), "[W]");
-        assert_eq!(label_frame(ProfileKind::Syscalls, "a;b"), "[a:b]");
+        assert_eq!(label_frame(ProfileKind::Syscalls, &"W".into()), "[W]");
+        assert_eq!(label_frame(ProfileKind::Syscalls, &"a;b".into()), "[a:b]");
     }
 
     #[test]

@@ -258,7 +258,7 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
         if !stack.label.is_empty() {
             labels.push(Label {
                 key: label_key,
-                str: b.string(&stack.label),
+                str: b.string(stack.label.as_str()),
                 ..Label::default()
             });
         }

@@ -18,7 +18,7 @@ use switchyard_findings::{
     Explanation, Kind, Reader, classify,
     tail::{Percentiles, SpanTail},
 };
-use switchyard_model::{FrameKind, Run, SpanAnatomy, SpanInstance, SpanRow, SpanWait};
+use switchyard_model::{FrameKind, Label, Run, SpanAnatomy, SpanInstance, SpanRow, SpanWait};
 
 use crate::{
     units::{counted, ns, percent, thousands},
@@ -257,9 +257,9 @@ impl<'a> Cx<'a> {
         }
         let mut out = format!("{} (tid {})", self.thread(w.waker_tid), w.waker_tid);
         if w.held_ns > 0 {
-            let doing = match w.held_state.as_str() {
-                "D" => "in I/O",
-                "R" | "W" => "waiting for a CPU",
+            let doing = match &w.held_state {
+                Label::Uninterruptible => "in I/O",
+                l if l.waits_for_cpu() => "waiting for a CPU",
                 _ => "sleeping",
             };
             let site = classify::site(&self.frames(w.held_stack));

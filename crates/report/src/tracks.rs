@@ -219,14 +219,11 @@ fn data(run: &Run, tl: &Timeline, end: u64) -> (String, usize, bool) {
     let mut waits_for_work = |tid: u32, stack: u32, state: u8| {
         let tgid = tgids.get(&tid).copied().unwrap_or(0);
         *idle.entry((tgid, stack, state)).or_insert_with(|| {
-            let label = match ThreadState::from_u8(state) {
-                ThreadState::Sleeping => "S",
-                ThreadState::Uninterruptible => "D",
-                ThreadState::Other => "I",
-                _ => return false,
+            let Some(label) = ThreadState::from_u8(state).blocked_label() else {
+                return false;
             };
             tl.stacks.get(stack as usize).is_some_and(|frames| {
-                reader.read_as(tgid, label, frames).kind == switchyard_findings::Kind::Idle
+                reader.read_as(tgid, &label, frames).kind == switchyard_findings::Kind::Idle
             })
         })
     };

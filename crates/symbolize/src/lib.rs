@@ -27,7 +27,7 @@ pub use maps::{Mapping, Maps, parse as parse_maps};
 pub use perfmap::JVM_INTERPRETER;
 pub use switchyard_model::raw::{Raw, RawSample, RawWaker};
 use switchyard_model::{
-    Binary, Frame, FrameKind, Profile, Profiles, Stack, StackQuality, is_thread_start,
+    Binary, Frame, FrameKind, Label, Profile, Profiles, Stack, StackQuality, is_thread_start,
 };
 
 pub use blazesym::symbolize::Symbolizer;
@@ -568,7 +568,7 @@ fn merge_and_sort(stacks: &mut Vec<Stack>) {
         u32,
         u32,
         String,
-        String,
+        Label,
         Vec<u32>,
         Vec<u32>,
         String,

@@ -896,7 +896,7 @@ fn state_labels() {
     let woken = switchyard_common::tp::WOKEN_FLAG as u32;
     let labels: Vec<String> = [0, preempt | 1, woken | 1, 1, 2, 4, 8, 0x80, 0x402]
         .into_iter()
-        .map(|s| state_label(s, preempt))
+        .map(|s| state_label(s, preempt).into())
         .collect();
     assert_eq!(
         labels,
