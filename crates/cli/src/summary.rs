@@ -90,9 +90,8 @@ pub fn render(run: &Run, top: usize) -> String {
     }
 
     if m.collector == Collector::Ebpf {
-        let total = run.syscall_total();
-        let errors: u64 = run.syscalls.iter().map(|s| s.errors).sum();
-        let time: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
+        let t = run.totals();
+        let (total, errors, time) = (t.syscalls, t.syscall_errors, t.syscall_ns);
         let inside = if run.syscalls_timed() {
             format!("{} inside syscalls", ns(time))
         } else {
@@ -153,9 +152,9 @@ pub fn render(run: &Run, top: usize) -> String {
         rate(invol, secs),
         run.threads.len()
     );
-    let on: u64 = run.threads.iter().map(|t| t.oncpu_ns).sum();
-    let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
-    match (m.collector, run.offcpu_share()) {
+    let t = run.totals();
+    let (on, runq) = (t.oncpu_ns, t.runqueue_ns);
+    match (m.collector, t.offcpu_share()) {
         (Collector::Ebpf, Some(share)) => {
             let off = OffCpu::of(run, share, switchyard_findings::idle_offcpu_ns(run));
             let _ = writeln!(out, "off-CPU: {}", off.sentence());

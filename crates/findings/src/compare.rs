@@ -112,7 +112,8 @@ pub fn changes(a: &[Run], b: &[Run]) -> Changes {
         for (i, r) in runs.iter().enumerate() {
             let n = norm(r);
             let ex = explain(r);
-            let total: u64 = r.threads.iter().map(|t| t.oncpu_ns + t.offcpu_ns()).sum();
+            let t = r.totals();
+            let total = t.oncpu_ns + t.offcpu_ns();
             totals.push(total as f64 / n);
             for f in &ex.findings {
                 let mut k = key(f);

@@ -1020,8 +1020,27 @@ impl Run {
             .or(self.workload.as_ref().map(|w| w.build.as_str()))
     }
 
+    /// The threads' and syscalls' figures summed, once for every reader.
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for r in &self.threads {
+            t.oncpu_ns += r.oncpu_ns;
+            t.blocked_ns += r.blocked_ns;
+            t.runqueue_ns += r.runqueue_ns;
+            t.woken_wait_ns += r.woken_wait_ns;
+            t.voluntary += r.voluntary;
+            t.involuntary += r.involuntary;
+        }
+        for s in &self.syscalls {
+            t.syscalls += s.count;
+            t.syscall_errors += s.errors;
+            t.syscall_ns += s.total_ns;
+        }
+        t
+    }
+
     pub fn syscall_total(&self) -> u64 {
-        self.syscalls.iter().map(|s| s.count).sum()
+        self.totals().syscalls
     }
 
     /// Whether syscall times were taken at all: not when every row left out of timing has
@@ -1049,7 +1068,7 @@ impl Run {
             units::ns_latency(t.stepped_with_return_ns.round() as u64),
             units::thousands(u64::from(t.calls / 10)),
         )];
-        let oncpu: u64 = self.threads.iter().map(|t| t.oncpu_ns).sum();
+        let oncpu = self.totals().oncpu_ns;
         for p in &pc.probes {
             let kind = match (p.shared_return, p.emulated) {
                 (true, true) => "entry and return on one emulated breakpoint",
@@ -1151,11 +1170,11 @@ impl Run {
     }
 
     pub fn voluntary(&self) -> u64 {
-        self.threads.iter().map(|t| t.voluntary).sum()
+        self.totals().voluntary
     }
 
     pub fn involuntary(&self) -> u64 {
-        self.threads.iter().map(|t| t.involuntary).sum()
+        self.totals().involuntary
     }
 
     pub fn counter(&self, name: &str) -> Option<u64> {
@@ -1171,8 +1190,36 @@ impl Run {
 
     /// Off-CPU share of thread time: off / (on + off), over all threads; `None` without data.
     pub fn offcpu_share(&self) -> Option<f64> {
-        let off: u64 = self.threads.iter().map(ThreadRow::offcpu_ns).sum();
-        let on: u64 = self.threads.iter().map(|t| t.oncpu_ns).sum();
+        self.totals().offcpu_share()
+    }
+}
+
+/// A run's threads and syscalls summed ([`Run::totals`]): the summary, the page and the
+/// figures read these, and sum nothing of their own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub oncpu_ns: u64,
+    pub blocked_ns: u64,
+    /// Waiting for a CPU, after preemptions and wakeups.
+    pub runqueue_ns: u64,
+    /// Of `runqueue_ns`, the waits after a wakeup (scheduler delay).
+    pub woken_wait_ns: u64,
+    pub voluntary: u64,
+    pub involuntary: u64,
+    pub syscalls: u64,
+    pub syscall_errors: u64,
+    /// Time inside syscalls, as timed.
+    pub syscall_ns: u64,
+}
+
+impl Totals {
+    pub fn offcpu_ns(&self) -> u64 {
+        self.blocked_ns + self.runqueue_ns
+    }
+
+    /// Off-CPU share of thread time: off / (on + off); `None` without data.
+    pub fn offcpu_share(&self) -> Option<f64> {
+        let (on, off) = (self.oncpu_ns, self.offcpu_ns());
         (on + off > 0).then(|| off as f64 / (on + off) as f64)
     }
 }

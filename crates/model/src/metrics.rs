@@ -772,13 +772,18 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
             secs,
             ops,
         );
-        let errors: u64 = run.syscalls.iter().map(|s| s.errors).sum();
-        rates(&mut m, "syscalls.errors", errors as f64, secs, ops);
+        let totals = run.totals();
+        rates(
+            &mut m,
+            "syscalls.errors",
+            totals.syscall_errors as f64,
+            secs,
+            ops,
+        );
         // Recorded with `--syscall-latency 0`, no call was timed (but futex waits): the time
         // inside syscalls is unknown, not a small number.
         if run.syscalls_timed() {
-            let time: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
-            put(&mut m, "syscalls.time", time as f64 / 1e6);
+            put(&mut m, "syscalls.time", totals.syscall_ns as f64 / 1e6);
         }
         // A name no kernel gives (a hand-made run file) has no figure; nor has time(2).
         for s in run.syscalls.iter().filter(|s| names_a_syscall(&s.name)) {
@@ -797,16 +802,18 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
                 );
             }
         }
-        let blocked: u64 = run.threads.iter().map(|t| t.blocked_ns).sum();
-        let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
-        put(&mut m, "offcpu.blocked", blocked as f64 / 1e6);
-        if let Some(share) = run.offcpu_share() {
+        let runq = totals.runqueue_ns;
+        put(&mut m, "offcpu.blocked", totals.blocked_ns as f64 / 1e6);
+        if let Some(share) = totals.offcpu_share() {
             put(&mut m, "offcpu.share", share * 100.0);
         }
         put(&mut m, "runqueue.wait", runq as f64 / 1e6);
         // Of the wait for a CPU, the part after wakeups: scheduler delay.
-        let woken: u64 = run.threads.iter().map(|t| t.woken_wait_ns).sum();
-        put(&mut m, "runqueue.after_wakeup", woken as f64 / 1e6);
+        put(
+            &mut m,
+            "runqueue.after_wakeup",
+            totals.woken_wait_ns as f64 / 1e6,
+        );
         if let Some(ops) = per_op {
             put(&mut m, "runqueue.wait.per_op", runq as f64 / 1e3 / ops);
         }
@@ -874,8 +881,7 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
     rates(&mut m, "switches.involuntary", invol, secs, ops);
     rates(&mut m, "switches.total", vol + invol, secs, ops);
 
-    let oncpu: u64 = run.threads.iter().map(|t| t.oncpu_ns).sum();
-    let cpu_ns = run.counter(TIME_COUNTER).unwrap_or(oncpu) as f64;
+    let cpu_ns = run.counter(TIME_COUNTER).unwrap_or(run.totals().oncpu_ns) as f64;
     put(&mut m, "cpu.time", cpu_ns / 1e6);
     if let Some(ops) = per_op {
         put(&mut m, "cpu.per_op", cpu_ns / 1e3 / ops);

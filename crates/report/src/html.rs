@@ -170,13 +170,10 @@ fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
     let m = &run.meta;
     let secs = secs(run);
     let ebpf = m.collector == Collector::Ebpf;
-    let total = run.syscall_total();
-    let errors: u64 = run.syscalls.iter().map(|s| s.errors).sum();
-    let in_syscalls: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
-    let (vol, invol) = (run.voluntary(), run.involuntary());
-    let on: u64 = run.threads.iter().map(|t| t.oncpu_ns).sum();
-    let blocked: u64 = run.threads.iter().map(|t| t.blocked_ns).sum();
-    let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
+    let t = run.totals();
+    let (total, errors, in_syscalls) = (t.syscalls, t.syscall_errors, t.syscall_ns);
+    let (vol, invol) = (t.voluntary, t.involuntary);
+    let (on, blocked, runq) = (t.oncpu_ns, t.blocked_ns, t.runqueue_ns);
 
     out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n<div class=\"cards\">\n");
     card(
@@ -419,14 +416,13 @@ fn per_operation(out: &mut String, run: &Run, ops: u64, figures: &Figures) {
         );
     }
     if run.meta.collector == Collector::Ebpf {
-        let in_syscalls: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
+        let t = run.totals();
         kv(
             out,
             "Time inside syscalls",
-            &syscall_time(run, ns_f(per(in_syscalls))),
+            &syscall_time(run, ns_f(per(t.syscall_ns))),
         );
-        let off: u64 = run.threads.iter().map(|t| t.offcpu_ns()).sum();
-        kv(out, "Off-CPU time", &ns_f(per(off)));
+        kv(out, "Off-CPU time", &ns_f(per(t.offcpu_ns())));
     }
     if let Some(heap) = heap_per_operation(figures) {
         let life = if run.meta.mode == TargetMode::Pid {
@@ -528,7 +524,7 @@ fn syscalls(out: &mut String, run: &Run) {
         return;
     }
     let secs = secs(run);
-    let all: u64 = run.syscalls.iter().map(|s| s.total_ns).sum();
+    let all = run.totals().syscall_ns;
     let mut rows: Vec<&SyscallRow> = run.syscalls.iter().collect();
     rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.nr.cmp(&b.nr)));
     if let Some(timing) = run.syscall_timing() {
@@ -755,7 +751,7 @@ fn histograms(out: &mut String, run: &Run) {
     if offcpu.count() == 0 {
         out.push_str("<p class=\"none\">no off-CPU intervals recorded</p>\n");
     } else {
-        let off: u64 = run.threads.iter().map(|t| t.offcpu_ns()).sum();
+        let off = run.totals().offcpu_ns();
         let caption = format!(
             "<b>off-CPU</b> {} · total {}",
             counted(offcpu.count(), "interval"),
@@ -797,8 +793,8 @@ fn sched_delay(out: &mut String, run: &Run) {
          preemption, to the switch-in that ran the thread (<code>runqlat -P</code>, per thread). \
          A column counts the waits from its time up to twice that.</p>\n",
     );
-    let runq: u64 = run.threads.iter().map(|t| t.runqueue_ns).sum();
-    let woken: u64 = run.threads.iter().map(|t| t.woken_wait_ns).sum();
+    let t = run.totals();
+    let (runq, woken) = (t.runqueue_ns, t.woken_wait_ns);
     let caption = format!(
         "<b>waiting for a CPU</b> {} · total {} · of which after a wakeup {}",
         counted(all.count(), "wait"),

@@ -137,14 +137,14 @@ impl OffCpu {
     /// The thread times of `run` (idle waits are the caller's reading).
     pub fn of(run: &switchyard_model::Run, share: f64, idle_ns: u64) -> OffCpu {
         let delays = run.threads.iter().any(|t| t.sched_delay.count() > 0);
-        let woken: u64 = run.threads.iter().map(|t| t.woken_wait_ns).sum();
+        let t = run.totals();
         OffCpu {
             share,
-            blocked_ns: run.threads.iter().map(|t| t.blocked_ns).sum(),
+            blocked_ns: t.blocked_ns,
             idle_ns,
-            runqueue_ns: run.threads.iter().map(|t| t.runqueue_ns).sum(),
-            woken_ns: (delays || woken > 0).then_some(woken),
-            oncpu_ns: run.threads.iter().map(|t| t.oncpu_ns).sum(),
+            runqueue_ns: t.runqueue_ns,
+            woken_ns: (delays || t.woken_wait_ns > 0).then_some(t.woken_wait_ns),
+            oncpu_ns: t.oncpu_ns,
         }
     }
 
