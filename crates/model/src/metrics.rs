@@ -738,6 +738,7 @@ pub fn span_percentiles(a: &crate::SpanAnatomy) -> Option<[u64; 5]> {
 pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
     let mut m = BTreeMap::new();
     let secs = run.meta.duration_ns() as f64 / 1e9;
+    let totals = run.totals();
     let ops = run.operations.map(|o| o as f64);
     let per_op = ops.filter(|o| *o > 0.0);
     put(&mut m, "duration", secs);
@@ -765,14 +766,7 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
     }
 
     if run.meta.collector == crate::Collector::Ebpf {
-        rates(
-            &mut m,
-            "syscalls.total",
-            run.syscall_total() as f64,
-            secs,
-            ops,
-        );
-        let totals = run.totals();
+        rates(&mut m, "syscalls.total", totals.syscalls as f64, secs, ops);
         rates(
             &mut m,
             "syscalls.errors",
@@ -875,13 +869,13 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
         rates(&mut m, "gc.mark_assists", g.mark_assists as f64, secs, ops);
     }
 
-    let vol = run.voluntary() as f64;
-    let invol = run.involuntary() as f64;
+    let vol = totals.voluntary as f64;
+    let invol = totals.involuntary as f64;
     rates(&mut m, "switches.voluntary", vol, secs, ops);
     rates(&mut m, "switches.involuntary", invol, secs, ops);
     rates(&mut m, "switches.total", vol + invol, secs, ops);
 
-    let cpu_ns = run.counter(TIME_COUNTER).unwrap_or(run.totals().oncpu_ns) as f64;
+    let cpu_ns = run.counter(TIME_COUNTER).unwrap_or(totals.oncpu_ns) as f64;
     put(&mut m, "cpu.time", cpu_ns / 1e6);
     if let Some(ops) = per_op {
         put(&mut m, "cpu.per_op", cpu_ns / 1e3 / ops);

@@ -63,20 +63,26 @@ impl Label {
     }
 }
 
+/// The labels with a text of their own, each read back through [`Label::as_str`].
+const NAMED: [Label; 9] = [
+    Label::Empty,
+    Label::Sleeping,
+    Label::Uninterruptible,
+    Label::Preempted,
+    Label::Woken,
+    Label::Stopped,
+    Label::Traced,
+    Label::Idle,
+    Label::Running,
+];
+
 impl From<&str> for Label {
     fn from(s: &str) -> Label {
-        match s {
-            "" => Label::Empty,
-            "S" => Label::Sleeping,
-            "D" => Label::Uninterruptible,
-            "R" => Label::Preempted,
-            "W" => Label::Woken,
-            "T" => Label::Stopped,
-            "t" => Label::Traced,
-            "I" => Label::Idle,
-            "running" => Label::Running,
-            n => Label::Name(n.to_string()),
-        }
+        NAMED
+            .iter()
+            .find(|l| l.as_str() == s)
+            .cloned()
+            .unwrap_or_else(|| Label::Name(s.to_string()))
     }
 }
 
