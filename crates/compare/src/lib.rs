@@ -50,52 +50,8 @@ pub enum Verdict {
     Neutral,
 }
 
-/// The area a figure belongs to; tables group their rows by it, in this order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Area {
-    Work,
-    Cpu,
-    Switches,
-    Syscalls,
-    Locks,
-    Gc,
-    Memory,
-    Other,
-}
-
-impl Area {
-    pub fn of(name: &str) -> Area {
-        let first = name.split('.').next().unwrap_or(name);
-        match first {
-            "throughput" | "latency" | "operations" | "duration" | "workload" => Area::Work,
-            "cpu" => Area::Cpu,
-            "switches" | "offcpu" | "runqueue" => Area::Switches,
-            "syscalls" => Area::Syscalls,
-            "futex" | "kernel_locks" | "span" => Area::Locks,
-            "gc" => Area::Gc,
-            "memory" | "heap" => Area::Memory,
-            "perf" if name.ends_with("faults") => Area::Memory,
-            "perf" if name == "perf.context-switches" || name == "perf.cpu-migrations" => {
-                Area::Switches
-            }
-            "perf" => Area::Cpu,
-            _ => Area::Other,
-        }
-    }
-
-    pub fn title(self) -> &'static str {
-        match self {
-            Area::Work => "Throughput and latency",
-            Area::Cpu => "CPU",
-            Area::Switches => "Context switches and off-CPU time",
-            Area::Syscalls => "Syscalls",
-            Area::Locks => "Lock waits",
-            Area::Gc => "Garbage collection",
-            Area::Memory => "Memory",
-            Area::Other => "Other",
-        }
-    }
-}
+/// The area a figure belongs to, as its definition places it.
+pub use switchyard_model::metrics::Area;
 
 /// A change smaller than this, in percent, shows no difference whatever the ranks say: run-to-run
 /// variation on a shared 2-core host is larger.
@@ -167,83 +123,6 @@ pub struct Comparison {
     pub probe_warnings: Vec<String>,
 }
 
-/// Figures shown by default: the headline ones, then syscalls by name.
-fn rank(name: &str) -> (u8, String) {
-    let order = [
-        "throughput",
-        "latency.p50",
-        "latency.p90",
-        "latency.p99",
-        "latency.p99_9",
-        "latency.p99_99",
-        "latency.max",
-        "operations",
-        "duration",
-        "cpu.per_op",
-        "cpu.time",
-        "cpu.utilisation",
-        "switches.total.per_op",
-        "switches.voluntary.per_op",
-        "switches.involuntary.per_op",
-        "syscalls.total.per_op",
-        "futex.waits.per_op",
-        "futex.wait_time.per_op",
-        "span.acquire.time.per_op",
-        "heap.allocs.per_op",
-        "heap.bytes.per_op",
-        "switches.total.per_s",
-        "switches.voluntary.per_s",
-        "switches.involuntary.per_s",
-        "syscalls.total.per_s",
-        "switches.voluntary",
-        "switches.involuntary",
-        "syscalls.total",
-        "syscalls.errors",
-        "syscalls.time",
-        "offcpu.share",
-        "offcpu.blocked",
-        "runqueue.wait",
-        "futex.waits",
-        "futex.wait_time",
-        "futex.wait_max",
-        "kernel_locks.contended",
-        "kernel_locks.wait_time",
-        "gc.cycles",
-        "gc.pause_total",
-        "gc.pause_max",
-        "gc.mark_assists",
-        "memory.max_rss",
-        "heap.peak",
-        "heap.allocs",
-        "heap.allocs.per_s",
-        "heap.bytes",
-    ];
-    // A span's figures together, its calls and times before its percentiles.
-    let span_form = |rest: &str| {
-        let (label, form) = rest.split_once('.').unwrap_or((rest, ""));
-        let forms = [
-            "",
-            "per_s",
-            "per_op",
-            "time",
-            "time.per_op",
-            "p50",
-            "p90",
-            "p99",
-            "p99_9",
-            "max",
-        ];
-        let i = forms.iter().position(|f| *f == form).unwrap_or(forms.len());
-        format!("span.{label}.{i:02}")
-    };
-    match order.iter().position(|o| *o == name) {
-        Some(i) => (0, format!("{i:03}")),
-        None if name.starts_with("span.") => (2, span_form(&name[5..])),
-        None if name.starts_with("perf.") => (1, name.to_string()),
-        None => (2, name.to_string()),
-    }
-}
-
 /// Compares side A (`a`, the baseline) with side B.
 pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison {
     let ma: Vec<_> = a.iter().map(metrics::extract).collect();
@@ -303,7 +182,12 @@ pub fn compare(a_label: &str, a: &[Run], b_label: &str, b: &[Run]) -> Comparison
             }
         })
         .collect();
-    rows.sort_by_key(|r| (r.area, r.total, rank(&r.name)));
+    // By area, what has a verdict before the totals and rates, then as the figures are
+    // ranked (`metrics::FIGURES`).
+    rows.sort_by_key(|r| {
+        let (area, rank, fill, index, form) = metrics::placing(&r.name);
+        (area, r.total, rank, fill, index, form)
+    });
     let probe_warnings = probe_warnings(a, b, &rows);
     Comparison {
         a_label: a_label.to_string(),

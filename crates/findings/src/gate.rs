@@ -1,31 +1,21 @@
 //! The findings behind a figure: what a failed budget names as its cause.
 
+use switchyard_model::metrics::{self, Explains};
+
 use crate::{Explanation, Finding, Kind};
 
-/// The kinds of finding that make up figure `name` (a `metrics` name).
-fn kinds(name: &str) -> &'static [Kind] {
+/// The kinds of finding that make up a figure made of `what`.
+fn kinds(what: Explains) -> &'static [Kind] {
     use Kind::*;
-    const WAITS: &[Kind] = &[Lock, Io, Net, Sleep, Fault, Gc, Ipc, Blocked, Idle];
-    const SWITCHES: &[Kind] = &[Cpu, Lock, Io, Net, Sleep, Fault, Gc, Ipc, Blocked, Idle];
-    const REQUEST: &[Kind] = &[Cpu, Lock, Io, Net, Sleep, Fault, Gc, Ipc, Blocked, Oncpu];
-    if name.starts_with("switches.involuntary") || name.starts_with("runqueue") {
-        &[Cpu]
-    } else if name.starts_with("switches.voluntary") || name.starts_with("offcpu") {
-        WAITS
-    } else if name.starts_with("switches") {
-        SWITCHES
-    } else if name.starts_with("futex") || name.starts_with("kernel_locks") {
-        &[Lock]
-    } else if name.starts_with("cpu.") || name == "perf.task-clock" {
-        &[Oncpu]
-    } else if name.starts_with("gc.") {
-        &[Gc]
-    } else if name.starts_with("syscalls.") {
-        WAITS
-    } else if name.starts_with("latency") || name == "throughput" {
-        REQUEST
-    } else {
-        &[]
+    match what {
+        Explains::Nothing | Explains::SpanCalls => &[],
+        Explains::Requests => &[Cpu, Lock, Io, Net, Sleep, Fault, Gc, Ipc, Blocked, Oncpu],
+        Explains::Switches => &[Cpu, Lock, Io, Net, Sleep, Fault, Gc, Ipc, Blocked, Idle],
+        Explains::Blocking => &[Lock, Io, Net, Sleep, Fault, Gc, Ipc, Blocked, Idle],
+        Explains::WaitsForCpu => &[Cpu],
+        Explains::Locks => &[Lock],
+        Explains::OnCpu => &[Oncpu],
+        Explains::Gc => &[Gc],
     }
 }
 
@@ -37,10 +27,16 @@ fn kinds(name: &str) -> &'static [Kind] {
 /// explains; the P50 and P90 by the typical group's, by time. Each comes with its share of
 /// the group's time.
 pub fn behind<'a>(name: &str, ex: &'a Explanation, n: usize) -> Vec<(f64, &'a Finding)> {
-    if let Some((label, which)) = switchyard_model::metrics::span_percentile(name) {
-        return span_causes(label, which, ex, n);
+    let Some((figure, _)) = metrics::definition(name) else {
+        return Vec::new();
+    };
+    if figure.explained_by == Explains::SpanCalls {
+        return match metrics::span_percentile(name) {
+            Some((label, which)) => span_causes(label, which, ex, n),
+            None => Vec::new(),
+        };
     }
-    let kinds = kinds(name);
+    let kinds = kinds(figure.explained_by);
     let mut matched: Vec<&Finding> = ex
         .findings
         .iter()

@@ -47,13 +47,79 @@ pub struct Figure {
     pub about: &'static str,
     /// The terminal summary leads with it (per operation, when the run has operations).
     pub headline: bool,
+    /// The area it belongs to: comparisons group their rows by it.
+    pub area: Area,
+    /// Its place among its area's figures, first at 1; figures sharing a place (a
+    /// syscall's count and its average call) go by what fills their placeholder, then in
+    /// [`FIGURES`]' order.
+    pub rank: u8,
+    /// The findings that make it up, which a failed budget names as its cause.
+    pub explained_by: Explains,
+}
+
+/// The area a figure belongs to; comparisons group their rows by it, in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Area {
+    Work,
+    Cpu,
+    Switches,
+    Syscalls,
+    Locks,
+    Gc,
+    Memory,
+    /// A name no figure defines (a newer run file's).
+    Other,
+}
+
+impl Area {
+    /// The area of figure `name`; [`Area::Other`] for a name no figure defines.
+    pub fn of(name: &str) -> Area {
+        definition(name).map_or(Area::Other, |(f, _)| f.area)
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Area::Work => "Throughput and latency",
+            Area::Cpu => "CPU",
+            Area::Switches => "Context switches and off-CPU time",
+            Area::Syscalls => "Syscalls",
+            Area::Locks => "Lock waits",
+            Area::Gc => "Garbage collection",
+            Area::Memory => "Memory",
+            Area::Other => "Other",
+        }
+    }
+}
+
+/// Which of the explanation's findings make up a figure. The findings say which of their kinds
+/// each of these is; a figure says only what it is made of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Explains {
+    /// Nothing the findings measure: counts of work, memory, a span's calls.
+    Nothing,
+    /// A request's time: every wait, and time on CPU.
+    Requests,
+    /// Every switch: the waits that blocked and the waits for a CPU.
+    Switches,
+    /// The waits that blocked: locks, I/O, the network, sleeps, faults, GC, IPC, idle.
+    Blocking,
+    /// Waiting for a CPU.
+    WaitsForCpu,
+    /// Lock waits.
+    Locks,
+    /// Time on CPU.
+    OnCpu,
+    /// The garbage collector.
+    Gc,
+    /// A span's calls one by one: the causes of its slow calls against its typical ones.
+    SpanCalls,
 }
 
 /// The rates a count family adds to its base name.
 const RATES: &str = "[.per_s|.per_op]";
 
 /// Which form of a figure a name is: the figure itself, or one of a count's rates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Form {
     Base,
     PerSecond,
@@ -67,6 +133,16 @@ const SYSCALL_NAMED_LIKE_A_FIGURE: &str = "time";
 /// task-clock counts nanoseconds, not events: it has a definition of its own
 /// (`perf.task-clock`, in ms), and `<counter>` stands for the other counters.
 const TIME_COUNTER: &str = "task-clock";
+
+/// The counters with a definition of their own: task-clock for its unit, the others for their
+/// area. `<counter>` stands for the rest, which count CPU work.
+const SPELLED_OUT_COUNTERS: [&str; 5] = [
+    TIME_COUNTER,
+    "context-switches",
+    "cpu-migrations",
+    "major-faults",
+    "minor-faults",
+];
 
 impl Figure {
     /// The pattern without its rates, and whether it has them.
@@ -93,6 +169,25 @@ impl Figure {
             let stem = name.strip_suffix(suffix)?;
             base_matches(base, stem).then_some(form)
         })
+    }
+
+    /// What fills this figure's placeholder in `name`, its `form`: `read` in
+    /// `syscalls.read.per_op`; empty for a figure without one.
+    fn fill(&self, name: &str, form: Form) -> String {
+        let (base, _) = self.base();
+        let stem = match form {
+            Form::Base => name,
+            Form::PerSecond => name.strip_suffix(".per_s").unwrap_or(name),
+            Form::PerOp => name.strip_suffix(".per_op").unwrap_or(name),
+        };
+        let Some((head, rest)) = base.split_once('<') else {
+            return String::new();
+        };
+        let tail = rest.split_once('>').map_or("", |(_, t)| t);
+        stem.strip_prefix(head)
+            .and_then(|v| v.strip_suffix(tail))
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// The unit of `form` of this figure.
@@ -147,7 +242,9 @@ fn base_matches(base: &str, name: &str) -> bool {
     match kind {
         "name" => names_a_syscall(value),
         "label" => true,
-        "counter" => value != TIME_COUNTER && crate::COUNTER_NAMES.contains(&value),
+        "counter" => {
+            !SPELLED_OUT_COUNTERS.contains(&value) && crate::COUNTER_NAMES.contains(&value)
+        }
         _ => false,
     }
 }
@@ -176,6 +273,21 @@ const fn figure(
         label,
         about,
         headline: false,
+        area: Area::Other,
+        rank: u8::MAX,
+        explained_by: Explains::Nothing,
+    }
+}
+
+impl Figure {
+    /// This figure in `area`, at `rank` among its figures, made up of what `explained_by` names.
+    const fn place(self, area: Area, rank: u8, explained_by: Explains) -> Figure {
+        Figure {
+            area,
+            rank,
+            explained_by,
+            ..self
+        }
     }
 }
 
@@ -199,365 +311,484 @@ pub const FIGURES: &[Figure] = &[
         Neither,
         "recorded",
         "how long the recording lasted",
-    ),
+    )
+    .place(Area::Work, 4, Explains::Nothing),
     figure(
         "operations",
         Count,
         Neither,
         "operations",
         "operations the workload completed (its driver's count, or --operations)",
-    ),
+    )
+    .place(Area::Work, 3, Explains::Nothing),
     figure(
         "throughput",
         PerSecond,
         Higher,
         "throughput",
         "operations per second, by the driver's own clock when it reported one",
-    ),
+    )
+    .place(Area::Work, 1, Explains::Requests),
     figure(
         "latency.p50",
         Micros,
         Lower,
         "P50 latency",
         "the driver's median operation latency",
-    ),
+    )
+    .place(Area::Work, 2, Explains::Requests),
     figure(
         "latency.p90",
         Micros,
         Lower,
         "P90 latency",
         "the driver's 90th percentile latency",
-    ),
+    )
+    .place(Area::Work, 2, Explains::Requests),
     figure(
         "latency.p99",
         Micros,
         Lower,
         "P99 latency",
         "the driver's 99th percentile latency",
-    ),
+    )
+    .place(Area::Work, 2, Explains::Requests),
     figure(
         "latency.p99_9",
         Micros,
         Lower,
         "P99.9 latency",
         "the driver's 99.9th percentile latency",
-    ),
+    )
+    .place(Area::Work, 2, Explains::Requests),
     figure(
         "latency.p99_99",
         Micros,
         Lower,
         "P99.99 latency",
         "the driver's 99.99th percentile latency",
-    ),
+    )
+    .place(Area::Work, 2, Explains::Requests),
     figure(
         "latency.max",
         Micros,
         Lower,
         "longest latency",
         "the driver's slowest operation",
-    ),
+    )
+    .place(Area::Work, 2, Explains::Requests),
     figure(
         "workload.errors",
         Count,
         Lower,
         "workload errors",
         "operations the driver counted as failed",
-    ),
+    )
+    .place(Area::Work, 5, Explains::Nothing),
     headline(figure(
         "syscalls.total[.per_s|.per_op]",
         Count,
         Lower,
         "syscalls",
         "syscalls the target made, counted at exit",
-    )),
+    ))
+    .place(Area::Syscalls, 1, Explains::Blocking),
     figure(
         "syscalls.errors[.per_s|.per_op]",
         Count,
         Lower,
         "failed syscalls",
         "syscalls that returned an error",
-    ),
+    )
+    .place(Area::Syscalls, 2, Explains::Blocking),
     figure(
         "syscalls.time",
         Millis,
         Lower,
         "time inside syscalls",
         "time inside syscalls, entry to exit, over all threads",
-    ),
+    )
+    .place(Area::Syscalls, 3, Explains::Blocking),
     figure(
         "syscalls.<name>[.per_s|.per_op]",
         Count,
         Lower,
         "calls",
         "calls of one syscall",
-    ),
+    )
+    .place(Area::Syscalls, 4, Explains::Blocking),
     figure(
         "syscalls.<name>.avg_us",
         Micros,
         Lower,
         "average call",
         "the average time of one call of the syscall, entry to exit",
-    ),
+    )
+    .place(Area::Syscalls, 4, Explains::Blocking),
     figure(
         "offcpu.blocked",
         Millis,
         Lower,
         "blocked",
         "thread time blocked: off CPU from a voluntary switch to the wakeup that ended it",
-    ),
+    )
+    .place(Area::Switches, 5, Explains::Blocking),
     figure(
         "offcpu.share",
         Percent,
         Lower,
         "off-CPU share",
         "the share of thread time off CPU, blocked or waiting for a CPU",
-    ),
+    )
+    .place(Area::Switches, 4, Explains::Blocking),
     figure(
         "runqueue.wait",
         Millis,
         Lower,
         "waiting for a CPU",
         "thread time runnable but not running",
-    ),
+    )
+    .place(Area::Switches, 6, Explains::WaitsForCpu),
     figure(
         "runqueue.wait.per_op",
         MicrosPerOp,
         Lower,
         "waiting for a CPU",
         "thread time runnable but not running, per operation",
-    ),
+    )
+    .place(Area::Switches, 6, Explains::WaitsForCpu),
     figure(
         "runqueue.after_wakeup",
         Millis,
         Lower,
         "scheduler delay",
         "of the waits for a CPU, the part after wakeups",
-    ),
+    )
+    .place(Area::Switches, 7, Explains::WaitsForCpu),
     headline(figure(
         "futex.waits[.per_s|.per_op]",
         Count,
         Lower,
         "futex waits",
         "futex waits of the target's threads",
-    )),
+    ))
+    .place(Area::Locks, 1, Explains::Locks),
     figure(
         "futex.wait_time",
         Millis,
         Lower,
         "futex wait time",
         "time threads spent in futex waits",
-    ),
+    )
+    .place(Area::Locks, 2, Explains::Locks),
     figure(
         "futex.wait_time.per_op",
         MicrosPerOp,
         Lower,
         "futex wait time",
         "time threads spent in futex waits, per operation",
-    ),
+    )
+    .place(Area::Locks, 2, Explains::Locks),
     figure(
         "futex.wait_max",
         Millis,
         Lower,
         "longest futex wait",
         "the longest futex wait",
-    ),
+    )
+    .place(Area::Locks, 3, Explains::Locks),
     figure(
         "kernel_locks.contended[.per_s|.per_op]",
         Count,
         Lower,
         "kernel lock waits",
         "waits on contended kernel locks (lock:contention_begin)",
-    ),
+    )
+    .place(Area::Locks, 4, Explains::Locks),
     figure(
         "kernel_locks.wait_time",
         Millis,
         Lower,
         "kernel lock wait time",
         "time waiting on contended kernel locks",
-    ),
+    )
+    .place(Area::Locks, 5, Explains::Locks),
     figure(
         "span.<label>[.per_s|.per_op]",
         Count,
         Neither,
         "span calls",
         "calls of a --uprobe-span function",
-    ),
+    )
+    .place(Area::Locks, 6, Explains::Nothing),
     figure(
         "span.<label>.time",
         Millis,
         Lower,
         "span time",
         "time from entry to return of a --uprobe-span function, over all calls",
-    ),
+    )
+    .place(Area::Locks, 6, Explains::Nothing),
     figure(
         "span.<label>.time.per_op",
         MicrosPerOp,
         Lower,
         "span time",
         "time from entry to return of a --uprobe-span function, per operation",
-    ),
+    )
+    .place(Area::Locks, 6, Explains::Nothing),
     figure(
         "span.<label>.p50",
         Micros,
         Lower,
         "span P50",
         "the median time from entry to return of a --uprobe-span function, of its calls one by one",
-    ),
+    )
+    .place(Area::Locks, 6, Explains::SpanCalls),
     figure(
         "span.<label>.p90",
         Micros,
         Lower,
         "span P90",
         "the 90th percentile time from entry to return of a --uprobe-span function",
-    ),
+    )
+    .place(Area::Locks, 6, Explains::SpanCalls),
     figure(
         "span.<label>.p99",
         Micros,
         Lower,
         "span P99",
         "the 99th percentile time from entry to return of a --uprobe-span function",
-    ),
+    )
+    .place(Area::Locks, 6, Explains::SpanCalls),
     figure(
         "span.<label>.p99_9",
         Micros,
         Lower,
         "span P99.9",
         "the 99.9th percentile time from entry to return of a --uprobe-span function",
-    ),
+    )
+    .place(Area::Locks, 6, Explains::SpanCalls),
     figure(
         "span.<label>.max",
         Micros,
         Lower,
         "longest span",
         "the longest time from entry to return of a --uprobe-span function",
-    ),
+    )
+    .place(Area::Locks, 6, Explains::SpanCalls),
     figure(
         "switches.voluntary[.per_s|.per_op]",
         Count,
         Lower,
         "voluntary switches",
         "context switches where the thread blocked (I/O, a lock, a sleep)",
-    ),
+    )
+    .place(Area::Switches, 2, Explains::Blocking),
     figure(
         "switches.involuntary[.per_s|.per_op]",
         Count,
         Lower,
         "involuntary switches",
         "context switches where the thread was preempted while still runnable",
-    ),
+    )
+    .place(Area::Switches, 3, Explains::WaitsForCpu),
     headline(figure(
         "switches.total[.per_s|.per_op]",
         Count,
         Lower,
         "context switches",
         "context switches of the target's threads, voluntary and involuntary",
-    )),
+    ))
+    .place(Area::Switches, 1, Explains::Switches),
     figure(
         "cpu.time",
         Millis,
         Lower,
         "CPU time",
         "CPU time of the target (task-clock when counted, else its threads' time on CPU)",
-    ),
+    )
+    .place(Area::Cpu, 2, Explains::OnCpu),
     headline(figure(
         "cpu.per_op",
         MicrosPerOp,
         Lower,
         "CPU",
         "CPU time per operation",
-    )),
+    ))
+    .place(Area::Cpu, 1, Explains::OnCpu),
     figure(
         "cpu.utilisation",
         Percent,
         Lower,
         "CPU utilisation",
         "CPU time over the recording's length; 100% is one CPU busy",
-    ),
+    )
+    .place(Area::Cpu, 3, Explains::OnCpu),
     figure(
         "perf.task-clock",
         Millis,
         Lower,
         "task-clock",
         "the task-clock perf counter: CPU time of the target",
-    ),
+    )
+    .place(Area::Cpu, 4, Explains::OnCpu),
     figure(
         "perf.<counter>",
         Count,
         Lower,
         "perf counter",
-        "a perf counter of the target (context-switches, cycles, instructions, …)",
-    ),
+        "a perf counter of the target that counts CPU work (cycles, instructions)",
+    )
+    .place(Area::Cpu, 5, Explains::Nothing),
+    figure(
+        "perf.context-switches",
+        Count,
+        Lower,
+        "context switches (perf)",
+        "the context-switches perf counter of the target",
+    )
+    .place(Area::Switches, 8, Explains::Nothing),
+    figure(
+        "perf.cpu-migrations",
+        Count,
+        Lower,
+        "CPU migrations",
+        "the cpu-migrations perf counter: moves of the target's threads between CPUs",
+    )
+    .place(Area::Switches, 9, Explains::Nothing),
+    figure(
+        "perf.major-faults",
+        Count,
+        Lower,
+        "major faults",
+        "the major-faults perf counter: page faults that read from disk",
+    )
+    .place(Area::Memory, 5, Explains::Nothing),
+    figure(
+        "perf.minor-faults",
+        Count,
+        Lower,
+        "minor faults",
+        "the minor-faults perf counter: page faults served from memory",
+    )
+    .place(Area::Memory, 6, Explains::Nothing),
     figure(
         "memory.max_rss",
         MiB,
         Lower,
         "peak RSS",
         "the target's peak resident memory",
-    ),
+    )
+    .place(Area::Memory, 3, Explains::Nothing),
     figure(
         "gc.cycles[.per_s|.per_op]",
         Count,
         Lower,
         "GC cycles",
         "Go garbage collection cycles",
-    ),
+    )
+    .place(Area::Gc, 1, Explains::Gc),
     figure(
         "gc.pauses",
         Count,
         Lower,
         "GC pauses",
         "Go stop-the-world pauses",
-    ),
+    )
+    .place(Area::Gc, 2, Explains::Gc),
     figure(
         "gc.pause_total",
         Millis,
         Lower,
         "GC pause time",
         "time in Go stop-the-world pauses",
-    ),
+    )
+    .place(Area::Gc, 3, Explains::Gc),
     figure(
         "gc.pause_max",
         Millis,
         Lower,
         "longest GC pause",
         "the longest Go stop-the-world pause",
-    ),
+    )
+    .place(Area::Gc, 4, Explains::Gc),
     figure(
         "gc.mark_assists[.per_s|.per_op]",
         Count,
         Lower,
         "GC mark assists",
         "Go mark assists: goroutines made to help the collector",
-    ),
+    )
+    .place(Area::Gc, 5, Explains::Gc),
     figure(
         "heap.allocs[.per_s|.per_op]",
         Count,
         Lower,
         "heap allocations",
         "heap allocations counted by dhat",
-    ),
+    )
+    .place(Area::Memory, 1, Explains::Nothing),
     figure(
         "heap.bytes",
         MiB,
         Lower,
         "heap allocated",
         "bytes allocated on the heap, counted by dhat",
-    ),
+    )
+    .place(Area::Memory, 2, Explains::Nothing),
     figure(
         "heap.bytes.per_op",
         BytesPerOp,
         Lower,
         "heap bytes",
         "bytes allocated on the heap per operation, counted by dhat",
-    ),
+    )
+    .place(Area::Memory, 2, Explains::Nothing),
     figure(
         "heap.peak",
         MiB,
         Lower,
         "heap peak",
         "the most bytes live on the heap at once, counted by dhat",
-    ),
+    )
+    .place(Area::Memory, 4, Explains::Nothing),
 ];
+
+// Every figure has its place.
+const _: () = {
+    let mut i = 0;
+    while i < FIGURES.len() {
+        assert!(!matches!(FIGURES[i].area, Area::Other) && FIGURES[i].rank < u8::MAX);
+        i += 1;
+    }
+};
+
+/// Where figure `name` stands among all figures, for tables: its area, its rank there, what
+/// fills its placeholder (a syscall's or a span's name), its definition's place in [`FIGURES`]
+/// and its form. A name no figure defines goes last, in [`Area::Other`].
+pub fn placing(name: &str) -> (Area, u8, String, usize, Form) {
+    let Some((figure, form)) = definition(name) else {
+        return (
+            Area::Other,
+            u8::MAX,
+            name.to_string(),
+            usize::MAX,
+            Form::Base,
+        );
+    };
+    let index = FIGURES
+        .iter()
+        .position(|f| f == figure)
+        .unwrap_or(usize::MAX);
+    (
+        figure.area,
+        figure.rank,
+        figure.fill(name, form),
+        index,
+        form,
+    )
+}
 
 /// Figure names with a fixed spelling; `<…>` parts stand for a syscall name, a span label or a
 /// perf counter, and `[.per_s|.per_op]` for the rates of a count. [`FIGURES`]' patterns.
