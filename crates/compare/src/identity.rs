@@ -91,17 +91,13 @@ fn script(exe: &str, path: &str) -> String {
     format!("{exe} {}", file_name(path))
 }
 
-/// Go's goroutines start and end in these frames, whatever the program.
-const GO_FRAMES: [&str; 4] = [
-    "runtime.goexit",
-    "runtime.goexit.abi0",
-    "runtime.mstart",
-    "runtime.mstart.abi0",
-];
-
 fn runtime(run: &Run, program: Option<&str>) -> Option<Runtime> {
     let frames = &run.profiles.frames;
-    if run.gc.is_some() || frames.iter().any(|f| GO_FRAMES.contains(&f.name.as_str())) {
+    if run.gc.is_some()
+        || frames
+            .iter()
+            .any(|f| switchyard_runtimes::go::is_thread_root(&f.name))
+    {
         return Some(Runtime::Go);
     }
     let python_exe = program.is_some_and(|p| p.starts_with("python"));

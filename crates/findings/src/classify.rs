@@ -13,201 +13,10 @@
 //! A socket read or write that blocks is a network wait, a mutex is a lock, whatever woke
 //! them. The rule needs stacks; without them no wait is called idle.
 
-use serde::{Deserialize, Serialize};
 use switchyard_model::{Frame, FrameKind, Label};
+use switchyard_runtimes as runtimes;
 
-/// Why a thread was not running, or that it was.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// Runnable, waiting for a CPU: preempted, or woken and not yet run.
-    Cpu,
-    /// A lock: a futex wait on a mutex (pthread, Rust std, Go runtime), or kernel lock
-    /// contention.
-    Lock,
-    /// Block-device I/O (uninterruptible sleep in the I/O path: fsync, reads that miss).
-    Io,
-    /// A socket read, write or connect that blocked.
-    Net,
-    /// A timer: nanosleep, clock_nanosleep.
-    Sleep,
-    /// A page fault that slept (file-backed, swap, or a page lock).
-    Fault,
-    /// The Go garbage collector: assists and stop-the-world pauses.
-    Gc,
-    /// A pipe, or waiting for a child process.
-    Ipc,
-    /// Blocked, for a reason the stack does not tell (or without a stack).
-    #[default]
-    Blocked,
-    /// Running on a CPU.
-    Oncpu,
-    /// Waiting for work (see the idle rule above).
-    Idle,
-}
-
-impl Kind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Cpu => "cpu",
-            Kind::Lock => "lock",
-            Kind::Io => "io",
-            Kind::Net => "net",
-            Kind::Sleep => "sleep",
-            Kind::Fault => "fault",
-            Kind::Gc => "gc",
-            Kind::Ipc => "ipc",
-            Kind::Blocked => "blocked",
-            Kind::Oncpu => "oncpu",
-            Kind::Idle => "idle",
-        }
-    }
-
-    /// The wait in a few words, as a sentence's object: "waited for a CPU".
-    pub fn verb(self) -> &'static str {
-        match self {
-            Kind::Cpu => "waited for a CPU",
-            Kind::Lock => "waited for a lock",
-            Kind::Io => "waited on block I/O",
-            Kind::Net => "waited on the network",
-            Kind::Sleep => "slept on a timer",
-            Kind::Fault => "waited on page faults",
-            Kind::Gc => "waited on the Go GC",
-            Kind::Ipc => "waited on a pipe or child",
-            Kind::Blocked => "was blocked",
-            Kind::Oncpu => "ran on CPU",
-            Kind::Idle => "was idle, waiting for work,",
-        }
-    }
-
-    /// A wait: every kind but running.
-    pub fn is_wait(self) -> bool {
-        self != Kind::Oncpu
-    }
-}
-
-/// Kernel frames, innermost checks first, each with the kind it means.
-const KERNEL: &[(&str, Kind)] = &[
-    // Page faults first: a fault can sleep on a page lock or on I/O.
-    ("exc_page_fault", Kind::Fault),
-    ("do_user_addr_fault", Kind::Fault),
-    ("handle_mm_fault", Kind::Fault),
-    // Event waits: the epoll/poll/select wait (its timeout is an hrtimer too).
-    ("do_epoll_wait", Kind::Idle),
-    ("ep_poll", Kind::Idle),
-    ("do_sys_poll", Kind::Idle),
-    ("do_select", Kind::Idle),
-    ("core_sys_select", Kind::Idle),
-    ("inet_csk_accept", Kind::Idle),
-    ("unix_accept", Kind::Idle),
-    // Kernel locks.
-    ("__mutex_lock", Kind::Lock),
-    ("rwsem_down_read_slowpath", Kind::Lock),
-    ("rwsem_down_write_slowpath", Kind::Lock),
-    ("rt_mutex_slowlock", Kind::Lock),
-    ("percpu_rwsem_wait", Kind::Lock),
-    // Sockets.
-    ("sk_wait_data", Kind::Net),
-    ("sk_stream_wait_memory", Kind::Net),
-    ("sk_stream_wait_connect", Kind::Net),
-    ("inet_wait_for_connect", Kind::Net),
-    ("__skb_wait_for_more_packets", Kind::Net),
-    ("__skb_recv_datagram", Kind::Net),
-    ("sock_alloc_send_pskb", Kind::Net),
-    ("unix_stream_read_generic", Kind::Net),
-    ("unix_dgram_recvmsg", Kind::Net),
-    ("__skb_recv_udp", Kind::Net),
-    ("udp_recvmsg", Kind::Net),
-    ("tcp_recvmsg", Kind::Net),
-    ("tcp_sendmsg", Kind::Net),
-    ("sock_recvmsg", Kind::Net),
-    ("sock_sendmsg", Kind::Net),
-    // Block I/O.
-    ("io_schedule", Kind::Io),
-    ("jbd2_log_wait_commit", Kind::Io),
-    ("file_write_and_wait_range", Kind::Io),
-    ("blkdev_issue_flush", Kind::Io),
-    ("submit_bio_wait", Kind::Io),
-    ("folio_wait_bit", Kind::Io),
-    ("folio_wait_bit_common", Kind::Io),
-    ("wait_on_page_bit", Kind::Io),
-    ("vfs_fsync_range", Kind::Io),
-    ("do_fsync", Kind::Io),
-    // Pipes and children.
-    ("pipe_read", Kind::Ipc),
-    ("pipe_write", Kind::Ipc),
-    // Their names since Linux 6.15.
-    ("anon_pipe_read", Kind::Ipc),
-    ("anon_pipe_write", Kind::Ipc),
-    ("fifo_pipe_read", Kind::Ipc),
-    ("fifo_pipe_write", Kind::Ipc),
-    ("wait_for_partner", Kind::Ipc),
-    ("do_wait", Kind::Ipc),
-    // Timers.
-    ("do_nanosleep", Kind::Sleep),
-    ("hrtimer_nanosleep", Kind::Sleep),
-    ("common_nsleep", Kind::Sleep),
-    // Futexes: what for is in the user frames.
-    ("futex_wait", Kind::Lock),
-    ("futex_do_wait", Kind::Lock),
-    ("__futex_wait", Kind::Lock),
-    ("futex_wait_queue", Kind::Lock),
-    ("futex_lock_pi", Kind::Lock),
-];
-
-/// User frames (by prefix) that make a futex wait idle: parks, condvars, channel receives and
-/// the Go scheduler's sleep.
-const PARKS: &[&str] = &[
-    "pthread_cond_wait",
-    "pthread_cond_timedwait",
-    "__pthread_cond_wait",
-    "___pthread_cond_wait",
-    "___pthread_cond_timedwait",
-    "__pthread_cond_timedwait",
-    "std::sys::sync::condvar::",
-    "std::sync::condvar::",
-    "std::sync::poison::condvar::",
-    "std::thread::park",
-    "std::sys::pal::unix::thread_parking",
-    "std::sync::mpmc::",
-    "std::sync::mpsc::",
-    "crossbeam_channel::",
-    "parking_lot::condvar::",
-    "tokio::runtime::park",
-    "runtime.notesleep",
-    "runtime.stopm",
-    "runtime.mPark",
-    "runtime.netpollblock",
-    // Joining a thread: waiting for it to end, not for anything it holds.
-    "std::thread::join_handle::",
-    "std::thread::JoinInner",
-    "std::thread::lifecycle::JoinInner",
-    "pthread_join",
-    "__pthread_clockjoin",
-    // Python's own: a condition, an event, a queue, a join (frames `function (file:line)`).
-    "Condition.wait (",
-    "Event.wait (",
-    "Queue.get (",
-    "SimpleQueue.get (",
-    "Thread.join (",
-    "Thread._wait_for_tstate_lock (",
-    "Barrier.wait (",
-];
-
-/// User frames (by prefix) of a CPython thread taking the GIL back: its futex wait is for
-/// the interpreter lock, whatever condition variable implements it, and the thread that
-/// released it is the one that held it.
-const GIL: &[&str] = &[
-    "take_gil",
-    "PyEval_RestoreThread",
-    "PyEval_AcquireThread",
-    "PyEval_AcquireLock",
-    "PyGILState_Ensure",
-    // 3.13: attaching a thread state is taking the GIL.
-    "_PyThreadState_Attach",
-];
+pub use switchyard_runtimes::Kind;
 
 /// What a futex wait under way from the start to the stop is read as: a thread parked.
 pub const PARKED: &str = "a futex wait never woken in the recording";
@@ -219,53 +28,13 @@ pub const GIL_WAIT: &str = "the GIL";
 pub fn takes_gil(frames: &[&Frame]) -> bool {
     frames
         .iter()
-        .any(|f| f.kind != FrameKind::Kernel && GIL.iter().any(|g| f.name.starts_with(g)))
+        .any(|f| f.kind != FrameKind::Kernel && runtimes::takes_interpreter_lock(&f.name))
 }
-
-/// User frames of the Go garbage collector.
-const GC: &[&str] = &[
-    "runtime.gcAssistAlloc",
-    "runtime.gcParkAssist",
-    "runtime.stopTheWorld",
-    "runtime.gcStart",
-    "runtime.gcMarkDone",
-    "runtime.gcBgMarkWorker",
-    "runtime.forEachP",
-];
-
-/// User frames of the Go scheduler finding no work, and of its background monitor.
-const GO_SCHEDULER: &[&str] = &[
-    "runtime.findRunnable",
-    "runtime.findrunnable",
-    "runtime.stopm",
-    "runtime.sysmon",
-    "runtime.runqgrab",
-    "runtime.notesleep",
-];
-
-/// User frames of the Go GC's own work on CPU: mark workers, assists, sweeping.
-const GC_WORK: &[&str] = &[
-    "runtime.gcBgMarkWorker",
-    "runtime.gcAssistAlloc",
-    "runtime.gcDrain",
-    "runtime.bgsweep",
-    "runtime.markroot",
-];
 
 /// Whether a stack is in the recorder's own uprobe machinery (the single-step trap of a probed
 /// instruction, the return trampoline).
 pub fn in_probe(frames: &[&Frame]) -> bool {
-    const PROBE: &[&str] = &[
-        "[uprobes]",
-        "asm_exc_debug",
-        "exc_debug_user",
-        "asm_exc_int3",
-        "uprobe_notify_resume",
-        "arch_uprobe_post_xol",
-        "uprobe_handle_trampoline",
-        "__do_sys_uretprobe",
-    ];
-    frames.iter().any(|f| PROBE.contains(&f.name.as_str()))
+    frames.iter().any(|f| runtimes::is_probe_frame(&f.name))
 }
 
 /// Whether an on-CPU stack is the Go GC at work.
@@ -286,11 +55,11 @@ pub enum GcWork {
 /// `runtime.gcAssistAlloc`) or the collector's own.
 pub fn gc_work(frames: &[&Frame]) -> Option<GcWork> {
     let user = || frames.iter().filter(|f| f.kind != FrameKind::Kernel);
-    if user().any(|f| f.name.starts_with("runtime.gcAssistAlloc")) {
+    if user().any(|f| runtimes::is_gc_assist(&f.name)) {
         return Some(GcWork::Assist);
     }
     user()
-        .any(|f| GC_WORK.iter().any(|g| f.name.starts_with(g)))
+        .any(|f| runtimes::is_gc_work(&f.name))
         .then_some(GcWork::Collector)
 }
 
@@ -298,154 +67,12 @@ pub fn gc_work(frames: &[&Frame]) -> Option<GcWork> {
 pub fn allocating(frames: &[&Frame]) -> bool {
     frames
         .iter()
-        .any(|f| f.kind != FrameKind::Kernel && f.name.starts_with("runtime.mallocgc"))
+        .any(|f| f.kind != FrameKind::Kernel && runtimes::is_allocating(&f.name))
 }
-
-/// Syscall names, for stacks recorded without kernel frames (label), by kind.
-const SYSCALLS: &[(&str, Kind)] = &[
-    ("epoll_wait", Kind::Idle),
-    ("epoll_pwait", Kind::Idle),
-    ("epoll_pwait2", Kind::Idle),
-    ("poll", Kind::Idle),
-    ("ppoll", Kind::Idle),
-    ("select", Kind::Idle),
-    ("pselect6", Kind::Idle),
-    ("accept", Kind::Idle),
-    ("accept4", Kind::Idle),
-    ("nanosleep", Kind::Sleep),
-    ("clock_nanosleep", Kind::Sleep),
-    ("fsync", Kind::Io),
-    ("fdatasync", Kind::Io),
-    ("sync_file_range", Kind::Io),
-    ("recvfrom", Kind::Net),
-    ("recvmsg", Kind::Net),
-    ("recvmmsg", Kind::Net),
-    ("sendto", Kind::Net),
-    ("sendmsg", Kind::Net),
-    ("sendmmsg", Kind::Net),
-    ("connect", Kind::Net),
-    ("futex", Kind::Lock),
-];
 
 /// Frames of libraries and runtimes, never a program's own site.
 fn is_library(f: &Frame) -> bool {
-    const MODULES: &[&str] = &["libc.so", "libpthread", "ld-linux", "[vdso]", "libstdc++"];
-    const PREFIXES: &[&str] = &[
-        "std::",
-        "core::",
-        "alloc::",
-        "<std::",
-        "<core::",
-        "<alloc::",
-        "__",
-        "_start",
-        "pthread_",
-        "___pthread",
-        "start_thread",
-        "clone",
-        "runtime.",
-        "syscall.",
-        "internal/",
-        "tokio::",
-        "<tokio::",
-        "crossbeam",
-        "parking_lot",
-        "<parking_lot",
-        "libc::",
-        // Go's standard library: the program's own functions are main.… and its packages'.
-        "net.",
-        "net/",
-        "bufio.",
-        "io.",
-        "os.",
-        "sync.",
-        "fmt.",
-        "time.",
-        "bytes.",
-        "strings.",
-        "strconv.",
-        "encoding/",
-        "crypto/",
-        "compress/",
-        "context.",
-        "reflect.",
-        "sort.",
-    ];
-    // libc's wrappers, as a frame-pointer or CFI walk names them.
-    const WRAPPERS: &[&str] = &[
-        "futex",
-        "epoll_wait",
-        "poll",
-        "ppoll",
-        "select",
-        "nanosleep",
-        "clock_nanosleep",
-        "usleep",
-        "sleep",
-        "fsync",
-        "fdatasync",
-        "recv",
-        "recvfrom",
-        "recvmsg",
-        "recvmmsg",
-        "send",
-        "sendto",
-        "sendmsg",
-        "sendmmsg",
-        "accept",
-        "accept4",
-        "read",
-        "write",
-        "readv",
-        "writev",
-        "syscall",
-        "main",
-    ];
-    // A primitive's method inlined from core: `<u64>::wrapping_mul`, `<[T]>::iter`.
-    let primitive = f.name.starts_with('<')
-        && f.name[1..]
-            .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
-            .next()
-            .is_some_and(|t| {
-                t.is_empty()
-                    || matches!(
-                        t,
-                        "u8" | "u16"
-                            | "u32"
-                            | "u64"
-                            | "u128"
-                            | "usize"
-                            | "i8"
-                            | "i16"
-                            | "i32"
-                            | "i64"
-                            | "i128"
-                            | "isize"
-                            | "f32"
-                            | "f64"
-                            | "bool"
-                            | "char"
-                            | "str"
-                    )
-            });
-    // A program's own wrapper named like the call it wraps (`demo::nanosleep`).
-    let last = f.name.rsplit("::").next().unwrap_or(&f.name);
-    const WRAPPING: &[&str] = &[
-        "nanosleep",
-        "clock_nanosleep",
-        "usleep",
-        "futex",
-        "epoll_wait",
-        "fsync",
-        "syscall",
-    ];
-    MODULES.iter().any(|m| f.module.contains(m))
-        || PREFIXES.iter().any(|n| f.name.starts_with(n))
-        || WRAPPERS.contains(&f.name.as_str())
-        || WRAPPERS.contains(&last)
-        || WRAPPING.iter().any(|w| last.starts_with(w))
-        || primitive
-        || f.kind == FrameKind::Unknown
+    runtimes::is_library(&f.name, &f.module) || f.kind == FrameKind::Unknown
 }
 
 /// What one stack of a profile says: the kind of wait, the frame that said so, and the site
@@ -480,18 +107,12 @@ pub fn classify(label: &Label, frames: &[&Frame]) -> Reading {
             },
         );
     }
-    if let Some(f) = user
-        .iter()
-        .find(|f| GC.iter().any(|g| f.name.starts_with(g)))
-    {
+    if let Some(f) = user.iter().find(|f| runtimes::is_gc_wait(&f.name)) {
         return reading(Kind::Gc, &f.name);
     }
     // The Go scheduler looking for work, and its monitor: idle whatever the wait (a futex,
     // a usleep, the netpoller's epoll).
-    if let Some(f) = user
-        .iter()
-        .find(|f| GO_SCHEDULER.iter().any(|g| f.name.starts_with(g)))
-    {
+    if let Some(f) = user.iter().find(|f| runtimes::is_idle_loop(&f.name)) {
         return reading(Kind::Idle, &f.name);
     }
     // Kernel frames, innermost first: the first that says anything decides.
@@ -499,20 +120,16 @@ pub fn classify(label: &Label, frames: &[&Frame]) -> Reading {
         .iter()
         .rev()
         .filter(|f| f.kind == FrameKind::Kernel)
-        .find_map(|f| {
-            KERNEL
-                .iter()
-                .find(|(name, _)| f.name == *name || f.name.starts_with(&format!("{name}.")))
-                .map(|(name, kind)| (*kind, *name))
-        });
-    let park = user
-        .iter()
-        .rev()
-        .find(|f| PARKS.iter().any(|p| f.name.starts_with(p)));
+        .find_map(|f| runtimes::kernel_wait(&f.name));
+    let park = user.iter().rev().find(|f| runtimes::is_park(&f.name));
+    let lock_wait = user.iter().rev().find(|f| runtimes::is_lock_wait(&f.name));
     match kernel_hit {
         Some((Kind::Lock, name)) if name.contains("futex") => {
             if takes_gil(frames) {
                 return reading(Kind::Lock, GIL_WAIT);
+            }
+            if let Some(f) = lock_wait {
+                return reading(Kind::Lock, &f.name);
             }
             return match park {
                 Some(p) => reading(Kind::Idle, &p.name),
@@ -531,13 +148,16 @@ pub fn classify(label: &Label, frames: &[&Frame]) -> Reading {
         Some((kind, name)) => return reading(kind, name),
         None => {}
     }
-    if let Some((_, kind)) = SYSCALLS.iter().find(|(name, _)| *name == label.as_str()) {
-        if *kind == Kind::Lock
+    if let Some(f) = lock_wait {
+        return reading(Kind::Lock, &f.name);
+    }
+    if let Some(kind) = runtimes::syscall_wait(label.as_str()) {
+        if kind == Kind::Lock
             && let Some(p) = park
         {
             return reading(Kind::Idle, &p.name);
         }
-        return reading(*kind, label.as_str());
+        return reading(kind, label.as_str());
     }
     if let Some(p) = park {
         return reading(Kind::Idle, &p.name);
@@ -584,9 +204,7 @@ pub fn site(frames: &[&Frame]) -> String {
 
 /// A Python frame of the standard library (`…/lib/python3.X/…`, not an installed package).
 fn python_stdlib(f: &Frame) -> bool {
-    f.file
-        .as_deref()
-        .is_some_and(|p| p.contains("/lib/python3") && !p.contains("-packages/"))
+    f.file.as_deref().is_some_and(runtimes::python::is_stdlib)
 }
 
 /// The user frames of a stack from its site outward, innermost first, as names: what a

@@ -15,6 +15,7 @@ use std::{
 /// The layers, bottom first. A crate may use crates of lower layers only; a new crate must be
 /// placed here before it passes.
 const LAYERS: &[(&str, &[&str])] = &[
+    ("what runtimes mean", &["switchyard-runtimes"]),
     (
         "shared types",
         &["switchyard-common", "switchyard-model", "switchyard-golden"],

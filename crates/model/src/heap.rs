@@ -111,7 +111,10 @@ impl Heap {
             }
             // The allocator's own frames at the leaf (dhat's, the `__rust_alloc` shims) are
             // the same for every site.
-            while stack.last().is_some_and(|f| is_allocator_frame(&f.name)) {
+            while stack
+                .last()
+                .is_some_and(|f| switchyard_runtimes::is_allocator(&f.name))
+            {
                 stack.pop();
             }
             sites.push(HeapSite {
@@ -122,13 +125,6 @@ impl Heap {
         }
         Ok((heap, sites))
     }
-}
-
-fn is_allocator_frame(name: &str) -> bool {
-    name.contains("<dhat::Alloc as ")
-        || name.starts_with("__rustc::__rust_")
-        || name.starts_with("__rust_")
-        || name.starts_with("__rdl_")
 }
 
 /// `0x55d0c7c9b1a3: crate::f (src/x.rs:120:9)`, or a bare name (`[root]`).

@@ -377,35 +377,10 @@ impl StackQuality {
     }
 }
 
-/// True for the outermost frame of a thread whose user stack was walked to its start.
+/// True for the outermost frame of a thread whose user stack was walked to its start (each
+/// runtime names its own: `switchyard_runtimes`).
 pub fn is_thread_start(name: &str) -> bool {
-    matches!(
-        name,
-        "_start"
-            | "main"
-            | "__libc_start_main"
-            | "__libc_start_call_main"
-            | "start_thread"
-            | "clone"
-            | "clone3"
-            | "__clone"
-            | "__clone3"
-            | "__GI___clone"
-            | "__GI___clone3"
-            | "__clone_internal"
-            | "runtime.goexit"
-            | "runtime.goexit.abi0"
-            | "runtime.rt0_go"
-            | "runtime.rt0_go.abi0"
-            | "runtime.mstart"
-            | "runtime.mstart.abi0"
-            // A Go scheduler stack (g0) starts where a goroutine's stack switched to it.
-            | "runtime.mcall"
-            | "runtime.systemstack"
-            | "runtime.systemstack.abi0"
-            | "runtime.morestack"
-            | "runtime.morestack.abi0"
-    )
+    switchyard_runtimes::is_thread_root(name)
 }
 
 #[cfg(test)]
