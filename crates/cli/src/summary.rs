@@ -404,16 +404,6 @@ fn probe_share(p: &switchyard_model::Profiles) -> Option<String> {
     ))
 }
 
-/// The kernel's functions a uprobe's trap runs through: the breakpoint's exception, the
-/// handler it defers to, the return probe's trampoline. A sample under one is time the target
-/// spent in a probe (its BPF programs included).
-const UPROBE_FRAMES: [&str; 4] = [
-    "asm_exc_int3",
-    "uprobe_notify_resume",
-    "__x64_sys_uretprobe",
-    "uprobe_handle_trampoline",
-];
-
 /// The OpenTelemetry spans of the target's thread context: how many, their time off CPU
 /// (exact), on CPU (exact where the span did not change between two switches; else told by
 /// samples), and what reading the records found.
@@ -451,7 +441,10 @@ fn uprobe_cost(run: &Run) -> Option<String> {
     if p.stats.oncpu_hz == 0 || total == 0 || (run.locks.spans.is_empty() && run.gc.is_none()) {
         return None;
     }
-    let trapped = samples_under(p, |f| UPROBE_FRAMES.contains(&f.name.as_str()));
+    // A sample under the kernel's uprobe machinery (the breakpoint's exception, a
+    // single-step, the handler it defers to, the return trampoline) is time the target spent
+    // in a probe, its BPF programs included.
+    let trapped = samples_under(p, |f| switchyard_runtimes::is_probe_frame(&f.name));
     // Under 20 samples the share is a guess (a binomial count's error is its square root).
     if trapped < 20 {
         return Some(format!(

@@ -45,7 +45,7 @@ use switchyard_model::{
 pub use classify::{Kind, Reading, classify};
 pub use compare::{Change, Changes, changes};
 pub use gate::behind;
-pub use tail::go_reason_kind;
+pub use switchyard_runtimes::go::reason_kind as go_reason_kind;
 
 /// Bumped when a field of the JSON changes meaning or goes away (fields may be added).
 /// 2: `spans`, the slow requests' anatomy.
@@ -1482,7 +1482,7 @@ fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
             ),
             threads: names,
             tids: tids.into_iter().collect(),
-            site: "runtime.gcBgMarkWorker".into(),
+            site: switchyard_runtimes::go::MARK_WORKER.into(),
             culprit: culprit.clone(),
             address: None,
             symbol: None,
@@ -1598,7 +1598,7 @@ fn allocating_site(run: &Run, tids: &BTreeSet<u32>) -> String {
     }
     by.into_iter()
         // A stack whose walk stopped inside the runtime names no site of the program's.
-        .filter(|(s, _)| !s.is_empty() && !s.starts_with("runtime.") && !s.starts_with("internal/"))
+        .filter(|(s, _)| !s.is_empty() && !switchyard_runtimes::go::is_runtime(s))
         .max_by_key(|(_, v)| *v)
         .map(|(s, _)| s)
         .unwrap_or_default()

@@ -157,7 +157,7 @@ fn go_causes(i: &SpanInstance, out: &mut BTreeMap<Key, u64>) {
     add(Kind::Cpu, GO_SCHEDULER, g.sched_ns);
     for p in &g.parked {
         add(
-            go_reason_kind(&p.reason),
+            switchyard_runtimes::go::reason_kind(&p.reason),
             &format!("{GO_PARK}{}", p.reason),
             p.ns,
         );
@@ -199,7 +199,7 @@ fn go_park_detail(cx: &Ctx, group: &[&SpanInstance], key: &Key, f: &mut Finding)
     // A goroutine is made ready on the system stack; the walk from there crosses to the
     // waking goroutine's frames, so the site is where that goroutine released it.
     if let Some((site, (_, tid, frames))) = wakers.into_iter().max_by_key(|(_, (ns, ..))| *ns) {
-        let doing = if site.is_empty() || site.starts_with("runtime.") {
+        let doing = if site.is_empty() || switchyard_runtimes::go::is_runtime(&site) {
             GO_RUNTIME_WAKER.to_string()
         } else {
             format!("{GO_WAKER}{site}")
@@ -212,27 +212,6 @@ fn go_park_detail(cx: &Ctx, group: &[&SpanInstance], key: &Key, f: &mut Finding)
 const GO_WAKER: &str = "a goroutine in ";
 /// … or the runtime itself (a timer, the scheduler, the network poller).
 const GO_RUNTIME_WAKER: &str = "the Go runtime";
-
-/// The kind of a Go wait reason (`runtime.waitReasonStrings`' names): sync's locks, the
-/// network poller, channels, timers, the GC's own waits.
-pub fn go_reason_kind(reason: &str) -> Kind {
-    let r = reason.to_ascii_lowercase();
-    // "semacquire" alone is the runtime's own semaphores (a GC's start, stopping the world)
-    // as much as a program's: left as blocked.
-    if r.contains("mutex") || r.starts_with("sync.") {
-        Kind::Lock
-    } else if r.contains("io wait") {
-        Kind::Net
-    } else if r.contains("chan") || r.contains("select") {
-        Kind::Ipc
-    } else if r.contains("sleep") {
-        Kind::Sleep
-    } else if r.contains("gc") || r.contains("preempted") || r.contains("garbage") {
-        Kind::Gc
-    } else {
-        Kind::Blocked
-    }
-}
 
 fn read(cx: &Ctx, tgid: u32, state: &Label, stack: Option<u32>) -> classify::Reading {
     let frames = stack

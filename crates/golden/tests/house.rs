@@ -378,3 +378,100 @@ fn the_import_reader_reads_groups_and_finds_circles() {
     edges.entry("d".into()).or_default().insert("a".into());
     assert_eq!(circles(&edges), vec![vec!["a", "b", "c"]]);
 }
+
+/// The string literals of `text` before its tests (`#[cfg(test)]`), each with its line.
+fn literals(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        if line.trim_start().starts_with("//") || line.ends_with("// not a frame name") {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(open) = rest.find('"') {
+            let body = &rest[open + 1..];
+            let mut end = None;
+            let mut escaped = false;
+            for (j, c) in body.char_indices() {
+                match (c, escaped) {
+                    ('\\', false) => escaped = true,
+                    ('"', false) => {
+                        end = Some(j);
+                        break;
+                    }
+                    _ => escaped = false,
+                }
+            }
+            let Some(end) = end else { break };
+            out.push((i + 1, body[..end].to_string()));
+            rest = &body[end + 1..];
+        }
+    }
+    out
+}
+
+/// What a runtime's frames mean is said once, in its module of `switchyard-runtimes`: no
+/// product code elsewhere spells a frame name or prefix its rules hold. The names of syscalls
+/// and their libc wrappers are everyone's, and are not checked; nor is the kernel side
+/// (`switchyard-ebpf` and the types it shares, `switchyard-common`), whose walkers and probe
+/// points stay there. A literal that only looks like one ends its line in
+/// `// not a frame name`.
+#[test]
+fn frame_names_are_spelled_only_in_the_runtime_modules() {
+    use switchyard_runtimes::RUNTIMES;
+    let everyones: BTreeSet<&str> = RUNTIMES
+        .iter()
+        .flat_map(|r| {
+            let f = r.frames();
+            let syscalls = f.syscall_waits.iter().map(|(n, _)| *n);
+            f.library_names
+                .iter()
+                .chain(f.wrapping)
+                .copied()
+                .chain(syscalls)
+        })
+        .collect();
+    let names: BTreeSet<&str> = RUNTIMES
+        .iter()
+        .flat_map(|r| r.frames().names())
+        .filter(|n| !everyones.contains(n))
+        .collect();
+    let mut wrong = Vec::new();
+    for p in workspace() {
+        if matches!(
+            p.name.as_str(),
+            "switchyard-runtimes" | "switchyard-ebpf" | "switchyard-common"
+        ) {
+            continue;
+        }
+        let mut files = Vec::new();
+        collect_rs(&p.src, &mut files);
+        for file in files {
+            if file.file_name().is_some_and(|n| n == "tests.rs")
+                || file.components().any(|c| c.as_os_str() == "tests")
+            {
+                continue;
+            }
+            let text = fs::read_to_string(&file).unwrap_or_default();
+            for (line, literal) in literals(&text) {
+                if names.contains(literal.as_str()) {
+                    wrong.push(format!(
+                        "{}:{line}: \"{literal}\" is a runtime's frame rule: ask \
+                         switchyard_runtimes, or move the rule into its module",
+                        file.strip_prefix(root()).unwrap_or(&file).display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_literal_reader_skips_comments_escapes_and_tests() {
+    let text = "let a = \"x\\\"y\"; f(\"z\");\n// \"not\"\nf(\"no\"); // not a frame name\n#[cfg(test)]\n\"after\"";
+    let got: Vec<String> = literals(text).into_iter().map(|(_, l)| l).collect();
+    assert_eq!(got, ["x\\\"y", "z"]);
+}

@@ -63,7 +63,7 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
             (vec![t.clone()], Some(t), 1)
         }
         ProfileKind::Futex => {
-            let t = b.value_type("futex_wait", "nanoseconds");
+            let t = b.value_type("futex_wait", "nanoseconds"); // not a frame name
             (vec![t.clone()], Some(t), 1)
         }
         ProfileKind::Heap => {

@@ -1,7 +1,7 @@
 //! Go: goroutine and scheduler stacks, the scheduler's parks and its search for work, the
 //! garbage collector's waits and work, and the standard library.
 
-use crate::{Frames, Runtime};
+use crate::{Frames, Kind, Runtime};
 
 pub struct Go;
 
@@ -12,6 +12,36 @@ impl Runtime for Go {
 
     fn frames(&self) -> &'static Frames {
         &FRAMES
+    }
+}
+
+/// The collector's background mark worker: the site of its own work on CPU.
+pub const MARK_WORKER: &str = "runtime.gcBgMarkWorker";
+
+/// Whether `name` is the runtime's own (`runtime.…`, `internal/…`): a walk that stopped there
+/// names no site of the program's.
+pub fn is_runtime(name: &str) -> bool {
+    name.starts_with("runtime.") || name.starts_with("internal/")
+}
+
+/// The kind of a Go wait reason (`runtime.waitReasonStrings`' names): sync's locks, the
+/// network poller, channels, timers, the GC's own waits.
+pub fn reason_kind(reason: &str) -> Kind {
+    let r = reason.to_ascii_lowercase();
+    // "semacquire" alone is the runtime's own semaphores (a GC's start, stopping the world)
+    // as much as a program's: left as blocked.
+    if r.contains("mutex") || r.starts_with("sync.") {
+        Kind::Lock
+    } else if r.contains("io wait") {
+        Kind::Net
+    } else if r.contains("chan") || r.contains("select") {
+        Kind::Ipc
+    } else if r.contains("sleep") {
+        Kind::Sleep
+    } else if r.contains("gc") || r.contains("preempted") || r.contains("garbage") {
+        Kind::Gc
+    } else {
+        Kind::Blocked
     }
 }
 
@@ -56,12 +86,12 @@ const FRAMES: Frames = Frames {
         "runtime.stopTheWorld",
         "runtime.gcStart",
         "runtime.gcMarkDone",
-        "runtime.gcBgMarkWorker",
+        MARK_WORKER,
         "runtime.forEachP",
     ],
     // Mark workers (dedicated, fractional, idle), assists, sweeping.
     gc_work: &[
-        "runtime.gcBgMarkWorker",
+        MARK_WORKER,
         "runtime.gcAssistAlloc",
         "runtime.gcDrain",
         "runtime.bgsweep",

@@ -5,6 +5,10 @@ use crate::{Frames, Kind, Runtime};
 
 pub struct Kernel;
 
+/// The mapping of the kernel's uprobe pages (the out-of-line single-step slots), as
+/// /proc/PID/maps and a stack walk name it.
+pub const UPROBES: &str = "[uprobes]";
+
 impl Runtime for Kernel {
     fn name(&self) -> &'static str {
         "kernel"
@@ -112,7 +116,7 @@ const FRAMES: Frames = Frames {
     ],
     // The single-step trap of a probed instruction, the return trampoline.
     probe_frames: &[
-        "[uprobes]",
+        UPROBES,
         "asm_exc_debug",
         "exc_debug_user",
         "asm_exc_int3",
@@ -120,6 +124,7 @@ const FRAMES: Frames = Frames {
         "arch_uprobe_post_xol",
         "uprobe_handle_trampoline",
         "__do_sys_uretprobe",
+        "__x64_sys_uretprobe",
     ],
     ..Frames::NONE
 };

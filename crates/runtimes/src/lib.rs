@@ -161,6 +161,32 @@ pub struct Frames {
 }
 
 impl Frames {
+    /// Every name and prefix these rules hold, module names aside.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> {
+        let lists = [
+            self.thread_roots,
+            self.parks,
+            self.lock_waits,
+            self.idle_loops,
+            self.gc_waits,
+            self.gc_work,
+            self.gc_assists,
+            self.allocating,
+            self.interpreter_lock,
+            self.allocator,
+            self.library_prefixes,
+            self.library_names,
+            self.wrapping,
+            self.probe_frames,
+        ];
+        let kinds = [self.kernel_waits, self.syscall_waits];
+        lists
+            .into_iter()
+            .flatten()
+            .copied()
+            .chain(kinds.into_iter().flatten().map(|(name, _)| *name))
+    }
+
     /// No rules: the start of every runtime's `Frames`.
     pub const NONE: Frames = Frames {
         thread_roots: &[],

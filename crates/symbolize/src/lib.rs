@@ -625,7 +625,8 @@ fn is_interrupt_entry(name: &str) -> bool {
 
 /// True for the kernel's code pages a user stack may pass through, named by their path.
 pub(crate) fn is_special(path: &Path) -> bool {
-    matches!(path.to_str(), Some("[uprobes]" | "[vdso]"))
+    path.to_str()
+        .is_some_and(|p| p == switchyard_runtimes::kernel::UPROBES || p == "[vdso]")
 }
 
 /// True for a path blazesym can open (not `[vdso]`, `[heap]`, anonymous, or deleted).
