@@ -1,0 +1,435 @@
+//! The spin-lock broker's stories: its lock builds at two contention levels and two message
+//! sizes, the fixed-k sweep, and abs falling back to its mutex and returning.
+
+use super::*;
+
+/// spin, mutex and abs at low contention (producers = cores) and high (4 × cores), for 2 B and
+/// 1 KiB messages; mutex is the baseline of both comparisons.
+pub fn broker(cores: usize) -> Story {
+    let mut configs = Vec::new();
+    for (contention, producers) in [("low", cores), ("high", 4 * cores)] {
+        for size in [2, 1024] {
+            configs.push(Config {
+                dir: format!("{contention}-{size}B"),
+                knobs: vec![format!("producers={producers}"), format!("size={size}")],
+                title: format!("{contention} contention ({producers} producers), {size} B"),
+                builds: None,
+            });
+        }
+    }
+    Story {
+        workload: "spinlock-broker",
+        root: "reports/spinlock-broker",
+        configs,
+        builds: &["spin", "mutex", "abs"],
+        comparisons: &[("mutex", "spin"), ("mutex", "abs")],
+    }
+}
+
+/// The spin counts RocketMQ's article sweeps with its fixed-k lock.
+pub const SWEEP_K: [u32; 4] = [10, 100, 1_000, 10_000];
+
+pub const SWEEP_ROOT: &str = "reports/spinlock-broker/sweep";
+
+/// The flush the sweep runs with: every message forced to disk before its ack, as the
+/// article's synchronous flush (`SYNC_FLUSH`) acks a message only once it is on disk.
+pub const SYNC_FLUSH: &str = "flush=every:1";
+
+/// The fixed-k lock at each of [`SWEEP_K`], next to mutex and abs, under high contention
+/// (4 × cores producers) with 1 KiB messages and a synchronous flush: `sync` holds mutex and
+/// abs, `sync-kNNNNN` the fixed lock at k = NNNNN.
+pub fn broker_sweep(cores: usize) -> Story {
+    let load = |extra: Option<String>| {
+        let mut knobs = vec![
+            format!("producers={}", 4 * cores),
+            "size=1024".to_string(),
+            SYNC_FLUSH.to_string(),
+        ];
+        knobs.extend(extra);
+        knobs
+    };
+    let mut configs = vec![Config {
+        dir: "sync".into(),
+        knobs: load(None),
+        title: format!("{} producers, 1 KiB, synchronous flush", 4 * cores),
+        builds: Some(&["mutex", "abs"]),
+    }];
+    for k in SWEEP_K {
+        configs.push(Config {
+            dir: format!("sync-k{k:05}"),
+            knobs: load(Some(format!("k={k}"))),
+            title: format!("{} producers, 1 KiB, synchronous flush, k = {k}", 4 * cores),
+            builds: Some(&["fixed"]),
+        });
+    }
+    Story {
+        workload: "spinlock-broker",
+        root: SWEEP_ROOT,
+        configs,
+        builds: &["mutex", "abs", "fixed"],
+        comparisons: &[],
+    }
+}
+
+pub const FALLBACK_ROOT: &str = "reports/spinlock-broker/fallback";
+
+/// abs under a load that makes it fall back and then drops: 8 producers with the synchronous
+/// flush (an fdatasync under the lock per message) for 3 s, then one sending a message every
+/// 50 ms or so (below the rate at which abs switched: spinning has collapsed by then).
+pub fn broker_fallback() -> Story {
+    Story {
+        workload: "spinlock-broker",
+        root: FALLBACK_ROOT,
+        configs: vec![Config {
+            dir: "sync-8-then-1".into(),
+            knobs: vec![
+                "producers=8".into(),
+                "size=1024".into(),
+                SYNC_FLUSH.into(),
+                "drop-at=3s".into(),
+                "drop-to=1".into(),
+                "drop-think=50ms".into(),
+            ],
+            title: "8 producers, then 1 every 50 ms from 3 s on; 1 KiB, synchronous flush".into(),
+            builds: None,
+        }],
+        builds: &["abs"],
+        comparisons: &[],
+    }
+}
+
+/// The broker table: per configuration and build, medians of throughput, CPU, switches,
+/// futex waits and lock-acquire time per message, and the P99.99 latency.
+pub fn broker_table(groups: &[Group]) -> String {
+    let head = [
+        "contention",
+        "producers",
+        "size B",
+        "build",
+        "runs",
+        "msgs/s",
+        "CPU µs/msg",
+        "switches/msg",
+        "futex waits/msg",
+        "acquire µs/msg",
+        "P99.99 µs",
+    ];
+    let mut out = header(&head);
+    for g in groups {
+        let contention = g.config.split('-').next().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.4} | {:.3} | {} |",
+            contention,
+            g.parameter("producers").unwrap_or("?"),
+            g.parameter("size").unwrap_or("?"),
+            g.build,
+            g.runs.len(),
+            grouped(g.figure("throughput"), 0),
+            g.figure("cpu.per_op"),
+            g.figure("switches.total.per_op"),
+            g.figure("futex.waits.per_op"),
+            g.figure("span.acquire.time.per_op"),
+            grouped(g.figure("latency.p99_99"), 0),
+        );
+    }
+    out
+}
+
+/// The k of a sweep configuration, from its directory (`sync-k00100` → 100).
+fn sweep_k(g: &Group) -> Option<u32> {
+    g.config.strip_prefix("sync-k")?.parse().ok()
+}
+
+/// A sweep group's name: the build, or `k=N` for the fixed lock.
+fn sweep_label(g: &Group) -> String {
+    match sweep_k(g) {
+        Some(k) => format!("k={k}"),
+        None => g.build.to_string(),
+    }
+}
+
+/// The sweep table: per build (and per k of the fixed lock), medians of throughput, CPU,
+/// switches, futex waits and acquire time per message, and the P99 and P99.99 latency.
+pub fn sweep_table(groups: &[Group]) -> String {
+    let head = [
+        "build",
+        "k",
+        "runs",
+        "msgs/s",
+        "CPU µs/msg",
+        "switches/msg",
+        "futex waits/msg",
+        "acquire µs/msg",
+        "P99 µs",
+        "P99.99 µs",
+    ];
+    let mut out = header(&head);
+    for g in groups {
+        let k = match (g.build, sweep_k(g)) {
+            (_, Some(k)) => grouped(f64::from(k), 0),
+            ("abs", None) => "adaptive".into(),
+            _ => "–".into(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {:.1} | {:.3} | {:.4} | {:.1} | {} | {} |",
+            g.build,
+            k,
+            g.runs.len(),
+            grouped(g.figure("throughput"), 0),
+            g.figure("cpu.per_op"),
+            g.figure("switches.total.per_op"),
+            g.figure("futex.waits.per_op"),
+            g.figure("span.acquire.time.per_op"),
+            grouped(g.figure("latency.p99"), 0),
+            grouped(g.figure("latency.p99_99"), 0),
+        );
+    }
+    out
+}
+
+/// The sweep chart, SVG, drawn as the article draws it: CPU per message against the send
+/// rate, and P99.99 against throughput; one point per run, a colour per build and k.
+pub fn sweep_chart(groups: &[Group]) -> Result<String, Failure> {
+    let rate = |run: &Run, figures: &BTreeMap<String, Metric>| {
+        metrics::lookup(run, figures, "throughput").map(|m| m.value / 1e3)
+    };
+    let of = |name: &'static str, scale: f64| {
+        move |run: &Run, figures: &BTreeMap<String, Metric>| {
+            let y = metrics::lookup(run, figures, name)?.value / scale;
+            Some((rate(run, figures)?, y))
+        }
+    };
+    let panel = |caption: &str, y_desc: &str, name: &'static str, scale: f64| Panel {
+        caption: caption.into(),
+        series: groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                // The builds in their own colours; each k in the palette's others.
+                let colour = build_colour(&sweep_label(g)).unwrap_or(3 + i % 4);
+                dots(g, &sweep_label(g), colour, of(name, scale))
+            })
+            .collect(),
+        marks: Vec::new(),
+        y_desc: Some(y_desc.into()),
+    };
+    let panels = [
+        panel(
+            "CPU per message against send rate",
+            "CPU µs/msg",
+            "cpu.per_op",
+            1.0,
+        ),
+        panel(
+            "P99.99 against throughput",
+            "P99.99 ms",
+            "latency.p99_99",
+            1e3,
+        ),
+    ];
+    let mut chart = Chart::new(
+        "spin-lock broker, synchronous flush: fixed k against mutex and abs, one point per run",
+        "thousand msgs/s",
+        "",
+    );
+    chart.grid = (1, 2);
+    chart.size = (860, 360);
+    chart.legend = Legend::UpperRight;
+    chart.y_label_area = 52;
+    // The send rates span 0.2 to 3 thousand a second.
+    chart.x_log = true;
+    chart.svg(&panels)
+}
+
+/// One adaptation step of the broker's abs lock that changed K or the mode, from its exit
+/// summary (`lock_stats.abs.steps`), its time on the recording's clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockStep {
+    /// Seconds since the recording began.
+    pub at_s: f64,
+    /// `grew`, `shrank`, `to_mutex` or `to_spin`.
+    pub step: String,
+    /// K after the step.
+    pub k: u64,
+    /// The window's acquisitions per second.
+    pub rate: f64,
+    /// The rate at the last switch to the mutex.
+    pub rate_at_switch: f64,
+}
+
+/// A run with the steps its lock logged.
+pub struct LockedRun {
+    pub name: String,
+    pub run: Run,
+    pub steps: Vec<LockStep>,
+}
+
+/// The steps in a broker summary line (`summary`, JSON), timed from `start_mono_ns`.
+pub fn lock_steps(summary: &str, start_mono_ns: u64) -> Result<Vec<LockStep>, String> {
+    let v: serde_json::Value = serde_json::from_str(summary).map_err(|e| e.to_string())?;
+    let steps = v["lock_stats"]["abs"]["steps"]
+        .as_array()
+        .ok_or("no lock_stats.abs.steps: not an abs or fixed broker's summary")?;
+    steps
+        .iter()
+        .map(|s| {
+            let num = |k: &str| s[k].as_f64().ok_or(format!("step without {k}: {s}"));
+            Ok(LockStep {
+                at_s: (num("at_ns")? - start_mono_ns as f64) / 1e9,
+                step: s["step"].as_str().unwrap_or("?").to_string(),
+                k: num("k")? as u64,
+                rate: num("rate")?,
+                rate_at_switch: num("rate_at_switch")?,
+            })
+        })
+        .collect()
+}
+
+/// The fallback story's runs with their lock's steps, from each run's `record.out` (the
+/// server's stdout under switchyard, ending with its summary line); the runs are
+/// `<build>-1`, `<build>-2`, … in each configuration.
+pub fn fallback_runs(root: &Path, groups: &[Group]) -> Result<Vec<LockedRun>, Failure> {
+    let mut out = Vec::new();
+    for g in groups {
+        for (i, (run, _)) in g.runs.iter().enumerate() {
+            let name = format!("{}/{}-{}", g.config, g.build, i + 1);
+            let path = root.join(&name).join("record.out");
+            let text = fs::read_to_string(&path)
+                .map_err(|e| Failure::io(format!("reading {}", path.display()), e))?;
+            let summary = text.lines().last().unwrap_or_default();
+            let steps = lock_steps(summary, run.meta.start_mono_ns)
+                .map_err(|e| Failure::new(format!("{}: {e}", path.display())))?;
+            out.push(LockedRun {
+                name,
+                run: run.clone(),
+                steps,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The fallback table: each run's switches between spin and mutex mode (when, K, the
+/// window's rate and the rate at the switch), then how often K grew and shrank.
+pub fn fallback_table(runs: &[LockedRun]) -> String {
+    let head = [
+        "run",
+        "s",
+        "switch",
+        "K after",
+        "window msgs/s",
+        "rate at switch msgs/s",
+    ];
+    let mut out = header(&head);
+    for r in runs {
+        for s in r.steps.iter().filter(|s| s.step.starts_with("to_")) {
+            let _ = writeln!(
+                out,
+                "| {} | {:.2} | {} | {} | {} | {} |",
+                r.name,
+                s.at_s,
+                s.step.replace('_', " "),
+                grouped(s.k as f64, 0),
+                grouped(s.rate, 0),
+                grouped(s.rate_at_switch, 0),
+            );
+        }
+    }
+    for r in runs {
+        let count = |kind: &str| r.steps.iter().filter(|s| s.step == kind).count();
+        let _ = writeln!(
+            out,
+            "\n{}: K grew {} and shrank {} times; {} switches.",
+            r.name,
+            count("grew"),
+            count("shrank"),
+            r.steps.iter().filter(|s| s.step.starts_with("to_")).count(),
+        );
+    }
+    out
+}
+
+/// The fallback chart, SVG: per run, the driver's throughput per window over the recording,
+/// with each of the lock's mode switches marked.
+pub fn fallback_chart(runs: &[LockedRun]) -> Result<String, Failure> {
+    let panels: Vec<Panel> = runs
+        .iter()
+        .filter_map(|r| {
+            let w = r.run.workload.as_ref()?;
+            let offset = w.start_offset_ns.unwrap_or(0) as f64 / 1e9;
+            let points = w
+                .windows
+                .windows(2)
+                .filter(|p| p[1].start_ms > p[0].start_ms)
+                .map(|p| {
+                    let secs = (p[1].start_ms - p[0].start_ms) as f64 / 1e3;
+                    (
+                        offset + p[0].start_ms as f64 / 1e3,
+                        p[0].operations as f64 / secs / 1e3,
+                    )
+                })
+                .collect();
+            Some(Panel {
+                caption: r.name.clone(),
+                series: vec![Series {
+                    label: String::new(),
+                    colour: build_colour(&w.build).unwrap_or(6),
+                    points,
+                    line: true,
+                }],
+                marks: r
+                    .steps
+                    .iter()
+                    .filter(|s| s.step.starts_with("to_"))
+                    .map(|s| s.at_s)
+                    .collect(),
+                y_desc: None,
+            })
+        })
+        .collect();
+    let mut chart = Chart::new(
+        "abs, synchronous flush, 8 producers then 1 every 50 ms: msgs/s per window; dashed: a mode switch",
+        "s since the recording began",
+        "thousand msgs/s",
+    );
+    chart.grid = (panels.len().max(1), 1);
+    chart.size = (760, 60 + 220 * panels.len() as u32);
+    chart.legend = Legend::None;
+    chart.svg(&panels)
+}
+
+/// The broker chart, SVG: CPU per message against throughput, one point per run, a panel per
+/// configuration (contention and message size), the builds told apart by colour.
+pub fn broker_chart(groups: &[Group]) -> Result<String, Failure> {
+    let mut configs: Vec<&str> = groups.iter().map(|g| g.config.as_str()).collect();
+    configs.dedup();
+    let point = |run: &Run, figures: &BTreeMap<String, Metric>| -> Option<(f64, f64)> {
+        let rate = metrics::lookup(run, figures, "throughput")?.value;
+        let cpu = metrics::lookup(run, figures, "cpu.per_op")?.value;
+        Some((rate / 1e3, cpu))
+    };
+    let colour = |build: &str| build_colour(build).unwrap_or(6);
+    let panels: Vec<Panel> = configs
+        .iter()
+        .map(|config| Panel {
+            caption: config.to_string(),
+            series: groups
+                .iter()
+                .filter(|g| g.config == *config)
+                .map(|g| dots(g, g.build, colour(g.build), point))
+                .collect(),
+            marks: Vec::new(),
+            y_desc: None,
+        })
+        .collect();
+    let mut chart = Chart::new(
+        "spin-lock broker: CPU per message against throughput, one point per run",
+        "thousand msgs/s",
+        "CPU µs/msg",
+    );
+    chart.grid = (2, 2);
+    chart.size = (760, 560);
+    chart.svg(&panels)
+}

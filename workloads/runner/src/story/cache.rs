@@ -1,0 +1,396 @@
+//! The read-state cache's stories: Go's GC under GOGC 50, 100 and 400 and its own forced GC,
+//! the cache's size, and Go against Rust.
+
+use super::*;
+
+/// The Go read-state cache at GOGC 50, 100 and 400, the GC forced every 4 s (the runtime's
+/// 2-minute forced cycle, brought forward): the article found that tuning GOGC did nothing.
+pub fn gogc() -> Story {
+    Story {
+        workload: "read-state-cache",
+        root: GOGC_ROOT,
+        configs: GOGC_VALUES
+            .iter()
+            .map(|v| Config {
+                dir: format!("gogc-{v:03}"),
+                knobs: vec![
+                    format!("gogc={v}"),
+                    "gc-interval=4s".into(),
+                    "capacity=2000000".into(),
+                    "rate=20000".into(),
+                ],
+                title: format!("GOGC={v}, a GC forced every 4 s"),
+                builds: None,
+            })
+            .collect(),
+        builds: &["go"],
+        comparisons: &[],
+    }
+}
+
+pub const GOGC_ROOT: &str = "reports/read-state-cache/gogc";
+
+/// The Go build with the runtime's defaults for long enough that its own forced GC (every 2
+/// minutes) comes: the article's actual cadence, which the 4-s interval brings forward.
+pub fn forced_gc() -> Story {
+    Story {
+        workload: "read-state-cache",
+        root: FORCED_ROOT,
+        configs: vec![Config {
+            dir: "runtime-defaults".into(),
+            knobs: vec![
+                "gc-interval=0s".into(),
+                "gogc=100".into(),
+                "capacity=2000000".into(),
+                "rate=20000".into(),
+            ],
+            title: "Go defaults: only the runtime's own forced GC".into(),
+            builds: None,
+        }],
+        builds: &["go"],
+        comparisons: &[],
+    }
+}
+
+pub const FORCED_ROOT: &str = "reports/read-state-cache/forced-gc";
+
+/// Both builds with 2,000,000, 500,000 and 100,000 entries, a miss answered after 1 ms (a
+/// database read) and the Go GC forced every 4 s: the article's smaller caches, fewer spikes
+/// but more misses going to the database.
+pub fn cache_size() -> Story {
+    Story {
+        workload: "read-state-cache",
+        root: CACHE_SIZE_ROOT,
+        configs: CACHE_SIZES
+            .iter()
+            .map(|c| Config {
+                dir: format!("capacity-{c:07}"),
+                knobs: vec![
+                    format!("capacity={c}"),
+                    "miss-latency=1ms".into(),
+                    "gc-interval=4s".into(),
+                    "gogc=100".into(),
+                    "rate=20000".into(),
+                ],
+                title: format!(
+                    "{} entries, a miss answered after 1 ms",
+                    grouped(*c as f64, 0)
+                ),
+                builds: None,
+            })
+            .collect(),
+        builds: &["go", "rust"],
+        comparisons: &[],
+    }
+}
+
+pub const CACHE_SIZE_ROOT: &str = "reports/read-state-cache/cache-size";
+const CACHE_SIZES: [u64; 3] = [100_000, 500_000, 2_000_000];
+
+/// Go against Rust with 2,000,000 entries at 20,000 requests/s, the Go GC forced every 4 s:
+/// the story's first table, with its runs kept.
+pub fn go_rust() -> Story {
+    Story {
+        workload: "read-state-cache",
+        root: GO_RUST_ROOT,
+        configs: vec![Config {
+            dir: "capacity-2000000".into(),
+            knobs: vec![
+                "capacity=2000000".into(),
+                "gc-interval=4s".into(),
+                "gogc=100".into(),
+                "rate=20000".into(),
+            ],
+            title: "2,000,000 entries, 20,000 requests/s, a Go GC forced every 4 s".into(),
+            builds: None,
+        }],
+        builds: &["go", "rust"],
+        comparisons: &[("go", "rust")],
+    }
+}
+
+pub const GO_RUST_ROOT: &str = "reports/read-state-cache/go-vs-rust";
+const GOGC_VALUES: [u32; 3] = [50, 100, 400];
+
+/// A GOGC configuration's value, from its directory (`gogc-050` → `50`): a server flag, not
+/// one of the driver's parameters.
+fn gogc_of(g: &Group) -> &str {
+    g.config
+        .strip_prefix("gogc-")
+        .map_or("?", |v| v.trim_start_matches('0'))
+}
+
+/// The GOGC table: per GOGC, the latency tail, the GC's cycles, pauses and assists, CPU per
+/// request and the peak RSS, medians over the runs.
+pub fn gogc_table(groups: &[Group]) -> String {
+    gc_table(groups, "GOGC", |g| gogc_of(g).to_string())
+}
+
+/// The forced-GC run's table: as the GOGC one, by configuration.
+pub fn forced_gc_table(groups: &[Group]) -> String {
+    gc_table(groups, "configuration", |g| g.config.clone())
+}
+
+/// A GC story's table, its first column `first` with `label`'s value.
+fn gc_table(groups: &[Group], first: &str, label: impl Fn(&Group) -> String) -> String {
+    let head = [
+        first,
+        "runs",
+        "P50 µs",
+        "P99 ms",
+        "P99.9 ms",
+        "max ms",
+        "GC cycles",
+        "STW pauses",
+        "longest pause ms",
+        "mark assists",
+        "worst window P99 ms",
+        "CPU µs/req",
+        "peak RSS MiB",
+    ];
+    let mut out = header(&head);
+    for g in groups {
+        let gc = |f: fn(&switchyard_model::GoGc) -> f64| g.median(|run, _| run.gc.as_ref().map(f));
+        let worst = g.median(|run, _| worst_window(run));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {:.1} | {:.0} |",
+            label(g),
+            g.runs.len(),
+            g.figure("latency.p50"),
+            g.figure("latency.p99") / 1e3,
+            g.figure("latency.p99_9") / 1e3,
+            g.figure("latency.max") / 1e3,
+            gc(|g| g.cycles as f64),
+            gc(|g| g.pauses as f64),
+            gc(|g| g.pause_max_ns as f64) / 1e6,
+            gc(|g| g.mark_assists as f64),
+            worst / 1e6,
+            g.figure("cpu.per_op"),
+            g.figure("memory.max_rss"),
+        );
+    }
+    out
+}
+
+/// The GOGC chart, SVG: per GOGC (first run of each), the driver's P99 per 100 ms window over
+/// the recording, with each GC cycle's end marked, one panel each on a shared scale.
+pub fn gogc_chart(groups: &[Group]) -> Result<String, Failure> {
+    gc_chart(groups, GO_CHART, |g| format!("GOGC={}", gogc_of(g)))
+}
+
+/// The forced-GC run's chart: as the GOGC one, a panel per configuration.
+pub fn forced_gc_chart(groups: &[Group]) -> Result<String, Failure> {
+    gc_chart(groups, GO_CHART, |g| g.config.clone())
+}
+
+const GO_CHART: &str = "read-state cache (Go): P99 per 100 ms window; dashed: a GC cycle ends";
+
+/// A GC story's chart headed `heading`, a panel per group titled by `title`.
+fn gc_chart(
+    groups: &[Group],
+    heading: &str,
+    title: impl Fn(&Group) -> String,
+) -> Result<String, Failure> {
+    let panels: Vec<Panel> = groups
+        .iter()
+        .filter_map(|g| {
+            let (run, _) = g.runs.first()?;
+            let w = run.workload.as_ref()?;
+            let offset = w.start_offset_ns.unwrap_or(0) as f64 / 1e9;
+            let points = w
+                .windows
+                .iter()
+                .map(|win| (offset + win.start_ms as f64 / 1e3, win.p99_ns as f64 / 1e6))
+                .collect();
+            let marks = run
+                .gc
+                .as_ref()
+                .map(|gc| {
+                    gc.timeline
+                        .iter()
+                        .filter(|m| m.kind == "cycle")
+                        .map(|m| m.at_ns as f64 / 1e9)
+                        .collect()
+                })
+                .unwrap_or_default();
+            // One run is drawn: the panel says which when there are more.
+            let caption = match g.runs.len() {
+                1 => title(g),
+                n => format!("{}: the first of its {n} runs by name", title(g)),
+            };
+            Some(Panel {
+                caption,
+                series: vec![Series {
+                    label: String::new(),
+                    colour: build_colour(&w.build).unwrap_or(6),
+                    points,
+                    line: true,
+                }],
+                marks,
+                y_desc: None,
+            })
+        })
+        .collect();
+    let all = || panels.iter().flat_map(|p| p.series[0].points.iter());
+    let mut chart = Chart::new(heading, "s since the recording began", "P99 ms");
+    chart.grid = (panels.len().max(1), 1);
+    chart.size = (760, 40 + 170 * panels.len() as u32);
+    chart.x_range = Some((0.0, all().map(|p| p.0).fold(1.0, f64::max)));
+    chart.y_range = Some((0.0, all().map(|p| p.1).fold(1.0, f64::max) * 1.1));
+    chart.legend = Legend::None;
+    chart.y_label_area = 48;
+    chart.svg(&panels)
+}
+
+/// A cache-size configuration's capacity, from its directory (`capacity-0500000` → 500000).
+fn capacity_of(g: &Group) -> f64 {
+    g.config
+        .strip_prefix("capacity-")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The share (%) of the measured requests that hit the cache: the server's hits over its
+/// requests less the fill's (one miss per entry of the capacity), from the counts
+/// [`slim`] keeps.
+pub(super) fn hit_ratio(run: &Run) -> Option<f64> {
+    let p = &run.workload.as_ref()?.parameters;
+    let count = |name: &str| p.get(name)?.parse::<f64>().ok();
+    let measured = count("server_requests")? - count("server_capacity")?;
+    let hits = count("server_hits")?;
+    (measured > 0.0).then(|| 100.0 * hits / measured)
+}
+
+/// The median over a group's runs of a GC figure `f`, divided by `scale`, with `digits`
+/// decimals; "–" for a build without a collector.
+fn gc_figure(
+    g: &Group,
+    f: fn(&switchyard_model::GoGc) -> f64,
+    scale: f64,
+    digits: usize,
+) -> String {
+    if g.runs.iter().any(|(r, _)| r.gc.is_some()) {
+        format!(
+            "{:.digits$}",
+            g.median(|run, _| run.gc.as_ref().map(f)) / scale
+        )
+    } else {
+        "–".into()
+    }
+}
+
+/// The largest P99 of a run's 100 ms windows, ns.
+fn worst_window(run: &Run) -> Option<f64> {
+    let w = run.workload.as_ref()?;
+    w.windows.iter().map(|w| w.p99_ns).max().map(|v| v as f64)
+}
+
+/// The cache-size table: per capacity and build, medians of the hit ratio, the GC's cycles
+/// and longest pause, the latency tail, CPU per request and the peak RSS.
+pub fn cache_size_table(groups: &[Group]) -> String {
+    let head = [
+        "capacity",
+        "build",
+        "runs",
+        "hit ratio %",
+        "GC cycles",
+        "longest pause ms",
+        "worst window P99 ms",
+        "P99 ms",
+        "P99.99 ms",
+        "max ms",
+        "CPU µs/req",
+        "peak RSS MiB",
+    ];
+    let mut out = header(&head);
+    for g in groups {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.1} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.0} |",
+            grouped(capacity_of(g), 0),
+            g.build,
+            g.runs.len(),
+            g.median(|run, _| hit_ratio(run)),
+            gc_figure(g, |g| g.cycles as f64, 1.0, 0),
+            gc_figure(g, |g| g.pause_max_ns as f64, 1e6, 2),
+            g.median(|run, _| worst_window(run)) / 1e6,
+            g.figure("latency.p99") / 1e3,
+            g.figure("latency.p99_99") / 1e3,
+            g.figure("latency.max") / 1e3,
+            g.figure("cpu.per_op"),
+            g.figure("memory.max_rss"),
+        );
+    }
+    out
+}
+
+/// The cache-size chart: a panel per capacity and build (first run), P99 per 100 ms window
+/// with the Go build's GC cycle ends marked.
+pub fn cache_size_chart(groups: &[Group]) -> Result<String, Failure> {
+    gc_chart(
+        groups,
+        "read-state cache, a miss answered after 1 ms: P99 per 100 ms window; dashed: a GC cycle ends",
+        |g| format!("{}, {} entries", g.build, grouped(capacity_of(g), 0)),
+    )
+}
+
+/// The go/rust table: per build, medians of the latency percentiles, the GC's cycles,
+/// pauses and assists, CPU, switches and syscalls per request, the off-CPU share and the
+/// peak RSS; "–" where a build has no collector.
+pub fn go_rust_table(groups: &[Group]) -> String {
+    let head = [
+        "build",
+        "runs",
+        "P50 µs",
+        "P99 ms",
+        "P99.9 ms",
+        "P99.99 ms",
+        "max ms",
+        "GC cycles",
+        "STW pauses",
+        "longest pause ms",
+        "mark assists",
+        "worst window P99 ms",
+        "CPU µs/req",
+        "switches/req",
+        "syscalls/req",
+        "off-CPU %",
+        "peak RSS MiB",
+    ];
+    let mut out = header(&head);
+    for g in groups {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {:.2} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0} |",
+            g.build,
+            g.runs.len(),
+            g.figure("latency.p50"),
+            g.figure("latency.p99") / 1e3,
+            g.figure("latency.p99_9") / 1e3,
+            g.figure("latency.p99_99") / 1e3,
+            g.figure("latency.max") / 1e3,
+            gc_figure(g, |g| g.cycles as f64, 1.0, 0),
+            gc_figure(g, |g| g.pauses as f64, 1.0, 0),
+            gc_figure(g, |g| g.pause_max_ns as f64, 1e6, 2),
+            gc_figure(g, |g| g.mark_assists as f64, 1.0, 0),
+            g.median(|run, _| worst_window(run)) / 1e6,
+            g.figure("cpu.per_op"),
+            g.figure("switches.total.per_op"),
+            g.figure("syscalls.total.per_op"),
+            g.figure("offcpu.share"),
+            g.figure("memory.max_rss"),
+        );
+    }
+    out
+}
+
+/// The go/rust chart: a panel per build (its first run, which the panel names), P99 per
+/// 100 ms window with the Go build's GC cycle ends marked.
+pub fn go_rust_chart(groups: &[Group]) -> Result<String, Failure> {
+    gc_chart(
+        groups,
+        "read-state cache, Go and Rust: P99 per 100 ms window; dashed: a GC cycle ends",
+        |g| g.build.to_string(),
+    )
+}

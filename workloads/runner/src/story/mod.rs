@@ -1,0 +1,379 @@
+//! The measured stories: the broker's builds at two contention levels and two message sizes,
+//! the relay's at two room counts and two room sizes; each as a set of runs under
+//! `reports/<workload>/<config>/<build>-<repeat>/`, comparison pages beside them, and a table of
+//! medians (the one in the story's README).
+//!
+//! The tables take every figure from [`switchyard_model::metrics`] and every median from
+//! [`switchyard_compare::spread`], so they say what `switchyard compare` and the budgets say.
+
+use std::{
+    collections::BTreeMap,
+    fmt::Write as _,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use switchyard_model::{
+    Frame, Profile, Profiles, Run,
+    metrics::{self, Metric},
+    units::{Unit, bytes, grouped, ns_f},
+};
+
+use crate::{
+    chart::{Chart, Legend, Panel, Series, build_colour},
+    fail::Failure,
+};
+
+mod assets;
+mod broker;
+mod cache;
+mod relay;
+
+pub use assets::*;
+pub use broker::*;
+pub use cache::*;
+pub use relay::*;
+
+/// One configuration of a story: its directory name and its load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub dir: String,
+    /// `NAME=VALUE` knobs of the workload.
+    pub knobs: Vec<String>,
+    /// What is printed as each run starts.
+    pub title: String,
+    /// The builds run in this configuration, when not all the story's.
+    pub builds: Option<&'static [&'static str]>,
+}
+
+/// A story: a workload, its configurations, the builds run in each (in this order, per
+/// repeat), and the comparisons written beside them (baseline, other).
+#[derive(Debug, Clone)]
+pub struct Story {
+    pub workload: &'static str,
+    pub root: &'static str,
+    pub configs: Vec<Config>,
+    pub builds: &'static [&'static str],
+    pub comparisons: &'static [(&'static str, &'static str)],
+}
+
+/// The part of a run a story keeps in the repository: everything but the stacks and the
+/// timeline (a few tens of KiB where `run.json` is megabytes). Tables are computed from it.
+pub const SLIM: &str = "run.slim.json";
+
+/// The counts of a server's summary line (`server.out`) a story keeps with its run, as
+/// `server_<name>` parameters: the read-state cache's hits (its driver cannot see them).
+const SERVER_COUNTS: [&str; 3] = ["capacity", "requests", "hits"];
+
+/// Writes `dir/run.slim.json` from `dir/run.json`, with the server's counts
+/// ([`with_server_counts`]); with `oncpu`, keeping the on-CPU stacks (and only their frames),
+/// which the asset table's shares are computed from.
+pub fn slim(dir: &Path, oncpu: bool) -> Result<(), Failure> {
+    let path = dir.join("run.json");
+    let mut run = Run::load(&path).map_err(|e| Failure::new(error_chain(&e)))?;
+    let whole = std::mem::take(&mut run.profiles);
+    if oncpu {
+        run.profiles.oncpu = only_oncpu(&whole, &mut run.profiles.frames);
+        run.profiles.stats = whole.stats;
+    }
+    run.timeline = None;
+    with_server_counts(&mut run, dir);
+    run.save(&dir.join(SLIM))
+        .map_err(|e| Failure::new(format!("writing {}: {e}", dir.join(SLIM).display())))
+}
+
+/// Adds the counts of [`SERVER_COUNTS`] from the server's summary in `dir/server.out`, where
+/// there is one, to the run's driver parameters.
+fn with_server_counts(run: &mut Run, dir: &Path) {
+    let summary = fs::read_to_string(dir.join("server.out")).unwrap_or_default();
+    let summary = summary
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+    if let (Some(summary), Some(w)) = (summary, run.workload.as_mut()) {
+        for name in SERVER_COUNTS {
+            if let Some(v) = summary.get(name).and_then(serde_json::Value::as_u64) {
+                w.parameters.insert(format!("server_{name}"), v.to_string());
+            }
+        }
+    }
+}
+
+/// `profiles`' on-CPU stacks with their frames renumbered into `frames`, which gets only the
+/// frames they use, in the order first used.
+fn only_oncpu(profiles: &Profiles, frames: &mut Vec<Frame>) -> Profile {
+    let mut index: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut oncpu = profiles.oncpu.clone();
+    for stack in &mut oncpu.stacks {
+        for f in &mut stack.frames {
+            *f = *index.entry(*f).or_insert_with(|| {
+                frames.push(
+                    profiles
+                        .frames
+                        .get(*f as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
+                (frames.len() - 1) as u32
+            });
+        }
+    }
+    oncpu
+}
+
+/// The runs of one build in one configuration, with their figures.
+pub struct Group {
+    /// The configuration's directory name.
+    pub config: String,
+    pub build: &'static str,
+    pub runs: Vec<(Run, BTreeMap<String, Metric>)>,
+}
+
+/// Every `<config>/<build>-*/run.json` under `root`, configurations in name order and builds
+/// in the order given; a build with no runs in a configuration is left out.
+pub fn load(root: &Path, builds: &[&'static str]) -> Result<Vec<Group>, Failure> {
+    let mut configs: Vec<PathBuf> = read_dir(root)?.into_iter().filter(|p| p.is_dir()).collect();
+    configs.sort();
+    let mut groups = Vec::new();
+    for cfg in configs {
+        let entries = read_dir(&cfg)?;
+        for &build in builds {
+            let prefix = format!("{build}-");
+            let mut files: Vec<PathBuf> = entries
+                .iter()
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+                })
+                // The whole run where it is here, else the part a story commits.
+                .map(|p| match p.join("run.json") {
+                    whole if whole.is_file() => whole,
+                    _ => p.join(SLIM),
+                })
+                .filter(|p| p.is_file())
+                .collect();
+            if files.is_empty() {
+                continue;
+            }
+            files.sort();
+            let mut runs = Vec::new();
+            for f in files {
+                let mut run = Run::load(&f).map_err(|e| {
+                    Failure::new(error_chain(&e))
+                        .hint("record it again with this build (the story's `just` recipe)")
+                })?;
+                // A whole run.json has not had them added; a slim one has them already.
+                if let Some(dir) = f.parent() {
+                    with_server_counts(&mut run, dir);
+                }
+                let figures = metrics::extract(&run);
+                runs.push((run, figures));
+            }
+            groups.push(Group {
+                config: file_name(&cfg),
+                build,
+                runs,
+            });
+        }
+    }
+    Ok(groups)
+}
+
+impl Group {
+    /// The median over the runs of a figure each run computes with `f` (0 when none has it).
+    fn median(&self, f: impl Fn(&Run, &BTreeMap<String, Metric>) -> Option<f64>) -> f64 {
+        let values: Vec<f64> = self.runs.iter().filter_map(|(r, m)| f(r, m)).collect();
+        switchyard_compare::spread(&values).map_or(0.0, |s| s.median)
+    }
+
+    /// The median of the named figure.
+    fn figure(&self, name: &str) -> f64 {
+        self.median(|run, figures| metrics::lookup(run, figures, name).map(|m| m.value))
+    }
+
+    /// The median over the runs of a driver parameter, a number (0 when no run has it).
+    fn parameter_median(&self, name: &str) -> f64 {
+        self.median(|run, _| number(run, name))
+    }
+
+    /// A driver parameter of the first run.
+    fn parameter(&self, name: &str) -> Option<&str> {
+        self.runs
+            .first()
+            .and_then(|(r, _)| r.workload.as_ref())
+            .and_then(|w| w.parameters.get(name))
+            .map(String::as_str)
+    }
+}
+
+/// A numeric driver parameter of `run`.
+fn number(run: &Run, name: &str) -> Option<f64> {
+    run.workload.as_ref()?.parameters.get(name)?.parse().ok()
+}
+
+/// `| a | b |` and `|---|---|`.
+pub(crate) fn header(head: &[&str]) -> String {
+    format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()))
+}
+
+fn read_dir(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
+    let entries = fs::read_dir(dir).map_err(|e| {
+        Failure::io(format!("reading {}", dir.display()), e)
+            .hint("record the story first (`just compare-broker` or `just compare-relay`)")
+    })?;
+    Ok(entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `message: cause: cause…`
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(c) = source {
+        s.push_str(&format!(": {c}"));
+        source = c.source();
+    }
+    s
+}
+
+/// A series of dots, one per run of `g` that `point` gives a point for.
+fn dots(
+    g: &Group,
+    label: &str,
+    colour: usize,
+    point: impl Fn(&Run, &BTreeMap<String, Metric>) -> Option<(f64, f64)>,
+) -> Series {
+    Series {
+        label: label.into(),
+        colour,
+        points: g.runs.iter().filter_map(|(r, m)| point(r, m)).collect(),
+        line: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stories_name_known_builds_and_knobs() {
+        for story in [
+            broker(2),
+            relay(),
+            assets(),
+            assets_concurrency(),
+            gogc(),
+            cache_size(),
+            go_rust(),
+        ] {
+            let w = crate::catalogue::workload(story.workload).expect("in the catalogue");
+            for b in story.builds {
+                assert!(w.build(b).is_some(), "{} has no build {b}", w.name);
+            }
+            for c in &story.configs {
+                for k in &c.knobs {
+                    let name = k.split_once('=').expect("NAME=VALUE").0;
+                    assert!(w.knob(name).is_some(), "{} has no knob {name}", w.name);
+                }
+            }
+        }
+        assert_eq!(broker(2).configs[3].knobs, ["producers=8", "size=1024"]);
+        let dirs: Vec<_> = assets_concurrency()
+            .configs
+            .into_iter()
+            .map(|c| c.dir)
+            .collect();
+        assert_eq!(
+            dirs,
+            ["c02", "c04", "c08"],
+            "in name order, the order of the levels"
+        );
+        for story in [broker_sweep(2), broker_fallback()] {
+            let w = crate::catalogue::workload(story.workload).expect("in the catalogue");
+            for c in &story.configs {
+                for b in c.builds.unwrap_or(story.builds) {
+                    assert!(story.builds.contains(b), "{}: {b} is not loaded", c.dir);
+                    let knobs = c.knobs.clone();
+                    let req = crate::plan::Request {
+                        workload: story.workload,
+                        build: b,
+                        knobs: &knobs,
+                        ..Default::default()
+                    };
+                    assert!(crate::plan::Plan::new(&req, |_| None, 2).is_ok(), "{c:?}");
+                }
+            }
+            assert!(w.build("fixed").is_some());
+        }
+        let sweep = broker_sweep(2);
+        let dirs: Vec<&str> = sweep.configs.iter().map(|c| c.dir.as_str()).collect();
+        assert_eq!(
+            dirs,
+            [
+                "sync",
+                "sync-k00010",
+                "sync-k00100",
+                "sync-k01000",
+                "sync-k10000"
+            ]
+        );
+        assert_eq!(
+            sweep.configs[2].knobs,
+            ["producers=8", "size=1024", "flush=every:1", "k=100"]
+        );
+    }
+
+    #[test]
+    fn lock_steps_are_read_from_the_summary_on_the_recordings_clock() {
+        let summary = r#"{"lock_stats":{"abs":{"steps":[
+            {"at_ns":3500000000,"step":"grew","k":2000,"rate":1500.0,"rate_at_switch":0.0},
+            {"at_ns":4000000000,"step":"to_mutex","k":10000,"rate":1200.0,"rate_at_switch":1200.0}]}}}"#;
+        let steps = lock_steps(summary, 1_000_000_000).unwrap();
+        assert_eq!(
+            steps,
+            [
+                LockStep {
+                    at_s: 2.5,
+                    step: "grew".into(),
+                    k: 2_000,
+                    rate: 1_500.0,
+                    rate_at_switch: 0.0
+                },
+                LockStep {
+                    at_s: 3.0,
+                    step: "to_mutex".into(),
+                    k: 10_000,
+                    rate: 1_200.0,
+                    rate_at_switch: 1_200.0
+                },
+            ]
+        );
+        assert!(lock_steps(r#"{"lock_stats":{"kind":"mutex"}}"#, 0).is_err());
+        assert!(lock_steps("ready 4000", 0).is_err());
+    }
+
+    #[test]
+    fn the_hit_ratio_leaves_the_fill_out() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../reports/read-state-cache/gogc/gogc-050/go-1")
+            .join(SLIM);
+        let mut run = Run::load(&path).expect("a committed run");
+        // A run kept before the server's counts were: no ratio.
+        assert_eq!(cache::hit_ratio(&run), None);
+        let p = &mut run.workload.as_mut().expect("a driver result").parameters;
+        for (name, value) in [
+            ("server_capacity", "100000"),
+            ("server_requests", "1100000"),
+            ("server_hits", "750000"),
+        ] {
+            p.insert(name.into(), value.into());
+        }
+        // 1,100,000 requests, 100,000 of them the fill's misses: 750,000 hits of 1,000,000.
+        assert_eq!(cache::hit_ratio(&run), Some(75.0));
+    }
+}
