@@ -7,7 +7,7 @@ use std::{
     process::ExitCode,
 };
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use switchyard_workloads::{
     Failure, Interrupts, Plan, Request, Tools,
     catalogue::{self, Attach},
@@ -110,161 +110,10 @@ enum Cmd {
     /// per on-CPU sample and per span instance, next to bpftrace, perf trace and the true floor
     /// (`switchyard floor`), REPEATS interleaved runs of each row, then a table per section.
     BenchOverhead(per_event::Knobs),
-    /// `just compare-broker`: the spin-lock broker story, then its table.
-    CompareBroker {
-        #[arg(long, env = "REPEATS", default_value_t = 3)]
-        repeats: u32,
-        #[arg(long, env = "RUN_SECONDS", default_value_t = 3)]
-        seconds: u64,
-        /// Record nothing: redraw the table and chart from the runs already there (the
-        /// committed `run.slim.json` files).
-        #[arg(long)]
-        redraw: bool,
-        /// Record over the committed story, once the whole story is recorded; without it the
-        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
-        #[arg(long)]
-        commit: bool,
-    },
-    /// `just story-broker-sweep`: the broker's fixed-k lock at k = 10, 100, 1000 and 10000
-    /// next to mutex and abs, 4 × cores producers, 1 KiB, a synchronous flush; table and chart
-    /// under reports/spinlock-broker/sweep.
-    StoryBrokerSweep {
-        #[arg(long, env = "REPEATS", default_value_t = 2)]
-        repeats: u32,
-        #[arg(long, env = "RUN_SECONDS", default_value_t = 4)]
-        seconds: u64,
-        /// Record nothing: redraw the table and chart from the committed runs.
-        #[arg(long)]
-        redraw: bool,
-        /// Record over the committed story, once the whole story is recorded; without it the
-        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
-        #[arg(long)]
-        commit: bool,
-    },
-    /// `just story-broker-fallback`: abs with a synchronous flush, 8 producers, then from 3 s
-    /// on 1 sending every 50 ms: when it falls back to the mutex and returns; table and chart
-    /// under reports/spinlock-broker/fallback.
-    StoryBrokerFallback {
-        #[arg(long, env = "REPEATS", default_value_t = 1)]
-        repeats: u32,
-        #[arg(long, env = "RUN_SECONDS", default_value_t = 6)]
-        seconds: u64,
-        /// Record nothing: redraw the table and chart from the committed runs.
-        #[arg(long)]
-        redraw: bool,
-        /// Record over the committed story, once the whole story is recorded; without it the
-        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
-        #[arg(long)]
-        commit: bool,
-    },
-    /// `just story-gogc`: the Go read-state cache at GOGC 50, 100 and 400 (a GC forced every
-    /// 4 s), then its table (`table.md`) and chart (`chart.svg`) under
-    /// reports/read-state-cache/gogc.
-    StoryGogc {
-        #[arg(long, env = "REPEATS", default_value_t = 2)]
-        repeats: u32,
-        #[arg(long, env = "RUN_SECONDS", default_value_t = 20)]
-        seconds: u64,
-        /// Record nothing: redraw the table and chart from the runs already there (the
-        /// committed `run.slim.json` files).
-        #[arg(long)]
-        redraw: bool,
-        /// Record over the committed story, once the whole story is recorded; without it the
-        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
-        #[arg(long)]
-        commit: bool,
-    },
-    /// `just story-forced-gc`: the Go read-state cache with the runtime's defaults for 130 s,
-    /// long enough for its own forced GC (every 2 minutes); table and chart under
-    /// reports/read-state-cache/forced-gc.
-    StoryForcedGc {
-        #[arg(long, env = "REPEATS", default_value_t = 1)]
-        repeats: u32,
-        #[arg(long, env = "RUN_SECONDS", default_value_t = 130)]
-        seconds: u64,
-        /// Record nothing: redraw from the committed runs.
-        #[arg(long)]
-        redraw: bool,
-        /// Record over the committed story, once the whole story is recorded; without it the
-        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
-        #[arg(long)]
-        commit: bool,
-    },
-    /// `just story-cache-size`: both read-state cache builds with 2,000,000, 500,000 and
-    /// 100,000 entries, a miss answered after 1 ms (a GC forced every 4 s); table and chart
-    /// under reports/read-state-cache/cache-size.
-    StoryCacheSize {
-        #[arg(long, env = "REPEATS", default_value_t = 1)]
-        repeats: u32,
-        #[arg(long, env = "RUN_SECONDS", default_value_t = 20)]
-        seconds: u64,
-        /// Record nothing: redraw from the committed runs.
-        #[arg(long)]
-        redraw: bool,
-        /// Record over the committed story, once the whole story is recorded; without it the
-        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
-        #[arg(long)]
-        commit: bool,
-    },
-    /// `just story-go-rust`: Go against Rust with 2,000,000 entries (a GC forced every 4 s),
-    /// the comparison beside the runs; table and chart under reports/read-state-cache/go-vs-rust.
-    StoryGoRust {
-        #[arg(long, env = "REPEATS", default_value_t = 3)]
-        repeats: u32,
-        #[arg(long, env = "RUN_SECONDS", default_value_t = 20)]
-        seconds: u64,
-        /// Record nothing: redraw from the committed runs.
-        #[arg(long)]
-        redraw: bool,
-        /// Record over the committed story, once the whole story is recorded; without it the
-        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
-        #[arg(long)]
-        commit: bool,
-    },
-    /// `just compare-relay`: the mmsg relay story (threads, mmsg, lite), then its table.
-    CompareRelay {
-        #[arg(long, env = "REPEATS", default_value_t = 2)]
-        repeats: u32,
-        #[arg(long, env = "RUN_SECONDS", default_value_t = 3)]
-        seconds: u64,
-        /// Record nothing: redraw the table and chart from the runs already there.
-        #[arg(long)]
-        redraw: bool,
-        /// Record over the committed story, once the whole story is recorded; without it the
-        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
-        #[arg(long)]
-        commit: bool,
-    },
-    /// `just compare-assets`: the asset server story (node-gzip, rust-gzip, rust-zstd), then
-    /// its table; with HEAP=1 the Rust builds' allocations too.
-    CompareAssets {
-        #[arg(long, env = "REPEATS", default_value_t = 3)]
-        repeats: u32,
-        #[arg(long, env = "RUN_SECONDS", default_value_t = 12)]
-        seconds: u64,
-        /// Record nothing: redraw the table from the runs already there (the committed
-        /// `run.slim.json` files).
-        #[arg(long)]
-        redraw: bool,
-        /// Record over the committed story, once the whole story is recorded; without it the
-        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
-        #[arg(long)]
-        commit: bool,
-    },
-    /// `just story-assets-concurrency`: the asset server's builds with 2, 4 and 8 downloads
-    /// always in flight, 150 requests a run, then its table (`table.md`) and chart
-    /// (`chart.svg`) under reports/asset-server/concurrency.
-    StoryAssetsConcurrency {
-        #[arg(long, env = "REPEATS", default_value_t = 2)]
-        repeats: u32,
-        /// Record nothing: redraw the table and chart from the committed runs.
-        #[arg(long)]
-        redraw: bool,
-        /// Record over the committed story, once the whole story is recorded; without it the
-        /// runs, table and chart go to a new folder, reports/<story>-<time>/.
-        #[arg(long)]
-        commit: bool,
-    },
+    /// A story (`switchyard-workload <STORY> [--repeats N] [--seconds S] [--redraw]
+    /// [--commit]`): its runs, comparisons, table and chart; the stories are listed below.
+    #[command(external_subcommand)]
+    Story(Vec<String>),
     /// The asset server story's table of medians from its runs.
     AssetTable {
         #[arg(default_value = "reports/asset-server")]
@@ -283,7 +132,11 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().after_help(stories_help()).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
@@ -364,94 +217,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             switchyard,
         } => recipes::bench_servers((repeats, seconds), switchyard.as_deref(), &cx),
         Cmd::BenchOverhead(knobs) => recipes::bench_overhead(&knobs, &cx),
-        Cmd::CompareBroker { redraw: true, .. } => {
-            out(&recipes::render(&story::broker(recipes::cores()))?)
-        }
-        Cmd::CompareBroker {
-            repeats,
-            seconds,
-            commit,
-            ..
-        } => recipes::story(
-            &story::broker(recipes::cores()),
-            repeats,
-            seconds,
-            commit,
-            &cx,
-        ),
-        Cmd::StoryBrokerSweep { redraw: true, .. } => {
-            out(&recipes::render(&story::broker_sweep(recipes::cores()))?)
-        }
-        Cmd::StoryBrokerSweep {
-            repeats,
-            seconds,
-            commit,
-            ..
-        } => recipes::story(
-            &story::broker_sweep(recipes::cores()),
-            repeats,
-            seconds,
-            commit,
-            &cx,
-        ),
-        Cmd::StoryBrokerFallback { redraw: true, .. } => {
-            out(&recipes::render(&story::broker_fallback())?)
-        }
-        Cmd::StoryBrokerFallback {
-            repeats,
-            seconds,
-            commit,
-            ..
-        } => recipes::story(&story::broker_fallback(), repeats, seconds, commit, &cx),
-        Cmd::StoryGogc { redraw: true, .. } => out(&recipes::render(&story::gogc())?),
-        Cmd::StoryGogc {
-            repeats,
-            seconds,
-            commit,
-            ..
-        } => recipes::story(&story::gogc(), repeats, seconds, commit, &cx),
-        Cmd::StoryForcedGc { redraw: true, .. } => out(&recipes::render(&story::forced_gc())?),
-        Cmd::StoryForcedGc {
-            repeats,
-            seconds,
-            commit,
-            ..
-        } => recipes::story(&story::forced_gc(), repeats, seconds, commit, &cx),
-        Cmd::StoryCacheSize { redraw: true, .. } => out(&recipes::render(&story::cache_size())?),
-        Cmd::StoryCacheSize {
-            repeats,
-            seconds,
-            commit,
-            ..
-        } => recipes::story(&story::cache_size(), repeats, seconds, commit, &cx),
-        Cmd::StoryGoRust { redraw: true, .. } => out(&recipes::render(&story::go_rust())?),
-        Cmd::StoryGoRust {
-            repeats,
-            seconds,
-            commit,
-            ..
-        } => recipes::story(&story::go_rust(), repeats, seconds, commit, &cx),
-        Cmd::CompareRelay { redraw: true, .. } => out(&recipes::render(&story::relay())?),
-        Cmd::CompareRelay {
-            repeats,
-            seconds,
-            commit,
-            ..
-        } => recipes::story(&story::relay(), repeats, seconds, commit, &cx),
-        Cmd::CompareAssets { redraw: true, .. } => out(&recipes::render(&story::assets())?),
-        Cmd::CompareAssets {
-            repeats,
-            seconds,
-            commit,
-            ..
-        } => recipes::story(&story::assets(), repeats, seconds, commit, &cx),
-        Cmd::StoryAssetsConcurrency { redraw: true, .. } => {
-            out(&recipes::render(&story::assets_concurrency())?)
-        }
-        // Each run is bounded by its requests; the seconds only bound a driver given none.
-        Cmd::StoryAssetsConcurrency {
-            repeats, commit, ..
-        } => recipes::story(&story::assets_concurrency(), repeats, 600, commit, &cx),
+        Cmd::Story(args) => story_command(&args, &cx),
         Cmd::AssetTable { root } => {
             let groups = story::load(&root, story::assets().builds)?;
             out(&story::asset_table(&groups))
@@ -465,6 +231,77 @@ fn run(cli: Cli) -> Result<u8, Failure> {
             out(&story::relay_table(&groups))
         }
     }
+}
+
+/// A story's flags; its defaults are the story's own.
+#[derive(Debug, Parser)]
+struct StoryArgs {
+    /// Runs of each build in each configuration [default: the story's].
+    #[arg(long, env = "REPEATS")]
+    repeats: Option<u32>,
+    /// Seconds of load in each run [default: the story's].
+    #[arg(long, env = "RUN_SECONDS")]
+    seconds: Option<u64>,
+    /// Record nothing: redraw the table and chart from the runs already there (the committed
+    /// `run.slim.json` files).
+    #[arg(long)]
+    redraw: bool,
+    /// Record over the committed story, once the whole story is recorded; without it the runs,
+    /// table and chart go to a new folder, reports/<story>-<time>/.
+    #[arg(long)]
+    commit: bool,
+}
+
+/// `switchyard-workload <STORY> …`: records the story named (or redraws it) with its defaults
+/// unless flags say otherwise.
+fn story_command(args: &[String], cx: &Context<'_>) -> Result<u8, Failure> {
+    let name = args.first().map(String::as_str).unwrap_or_default();
+    let Some(story) = story::named(name, recipes::cores()) else {
+        return Err(
+            Failure::new(format!("no command or story `{name}`")).hint(format!(
+                "the stories: {}; `switchyard-workload --help` lists the commands",
+                story::all(1)
+                    .iter()
+                    .map(|s| s.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        );
+    };
+    let flags = StoryArgs::command()
+        .name(story.name)
+        .about(story.about)
+        .try_get_matches_from(args)
+        .and_then(|m| StoryArgs::from_arg_matches(&m))
+        .unwrap_or_else(|e| e.exit());
+    if flags.redraw {
+        return out(&recipes::render(&story)?);
+    }
+    recipes::story(
+        &story,
+        flags.repeats.unwrap_or(story.repeats),
+        flags.seconds.unwrap_or(story.seconds),
+        flags.commit,
+        cx,
+    )
+}
+
+/// The stories, for the end of `--help`: each one's command, defaults and what it shows.
+fn stories_help() -> String {
+    let mut out = String::from(
+        "Stories (`just <STORY>` runs the same; each takes --repeats, --seconds, --redraw, --commit):\n",
+    );
+    for s in story::all(recipes::cores()) {
+        out.push_str(&format!(
+            "  {:<26} {} ({} run{} a build, {} s each)\n",
+            s.name,
+            s.about,
+            s.repeats,
+            if s.repeats == 1 { "" } else { "s" },
+            s.seconds
+        ));
+    }
+    out
 }
 
 /// The catalogue in words.

@@ -274,7 +274,7 @@ pub fn story(
                 let out = dir.join(format!("{}-{r}", p.build.name));
                 stop_if_interrupted(runner::run(p, tools, &out, interrupts)?, &dir)?;
                 // The 1-request/s table's shares are of on-CPU samples: kept for it alone.
-                story::slim(&out, story.root == story::ASSETS_ROOT)?;
+                story::slim(&out, story.keeps_oncpu)?;
             }
         }
         for (base, other) in story.comparisons {
@@ -371,46 +371,10 @@ pub fn render_in(story: &Story, root: &Path) -> Result<String, Failure> {
         let path = root.join("chart.svg");
         fs::write(&path, svg).map_err(|e| Failure::io(format!("writing {}", path.display()), e))
     };
-    let table = match (story.workload, story.root) {
-        (_, story::SWEEP_ROOT) => {
-            chart(story::sweep_chart(&groups)?)?;
-            story::sweep_table(&groups)
-        }
-        (_, story::FALLBACK_ROOT) => {
-            let runs = story::fallback_runs(root, &groups)?;
-            chart(story::fallback_chart(&runs)?)?;
-            story::fallback_table(&runs)
-        }
-        ("spinlock-broker", _) => {
-            chart(story::broker_chart(&groups)?)?;
-            story::broker_table(&groups)
-        }
-        (_, story::ASSET_CONCURRENCY_ROOT) => {
-            chart(story::asset_concurrency_chart(&groups)?)?;
-            story::asset_concurrency_table(&groups)
-        }
-        ("asset-server", _) => story::asset_table(&groups),
-        (_, story::GOGC_ROOT) => {
-            chart(story::gogc_chart(&groups)?)?;
-            story::gogc_table(&groups)
-        }
-        (_, story::CACHE_SIZE_ROOT) => {
-            chart(story::cache_size_chart(&groups)?)?;
-            story::cache_size_table(&groups)
-        }
-        (_, story::GO_RUST_ROOT) => {
-            chart(story::go_rust_chart(&groups)?)?;
-            story::go_rust_table(&groups)
-        }
-        (_, story::FORCED_ROOT) => {
-            chart(story::forced_gc_chart(&groups)?)?;
-            story::forced_gc_table(&groups)
-        }
-        _ => {
-            chart(story::relay_chart(&groups)?)?;
-            story::relay_table(&groups)
-        }
-    };
+    if let Some(draw) = story.chart {
+        chart(draw(root, &groups)?)?;
+    }
+    let table = (story.table)(root, &groups)?;
     let written = root.join("table.md");
     fs::write(&written, &table)
         .map_err(|e| Failure::io(format!("writing {}", written.display()), e))?;

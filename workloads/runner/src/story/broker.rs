@@ -20,6 +20,13 @@ pub fn broker(cores: usize) -> Story {
     Story {
         workload: "spinlock-broker",
         root: "reports/spinlock-broker",
+        name: "compare-broker",
+        about: "the spin-lock broker's lock builds at low and high contention, 2 B and 1 KiB messages",
+        repeats: 3,
+        seconds: 3,
+        table: |_, g| Ok(broker_table(g)),
+        chart: Some(|_, g| broker_chart(g)),
+        keeps_oncpu: false,
         configs,
         builds: &["spin", "mutex", "abs"],
         comparisons: &[("mutex", "spin"), ("mutex", "abs")],
@@ -65,6 +72,13 @@ pub fn broker_sweep(cores: usize) -> Story {
     Story {
         workload: "spinlock-broker",
         root: SWEEP_ROOT,
+        name: "story-broker-sweep",
+        about: "the broker's fixed-k lock at k = 10 to 10000 next to mutex and abs",
+        repeats: 2,
+        seconds: 4,
+        table: |_, g| Ok(sweep_table(g)),
+        chart: Some(|_, g| sweep_chart(g)),
+        keeps_oncpu: false,
         configs,
         builds: &["mutex", "abs", "fixed"],
         comparisons: &[],
@@ -80,6 +94,13 @@ pub fn broker_fallback() -> Story {
     Story {
         workload: "spinlock-broker",
         root: FALLBACK_ROOT,
+        name: "story-broker-fallback",
+        about: "abs falling back to its mutex under a synchronous flush, and returning",
+        repeats: 1,
+        seconds: 6,
+        table: |root, g| Ok(fallback_table(&fallback_runs(root, g)?)),
+        chart: Some(|root, g| fallback_chart(&fallback_runs(root, g)?)),
+        keeps_oncpu: false,
         configs: vec![Config {
             dir: "sync-8-then-1".into(),
             knobs: vec![

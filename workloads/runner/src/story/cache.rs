@@ -9,6 +9,13 @@ pub fn gogc() -> Story {
     Story {
         workload: "read-state-cache",
         root: GOGC_ROOT,
+        name: "story-gogc",
+        about: "the Go read-state cache at GOGC 50, 100 and 400",
+        repeats: 2,
+        seconds: 20,
+        table: |_, g| Ok(gogc_table(g)),
+        chart: Some(|_, g| gogc_chart(g)),
+        keeps_oncpu: false,
         configs: GOGC_VALUES
             .iter()
             .map(|v| Config {
@@ -36,6 +43,13 @@ pub fn forced_gc() -> Story {
     Story {
         workload: "read-state-cache",
         root: FORCED_ROOT,
+        name: "story-forced-gc",
+        about: "the Go read-state cache long enough for the runtime's own forced GC",
+        repeats: 1,
+        seconds: 130,
+        table: |_, g| Ok(forced_gc_table(g)),
+        chart: Some(|_, g| forced_gc_chart(g)),
+        keeps_oncpu: false,
         configs: vec![Config {
             dir: "runtime-defaults".into(),
             knobs: vec![
@@ -61,6 +75,13 @@ pub fn cache_size() -> Story {
     Story {
         workload: "read-state-cache",
         root: CACHE_SIZE_ROOT,
+        name: "story-cache-size",
+        about: "both read-state cache builds at 2,000,000, 500,000 and 100,000 entries",
+        repeats: 1,
+        seconds: 20,
+        table: |_, g| Ok(cache_size_table(g)),
+        chart: Some(|_, g| cache_size_chart(g)),
+        keeps_oncpu: false,
         configs: CACHE_SIZES
             .iter()
             .map(|c| Config {
@@ -93,6 +114,13 @@ pub fn go_rust() -> Story {
     Story {
         workload: "read-state-cache",
         root: GO_RUST_ROOT,
+        name: "story-go-rust",
+        about: "the read-state cache in Go against Rust, 2,000,000 entries",
+        repeats: 3,
+        seconds: 20,
+        table: |_, g| Ok(go_rust_table(g)),
+        chart: Some(|_, g| go_rust_chart(g)),
+        keeps_oncpu: false,
         configs: vec![Config {
             dir: "capacity-2000000".into(),
             knobs: vec![

@@ -34,6 +34,31 @@ pub use broker::*;
 pub use cache::*;
 pub use relay::*;
 
+/// A table or chart of a story, from its runs under a root, loaded into groups.
+pub type Render = fn(&Path, &[Group]) -> Result<String, Failure>;
+
+/// Every story, in the order `switchyard-workload --help` lists them; the broker's sized to
+/// `cores`.
+pub fn all(cores: usize) -> Vec<Story> {
+    vec![
+        broker(cores),
+        broker_sweep(cores),
+        broker_fallback(),
+        relay(),
+        assets(),
+        assets_concurrency(),
+        gogc(),
+        forced_gc(),
+        cache_size(),
+        go_rust(),
+    ]
+}
+
+/// The story recorded by command `name`.
+pub fn named(name: &str, cores: usize) -> Option<Story> {
+    all(cores).into_iter().find(|s| s.name == name)
+}
+
 /// One configuration of a story: its directory name and its load.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -52,6 +77,20 @@ pub struct Config {
 pub struct Story {
     pub workload: &'static str,
     pub root: &'static str,
+    /// The command that records it (`switchyard-workload compare-broker`, and the `just`
+    /// recipe of the same name).
+    pub name: &'static str,
+    /// What it shows, in a line.
+    pub about: &'static str,
+    /// Runs of each build in each configuration, and seconds of load in each, by default.
+    pub repeats: u32,
+    pub seconds: u64,
+    /// Its table of medians (`table.md`), from the runs under a root.
+    pub table: Render,
+    /// Its chart (`chart.svg`), when it has one.
+    pub chart: Option<Render>,
+    /// Its run files keep their on-CPU stacks when slimmed (its table reads them).
+    pub keeps_oncpu: bool,
     pub configs: Vec<Config>,
     pub builds: &'static [&'static str],
     pub comparisons: &'static [(&'static str, &'static str)],
@@ -261,16 +300,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_story_has_one_name_and_a_recipe_of_that_name() {
+        let justfile = include_str!("../../../../justfile");
+        let stories = all(2);
+        let mut names: Vec<&str> = stories.iter().map(|s| s.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), stories.len(), "{names:?}");
+        for s in &stories {
+            let recipe = format!("{{{{runner}}}} {} {{{{flags}}}}", s.name);
+            assert!(justfile.contains(&recipe), "no `just {}` recipe: {recipe}", s.name);
+            assert!(named(s.name, 2).is_some_and(|n| n.root == s.root));
+        }
+        assert!(named("compare-nothing", 2).is_none());
+    }
+
+    #[test]
     fn stories_name_known_builds_and_knobs() {
-        for story in [
-            broker(2),
-            relay(),
-            assets(),
-            assets_concurrency(),
-            gogc(),
-            cache_size(),
-            go_rust(),
-        ] {
+        for story in all(2) {
             let w = crate::catalogue::workload(story.workload).expect("in the catalogue");
             for b in story.builds {
                 assert!(w.build(b).is_some(), "{} has no build {b}", w.name);

@@ -20,6 +20,13 @@ pub fn relay() -> Story {
     Story {
         workload: "mmsg-relay",
         root: "reports/mmsg-relay",
+        name: "compare-relay",
+        about: "the mmsg relay's threads, mmsg and lite builds at two room counts and sizes",
+        repeats: 2,
+        seconds: 3,
+        table: |_, g| Ok(relay_table(g)),
+        chart: Some(|_, g| relay_chart(g)),
+        keeps_oncpu: false,
         configs,
         builds: RELAY_BUILDS,
         comparisons: &[("threads", "mmsg"), ("mmsg", "lite")],
