@@ -11,7 +11,7 @@ use switchyard_model::{
     term::escape,
     units::{bytes, command_line, counted, kib_as_mib, ns, percent, rate, thousands},
 };
-use switchyard_report::units::{
+use switchyard_report::sentences::{
     OffCpu, futex_waits, go_gc, heap_per_operation, kernel_lock_waits, offcpu_sampling,
     per_operation, span_calls, stack_quality, unwind_tables,
 };

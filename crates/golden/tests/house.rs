@@ -475,3 +475,87 @@ fn the_literal_reader_skips_comments_escapes_and_tests() {
     let got: Vec<String> = literals(text).into_iter().map(|(_, l)| l).collect();
     assert_eq!(got, ["x\\\"y", "z"]);
 }
+
+/// Names retired so that each concept has one (docs/design.md, "Glossary"): where each may not
+/// appear again, and what replaced it.
+const RETIRED: &[(&str, &str, &str)] = &[
+    (
+        "crates/loader/src",
+        "Windows",
+        "`LastCut`, the maps' values at the last cut; `Windows` is the cutting of a continuous recording (crates/cli)",
+    ),
+    (
+        "crates",
+        "switchyard_report::units",
+        "`switchyard_report::sentences`; `units` is how numbers read (switchyard_model::units)",
+    ),
+    ("crates/report/src", "crate::units", "`crate::sentences`"),
+];
+
+/// The runner's commands of one story each, now one command over the stories' registry
+/// (`story::all`, workloads/runner/src/story/mod.rs).
+const RETIRED_STORY_COMMANDS: [&str; 10] = [
+    "CompareBroker",
+    "CompareRelay",
+    "CompareAssets",
+    "StoryBrokerSweep",
+    "StoryBrokerFallback",
+    "StoryGogc",
+    "StoryForcedGc",
+    "StoryCacheSize",
+    "StoryGoRust",
+    "StoryAssetsConcurrency",
+];
+
+/// Whether `name` occurs in `text` as a whole word.
+fn has_word(text: &str, name: &str) -> bool {
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    text.match_indices(name).any(|(i, _)| {
+        !word(text[..i].chars().next_back()) && !word(text[i + name.len()..].chars().next())
+    })
+}
+
+#[test]
+fn retired_names_stay_retired() {
+    let mut wrong = Vec::new();
+    let stories = RETIRED_STORY_COMMANDS.map(|n| {
+        (
+            "workloads/runner/src",
+            n,
+            "a story's name is its command, over `story::all`",
+        )
+    });
+    for (under, name, instead) in RETIRED.iter().chain(&stories) {
+        let mut files = Vec::new();
+        collect_rs(&root().join(under), &mut files);
+        assert!(!files.is_empty(), "{under} has no Rust files");
+        for file in files {
+            if file.ends_with(file!().rsplit('/').next().unwrap_or_default())
+                && file.parent().is_some_and(|d| d.ends_with("tests"))
+            {
+                continue;
+            }
+            let text = fs::read_to_string(&file).unwrap_or_default();
+            for (i, line) in text.lines().enumerate() {
+                if has_word(line, name) {
+                    wrong.push(format!(
+                        "{}:{}: `{name}` is retired: {instead}",
+                        file.strip_prefix(root()).unwrap_or(&file).display(),
+                        i + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        !root().join("crates/report/src/units.rs").exists(),
+        "crates/report/src/units.rs is retired: its sentences live in sentences.rs"
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn a_retired_name_is_found_as_a_word_only() {
+    assert!(has_word("use window::Windows;", "Windows"));
+    assert!(!has_word("struct WindowsCut", "Windows") && !has_word("MyWindows", "Windows"));
+}

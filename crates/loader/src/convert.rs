@@ -1,5 +1,5 @@
 //! The kernel's map contents ([`Snapshot`], [`Stacks`]) as model rows. Pure: no maps, no
-//! system calls, no clock; a continuous recording's [`Windows`] say what earlier cuts already
+//! system calls, no clock; a continuous recording's [`LastCut`] says what earlier cuts already
 //! reported.
 
 use std::collections::BTreeMap;
@@ -18,7 +18,7 @@ use crate::{
     Collected, DropKind, GcCollected, GcKind, Span,
     bounds::Bounds,
     read::{PerCpu, Snapshot, Stacks},
-    window::{Cumulative, Seen, ThreadTimes, Windows},
+    window::{Cumulative, LastCut, Seen, ThreadTimes},
 };
 
 /// What a reading needs besides the maps.
@@ -49,7 +49,7 @@ pub(crate) struct Input<'a> {
 pub(crate) fn collected(
     snap: &Snapshot,
     input: &Input,
-    mut windows: Option<&mut Windows>,
+    mut windows: Option<&mut LastCut>,
 ) -> Collected {
     let syscalls = syscall_rows(snap, windows.as_deref_mut());
     let threads = thread_rows(snap, input, windows.as_deref_mut());
@@ -95,7 +95,7 @@ pub(crate) fn collected(
 }
 
 /// Syscall rows in number order, each with its errnos (most frequent first).
-fn syscall_rows(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Vec<SyscallRow> {
+fn syscall_rows(snap: &Snapshot, mut windows: Option<&mut LastCut>) -> Vec<SyscallRow> {
     // Errnos first, so each syscall row can carry its own.
     let mut errnos: BTreeMap<u32, Vec<ErrnoCount>> = BTreeMap::new();
     for (key, values) in &snap.errnos {
@@ -240,7 +240,7 @@ fn unswitched_times(tid: u32, start: u64, end: u64, bounds: &Bounds) -> Option<T
 fn thread_rows(
     snap: &Snapshot,
     input: &Input,
-    mut windows: Option<&mut Windows>,
+    mut windows: Option<&mut LastCut>,
 ) -> Vec<ThreadRow> {
     let mut threads = Vec::new();
     for (tid, t) in &snap.threads {
@@ -400,7 +400,7 @@ fn open_waits(snap: &Snapshot, input: &Input, raw: &mut Raw) {
 }
 
 /// Who held the CPU, longest first.
-fn cpu_holders(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Vec<CpuHolder> {
+fn cpu_holders(snap: &Snapshot, mut windows: Option<&mut LastCut>) -> Vec<CpuHolder> {
     let mut rows = Vec::new();
     for (k, v) in &snap.cpu_holders {
         let v = added(windows.as_deref_mut().map(|w| &mut w.cpu_holders), *k, *v);
@@ -429,7 +429,7 @@ fn cpu_holders(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Vec<CpuHol
 /// Drop rows in index order (inferred switches are counted, not shown as losses).
 fn drops(
     snap: &Snapshot,
-    mut windows: Option<&mut Windows>,
+    mut windows: Option<&mut LastCut>,
 ) -> (Vec<DropRow>, BTreeMap<DropKind, u64>) {
     let mut rows = Vec::new();
     let mut counts = BTreeMap::new();
@@ -462,7 +462,7 @@ fn drops(
 }
 
 /// The stack-keyed samples, in map order (the frames come later, from [`stack_frames`]).
-fn samples(snap: &Snapshot, mut windows: Option<&mut Windows>) -> Raw {
+fn samples(snap: &Snapshot, mut windows: Option<&mut LastCut>) -> Raw {
     let mut raw = Raw::default();
     for (k, v) in &snap.oncpu {
         let v = added(windows.as_deref_mut().map(|w| &mut w.oncpu), *k, *v);
@@ -572,7 +572,7 @@ fn locks(
     snap: &Snapshot,
     spans: &[Span],
     raw: &mut Raw,
-    mut windows: Option<&mut Windows>,
+    mut windows: Option<&mut LastCut>,
 ) -> Locks {
     let mut wait = |name: &'static str, index: u32, values: &PerCpu<WaitStats>| {
         wait_summary(
@@ -668,7 +668,7 @@ fn wait_summary(
 fn gc(
     snap: &Snapshot,
     symbols: &[(String, bool)],
-    mut windows: Option<&mut Windows>,
+    mut windows: Option<&mut LastCut>,
 ) -> GcCollected {
     let mut counts = BTreeMap::new();
     for kind in GcKind::ALL {
@@ -688,7 +688,7 @@ fn gc(
 /// The stack ids a window's samples refer to whose frames are not kept yet: (user, kernel).
 pub(crate) fn stacks_to_read(
     raw: &Raw,
-    windows: &Windows,
+    windows: &LastCut,
 ) -> (
     std::collections::HashSet<i32>,
     std::collections::HashSet<i32>,
@@ -703,7 +703,7 @@ pub(crate) fn stacks_to_read(
 /// window, those its samples refer to, from `stacks` (the ones [`stacks_to_read`] named) and
 /// from the frames kept from earlier windows (a stack id is a hash of its frames, written
 /// once: it never changes while it exists).
-pub(crate) fn stack_frames(raw: &mut Raw, stacks: &Stacks, windows: Option<&mut Windows>) {
+pub(crate) fn stack_frames(raw: &mut Raw, stacks: &Stacks, windows: Option<&mut LastCut>) {
     let Some(w) = windows else {
         for (id, s) in &stacks.kernel {
             raw.stacks.insert(*id, frames(s).0);

@@ -42,7 +42,7 @@ use switchyard_model::raw::Raw;
 use switchyard_model::{CpuHolder, DropRow, Locks, SyscallRow, ThreadRow};
 pub use unwind::UnwindStats;
 pub use window::Evicted;
-use window::Windows;
+use window::LastCut;
 
 /// The bit `sched_switch` states carry for a preempted task.
 pub const PREEMPT_FLAG: u32 = switchyard_common::tp::PREEMPT_FLAG as u32;
@@ -189,7 +189,7 @@ pub struct Probes {
     /// Entries of each stack map (`--stack-map-size`).
     stack_map_size: u32,
     /// A continuous recording's values at the last cut ([`Probes::cut`]).
-    windows: Option<Windows>,
+    windows: Option<LastCut>,
     /// What eviction removed so far.
     evicted: Evicted,
     /// Python processes found among the targets (none looked for without stacks, or with

@@ -14,7 +14,7 @@ use crate::{
     Collected, Error, Evicted, GcEvent, GcKind, Probes, TimelineEvent, convert,
     error::map_err,
     read, spans, threads,
-    window::{Cumulative, Seen, Windows},
+    window::{Cumulative, LastCut, Seen},
 };
 
 impl Probes {
@@ -391,7 +391,7 @@ impl Probes {
     /// (CLOCK_MONOTONIC ns). Once a recording is cut, [`Probes::finish`] reads its last
     /// window.
     pub fn cut(&mut self, target: u32) -> Result<(Collected, u64), Error> {
-        self.windows.get_or_insert_with(Windows::default);
+        self.windows.get_or_insert_with(LastCut::default);
         let at = switchyard_model::driver::monotonic_ns();
         let collected = self.read(target, Some(at))?;
         self.evict();

@@ -210,7 +210,7 @@ impl<K: Hash + Eq + Copy, V: Cumulative> Seen<K, V> {
 
 /// Every map's values at the last cut.
 #[derive(Default)]
-pub(crate) struct Windows {
+pub(crate) struct LastCut {
     pub syscalls: Seen<u32, SyscallStats>,
     pub errnos: Seen<ErrnoKey, u64>,
     pub threads: Seen<u32, ThreadTimes>,
@@ -234,7 +234,7 @@ pub(crate) struct Windows {
     pub kernel_frames: HashMap<i32, Vec<u64>>,
 }
 
-impl Windows {
+impl LastCut {
     /// Forgets which keys of the maps that are never evicted were idle.
     pub fn clear_idle(&mut self) {
         self.syscalls.take_idle();

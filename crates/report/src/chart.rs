@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use switchyard_model::Log2Hist;
 
-use crate::units::{percent, thousands};
+use crate::sentences::{percent, thousands};
 
 const WIDTH: f64 = 460.0;
 const HEIGHT: f64 = 190.0;
@@ -22,9 +22,9 @@ fn floor(i: usize) -> u64 {
     if i == 0 { 0 } else { 1u64 << i.min(63) }
 }
 
-/// A bucket edge, a power of two of ns: see [`crate::units::ns_compact`].
+/// A bucket edge, a power of two of ns: see [`crate::sentences::ns_compact`].
 fn edge(v: u64) -> String {
-    crate::units::ns_compact(v)
+    crate::sentences::ns_compact(v)
 }
 
 /// Bucket `i`'s lower edge as its axis label: "0" for the first.

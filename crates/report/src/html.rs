@@ -19,7 +19,7 @@ use crate::{
     chart::{bucket_floor, bucket_range, log2_chart},
     escape::{Esc, html as esc},
     flame, idle,
-    units::{
+    sentences::{
         Figures, OffCpu, command_line, counted, go_gc, heap_per_operation, kernel_lock_waits,
         kib_as_mib, ns, ns_f, percent, rate, span_calls, stack_quality, thousands, unwind_tables,
         utc,
@@ -977,7 +977,7 @@ fn flame_note(run: &Run, kind: ProfileKind) -> String {
 
 /// How off-CPU stacks were sampled, as a sentence to append; empty when every block was walked.
 fn offcpu_sampling_note(stats: &switchyard_model::StackStats) -> String {
-    crate::units::offcpu_sampling(stats).map_or_else(String::new, |s| {
+    crate::sentences::offcpu_sampling(stats).map_or_else(String::new, |s| {
         let mut c = s.chars();
         let first = c
             .next()
@@ -1247,7 +1247,11 @@ fn locks(out: &mut String, run: &Run) {
         out.push_str("<p class=\"empty\">not recorded (needs eBPF)</p>\n</section>\n");
         return;
     }
-    let _ = writeln!(out, "<p>{}.</p>", Esc(&crate::units::futex_waits(&l.futex)));
+    let _ = writeln!(
+        out,
+        "<p>{}.</p>",
+        Esc(&crate::sentences::futex_waits(&l.futex))
+    );
     if !l.futex_top.is_empty() {
         out.push_str(
             "<table class=\"sortable\" id=\"futex-table\">\n<thead><tr><th>futex word</th><th>symbol</th><th>pid</th>\

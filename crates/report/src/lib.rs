@@ -11,11 +11,11 @@ mod folded;
 mod html;
 mod idle;
 mod pprof;
+pub mod sentences;
 mod slow;
 mod timeline;
 mod trace;
 mod tracks;
-pub mod units;
 mod why;
 
 use switchyard_model::{Profile, Profiles, Run};

@@ -20,7 +20,7 @@ use ::pprof::protos::{
 use flate2::{Compression, write::GzEncoder};
 use switchyard_model::{Frame, Run};
 
-use crate::{Error, ProfileKind, units::command_line};
+use crate::{Error, ProfileKind, sentences::command_line};
 
 /// The gzip'd, encoded pprof profile of one profile of the run.
 pub fn pprof(run: &Run, kind: ProfileKind) -> Result<Vec<u8>, Error> {

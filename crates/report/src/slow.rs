@@ -21,7 +21,7 @@ use switchyard_findings::{
 use switchyard_model::{FrameKind, Label, Run, SpanAnatomy, SpanInstance, SpanRow, SpanWait};
 
 use crate::{
-    units::{counted, ns, percent, thousands},
+    sentences::{counted, ns, percent, thousands},
     why::text,
 };
 

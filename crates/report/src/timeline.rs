@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use switchyard_model::{GoGc, Workload};
 
-use crate::{escape::Esc, units::ns};
+use crate::{escape::Esc, sentences::ns};
 
 const W: f64 = 1100.0;
 const H: f64 = 260.0;

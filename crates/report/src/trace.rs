@@ -126,7 +126,7 @@ pub fn chrome_trace(run: &Run) -> Option<String> {
         "displayTimeUnit": "ns",
         "otherData": {
             "producer": format!("switchyard {}", run.meta.tool_version),
-            "command": crate::units::command_line(&run.meta.command),
+            "command": crate::sentences::command_line(&run.meta.command),
             "start_wall_ns": run.meta.start_wall_ns,
             "events_lost": tl.lost,
         },

@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, fmt::Write as _};
 use serde_json::json;
 use switchyard_model::{Run, ThreadState, Timeline, syscall_name};
 
-use crate::{folded::frame_name, units::ns};
+use crate::{folded::frame_name, sentences::ns};
 
 const SCRIPT: &str = include_str!("tracks.js");
 

@@ -9,7 +9,7 @@ use switchyard_findings::{Explanation, Finding, Kind};
 
 use crate::{
     escape::html as esc,
-    units::{counted, ns, percent},
+    sentences::{counted, ns, percent},
 };
 
 /// Findings shown, at most; `switchyard explain` lists them all.

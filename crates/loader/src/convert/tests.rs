@@ -10,7 +10,7 @@ use switchyard_common::{
 };
 
 use super::*;
-use crate::{DropKind, GcKind, Span, read::Stacks, window::Windows};
+use crate::{DropKind, GcKind, Span, read::Stacks, window::LastCut};
 
 /// A task name as the kernel side keeps it: 16 bytes, NUL-padded, in two native words.
 fn comm(name: &str) -> [u64; 2] {
@@ -376,7 +376,7 @@ fn without_an_end_the_interval_in_progress_is_left_out() {
 
 #[test]
 fn a_window_reports_what_its_cut_added_and_notes_exited_threads() {
-    let mut windows = Windows::default();
+    let mut windows = LastCut::default();
     let mut snap = threads_snapshot();
     let first = collected(&snap, &input(Some(1500)), Some(&mut windows));
     assert_eq!(first.threads.len(), 6);
@@ -424,7 +424,7 @@ fn a_window_reports_what_its_cut_added_and_notes_exited_threads() {
 
 #[test]
 fn a_window_reports_the_syscalls_its_cut_added() {
-    let mut windows = Windows::default();
+    let mut windows = LastCut::default();
     let mut snap = Snapshot {
         syscalls: vec![vec![syscall(2, 0, 20, 15, &[(3, 2)])]],
         errnos: vec![(ErrnoKey { nr: 0, errno: 11 }, vec![1])],
@@ -846,7 +846,7 @@ fn stacks_are_cut_to_their_length_and_complete_ones_marked() {
 
 #[test]
 fn a_window_reads_each_stack_once_and_keeps_its_frames() {
-    let mut windows = Windows::default();
+    let mut windows = LastCut::default();
     let sample = |user_stack, kernel_stack| RawSample {
         tgid: 10,
         tid: 11,

@@ -309,7 +309,11 @@ mod tests {
         assert_eq!(names.len(), stories.len(), "{names:?}");
         for s in &stories {
             let recipe = format!("{{{{runner}}}} {} {{{{flags}}}}", s.name);
-            assert!(justfile.contains(&recipe), "no `just {}` recipe: {recipe}", s.name);
+            assert!(
+                justfile.contains(&recipe),
+                "no `just {}` recipe: {recipe}",
+                s.name
+            );
             assert!(named(s.name, 2).is_some_and(|n| n.root == s.root));
         }
         assert!(named("compare-nothing", 2).is_none());
