@@ -35,6 +35,8 @@ mod plan;
 mod preflight;
 mod procfs;
 mod progress;
+#[cfg(test)]
+mod reach;
 mod record;
 mod report;
 mod runs;
