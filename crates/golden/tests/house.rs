@@ -49,7 +49,8 @@ const LAYERS: &[(&str, &[&str])] = &[
 ];
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
 }
 
 struct Package {
@@ -558,4 +559,158 @@ fn retired_names_stay_retired() {
 fn a_retired_name_is_found_as_a_word_only() {
     assert!(has_word("use window::Windows;", "Windows"));
     assert!(!has_word("struct WindowsCut", "Windows") && !has_word("MyWindows", "Windows"));
+}
+
+/// The longest a function outside tests may run, in lines.
+const LONGEST_FUNCTION: usize = 150;
+
+/// The functions still longer than [`LONGEST_FUNCTION`], each to be split by what its parts do.
+/// The list may only shrink: a function that grows past the limit fails, and so does one
+/// listed here that no longer does (take it off the list).
+const LONG_FUNCTIONS: &[&str] = &[
+    "crates/cli/src/doctor.rs::run",
+    "crates/cli/src/plan.rs::new",
+    "crates/cli/src/summary.rs::render",
+    "crates/cli/src/timeline.rs::build",
+    "crates/findings/src/lib.rs::cpu_findings",
+    "crates/findings/src/lib.rs::oncpu_findings",
+    "crates/findings/src/lib.rs::wait_findings",
+    "crates/findings/src/tail.rs::tail",
+    "crates/loader/src/attach.rs::attach",
+    "crates/model/src/metrics.rs::extract",
+    "crates/report/src/html.rs::summary",
+    "crates/report/src/pprof.rs::pprof_profile",
+    "crates/symbolize/src/lib.rs::prefetch",
+    "workloads/asset-server/src/bin/driver.rs::run",
+    "workloads/demo/src/main.rs::requests",
+    "workloads/demo/src/main.rs::waits",
+    "workloads/mmsg-relay/src/bin/driver.rs::run",
+    "workloads/read-state-cache/src/bin/driver.rs::run",
+    "workloads/runner/src/per_event.rs::rows",
+    "workloads/runner/src/recipes.rs::bench_overhead",
+];
+
+/// Each function of `text` before its tests (`#[cfg(test)]`): its name, first line and
+/// length in lines, braces in strings, characters and comments aside.
+fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("#[cfg(test)]"))
+        .unwrap_or(lines.len());
+    let mut out = Vec::new();
+    for (i, line) in lines[..end].iter().enumerate() {
+        let code = line.split("//").next().unwrap_or_default();
+        let Some(at) = code
+            .find("fn ")
+            .filter(|&at| at == 0 || code[..at].ends_with(' ') || code[..at].ends_with('('))
+        else {
+            continue;
+        };
+        let name: String = code[at + 3..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            continue;
+        }
+        // From the signature to its body's closing brace (a declaration without a body ends
+        // at its `;`).
+        let mut depth = 0usize;
+        let mut opened = false;
+        let mut last = None;
+        'lines: for (j, l) in lines[i..end].iter().enumerate() {
+            let mut chars = l.chars().peekable();
+            let mut in_str = false;
+            while let Some(c) = chars.next() {
+                match (c, in_str) {
+                    ('\\', true) => {
+                        chars.next();
+                    }
+                    ('"', _) => in_str = !in_str,
+                    (_, true) => {}
+                    ('/', false) if chars.peek() == Some(&'/') => break,
+                    ('\'', false) => {
+                        // A character literal ('{', '\''), not a lifetime.
+                        let rest: String = chars.clone().take(3).collect();
+                        if rest.starts_with('\\') {
+                            chars.next();
+                            chars.next();
+                            chars.next();
+                        } else if rest.chars().nth(1) == Some('\'') {
+                            chars.next();
+                            chars.next();
+                        }
+                    }
+                    ('{', false) => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    ('}', false) => {
+                        depth = depth.saturating_sub(1);
+                        if opened && depth == 0 {
+                            last = Some(j);
+                            break 'lines;
+                        }
+                    }
+                    (';', false) if !opened => break 'lines,
+                    _ => {}
+                }
+            }
+        }
+        if let Some(j) = last {
+            out.push((name, i + 1, j + 1));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_runs_over_150_lines() {
+    let mut wrong = Vec::new();
+    let mut long = BTreeSet::new();
+    for p in workspace() {
+        let mut files = Vec::new();
+        collect_rs(&p.src, &mut files);
+        for file in files {
+            if file.file_name().is_some_and(|n| n == "tests.rs")
+                || file.components().any(|c| c.as_os_str() == "tests")
+            {
+                continue;
+            }
+            let text = fs::read_to_string(&file).unwrap_or_default();
+            let path = file
+                .strip_prefix(root())
+                .unwrap_or(&file)
+                .display()
+                .to_string();
+            for (name, line, lines) in functions(&text) {
+                if lines <= LONGEST_FUNCTION {
+                    continue;
+                }
+                let key = format!("{path}::{name}");
+                if !LONG_FUNCTIONS.contains(&key.as_str()) {
+                    wrong.push(format!(
+                        "{path}:{line}: {name} runs {lines} lines, over {LONGEST_FUNCTION}: split it by what its parts do"
+                    ));
+                }
+                long.insert(key);
+            }
+        }
+    }
+    for listed in LONG_FUNCTIONS {
+        if !long.contains(*listed) {
+            wrong.push(format!(
+                "{listed} is within {LONGEST_FUNCTION} lines now (or gone): take it off LONG_FUNCTIONS"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_function_reader_measures_bodies_not_strings() {
+    let text = "fn a() {\n    let s = \"}\";\n    let c = '{';\n}\nfn b(x: u8) -> u8;\npub fn c<'a>(s: &'a str) {\n    // }\n    if true {\n    }\n}\n";
+    let got = functions(text);
+    assert_eq!(got, [("a".to_string(), 1, 4), ("c".to_string(), 6, 5)]);
 }
