@@ -972,13 +972,36 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
     let totals = run.totals();
     let ops = run.operations.map(|o| o as f64);
     let per_op = ops.filter(|o| *o > 0.0);
-    put(&mut m, "duration", secs);
+    let scale = Scale { secs, ops, per_op };
+    work_figures(&mut m, run, &scale);
+    if run.meta.collector == crate::Collector::Ebpf {
+        syscall_figures(&mut m, run, &totals, &scale);
+        offcpu_figures(&mut m, &totals, &scale);
+        lock_figures(&mut m, &run.locks, &scale);
+    }
+    memory_figures(&mut m, run, &scale);
+    switch_and_cpu_figures(&mut m, run, &totals, &scale);
+    m
+}
+
+/// What a run's counts are divided by: its seconds, and its operations (all of them, and
+/// those a per-operation figure may divide by: more than none).
+struct Scale {
+    secs: f64,
+    ops: Option<f64>,
+    per_op: Option<f64>,
+}
+
+/// The driver's figures: the work done, its rate and its latencies.
+fn work_figures(m: &mut BTreeMap<String, Metric>, run: &Run, scale: &Scale) {
+    let Scale { secs, ops, .. } = *scale;
+    put(m, "duration", secs);
     if let Some(ops) = ops {
-        put(&mut m, "operations", ops);
+        put(m, "operations", ops);
         match &run.workload {
             // The driver's own clock covers exactly the load.
-            Some(w) => put(&mut m, "throughput", w.throughput_per_s),
-            None if secs > 0.0 => put(&mut m, "throughput", ops / secs),
+            Some(w) => put(m, "throughput", w.throughput_per_s),
+            None if secs > 0.0 => put(m, "throughput", ops / secs),
             None => {}
         }
     }
@@ -991,140 +1014,162 @@ pub fn extract(run: &Run) -> BTreeMap<String, Metric> {
             ("latency.p99_99", w.p99_99_ns),
             ("latency.max", w.max_ns),
         ] {
-            put(&mut m, name, v as f64 / 1e3);
+            put(m, name, v as f64 / 1e3);
         }
-        put(&mut m, "workload.errors", w.errors as f64);
+        put(m, "workload.errors", w.errors as f64);
     }
+}
 
-    if run.meta.collector == crate::Collector::Ebpf {
-        rates(&mut m, "syscalls.total", totals.syscalls as f64, secs, ops);
+/// The syscalls' counts, errors and time, over all and by name.
+fn syscall_figures(
+    m: &mut BTreeMap<String, Metric>,
+    run: &Run,
+    totals: &crate::Totals,
+    scale: &Scale,
+) {
+    let Scale { secs, ops, .. } = *scale;
+    rates(m, "syscalls.total", totals.syscalls as f64, secs, ops);
+    rates(
+        m,
+        "syscalls.errors",
+        totals.syscall_errors as f64,
+        secs,
+        ops,
+    );
+    // Recorded with `--syscall-latency 0`, no call was timed (but futex waits): the time
+    // inside syscalls is unknown, not a small number.
+    if run.syscalls_timed() {
+        put(m, "syscalls.time", totals.syscall_ns as f64 / 1e6);
+    }
+    // A name no kernel gives (a hand-made run file) has no figure; nor has time(2).
+    for s in run.syscalls.iter().filter(|s| names_a_syscall(&s.name)) {
         rates(
-            &mut m,
-            "syscalls.errors",
-            totals.syscall_errors as f64,
+            m,
+            &format!("syscalls.{}", s.name),
+            s.count as f64,
             secs,
             ops,
         );
-        // Recorded with `--syscall-latency 0`, no call was timed (but futex waits): the time
-        // inside syscalls is unknown, not a small number.
-        if run.syscalls_timed() {
-            put(&mut m, "syscalls.time", totals.syscall_ns as f64 / 1e6);
-        }
-        // A name no kernel gives (a hand-made run file) has no figure; nor has time(2).
-        for s in run.syscalls.iter().filter(|s| names_a_syscall(&s.name)) {
-            rates(
-                &mut m,
-                &format!("syscalls.{}", s.name),
-                s.count as f64,
-                secs,
-                ops,
+        if s.count > 0 && !s.untimed() {
+            put(
+                m,
+                format!("syscalls.{}.avg_us", s.name),
+                s.total_ns as f64 / s.count as f64 / 1e3,
             );
-            if s.count > 0 && !s.untimed() {
-                put(
-                    &mut m,
-                    format!("syscalls.{}.avg_us", s.name),
-                    s.total_ns as f64 / s.count as f64 / 1e3,
-                );
-            }
         }
-        let runq = totals.runqueue_ns;
-        put(&mut m, "offcpu.blocked", totals.blocked_ns as f64 / 1e6);
-        if let Some(share) = totals.offcpu_share() {
-            put(&mut m, "offcpu.share", share * 100.0);
-        }
-        put(&mut m, "runqueue.wait", runq as f64 / 1e6);
-        // Of the wait for a CPU, the part after wakeups: scheduler delay.
-        put(
-            &mut m,
-            "runqueue.after_wakeup",
-            totals.woken_wait_ns as f64 / 1e6,
-        );
-        if let Some(ops) = per_op {
-            put(&mut m, "runqueue.wait.per_op", runq as f64 / 1e3 / ops);
-        }
+    }
+}
 
-        let l = &run.locks;
-        rates(&mut m, "futex.waits", l.futex.count as f64, secs, ops);
-        put(&mut m, "futex.wait_time", l.futex.total_ns as f64 / 1e6);
+/// Off-CPU time: blocked, its share, and the waits for a CPU.
+fn offcpu_figures(m: &mut BTreeMap<String, Metric>, totals: &crate::Totals, scale: &Scale) {
+    let runq = totals.runqueue_ns;
+    put(m, "offcpu.blocked", totals.blocked_ns as f64 / 1e6);
+    if let Some(share) = totals.offcpu_share() {
+        put(m, "offcpu.share", share * 100.0);
+    }
+    put(m, "runqueue.wait", runq as f64 / 1e6);
+    // Of the wait for a CPU, the part after wakeups: scheduler delay.
+    put(
+        m,
+        "runqueue.after_wakeup",
+        totals.woken_wait_ns as f64 / 1e6,
+    );
+    if let Some(ops) = scale.per_op {
+        put(m, "runqueue.wait.per_op", runq as f64 / 1e3 / ops);
+    }
+}
+
+/// Futex waits, kernel lock contention and the spans' calls, times and percentiles.
+fn lock_figures(m: &mut BTreeMap<String, Metric>, l: &crate::Locks, scale: &Scale) {
+    let Scale { secs, ops, per_op } = *scale;
+    rates(m, "futex.waits", l.futex.count as f64, secs, ops);
+    put(m, "futex.wait_time", l.futex.total_ns as f64 / 1e6);
+    if let Some(ops) = per_op {
+        put(
+            m,
+            "futex.wait_time.per_op",
+            l.futex.total_ns as f64 / 1e3 / ops,
+        );
+    }
+    put(m, "futex.wait_max", l.futex.max_ns as f64 / 1e6);
+    if let Some(c) = &l.contention {
+        rates(m, "kernel_locks.contended", c.count as f64, secs, ops);
+        put(m, "kernel_locks.wait_time", c.total_ns as f64 / 1e6);
+    }
+    for s in &l.spans {
+        let name = format!("span.{}", span_label(s));
+        rates(m, &name, s.stats.count as f64, secs, ops);
+        put(m, format!("{name}.time"), s.stats.total_ns as f64 / 1e6);
         if let Some(ops) = per_op {
             put(
-                &mut m,
-                "futex.wait_time.per_op",
-                l.futex.total_ns as f64 / 1e3 / ops,
+                m,
+                format!("{name}.time.per_op"),
+                s.stats.total_ns as f64 / 1e3 / ops,
             );
         }
-        put(&mut m, "futex.wait_max", l.futex.max_ns as f64 / 1e6);
-        if let Some(c) = &l.contention {
-            rates(&mut m, "kernel_locks.contended", c.count as f64, secs, ops);
-            put(&mut m, "kernel_locks.wait_time", c.total_ns as f64 / 1e6);
-        }
-        for s in &l.spans {
-            let name = format!("span.{}", span_label(s));
-            rates(&mut m, &name, s.stats.count as f64, secs, ops);
-            put(
-                &mut m,
-                format!("{name}.time"),
-                s.stats.total_ns as f64 / 1e6,
-            );
-            if let Some(ops) = per_op {
-                put(
-                    &mut m,
-                    format!("{name}.time.per_op"),
-                    s.stats.total_ns as f64 / 1e3 / ops,
-                );
-            }
-            if let Some(ps) = s.anatomy.as_ref().and_then(span_percentiles) {
-                for ((which, _), v) in SPAN_PERCENTILES.iter().zip(ps) {
-                    put(&mut m, format!("{name}.{which}"), v as f64 / 1e3);
-                }
+        if let Some(ps) = s.anatomy.as_ref().and_then(span_percentiles) {
+            for ((which, _), v) in SPAN_PERCENTILES.iter().zip(ps) {
+                put(m, format!("{name}.{which}"), v as f64 / 1e3);
             }
         }
     }
+}
 
+/// Memory: the peak RSS, the heap profile's counts, and Go's GC.
+fn memory_figures(m: &mut BTreeMap<String, Metric>, run: &Run, scale: &Scale) {
+    let Scale { secs, ops, per_op } = *scale;
     if let Some(kb) = run.max_rss_kb {
-        put(&mut m, "memory.max_rss", kb as f64 / 1024.0);
+        put(m, "memory.max_rss", kb as f64 / 1024.0);
     }
     if let Some(h) = &run.heap {
-        rates(&mut m, "heap.allocs", h.allocations as f64, secs, ops);
-        put(&mut m, "heap.bytes", h.bytes as f64 / MIB);
+        rates(m, "heap.allocs", h.allocations as f64, secs, ops);
+        put(m, "heap.bytes", h.bytes as f64 / MIB);
         if let Some(ops) = per_op {
-            put(&mut m, "heap.bytes.per_op", h.bytes as f64 / ops);
+            put(m, "heap.bytes.per_op", h.bytes as f64 / ops);
         }
-        put(&mut m, "heap.peak", h.peak_bytes as f64 / MIB);
+        put(m, "heap.peak", h.peak_bytes as f64 / MIB);
     }
     if let Some(g) = &run.gc {
-        rates(&mut m, "gc.cycles", g.cycles as f64, secs, ops);
-        put(&mut m, "gc.pauses", g.pauses as f64);
-        put(&mut m, "gc.pause_total", g.pause_total_ns as f64 / 1e6);
-        put(&mut m, "gc.pause_max", g.pause_max_ns as f64 / 1e6);
-        rates(&mut m, "gc.mark_assists", g.mark_assists as f64, secs, ops);
+        rates(m, "gc.cycles", g.cycles as f64, secs, ops);
+        put(m, "gc.pauses", g.pauses as f64);
+        put(m, "gc.pause_total", g.pause_total_ns as f64 / 1e6);
+        put(m, "gc.pause_max", g.pause_max_ns as f64 / 1e6);
+        rates(m, "gc.mark_assists", g.mark_assists as f64, secs, ops);
     }
+}
 
+/// Context switches, CPU time and the perf counters.
+fn switch_and_cpu_figures(
+    m: &mut BTreeMap<String, Metric>,
+    run: &Run,
+    totals: &crate::Totals,
+    scale: &Scale,
+) {
+    let Scale { secs, ops, per_op } = *scale;
     let vol = totals.voluntary as f64;
     let invol = totals.involuntary as f64;
-    rates(&mut m, "switches.voluntary", vol, secs, ops);
-    rates(&mut m, "switches.involuntary", invol, secs, ops);
-    rates(&mut m, "switches.total", vol + invol, secs, ops);
+    rates(m, "switches.voluntary", vol, secs, ops);
+    rates(m, "switches.involuntary", invol, secs, ops);
+    rates(m, "switches.total", vol + invol, secs, ops);
 
     let cpu_ns = run.counter(TIME_COUNTER).unwrap_or(totals.oncpu_ns) as f64;
-    put(&mut m, "cpu.time", cpu_ns / 1e6);
+    put(m, "cpu.time", cpu_ns / 1e6);
     if let Some(ops) = per_op {
-        put(&mut m, "cpu.per_op", cpu_ns / 1e3 / ops);
+        put(m, "cpu.per_op", cpu_ns / 1e3 / ops);
     }
     if secs > 0.0 {
-        put(&mut m, "cpu.utilisation", cpu_ns / 1e9 / secs * 100.0);
+        put(m, "cpu.utilisation", cpu_ns / 1e9 / secs * 100.0);
     }
     for c in &run.counters {
         let Some(v) = c.value else { continue };
         if c.name == TIME_COUNTER {
-            put(&mut m, "perf.task-clock", v as f64 / 1e6);
+            put(m, "perf.task-clock", v as f64 / 1e6);
         } else if crate::COUNTER_NAMES.contains(&c.name.as_str()) {
             // A counter the recorder does not count (an older or hand-made run file) has
             // no figure.
-            put(&mut m, format!("perf.{}", c.name), v as f64);
+            put(m, format!("perf.{}", c.name), v as f64);
         }
     }
-    m
 }
 
 /// The figure `name` of `run` (`figures` is `extract(run)`). A syscall the run never made is a
