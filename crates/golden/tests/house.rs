@@ -577,7 +577,6 @@ const LONG_FUNCTIONS: &[&str] = &[
     "crates/findings/src/lib.rs::wait_findings",
     "crates/findings/src/tail.rs::tail",
     "crates/loader/src/attach.rs::attach",
-    "crates/report/src/html.rs::summary",
     "crates/report/src/pprof.rs::pprof_profile",
     "crates/symbolize/src/lib.rs::prefetch",
     "workloads/asset-server/src/bin/driver.rs::run",

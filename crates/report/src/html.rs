@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 
 use switchyard_model::{
-    Collector, Counter, Log2Hist, Profiles, Run, SyscallRow, TargetMode, metrics,
+    Collector, Counter, Log2Hist, Profiles, Run, SyscallRow, TargetMode, Totals, metrics,
 };
 
 use crate::{
@@ -167,15 +167,35 @@ fn collector(run: &Run) -> &'static str {
 }
 
 fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
+    let t = run.totals();
+    let idle = switchyard_findings::idle_offcpu_ns(run).min(t.blocked_ns);
+    out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n<div class=\"cards\">\n");
+    summary_cards(out, run, &t, idle);
+    out.push_str("</div>\n<table class=\"kv\">\n");
+    recording_facts(out, run, command);
+    out.push_str("</table>\n<h3>Totals</h3>\n<table class=\"kv\">\n");
+    totals_table(out, run, &t, idle);
+    out.push_str("</table>\n");
+    if let Some(ops) = run.operations {
+        per_operation(out, run, ops, figures);
+    }
+    if let Some(w) = &run.workload {
+        workload(out, w);
+    }
+    counters(out, run);
+    probe_costs(out, run);
+    out.push_str("</section>\n");
+}
+
+/// The summary's cards: how long, syscalls, switches, and the off-CPU share (`idle` of the
+/// blocked time left out).
+fn summary_cards(out: &mut String, run: &Run, t: &Totals, idle: u64) {
     let m = &run.meta;
     let secs = secs(run);
     let ebpf = m.collector == Collector::Ebpf;
-    let t = run.totals();
-    let (total, errors, in_syscalls) = (t.syscalls, t.syscall_errors, t.syscall_ns);
+    let (total, errors) = (t.syscalls, t.syscall_errors);
     let (vol, invol) = (t.voluntary, t.involuntary);
     let (on, blocked, runq) = (t.oncpu_ns, t.blocked_ns, t.runqueue_ns);
-
-    out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n<div class=\"cards\">\n");
     card(
         out,
         &ns(m.duration_ns()),
@@ -204,7 +224,6 @@ fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
     );
     // Idle waits (waiting for work) are left out of the headline, as from the flame graphs;
     // the share with them is beside it.
-    let idle = switchyard_findings::idle_offcpu_ns(run).min(blocked);
     let off = blocked + runq;
     match (ebpf, run.offcpu_share()) {
         (true, Some(share)) if idle > 0 && on + off > idle => card(
@@ -226,7 +245,12 @@ fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
         ),
         _ => card(out, "–", "off-CPU", "needs eBPF (blocked time)"),
     }
-    out.push_str("</div>\n<table class=\"kv\">\n");
+}
+
+/// What was recorded, and how: the command, the target, its children, when, the collector,
+/// the host, and how complete the stacks are.
+fn recording_facts(out: &mut String, run: &Run, command: &str) {
+    let m = &run.meta;
     kv(out, "Command", &format!("<code>{}</code>", Esc(command)));
     if let Some(r) = run.meta.redaction.note() {
         kv(out, "Redaction", &Esc(&r).to_string());
@@ -264,7 +288,16 @@ fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
     if let Some(t) = &stats.tables {
         kv(out, "Unwind tables", &Esc(&unwind_tables(t)).to_string());
     }
-    out.push_str("</table>\n<h3>Totals</h3>\n<table class=\"kv\">\n");
+}
+
+/// The run's totals: syscalls, switches, threads, the off-CPU share (`idle` of the blocked
+/// time told apart) and the peak RSS.
+fn totals_table(out: &mut String, run: &Run, t: &Totals, idle: u64) {
+    let secs = secs(run);
+    let ebpf = run.meta.collector == Collector::Ebpf;
+    let (total, errors, in_syscalls) = (t.syscalls, t.syscall_errors, t.syscall_ns);
+    let (vol, invol) = (t.voluntary, t.involuntary);
+    let (on, runq) = (t.oncpu_ns, t.runqueue_ns);
     if ebpf {
         kv(
             out,
@@ -316,15 +349,10 @@ fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
     if let Some(kb) = run.max_rss_kb {
         kv(out, "Peak RSS", &kib_as_mib(kb));
     }
-    out.push_str("</table>\n");
-    if let Some(ops) = run.operations {
-        per_operation(out, run, ops, figures);
-    }
-    if let Some(w) = &run.workload {
-        workload(out, w);
-    }
-    counters(out, run);
-    // What the recorder's own probes cost the target, where any figure above includes it.
+}
+
+/// What the recorder's own probes cost the target, where any figure above includes it.
+fn probe_costs(out: &mut String, run: &Run) {
     let probes = run.probe_cost_lines();
     if let Some((head, rest)) = probes.split_first() {
         let _ = writeln!(
@@ -340,7 +368,6 @@ fn summary(out: &mut String, run: &Run, command: &str, figures: &Figures) {
             out.push_str("</ul>\n");
         }
     }
-    out.push_str("</section>\n");
 }
 
 /// What the workload's driver measured: throughput and latency percentiles.
