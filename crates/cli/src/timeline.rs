@@ -41,11 +41,13 @@ pub fn build(
         lost,
         ..Default::default()
     };
-    let mut threads: BTreeMap<(u32, u32), (TimelineThread, Now, u64)> = BTreeMap::new();
-    let mut tgids: HashMap<u32, u32> = HashMap::new();
-    // Wakeups of threads with no switch yet (off CPU since before the start), by tid: the
-    // first switch-in then ends a wait for a CPU that began there.
-    let mut woken: HashMap<u32, u64> = HashMap::new();
+    let mut threads = Threads {
+        start,
+        comms,
+        threads: BTreeMap::new(),
+        tgids: HashMap::new(),
+        woken: HashMap::new(),
+    };
     let mut stacks: HashMap<(u32, i32, i32), u32> = HashMap::new();
     let mut keys: Vec<RawSample> = Vec::new();
     let mut stack = |tgid: u32, user: u32, kernel: u32| -> u32 {
@@ -62,87 +64,10 @@ pub fn build(
     };
     for e in &events {
         match e.kind {
-            kind::SWITCH_OUT | kind::SWITCH_IN => {
-                tgids.insert(e.tid, e.c);
-                let woke = woken.remove(&e.tid);
-                let (t, now, since) = threads.entry((e.c, e.tid)).or_insert_with(|| {
-                    (
-                        TimelineThread {
-                            tgid: e.c,
-                            tid: e.tid,
-                            comm: comms.get(&e.tid).cloned().unwrap_or_default(),
-                            ..Default::default()
-                        },
-                        Now::Unseen,
-                        start,
-                    )
-                });
-                // What the thread did since the last event: an interval the events left
-                // unsaid (a switch the kernel did not report) keeps the last state known.
-                // A switch-in while running: the switch-out before it was not reported (the
-                // kernel does not report every switch). The kernel side takes the thread to
-                // have left at once and counts no switch; the running slice goes on.
-                if *now == Now::Running && e.kind == kind::SWITCH_IN {
-                    continue;
-                }
-                let (state, syscall) = match (*now, e.kind) {
-                    (Now::Running, _) => (ThreadState::Running, 0),
-                    (Now::Off(s, nr), _) => (s, nr),
-                    (Now::Unseen, kind::SWITCH_OUT) => (ThreadState::Running, 0),
-                    (Now::Unseen, _) => (ThreadState::Unknown, 0),
-                };
-                // Off CPU since before the start and woken since: runnable from the wakeup.
-                if state == ThreadState::Unknown
-                    && let Some(woke) = woke
-                    && e.ts > woke
-                {
-                    t.slices
-                        .push((rel(woke), e.ts - woke, ThreadState::Runnable as u8, 0));
-                }
-                // Off CPU since before its first event (or created since): nothing to draw.
-                if state != ThreadState::Unknown && (e.ts > *since || state == ThreadState::Running)
-                {
-                    t.slices
-                        .push((rel(*since), e.ts - *since, state as u8, syscall));
-                }
-                // A switch-out while off CPU: its switch-in was not reported. The thread ran
-                // in between, when is not known: its running slice is drawn at the switch-out,
-                // with no length, so every switch still ends a running slice.
-                if e.kind == kind::SWITCH_OUT && matches!(*now, Now::Off(..)) {
-                    t.slices.push((rel(e.ts), 0, ThreadState::Running as u8, 0));
-                }
-                *since = e.ts;
-                *now = if e.kind == kind::SWITCH_OUT {
-                    t.switches += 1;
-                    Now::Off(ThreadState::from_switch(e.a, PREEMPT_FLAG), e.b)
-                } else {
-                    Now::Running
-                };
-            }
+            kind::SWITCH_OUT | kind::SWITCH_IN => threads.switch(e),
             kind::WAKEUP => {
                 tl.wakeups.push((rel(e.ts), e.tid, e.a, e.b));
-                // The first wakeup of a wait ends its blocked part: the thread is runnable
-                // from here, waiting for a CPU, still inside the syscall it slept in. Later
-                // wakeups, and wakeups of a running or preempted thread, change nothing.
-                let thread = tgids
-                    .get(&e.tid)
-                    .and_then(|&tgid| threads.get_mut(&(tgid, e.tid)));
-                match thread {
-                    Some((t, now, since)) => {
-                        if let Now::Off(state, nr) = *now
-                            && state != ThreadState::Runnable
-                        {
-                            if e.ts > *since {
-                                t.slices.push((rel(*since), e.ts - *since, state as u8, nr));
-                            }
-                            *since = e.ts;
-                            *now = Now::Off(ThreadState::Runnable, nr);
-                        }
-                    }
-                    None => {
-                        woken.entry(e.tid).or_insert(e.ts);
-                    }
-                }
+                threads.wakeup(e);
             }
             kind::SYSCALL => tl
                 .syscalls
@@ -150,7 +75,7 @@ pub fn build(
             kind::FUTEX => tl.futex.push((rel(e.ts), e.value, e.tid)),
             kind::ONCPU => tl.samples.push((rel(e.ts), e.tid, stack(e.c, e.a, e.b))),
             kind::OFFCPU => {
-                let tgid = tgids.get(&e.tid).copied().unwrap_or(0);
+                let tgid = threads.tgids.get(&e.tid).copied().unwrap_or(0);
                 // The part after a wakeup waits for a CPU, whatever the thread slept in.
                 let state = if e.c & WOKEN_FLAG != 0 {
                     ThreadState::Runnable
@@ -168,19 +93,127 @@ pub fn build(
             _ => {}
         }
     }
-    for (_, (mut t, now, since)) in threads {
-        let (state, syscall) = match now {
-            Now::Running => (ThreadState::Running, 0),
-            Now::Off(s, nr) => (s, nr),
-            Now::Unseen => continue,
-        };
-        if end > since {
-            t.slices
-                .push((rel(since), end - since, state as u8, syscall));
-        }
-        tl.threads.push(t);
-    }
+    threads.finish(end, &mut tl);
     (tl, keys)
+}
+
+/// Every thread's slices so far, and what the events have told of each.
+struct Threads<'a> {
+    start: u64,
+    comms: &'a HashMap<u32, String>,
+    /// By (tgid, tid): the thread, its state now, and since when.
+    threads: BTreeMap<(u32, u32), (TimelineThread, Now, u64)>,
+    tgids: HashMap<u32, u32>,
+    /// Wakeups of threads with no switch yet (off CPU since before the start), by tid: the
+    /// first switch-in then ends a wait for a CPU that began there.
+    woken: HashMap<u32, u64>,
+}
+
+impl Threads<'_> {
+    /// A switch out or in: the slice it ends, and the state it starts.
+    fn switch(&mut self, e: &TimelineEvent) {
+        let (start, comms) = (self.start, self.comms);
+        let rel = |ts: u64| ts - start;
+        self.tgids.insert(e.tid, e.c);
+        let woke = self.woken.remove(&e.tid);
+        let (t, now, since) = self.threads.entry((e.c, e.tid)).or_insert_with(|| {
+            (
+                TimelineThread {
+                    tgid: e.c,
+                    tid: e.tid,
+                    comm: comms.get(&e.tid).cloned().unwrap_or_default(),
+                    ..Default::default()
+                },
+                Now::Unseen,
+                start,
+            )
+        });
+        // What the thread did since the last event: an interval the events left
+        // unsaid (a switch the kernel did not report) keeps the last state known.
+        // A switch-in while running: the switch-out before it was not reported (the
+        // kernel does not report every switch). The kernel side takes the thread to
+        // have left at once and counts no switch; the running slice goes on.
+        if *now == Now::Running && e.kind == kind::SWITCH_IN {
+            return;
+        }
+        let (state, syscall) = match (*now, e.kind) {
+            (Now::Running, _) => (ThreadState::Running, 0),
+            (Now::Off(s, nr), _) => (s, nr),
+            (Now::Unseen, kind::SWITCH_OUT) => (ThreadState::Running, 0),
+            (Now::Unseen, _) => (ThreadState::Unknown, 0),
+        };
+        // Off CPU since before the start and woken since: runnable from the wakeup.
+        if state == ThreadState::Unknown
+            && let Some(woke) = woke
+            && e.ts > woke
+        {
+            t.slices
+                .push((rel(woke), e.ts - woke, ThreadState::Runnable as u8, 0));
+        }
+        // Off CPU since before its first event (or created since): nothing to draw.
+        if state != ThreadState::Unknown && (e.ts > *since || state == ThreadState::Running) {
+            t.slices
+                .push((rel(*since), e.ts - *since, state as u8, syscall));
+        }
+        // A switch-out while off CPU: its switch-in was not reported. The thread ran
+        // in between, when is not known: its running slice is drawn at the switch-out,
+        // with no length, so every switch still ends a running slice.
+        if e.kind == kind::SWITCH_OUT && matches!(*now, Now::Off(..)) {
+            t.slices.push((rel(e.ts), 0, ThreadState::Running as u8, 0));
+        }
+        *since = e.ts;
+        *now = if e.kind == kind::SWITCH_OUT {
+            t.switches += 1;
+            Now::Off(ThreadState::from_switch(e.a, PREEMPT_FLAG), e.b)
+        } else {
+            Now::Running
+        };
+    }
+
+    /// The first wakeup of a wait ends its blocked part: the thread is runnable from here,
+    /// waiting for a CPU, still inside the syscall it slept in. Later wakeups, and wakeups of
+    /// a running or preempted thread, change nothing.
+    fn wakeup(&mut self, e: &TimelineEvent) {
+        let start = self.start;
+        let thread = self
+            .tgids
+            .get(&e.tid)
+            .and_then(|&tgid| self.threads.get_mut(&(tgid, e.tid)));
+        match thread {
+            Some((t, now, since)) => {
+                if let Now::Off(state, nr) = *now
+                    && state != ThreadState::Runnable
+                {
+                    if e.ts > *since {
+                        t.slices
+                            .push((*since - start, e.ts - *since, state as u8, nr));
+                    }
+                    *since = e.ts;
+                    *now = Now::Off(ThreadState::Runnable, nr);
+                }
+            }
+            None => {
+                self.woken.entry(e.tid).or_insert(e.ts);
+            }
+        }
+    }
+
+    /// Each thread's last slice, to the end of the window, into the timeline.
+    fn finish(self, end: u64, tl: &mut Timeline) {
+        let start = self.start;
+        for (_, (mut t, now, since)) in self.threads {
+            let (state, syscall) = match now {
+                Now::Running => (ThreadState::Running, 0),
+                Now::Off(s, nr) => (s, nr),
+                Now::Unseen => continue,
+            };
+            if end > since {
+                t.slices
+                    .push((since - start, end - since, state as u8, syscall));
+            }
+            tl.threads.push(t);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -571,7 +571,6 @@ const LONG_FUNCTIONS: &[&str] = &[
     "crates/cli/src/doctor.rs::run",
     "crates/cli/src/plan.rs::new",
     "crates/cli/src/summary.rs::render",
-    "crates/cli/src/timeline.rs::build",
     "crates/findings/src/lib.rs::cpu_findings",
     "crates/findings/src/lib.rs::oncpu_findings",
     "crates/findings/src/lib.rs::wait_findings",
