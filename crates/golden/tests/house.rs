@@ -380,6 +380,17 @@ fn the_import_reader_reads_groups_and_finds_circles() {
     assert_eq!(circles(&edges), vec![vec!["a", "b", "c"]]);
 }
 
+/// The Rust files of package `p`'s sources, its tests (`tests.rs`, `tests/`) aside.
+fn product_files(p: &Package) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    collect_rs(&p.src, &mut files);
+    files.retain(|file| {
+        file.file_name().is_none_or(|n| n != "tests.rs")
+            && !file.components().any(|c| c.as_os_str() == "tests")
+    });
+    files
+}
+
 /// The string literals of `text` before its tests (`#[cfg(test)]`), each with its line.
 fn literals(text: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
@@ -447,14 +458,7 @@ fn frame_names_are_spelled_only_in_the_runtime_modules() {
         ) {
             continue;
         }
-        let mut files = Vec::new();
-        collect_rs(&p.src, &mut files);
-        for file in files {
-            if file.file_name().is_some_and(|n| n == "tests.rs")
-                || file.components().any(|c| c.as_os_str() == "tests")
-            {
-                continue;
-            }
+        for file in product_files(&p) {
             let text = fs::read_to_string(&file).unwrap_or_default();
             for (line, literal) in literals(&text) {
                 if names.contains(literal.as_str()) {
@@ -667,14 +671,7 @@ fn no_function_runs_over_150_lines() {
     let mut wrong = Vec::new();
     let mut long = BTreeSet::new();
     for p in workspace() {
-        let mut files = Vec::new();
-        collect_rs(&p.src, &mut files);
-        for file in files {
-            if file.file_name().is_some_and(|n| n == "tests.rs")
-                || file.components().any(|c| c.as_os_str() == "tests")
-            {
-                continue;
-            }
+        for file in product_files(&p) {
             let text = fs::read_to_string(&file).unwrap_or_default();
             let path = file
                 .strip_prefix(root())

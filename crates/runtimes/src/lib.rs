@@ -100,7 +100,7 @@ impl Kind {
     }
 }
 
-/// Every kind, in the order findings rank ties.
+/// Every kind, in the order it is declared.
 pub const ALL_KINDS: [Kind; 11] = [
     Kind::Cpu,
     Kind::Lock,
