@@ -117,9 +117,48 @@ pub fn relay_table(groups: &[Group]) -> String {
     out
 }
 
-/// The relay chart, SVG: context switches per packet against speakers per room, one point per
-/// run, a panel per room count, the builds told apart by colour ([`build_colour`]).
+/// The figures the relay chart draws, a row of panels each: (figure, its row's axis).
+const RELAY_CHART_ROWS: [(&str, &str); 3] = [
+    ("switches.total.per_op", "switches/packet"),
+    ("cpu.per_op", "CPU µs/packet"),
+    ("syscalls.total.per_op", "syscalls/packet"),
+];
+
+/// The relay chart, SVG: context switches, CPU time and syscalls per packet against speakers
+/// per room, one point per run, a row per figure and a column per room count, the builds told
+/// apart by colour ([`build_colour`]).
 pub fn relay_chart(groups: &[Group]) -> Result<String, Failure> {
+    let mut rooms: Vec<&str> = groups.iter().filter_map(|g| g.parameter("rooms")).collect();
+    rooms.sort_by_key(|r| r.parse::<u32>().unwrap_or(0));
+    rooms.dedup();
+    let panels: Vec<Panel> = RELAY_CHART_ROWS
+        .iter()
+        .enumerate()
+        .flat_map(|(row, (figure, y_desc))| {
+            rooms.iter().map(move |r| Panel {
+                caption: format!("{r} rooms: {y_desc}"),
+                series: relay_series(groups, r, figure),
+                marks: Vec::new(),
+                // The first row is drawn on the chart's own axis.
+                y_desc: (row > 0).then(|| y_desc.to_string()),
+            })
+        })
+        .collect();
+    let mut chart = Chart::new(
+        "voice relay: switches, CPU and syscalls per packet against speakers per room, one point per run",
+        "speakers per room",
+        RELAY_CHART_ROWS[0].1,
+    );
+    chart.grid = (RELAY_CHART_ROWS.len(), rooms.len().max(1));
+    chart.size = (760, 760);
+    chart.x_range = Some((0.0, 10.0));
+    chart.legend = Legend::LowerLeft;
+    chart.svg(&panels)
+}
+
+/// One series a build: `figure` in each of its runs at `rooms` rooms, against the run's
+/// speakers per room.
+fn relay_series(groups: &[Group], rooms: &str, figure: &str) -> Vec<Series> {
     let point = |run: &Run, figures: &BTreeMap<String, Metric>| -> Option<(f64, f64)> {
         let speakers: f64 = run
             .workload
@@ -128,46 +167,25 @@ pub fn relay_chart(groups: &[Group]) -> Result<String, Failure> {
             .get("speakers_per_room")?
             .parse()
             .ok()?;
-        let switches = metrics::lookup(run, figures, "switches.total.per_op")?.value;
-        Some((speakers, switches))
+        Some((speakers, metrics::lookup(run, figures, figure)?.value))
     };
-    let mut rooms: Vec<&str> = groups.iter().filter_map(|g| g.parameter("rooms")).collect();
-    rooms.sort_by_key(|r| r.parse::<u32>().unwrap_or(0));
-    rooms.dedup();
-    let panels: Vec<Panel> = rooms
+    RELAY_BUILDS
         .iter()
-        .map(|r| Panel {
-            caption: format!("{r} rooms"),
-            series: RELAY_BUILDS
+        .map(|build| {
+            let colour = build_colour(build).unwrap_or(6);
+            let mut s = Series {
+                label: build.to_string(),
+                colour,
+                points: Vec::new(),
+                line: false,
+            };
+            for g in groups
                 .iter()
-                .map(|build| {
-                    let colour = build_colour(build).unwrap_or(6);
-                    let mut s = Series {
-                        label: build.to_string(),
-                        colour,
-                        points: Vec::new(),
-                        line: false,
-                    };
-                    for g in groups
-                        .iter()
-                        .filter(|g| g.build == *build && g.parameter("rooms") == Some(*r))
-                    {
-                        s.points.extend(dots(g, build, colour, point).points);
-                    }
-                    s
-                })
-                .collect(),
-            marks: Vec::new(),
-            y_desc: None,
+                .filter(|g| g.build == *build && g.parameter("rooms") == Some(rooms))
+            {
+                s.points.extend(dots(g, build, colour, point).points);
+            }
+            s
         })
-        .collect();
-    let mut chart = Chart::new(
-        "voice relay: context switches per packet against speakers per room, one point per run",
-        "speakers per room",
-        "switches/packet",
-    );
-    chart.grid = (1, panels.len().max(1));
-    chart.x_range = Some((0.0, 10.0));
-    chart.legend = Legend::LowerLeft;
-    chart.svg(&panels)
+        .collect()
 }
