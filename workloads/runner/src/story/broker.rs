@@ -285,6 +285,20 @@ pub struct LockedRun {
     pub name: String,
     pub run: Run,
     pub steps: Vec<LockStep>,
+    /// Mutex mode returns to spinning under this share of the rate at the switch.
+    pub return_ratio: f64,
+}
+
+/// abs's `return_ratio` by default: what a summary written before it carried the ratio ran
+/// with.
+const DEFAULT_RETURN_RATIO: f64 = 0.8;
+
+/// The return ratio in a broker summary line, or the default for a summary without one.
+fn return_ratio(summary: &str) -> f64 {
+    serde_json::from_str::<serde_json::Value>(summary)
+        .ok()
+        .and_then(|v| v["lock_stats"]["abs"]["return_ratio"].as_f64())
+        .unwrap_or(DEFAULT_RETURN_RATIO)
 }
 
 /// The steps in a broker summary line (`summary`, JSON), timed from `start_mono_ns`.
@@ -326,6 +340,7 @@ pub fn fallback_runs(root: &Path, groups: &[Group]) -> Result<Vec<LockedRun>, Fa
                 name,
                 run: run.clone(),
                 steps,
+                return_ratio: return_ratio(summary),
             });
         }
     }
@@ -373,14 +388,15 @@ pub fn fallback_table(runs: &[LockedRun]) -> String {
 }
 
 /// The fallback chart, SVG: per run, the driver's throughput per window over the recording,
-/// with each of the lock's mode switches marked.
+/// with each of the lock's mode switches marked, and, while the lock is in mutex mode, the
+/// rate under which it returns to spinning.
 pub fn fallback_chart(runs: &[LockedRun]) -> Result<String, Failure> {
     let panels: Vec<Panel> = runs
         .iter()
         .filter_map(|r| {
             let w = r.run.workload.as_ref()?;
             let offset = w.start_offset_ns.unwrap_or(0) as f64 / 1e9;
-            let points = w
+            let points: Vec<(f64, f64)> = w
                 .windows
                 .windows(2)
                 .filter(|p| p[1].start_ms > p[0].start_ms)
@@ -392,14 +408,17 @@ pub fn fallback_chart(runs: &[LockedRun]) -> Result<String, Failure> {
                     )
                 })
                 .collect();
+            let end = points.last().map_or(0.0, |p| p.0);
+            let mut series = vec![Series {
+                label: String::new(),
+                colour: build_colour(&w.build).unwrap_or(6),
+                points,
+                line: true,
+            }];
+            series.extend(return_thresholds(&r.steps, r.return_ratio, end));
             Some(Panel {
                 caption: r.name.clone(),
-                series: vec![Series {
-                    label: String::new(),
-                    colour: build_colour(&w.build).unwrap_or(6),
-                    points,
-                    line: true,
-                }],
+                series,
                 marks: r
                     .steps
                     .iter()
@@ -411,7 +430,7 @@ pub fn fallback_chart(runs: &[LockedRun]) -> Result<String, Failure> {
         })
         .collect();
     let mut chart = Chart::new(
-        "abs, synchronous flush, 8 producers then 1 every 50 ms: msgs/s per window; dashed: a mode switch",
+        "abs, sync flush, 8 producers then 1: msgs/s per window; dashed: a mode switch; black: the return threshold",
         "s since the recording began",
         "thousand msgs/s",
     );
@@ -419,6 +438,29 @@ pub fn fallback_chart(runs: &[LockedRun]) -> Result<String, Failure> {
     chart.size = (760, 60 + 220 * panels.len() as u32);
     chart.legend = Legend::None;
     chart.svg(&panels)
+}
+
+/// A black level line for each stay in mutex mode, from its switch to the switch back (or
+/// `end`): `ratio` of the rate at the switch, in thousand msgs/s.
+fn return_thresholds(steps: &[LockStep], ratio: f64, end: f64) -> Vec<Series> {
+    let mut out = Vec::new();
+    for (i, to_mutex) in steps.iter().enumerate() {
+        if to_mutex.step != "to_mutex" {
+            continue;
+        }
+        let until = steps[i + 1..]
+            .iter()
+            .find(|s| s.step == "to_spin")
+            .map_or(end, |s| s.at_s);
+        let level = ratio * to_mutex.rate_at_switch / 1e3;
+        out.push(Series {
+            label: String::new(),
+            colour: 6,
+            points: vec![(to_mutex.at_s, level), (until, level)],
+            line: true,
+        });
+    }
+    out
 }
 
 /// The broker chart, SVG: CPU per message against throughput, one point per run, a panel per
@@ -453,4 +495,29 @@ pub fn broker_chart(groups: &[Group]) -> Result<String, Failure> {
     chart.grid = (2, 2);
     chart.size = (760, 560);
     chart.svg(&panels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_stay_in_mutex_mode_draws_its_return_threshold() {
+        let summary = r#"{"lock_stats":{"abs":{"return_ratio":0.5,"steps":[
+            {"at_ns":1500000000,"step":"to_mutex","k":10000,"rate":157.0,"rate_at_switch":157.0},
+            {"at_ns":4000000000,"step":"to_spin","k":1000,"rate":19.0,"rate_at_switch":157.0},
+            {"at_ns":5000000000,"step":"to_mutex","k":10000,"rate":300.0,"rate_at_switch":300.0}]}}}"#;
+        let steps = lock_steps(summary, 1_000_000_000).unwrap();
+        let lines = return_thresholds(&steps, return_ratio(summary), 6.0);
+        let points: Vec<_> = lines.iter().map(|s| s.points.clone()).collect();
+        assert_eq!(
+            points,
+            [
+                vec![(0.5, 0.0785), (3.0, 0.0785)],
+                vec![(4.0, 0.15), (6.0, 0.15)]
+            ]
+        );
+        // A summary from before it carried the ratio ran with the default.
+        assert_eq!(return_ratio(r#"{"lock_stats":{"abs":{}}}"#), 0.8);
+    }
 }

@@ -309,6 +309,8 @@ pub struct AbsLock {
     retreats: AtomicU64,
     mode_switches: AtomicU64,
     window: UnsafeCell<Window>,
+    /// Its configuration's `return_ratio`, for its summary.
+    return_ratio: f64,
 }
 
 // SAFETY: `window` is only accessed by the thread holding the lock word (acquire/release
@@ -341,7 +343,14 @@ impl AbsLock {
                 acquisitions: 0,
                 length_ns: u64::try_from(config.window.as_nanos()).unwrap_or(u64::MAX),
             }),
+            return_ratio: config.return_ratio,
         }
+    }
+
+    /// The share of the rate at the switch to the mutex under which a window returns to
+    /// spinning.
+    pub fn return_ratio(&self) -> f64 {
+        self.return_ratio
     }
 
     pub fn mode(&self) -> Mode {

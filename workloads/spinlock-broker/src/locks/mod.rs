@@ -171,6 +171,9 @@ pub struct AbsStats {
     /// K and the mode at the time of the snapshot.
     pub k: u32,
     pub mode: Mode,
+    /// Mutex mode returns to spinning when a window's rate falls below this share of the
+    /// rate at the switch.
+    pub return_ratio: f64,
     /// The adaptation steps that changed K or the mode, with their times (see
     /// [`abs::Logged`]); none for `fixed`.
     pub steps: Vec<Logged>,
@@ -237,6 +240,7 @@ impl<T> BrokerLock<T> {
                     mode_switches: l.mode_switches(),
                     k: l.k(),
                     mode: l.mode(),
+                    return_ratio: l.return_ratio(),
                     steps: l.steps(),
                 }),
             ),
