@@ -34,7 +34,18 @@ fn read_sysctl(path: &str) -> Option<i64> {
 }
 
 pub fn run() -> Result<ExitCode> {
-    let mut checks = Vec::new();
+    let privileges = privileges();
+    let privileged = privileges.ok;
+    let mut checks = vec![privileges, kernel(), btf()];
+    checks.extend(tracefs_checks(privileged));
+    checks.extend(sysctl_checks(privileged));
+    checks.extend(probe_checks());
+    checks.extend(counter_checks());
+    report(&checks)
+}
+
+/// Whether this process holds the capabilities the probes need.
+fn privileges() -> Check {
     let caps = cap_effective();
     let has = |bit: u32| caps & (1u64 << bit) != 0;
     const CAP_SYS_ADMIN: u32 = 21;
@@ -42,7 +53,7 @@ pub fn run() -> Result<ExitCode> {
     const CAP_BPF: u32 = 39;
     let euid = nix::unistd::geteuid();
     let privileged = has(CAP_BPF) && has(CAP_PERFMON) && has(CAP_SYS_ADMIN);
-    checks.push(Check {
+    Check {
         name: "privileges".into(),
         ok: privileged,
         required: true,
@@ -57,21 +68,27 @@ pub fn run() -> Result<ExitCode> {
              without them `record --degraded` still works"
                 .into()
         }),
-    });
+    }
+}
 
+/// The running kernel's release, for the record.
+fn kernel() -> Check {
     let kernel = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
         .unwrap_or_default();
-    checks.push(Check {
+    Check {
         name: "kernel".into(),
         ok: true,
         required: false,
         detail: kernel,
         fix: None,
-    });
+    }
+}
 
+/// Whether the kernel publishes its BTF type information.
+fn btf() -> Check {
     let btf = Path::new("/sys/kernel/btf/vmlinux").exists();
-    checks.push(Check {
+    Check {
         name: "BTF".into(),
         ok: btf,
         required: false,
@@ -81,8 +98,12 @@ pub fn run() -> Result<ExitCode> {
             "no /sys/kernel/btf/vmlinux (needed by later probes, not by record)".into()
         },
         fix: (!btf).then(|| "use a kernel built with CONFIG_DEBUG_INFO_BTF=y".into()),
-    });
+    }
+}
 
+/// Whether tracefs is mounted and readable (mounting it when `privileged`), and then whether
+/// the tracepoints' record layouts match this build.
+fn tracefs_checks(privileged: bool) -> Vec<Check> {
     let tfs = match tracefs::find() {
         Some(p) => Ok(format!("mounted at {}", p.display())),
         None if privileged => tracefs::ensure()
@@ -101,13 +122,13 @@ pub fn run() -> Result<ExitCode> {
     } else {
         "mount -t tracefs nodev /sys/kernel/tracing (as root)"
     };
-    checks.push(Check {
+    let mut checks = vec![Check {
         name: "tracefs".into(),
         ok: tfs.is_ok(),
         required: true,
         detail: tfs.clone().unwrap_or_else(|e| e),
         fix: tfs.is_err().then(|| tracefs_fix.into()),
-    });
+    }];
     if tfs.is_ok() {
         let layout = tracefs::check_layout();
         checks.push(Check {
@@ -124,7 +145,12 @@ pub fn run() -> Result<ExitCode> {
             }),
         });
     }
+    checks
+}
 
+/// The kernel's BPF and perf settings (sysctls) that bear on recording.
+fn sysctl_checks(privileged: bool) -> Vec<Check> {
+    let mut checks = Vec::new();
     for (path, name, good, fix) in [
         (
             "/proc/sys/kernel/unprivileged_bpf_disabled",
@@ -163,8 +189,13 @@ pub fn run() -> Result<ExitCode> {
             fix: (!ok && !fix.is_empty()).then(|| fix.into()),
         });
     }
+    checks
+}
 
-    // The real test: load and attach every program record uses, against this process.
+/// The real test: loads and attaches every program `record` uses, against this process, and
+/// builds its unwind tables.
+fn probe_checks() -> Vec<Check> {
+    let mut checks = Vec::new();
     let me = std::process::id();
     // With record's own defaults, so what passes here is what `record` attaches.
     let probes = Probes::attach(&Plan::defaults(me).probe_config(me));
@@ -210,8 +241,13 @@ pub fn run() -> Result<ExitCode> {
             });
         }
     }
+    checks
+}
 
-    match Counters::open(Scope::Pid(me)) {
+/// Whether each perf counter `record --perf-counters` reads opens on this process.
+fn counter_checks() -> Vec<Check> {
+    let mut checks = Vec::new();
+    match Counters::open(Scope::Pid(std::process::id())) {
         Ok(mut c) => {
             for row in c.read() {
                 let hardware = matches!(row.name.as_str(), "cycles" | "instructions");
@@ -242,9 +278,14 @@ pub fn run() -> Result<ExitCode> {
             fix: None,
         }),
     }
+    checks
+}
 
+/// Prints every check, with its fix, and what `record` can do here; exits 2 when a required
+/// check failed.
+fn report(checks: &[Check]) -> Result<ExitCode> {
     let mut full = true;
-    for c in &checks {
+    for c in checks {
         let mark = if c.ok {
             "ok  "
         } else if c.required {

@@ -88,6 +88,40 @@ impl PlannedTarget {
             PlannedTarget::Spawn { .. } => TargetMode::Spawn,
         }
     }
+
+    /// The target `--pid` or the command after `--` names, exactly one of them; a command's
+    /// program is found in PATH.
+    fn from_args(args: &mut RecordArgs) -> Result<PlannedTarget> {
+        let cfi = args.unwind == UnwindArg::Cfi;
+        match (args.pid, args.command.is_empty()) {
+            (Some(pid), true) => Ok(PlannedTarget::Pid(check_pid(pid)?)),
+            (None, false) => Ok(PlannedTarget::Spawn {
+                program: spawn::resolve(&args.command[0])?,
+                argv: std::mem::take(&mut args.command),
+                hold: !args.no_stacks && cfi,
+            }),
+            _ => Err(hinted(
+                "nothing to record",
+                "give a running process with --pid N, or a command after --: `switchyard record -- ./server --port 9000`",
+            )),
+        }
+    }
+
+    /// The target's executable: the spawned program, or a live process's /proc/<pid>/exe
+    /// (`hint` says what to do when it cannot be read).
+    fn exe(&self, hint: &str) -> Result<PathBuf> {
+        match self {
+            PlannedTarget::Spawn { program, .. } => Ok(program.clone()),
+            PlannedTarget::Pid(pid) => {
+                std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
+                    hinted(
+                        format!("cannot read the executable of pid {pid}: {e}"),
+                        hint,
+                    )
+                })
+            }
+        }
+    }
 }
 
 /// What [`Plan::new`] found out by checking the flags against the host: the target, its
@@ -105,173 +139,30 @@ struct Checked {
 }
 
 impl Plan {
+    /// Checks `record`'s flags against each other and against the host, refusing what cannot
+    /// be recorded.
     pub fn new(mut args: RecordArgs) -> Result<Plan> {
         let export = export_config(&args)?;
-        let redact_patterns = args
-            .redact
-            .iter()
-            .map(|p| {
-                regex::Regex::new(p).map_err(|e| {
-                    hinted(
-                        format!(
-                            "--redact: not a regular expression ({})",
-                            e.to_string().lines().last().unwrap_or("").trim()
-                        ),
-                        "give a regular expression, e.g. --redact 'sk-[A-Za-z0-9]+' or --redact 'session=(\\w+)'",
-                    )
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let output = match (args.export_only, args.every, args.output.take()) {
-            (true, _, Some(path)) => {
-                return Err(hinted(
-                    format!(
-                        "--export-only writes no run file, but -o {} names one",
-                        path.display()
-                    ),
-                    "drop -o, or drop --export-only to keep the run files too",
-                ));
-            }
-            (true, _, None) => None,
-            (false, Some(_), path) => {
-                Some(check_windows_dir(path.unwrap_or_else(|| "windows".into()))?)
-            }
-            (false, None, path) => {
-                let path = path.unwrap_or_else(|| "run.json".into());
-                check_output(&path)?;
-                Some(path)
-            }
-        };
-        // A flag that leaves calls untimed: (the flag, as given).
-        let sampled = match (args.syscall_latency, args.syscall_budget) {
-            (Some(n), _) if n != 1 => Some(("--syscall-latency", n)),
-            (_, Some(b)) if b > 0 => Some(("--syscall-budget", b)),
-            _ => None,
-        };
-        if args.timeline
-            && let Some((flag, value)) = sampled
-        {
-            return Err(hinted(
-                format!(
-                    "{flag} {value} cannot be combined with --timeline: the timeline shows every syscall slower than --timeline-syscalls, and only a timed call has a length"
-                ),
-                format!("drop {flag} to time every call, or record without --timeline"),
-            ));
-        }
-        if args.every.is_some() {
-            // What a window cannot hold yet.
-            for (given, flag, why) in [
-                (
-                    args.timeline,
-                    "--timeline",
-                    "its events are one stream for the whole run",
-                ),
-                (
-                    args.heap_profile.is_some(),
-                    "--heap-profile",
-                    "dhat writes one profile as the target exits",
-                ),
-                (
-                    args.workload_result.is_some(),
-                    "--workload-result",
-                    "a driver writes one result for the whole run",
-                ),
-                (
-                    args.ops.is_some(),
-                    "--ops",
-                    "the count is for the whole run, not a window",
-                ),
-                (
-                    args.ops_file.is_some(),
-                    "--ops-file",
-                    "the count is for the whole run, not a window",
-                ),
-                (
-                    args.degraded,
-                    "--degraded",
-                    "windows are cut from the kernel side's maps",
-                ),
-            ] {
-                if given {
-                    return Err(hinted(
-                        format!("--every cannot be combined with {flag}: {why}"),
-                        format!("record without --every to use {flag}, or drop {flag}"),
-                    ));
-                }
-            }
-        }
+        let redact_patterns = redact_patterns(&args.redact)?;
+        let output = output(&mut args)?;
+        check_timeline_timing(&args)?;
+        check_every(&args)?;
         if !args.no_stacks {
             check_freq(args.freq)?;
         }
         let ready = args.ready_fd.map(take_ready_fd).transpose()?;
-        let cfi = args.unwind == UnwindArg::Cfi;
-        let target = match (args.pid, args.command.is_empty()) {
-            (Some(pid), true) => PlannedTarget::Pid(check_pid(pid)?),
-            (None, false) => PlannedTarget::Spawn {
-                program: spawn::resolve(&args.command[0])?,
-                argv: std::mem::take(&mut args.command),
-                hold: !args.no_stacks && cfi,
-            },
-            _ => {
-                return Err(hinted(
-                    "nothing to record",
-                    "give a running process with --pid N, or a command after --: `switchyard record -- ./server --port 9000`",
-                ));
-            }
-        };
-        // The target's executable: the spawned program, or a live process's /proc/<pid>/exe.
-        let exe = |hint: &str| -> Result<PathBuf> {
-            match &target {
-                PlannedTarget::Spawn { program, .. } => Ok(program.clone()),
-                PlannedTarget::Pid(pid) => {
-                    std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
-                        hinted(
-                            format!("cannot read the executable of pid {pid}: {e}"),
-                            hint,
-                        )
-                    })
-                }
-            }
-        };
+        let target = PlannedTarget::from_args(&mut args)?;
         let spans = args
             .uprobe_spans
             .iter()
             .map(|spec| {
                 span(spec, || {
-                    exe("give the binary explicitly: --uprobe-span SYMBOL@/path/to/binary")
+                    target.exe("give the binary explicitly: --uprobe-span SYMBOL@/path/to/binary")
                 })
             })
             .collect::<Result<_>>()?;
-        let go_gc = if args.go_gc {
-            Some(exe(
-                "record as root, or spawn the program under switchyard",
-            )?)
-        } else if args.no_go_gc {
-            None
-        } else {
-            // A Go program's GC is recorded without asking, as far as its symbols allow.
-            exe("").ok().filter(|p| has_go_runtime(p)).inspect(|p| {
-                say!(
-                    "switchyard: {} is a Go program: recording its GC (--no-go-gc to skip)",
-                    p.display()
-                )
-            })
-        };
-        // An OpenTelemetry thread context the program publishes (OTEP 4947) is read at every
-        // switch, when its executable defines one, or, in a running process, a library it
-        // loaded does. A program spawned here has loaded no library yet.
-        let found = match &target {
-            PlannedTarget::Pid(pid) => switchyard_loader::otel::thread_context_of(*pid),
-            PlannedTarget::Spawn { .. } => exe("")
-                .map_err(|e| e.to_string())
-                .and_then(|p| switchyard_loader::otel::executable_context(&p, &p)),
-        };
-        // Said in the summary, with what it found: a binary may define the variable and
-        // never point it anywhere.
-        let thread_context = found.unwrap_or_else(|e| {
-            say!("switchyard: warning: its thread context cannot be read: {e}");
-            None
-        });
+        let go_gc = go_gc(&args, &target)?;
+        let thread_context = thread_context(&target);
         let heap = args
             .heap_profile
             .take()
@@ -415,6 +306,160 @@ impl Plan {
             thread_context: self.thread_context.clone(),
         }
     }
+}
+
+/// `--redact PATTERN`, each compiled.
+fn redact_patterns(patterns: &[String]) -> Result<Vec<regex::Regex>> {
+    patterns
+        .iter()
+        .map(|p| {
+            regex::Regex::new(p).map_err(|e| {
+                hinted(
+                    format!(
+                        "--redact: not a regular expression ({})",
+                        e.to_string().lines().last().unwrap_or("").trim()
+                    ),
+                    "give a regular expression, e.g. --redact 'sk-[A-Za-z0-9]+' or --redact 'session=(\\w+)'",
+                )
+            })
+        })
+        .collect()
+}
+
+/// Where the run is written, checked: `-o`, else `run.json`, or with `--every` the windows'
+/// folder (`windows`); nowhere with `--export-only`, which `-o` contradicts.
+fn output(args: &mut RecordArgs) -> Result<Option<PathBuf>> {
+    Ok(match (args.export_only, args.every, args.output.take()) {
+        (true, _, Some(path)) => {
+            return Err(hinted(
+                format!(
+                    "--export-only writes no run file, but -o {} names one",
+                    path.display()
+                ),
+                "drop -o, or drop --export-only to keep the run files too",
+            ));
+        }
+        (true, _, None) => None,
+        (false, Some(_), path) => {
+            Some(check_windows_dir(path.unwrap_or_else(|| "windows".into()))?)
+        }
+        (false, None, path) => {
+            let path = path.unwrap_or_else(|| "run.json".into());
+            check_output(&path)?;
+            Some(path)
+        }
+    })
+}
+
+/// Refuses `--timeline` with a flag that leaves calls untimed: the timeline needs every one.
+fn check_timeline_timing(args: &RecordArgs) -> Result<()> {
+    // A flag that leaves calls untimed: (the flag, as given).
+    let sampled = match (args.syscall_latency, args.syscall_budget) {
+        (Some(n), _) if n != 1 => Some(("--syscall-latency", n)),
+        (_, Some(b)) if b > 0 => Some(("--syscall-budget", b)),
+        _ => None,
+    };
+    if args.timeline
+        && let Some((flag, value)) = sampled
+    {
+        return Err(hinted(
+            format!(
+                "{flag} {value} cannot be combined with --timeline: the timeline shows every syscall slower than --timeline-syscalls, and only a timed call has a length"
+            ),
+            format!("drop {flag} to time every call, or record without --timeline"),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses `--every` with a flag a window cannot hold yet.
+fn check_every(args: &RecordArgs) -> Result<()> {
+    if args.every.is_none() {
+        return Ok(());
+    }
+    for (given, flag, why) in [
+        (
+            args.timeline,
+            "--timeline",
+            "its events are one stream for the whole run",
+        ),
+        (
+            args.heap_profile.is_some(),
+            "--heap-profile",
+            "dhat writes one profile as the target exits",
+        ),
+        (
+            args.workload_result.is_some(),
+            "--workload-result",
+            "a driver writes one result for the whole run",
+        ),
+        (
+            args.ops.is_some(),
+            "--ops",
+            "the count is for the whole run, not a window",
+        ),
+        (
+            args.ops_file.is_some(),
+            "--ops-file",
+            "the count is for the whole run, not a window",
+        ),
+        (
+            args.degraded,
+            "--degraded",
+            "windows are cut from the kernel side's maps",
+        ),
+    ] {
+        if given {
+            return Err(hinted(
+                format!("--every cannot be combined with {flag}: {why}"),
+                format!("record without --every to use {flag}, or drop {flag}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The Go binary whose GC is recorded: the target's executable with `--go-gc`, and without
+/// it a Go program's unless `--no-go-gc`.
+fn go_gc(args: &RecordArgs, target: &PlannedTarget) -> Result<Option<PathBuf>> {
+    if args.go_gc {
+        return Ok(Some(
+            target.exe("record as root, or spawn the program under switchyard")?,
+        ));
+    }
+    if args.no_go_gc {
+        return Ok(None);
+    }
+    // A Go program's GC is recorded without asking, as far as its symbols allow.
+    Ok(target
+        .exe("")
+        .ok()
+        .filter(|p| has_go_runtime(p))
+        .inspect(|p| {
+            say!(
+                "switchyard: {} is a Go program: recording its GC (--no-go-gc to skip)",
+                p.display()
+            )
+        }))
+}
+
+/// An OpenTelemetry thread context the program publishes (OTEP 4947), read at every switch:
+/// its executable defines one, or, in a running process, a library it loaded does. A program
+/// spawned here has loaded no library yet.
+fn thread_context(target: &PlannedTarget) -> Option<(switchyard_loader::otel::TlsPlace, String)> {
+    let found = match target {
+        PlannedTarget::Pid(pid) => switchyard_loader::otel::thread_context_of(*pid),
+        PlannedTarget::Spawn { .. } => target
+            .exe("")
+            .map_err(|e| e.to_string())
+            .and_then(|p| switchyard_loader::otel::executable_context(&p, &p)),
+    };
+    // Said in the summary, with what it found: a binary may define the variable and never
+    // point it anywhere.
+    found.unwrap_or_else(|e| {
+        say!("switchyard: warning: its thread context cannot be read: {e}");
+        None
+    })
 }
 
 /// What a timed call is drawn from beyond its thread's budget, by default.

@@ -30,248 +30,24 @@ impl Probes {
         }
         let mut steps = Steps::start();
         tracefs::check_layout()?;
-        let follow = u8::from(config.follow_children);
-        let slots = inflight_slots();
-        let mask = slots - 1;
-        let thread_slots = thread_slots(slots);
-        let thread_mask = thread_slots - 1;
-        let stacks_on = u8::from(config.stacks.is_some());
-        let (min_block, every, map_size, period) =
-            config.stacks.as_ref().map_or((0, 0, 1, 0), |s| {
-                (
-                    s.min_block_ns,
-                    s.syscall_every,
-                    s.stack_map_size.max(1),
-                    s.offcpu_period_ns,
-                )
-            });
-        // Every syscall, when every one was asked for.
-        let stack_gap_ns: u64 = config
-            .stacks
-            .as_ref()
-            .filter(|s| s.syscall_every > 1 && s.syscall_stacks_per_s > 0)
-            .map_or(0, |s| 1_000_000_000 / s.syscall_stacks_per_s);
-        let time_every = u64::from(config.syscall_latency);
-        // The kernel side's budget is per period.
-        let time_budget = (u64::from(config.syscall_budget)
-            * switchyard_common::SYSCALL_BUDGET_PERIOD_NS)
-            .div_ceil(1_000_000_000);
         let task = btf::TaskOffsets::from_kernel()?;
         steps.lap("kernel layout (tracefs, BTF offsets)");
-        let filter_on = u8::from(matches!(config.syscalls, Syscalls::Only(_)));
-        let cfi = config
-            .stacks
-            .as_ref()
-            .filter(|s| s.unwind == Unwind::Cfi)
-            .map(|s| s.unwind_rows.max(1));
-        let unwind_mode = if cfi.is_some() {
-            switchyard_common::unwind::MODE_CFI
-        } else {
-            switchyard_common::unwind::MODE_FP
-        };
-        let timeline_on = u8::from(config.timeline.is_some());
-        let (timeline_bytes, timeline_syscall_ns) = config
-            .timeline
-            .map_or((4096, 0), |t| (t.buffer_bytes.max(4096), t.syscall_ns));
-        // Room for about 7,500 instances between two polls (a tick apart).
-        let span_bytes: u32 = if config.spans.is_empty() {
-            4096
-        } else {
-            4 << 20
-        };
-        // Return probes replace return addresses on the stacks walked inside a span; the
-        // walker puts them back where the kernel's layout is known (else they stay replaced).
-        let retprobe_offsets = if config.spans.is_empty() {
-            None
-        } else {
-            btf::retprobe_offsets().ok()
-        };
-        let return_probes_on = u8::from(retprobe_offsets.is_some());
-        let span_count = config.spans.len() as u32;
-        // Thread context is read only where the kernel's task layout gives the thread pointer.
-        let (otel_tls_offset, otel_tls_module): (i64, u64) = match &config.thread_context {
-            Some((place, _)) if task.fsbase != 0 => match *place {
-                crate::otel::TlsPlace::Static(offset) => (offset, 0),
-                crate::otel::TlsPlace::Dynamic { module, offset } => (offset as i64, module),
-            },
-            _ => (0, 0),
-        };
-        let otel_on = otel_tls_offset != 0 || otel_tls_module != 0;
-        let retprobe_offsets = retprobe_offsets.unwrap_or_default();
-        let mut ebpf = EbpfLoader::new()
-            .override_global(globals::TARGET_TGID, &config.tgid, true)
-            .override_global(globals::FOLLOW_CHILDREN, &follow, true)
-            .override_global(globals::INFLIGHT_MASK, &mask, true)
-            .override_global(globals::THREAD_MASK, &thread_mask, true)
-            .override_global(globals::STACKS_ON, &stacks_on, true)
-            .override_global(globals::MIN_BLOCK_NS, &min_block, true)
-            .override_global(globals::SYSCALL_STACK_EVERY, &every, true)
-            .override_global(globals::SYSCALL_STACK_GAP_NS, &stack_gap_ns, true)
-            .override_global(globals::SYSCALL_TIME_EVERY, &time_every, true)
-            .override_global(globals::SYSCALL_TIME_BUDGET, &time_budget, true)
-            .override_global(globals::UNWIND_MODE, &unwind_mode, true)
-            .override_global(globals::OFFCPU_PERIOD_NS, &period, true)
-            .override_global(globals::TASK_PID_OFFSET, &task.pid, true)
-            .override_global(globals::TASK_TGID_OFFSET, &task.tgid, true)
-            .override_global(globals::TASK_PRIO_OFFSET, &task.static_prio, true)
-            .override_global(globals::SYSCALL_FILTER_ON, &filter_on, true)
-            .override_global(globals::TIMELINE_ON, &timeline_on, true)
-            .override_global(globals::TIMELINE_SYSCALL_NS, &timeline_syscall_ns, true)
-            .override_global(globals::RETURN_PROBES_ON, &return_probes_on, true)
-            .override_global(globals::RETPROBE_OFFSETS, &retprobe_offsets, true)
-            .override_global(globals::SPAN_COUNT, &span_count, true)
-            .override_global(globals::OTEL_TLS_OFFSET, &otel_tls_offset, true)
-            .override_global(globals::OTEL_TLS_MODULE, &otel_tls_module, true)
-            .override_global(globals::TASK_FSBASE_OFFSET, &task.fsbase, true)
-            .map_max_entries(maps::TIMELINE, timeline_bytes)
-            // Thread context's tables take kernel memory only where it is read.
-            .map_max_entries(maps::OTEL_SPANS, if otel_on { otel::MAX_SPANS } else { 1 })
-            .map_max_entries(
-                maps::OTEL_THREADS,
-                if otel_on { otel::MAX_THREADS } else { 1 },
-            )
-            .map_max_entries(maps::OTEL_SAMPLES, if otel_on { map_size } else { 1 })
-            .map_max_entries(maps::SPAN_EVENTS, span_bytes)
-            .map_max_entries(maps::INFLIGHT, slots)
-            .map_max_entries(maps::THREADS, thread_slots)
-            .map_max_entries(maps::THREAD_CLAIMS, thread_slots)
-            .map_max_entries(maps::LOCK_INFLIGHT, slots)
-            .map_max_entries(maps::USER_STACKS, map_size)
-            .map_max_entries(maps::KERNEL_STACKS, map_size)
-            // One page's worth when unused: the array is mmap-able, so page-sized at least.
-            .map_max_entries(maps::UNWIND_ROWS, cfi.unwrap_or(512))
-            .load(OBJECT)
-            .map_err(|e| Error::Load(Box::new(e)))?;
+        let settings = Settings::new(config, task);
+        let otel_on = settings.otel_on();
+        let mut ebpf = settings.load()?;
         steps.lap("maps created, programs read");
 
-        if let Syscalls::Only(numbers) = &config.syscalls {
-            let map = ebpf
-                .map_mut(maps::SYSCALL_FILTER)
-                .ok_or(Error::MissingMap(maps::SYSCALL_FILTER))?;
-            let mut filter: Array<&mut MapData, u8> =
-                Array::try_from(map).map_err(map_err(maps::SYSCALL_FILTER))?;
-            for &nr in numbers {
-                filter
-                    .set(nr, 1, 0)
-                    .map_err(map_err(maps::SYSCALL_FILTER))?;
-            }
-        }
-
-        // The target is in TARGETS too, so followed children and the target look alike.
-        {
-            let map = ebpf
-                .map_mut(maps::TARGETS)
-                .ok_or(Error::MissingMap(maps::TARGETS))?;
-            let mut targets: HashMap<&mut MapData, u32, u8> =
-                HashMap::try_from(map).map_err(map_err(maps::TARGETS))?;
-            targets
-                .insert(config.tgid, 1, 0)
-                .map_err(map_err(maps::TARGETS))?;
-        }
-
-        // The target's tables before the first stack is walked.
-        let tables = match cfi {
-            Some(rows) => {
-                let mut t = unwind::Tables::new(&ebpf, rows)?;
-                if !config.before_exec {
-                    let text = std::fs::read_to_string(format!("/proc/{}/maps", config.tgid)).ok();
-                    t.refresh(&mut ebpf, config.tgid, text.as_deref())?;
-                }
-                Some(t)
-            }
-            None => None,
-        };
+        fill_filters(&mut ebpf, config)?;
+        let tables = target_tables(&mut ebpf, config, settings.cfi)?;
         steps.lap("unwind tables of the target");
 
-        // Every program the configuration attaches, verified at once, on every CPU; the
-        // longest to verify first (sys_enter's, then the wakeup's, as -v measures them), so
-        // that the last to finish is a short one.
         let btf = aya::Btf::from_sys_fs().map_err(|e| Error::Btf(e.to_string()))?;
-        let syscalls = config.syscalls != Syscalls::None;
-        let stacks = config.stacks.is_some();
-        let wanted: Vec<(&'static str, Option<&'static str>)> = [
-            (syscalls, programs::SYS_ENTER, None),
-            (
-                stacks || config.timeline.is_some(),
-                programs::SCHED_WAKEUP,
-                Some("sched_waking"),
-            ),
-            (syscalls && stacks, programs::SYS_EXIT_WALK, None),
-            (true, programs::SCHED_SWITCH_WALK, Some("sched_switch")),
-            (
-                config.stacks.as_ref().is_some_and(|s| s.oncpu_hz > 0),
-                programs::ONCPU,
-                None,
-            ),
-            (true, programs::SCHED_SWITCH, Some("sched_switch")),
-            (true, programs::SCHED_SWITCH_FINISH, Some("sched_switch")),
-            (otel_on, programs::OTEL_SWITCH, Some("sched_switch")),
-            (syscalls && stacks, programs::SYS_EXIT_FINISH, None),
-            (syscalls, programs::SYS_EXIT, None),
-            (true, programs::TASK_NEWTASK, None),
-        ]
-        .into_iter()
-        .filter(|(on, ..)| *on)
-        .map(|(_, name, event)| (name, event))
-        .collect();
-        let verified = verify(&mut ebpf, &wanted, &btf)?;
-        let at_once = match verify_threads(verified.len()) {
-            1 => "one at a time".to_string(),
-            n => format!("{n} at once"),
-        };
-        steps.lap(format!(
-            "{} programs verified by the kernel, {at_once}; the longest:",
-            verified.len(),
-        ));
-        for (name, took) in verified.into_iter().take(4) {
-            steps.done.push((format!("  {name}"), took));
-        }
-
-        // Follow first, then the scheduler, then syscalls: a child forked while attaching is
-        // not missed, and no syscall exit is seen before its entry program is in place.
-        attach_tracepoint(&mut ebpf, programs::TASK_NEWTASK, "task", "task_newtask")?;
-        attach_switch(&mut ebpf, &btf)?;
-        // After the switch program, so it runs after it at every switch (a tracepoint runs
-        // its programs in the order they were attached): an earlier interval's off-CPU time
-        // that the switch program counts at this switch-out still finds the span of the
-        // switch-out that began it, not this one's.
-        if otel_on {
-            attach_btf(&mut ebpf, programs::OTEL_SWITCH, "sched_switch", &btf)?;
-        }
-        steps.lap("task and switch programs attached");
-        if config.syscalls != Syscalls::None {
-            if config.stacks.is_some() {
-                load_sys_exit_jumps(&mut ebpf)?;
-            }
-            attach_raw(&mut ebpf, programs::SYS_ENTER, "sys_enter")?;
-            attach_raw(&mut ebpf, programs::SYS_EXIT, "sys_exit")?;
-            steps.lap("syscall programs attached");
-        }
-        if config.stacks.is_some() || config.timeline.is_some() {
-            attach_btf(&mut ebpf, programs::SCHED_WAKEUP, "sched_waking", &btf)?;
-            steps.lap("wakeup program attached");
-        }
-        if let Some(s) = &config.stacks
-            && s.oncpu_hz > 0
-        {
-            attach_oncpu(&mut ebpf, s.oncpu_hz)?;
-            steps.lap("on-CPU sampler attached");
-        }
-        // Kernels without CONFIG_LOCKDEP-free contention tracepoints simply lack them.
-        let contention = tracefs::find()
-            .is_some_and(|root| root.join("events/lock/contention_begin").is_dir())
-            && attach_btf(
-                &mut ebpf,
-                programs::CONTENTION_BEGIN,
-                "contention_begin",
-                &btf,
-            )
-            .and_then(|()| attach_btf(&mut ebpf, programs::CONTENTION_END, "contention_end", &btf))
-            .is_ok();
+        let verified = verify(&mut ebpf, &wanted(config, otel_on), &btf)?;
+        steps.verified(verified);
+        let contention = attach_kernel_programs(&mut ebpf, config, &btf, otel_on, &mut steps)?;
         if config.spans.len() > MAX_SPANS as usize {
             return Err(Error::TooManySpans(config.spans.len()));
         }
-        steps.lap("lock contention programs verified, attached");
         let mut span_placements = Vec::new();
         let mut trap_costs = None;
         let span_events = if config.spans.is_empty() {
@@ -282,19 +58,12 @@ impl Probes {
             // Not being able to time them costs the figure, not the recording.
             trap_costs = crate::probecost::measure(&mut ebpf).ok();
             steps.lap("span probes' breakpoints timed");
-            let map = ebpf
-                .take_map(maps::SPAN_EVENTS)
-                .ok_or(Error::MissingMap(maps::SPAN_EVENTS))?;
-            Some(RingBuf::try_from(map).map_err(map_err(maps::SPAN_EVENTS))?)
+            Some(take_ring(&mut ebpf, maps::SPAN_EVENTS)?)
         };
         let (gc_symbols, gc_events) = match &config.go_gc {
             Some(binary) => {
                 let symbols = attach_go_gc(&mut ebpf, binary)?;
-                let map = ebpf
-                    .take_map(maps::GC_EVENTS)
-                    .ok_or(Error::MissingMap(maps::GC_EVENTS))?;
-                let ring = RingBuf::try_from(map).map_err(map_err(maps::GC_EVENTS))?;
-                (Some(symbols), Some(ring))
+                (Some(symbols), Some(take_ring(&mut ebpf, maps::GC_EVENTS)?))
             }
             None => (None, None),
         };
@@ -302,12 +71,7 @@ impl Probes {
             steps.lap("Go GC probes verified, attached");
         }
         let timeline = match config.timeline {
-            Some(_) => {
-                let map = ebpf
-                    .take_map(maps::TIMELINE)
-                    .ok_or(Error::MissingMap(maps::TIMELINE))?;
-                Some(RingBuf::try_from(map).map_err(map_err(maps::TIMELINE))?)
-            }
+            Some(_) => Some(take_ring(&mut ebpf, maps::TIMELINE)?),
             None => None,
         };
         Ok(Probes {
@@ -322,7 +86,7 @@ impl Probes {
             started: 0,
             bounds: Default::default(),
             stacks_on: config.stacks.is_some(),
-            stack_map_size: map_size,
+            stack_map_size: settings.map_size,
             windows: None,
             evicted: Evicted::default(),
             attach_steps: steps.done,
@@ -358,6 +122,319 @@ impl Probes {
                 .then(Default::default),
         })
     }
+}
+
+/// What the configuration sets in the kernel-side object as it loads: its globals, and its
+/// maps' sizes.
+struct Settings {
+    tgid: u32,
+    follow: u8,
+    /// `struct task_struct`'s layout on this kernel.
+    task: btf::TaskOffsets,
+    /// INFLIGHT's entries, a power of two.
+    slots: u32,
+    /// THREADS' entries, a power of two.
+    thread_slots: u32,
+    stacks_on: u8,
+    min_block: u64,
+    every: u64,
+    /// Entries of each stack map.
+    map_size: u32,
+    period: u64,
+    stack_gap_ns: u64,
+    time_every: u64,
+    time_budget: u64,
+    filter_on: u8,
+    /// Rows of the unwind table, when stacks are walked by CFI.
+    cfi: Option<u32>,
+    unwind_mode: u8,
+    timeline_on: u8,
+    timeline_bytes: u32,
+    timeline_syscall_ns: u64,
+    span_bytes: u32,
+    return_probes_on: u8,
+    retprobe_offsets: [u32; switchyard_common::unwind::RETPROBE_FIELDS],
+    span_count: u32,
+    otel_tls_offset: i64,
+    otel_tls_module: u64,
+}
+
+impl Settings {
+    /// The settings `config` asks for, on a kernel whose task layout is `task`.
+    fn new(config: &Config, task: btf::TaskOffsets) -> Settings {
+        let slots = inflight_slots();
+        let (min_block, every, map_size, period) =
+            config.stacks.as_ref().map_or((0, 0, 1, 0), |s| {
+                (
+                    s.min_block_ns,
+                    s.syscall_every,
+                    s.stack_map_size.max(1),
+                    s.offcpu_period_ns,
+                )
+            });
+        // Every syscall, when every one was asked for.
+        let stack_gap_ns: u64 = config
+            .stacks
+            .as_ref()
+            .filter(|s| s.syscall_every > 1 && s.syscall_stacks_per_s > 0)
+            .map_or(0, |s| 1_000_000_000 / s.syscall_stacks_per_s);
+        let cfi = config
+            .stacks
+            .as_ref()
+            .filter(|s| s.unwind == Unwind::Cfi)
+            .map(|s| s.unwind_rows.max(1));
+        let (timeline_bytes, timeline_syscall_ns) = config
+            .timeline
+            .map_or((4096, 0), |t| (t.buffer_bytes.max(4096), t.syscall_ns));
+        // Return probes replace return addresses on the stacks walked inside a span; the
+        // walker puts them back where the kernel's layout is known (else they stay replaced).
+        let retprobe_offsets = if config.spans.is_empty() {
+            None
+        } else {
+            btf::retprobe_offsets().ok()
+        };
+        // Thread context is read only where the kernel's task layout gives the thread pointer.
+        let (otel_tls_offset, otel_tls_module): (i64, u64) = match &config.thread_context {
+            Some((place, _)) if task.fsbase != 0 => match *place {
+                crate::otel::TlsPlace::Static(offset) => (offset, 0),
+                crate::otel::TlsPlace::Dynamic { module, offset } => (offset as i64, module),
+            },
+            _ => (0, 0),
+        };
+        Settings {
+            tgid: config.tgid,
+            follow: u8::from(config.follow_children),
+            task,
+            slots,
+            thread_slots: thread_slots(slots),
+            stacks_on: u8::from(config.stacks.is_some()),
+            min_block,
+            every,
+            map_size,
+            period,
+            stack_gap_ns,
+            time_every: u64::from(config.syscall_latency),
+            // The kernel side's budget is per period.
+            time_budget: (u64::from(config.syscall_budget)
+                * switchyard_common::SYSCALL_BUDGET_PERIOD_NS)
+                .div_ceil(1_000_000_000),
+            filter_on: u8::from(matches!(config.syscalls, Syscalls::Only(_))),
+            cfi,
+            unwind_mode: if cfi.is_some() {
+                switchyard_common::unwind::MODE_CFI
+            } else {
+                switchyard_common::unwind::MODE_FP
+            },
+            timeline_on: u8::from(config.timeline.is_some()),
+            timeline_bytes,
+            timeline_syscall_ns,
+            // Room for about 7,500 instances between two polls (a tick apart).
+            span_bytes: if config.spans.is_empty() {
+                4096
+            } else {
+                4 << 20
+            },
+            return_probes_on: u8::from(retprobe_offsets.is_some()),
+            retprobe_offsets: retprobe_offsets.unwrap_or_default(),
+            span_count: config.spans.len() as u32,
+            otel_tls_offset,
+            otel_tls_module,
+        }
+    }
+
+    /// Whether the target's OpenTelemetry thread context is read.
+    fn otel_on(&self) -> bool {
+        self.otel_tls_offset != 0 || self.otel_tls_module != 0
+    }
+
+    /// Creates the object's maps and reads its programs, with these settings.
+    fn load(&self) -> Result<Ebpf, Error> {
+        let mask = self.slots - 1;
+        let thread_mask = self.thread_slots - 1;
+        let task = &self.task;
+        let otel_on = self.otel_on();
+        EbpfLoader::new()
+            .override_global(globals::TARGET_TGID, &self.tgid, true)
+            .override_global(globals::FOLLOW_CHILDREN, &self.follow, true)
+            .override_global(globals::INFLIGHT_MASK, &mask, true)
+            .override_global(globals::THREAD_MASK, &thread_mask, true)
+            .override_global(globals::STACKS_ON, &self.stacks_on, true)
+            .override_global(globals::MIN_BLOCK_NS, &self.min_block, true)
+            .override_global(globals::SYSCALL_STACK_EVERY, &self.every, true)
+            .override_global(globals::SYSCALL_STACK_GAP_NS, &self.stack_gap_ns, true)
+            .override_global(globals::SYSCALL_TIME_EVERY, &self.time_every, true)
+            .override_global(globals::SYSCALL_TIME_BUDGET, &self.time_budget, true)
+            .override_global(globals::UNWIND_MODE, &self.unwind_mode, true)
+            .override_global(globals::OFFCPU_PERIOD_NS, &self.period, true)
+            .override_global(globals::TASK_PID_OFFSET, &task.pid, true)
+            .override_global(globals::TASK_TGID_OFFSET, &task.tgid, true)
+            .override_global(globals::TASK_PRIO_OFFSET, &task.static_prio, true)
+            .override_global(globals::SYSCALL_FILTER_ON, &self.filter_on, true)
+            .override_global(globals::TIMELINE_ON, &self.timeline_on, true)
+            .override_global(
+                globals::TIMELINE_SYSCALL_NS,
+                &self.timeline_syscall_ns,
+                true,
+            )
+            .override_global(globals::RETURN_PROBES_ON, &self.return_probes_on, true)
+            .override_global(globals::RETPROBE_OFFSETS, &self.retprobe_offsets, true)
+            .override_global(globals::SPAN_COUNT, &self.span_count, true)
+            .override_global(globals::OTEL_TLS_OFFSET, &self.otel_tls_offset, true)
+            .override_global(globals::OTEL_TLS_MODULE, &self.otel_tls_module, true)
+            .override_global(globals::TASK_FSBASE_OFFSET, &task.fsbase, true)
+            .map_max_entries(maps::TIMELINE, self.timeline_bytes)
+            // Thread context's tables take kernel memory only where it is read.
+            .map_max_entries(maps::OTEL_SPANS, if otel_on { otel::MAX_SPANS } else { 1 })
+            .map_max_entries(
+                maps::OTEL_THREADS,
+                if otel_on { otel::MAX_THREADS } else { 1 },
+            )
+            .map_max_entries(maps::OTEL_SAMPLES, if otel_on { self.map_size } else { 1 })
+            .map_max_entries(maps::SPAN_EVENTS, self.span_bytes)
+            .map_max_entries(maps::INFLIGHT, self.slots)
+            .map_max_entries(maps::THREADS, self.thread_slots)
+            .map_max_entries(maps::THREAD_CLAIMS, self.thread_slots)
+            .map_max_entries(maps::LOCK_INFLIGHT, self.slots)
+            .map_max_entries(maps::USER_STACKS, self.map_size)
+            .map_max_entries(maps::KERNEL_STACKS, self.map_size)
+            // One page's worth when unused: the array is mmap-able, so page-sized at least.
+            .map_max_entries(maps::UNWIND_ROWS, self.cfi.unwrap_or(512))
+            .load(OBJECT)
+            .map_err(|e| Error::Load(Box::new(e)))
+    }
+}
+
+/// Writes whom and what the kernel side records into its maps: the syscalls asked for (when
+/// not all), and the target.
+fn fill_filters(ebpf: &mut Ebpf, config: &Config) -> Result<(), Error> {
+    if let Syscalls::Only(numbers) = &config.syscalls {
+        let map = ebpf
+            .map_mut(maps::SYSCALL_FILTER)
+            .ok_or(Error::MissingMap(maps::SYSCALL_FILTER))?;
+        let mut filter: Array<&mut MapData, u8> =
+            Array::try_from(map).map_err(map_err(maps::SYSCALL_FILTER))?;
+        for &nr in numbers {
+            filter
+                .set(nr, 1, 0)
+                .map_err(map_err(maps::SYSCALL_FILTER))?;
+        }
+    }
+    // The target is in TARGETS too, so followed children and the target look alike.
+    let map = ebpf
+        .map_mut(maps::TARGETS)
+        .ok_or(Error::MissingMap(maps::TARGETS))?;
+    let mut targets: HashMap<&mut MapData, u32, u8> =
+        HashMap::try_from(map).map_err(map_err(maps::TARGETS))?;
+    targets
+        .insert(config.tgid, 1, 0)
+        .map_err(map_err(maps::TARGETS))
+}
+
+/// The target's unwind tables (of at most `cfi` rows, when stacks are walked by CFI), filled
+/// before the first stack is walked; a command not yet started has none to fill yet.
+fn target_tables(
+    ebpf: &mut Ebpf,
+    config: &Config,
+    cfi: Option<u32>,
+) -> Result<Option<unwind::Tables>, Error> {
+    let Some(rows) = cfi else {
+        return Ok(None);
+    };
+    let mut t = unwind::Tables::new(ebpf, rows)?;
+    if !config.before_exec {
+        let text = std::fs::read_to_string(format!("/proc/{}/maps", config.tgid)).ok();
+        t.refresh(ebpf, config.tgid, text.as_deref())?;
+    }
+    Ok(Some(t))
+}
+
+/// Every program the configuration attaches, with the BTF tracepoint it is typed against; the
+/// longest to verify first (sys_enter's, then the wakeup's, as -v measures them), so that the
+/// last to finish is a short one.
+fn wanted(config: &Config, otel_on: bool) -> Vec<(&'static str, Option<&'static str>)> {
+    let syscalls = config.syscalls != Syscalls::None;
+    let stacks = config.stacks.is_some();
+    [
+        (syscalls, programs::SYS_ENTER, None),
+        (
+            stacks || config.timeline.is_some(),
+            programs::SCHED_WAKEUP,
+            Some("sched_waking"),
+        ),
+        (syscalls && stacks, programs::SYS_EXIT_WALK, None),
+        (true, programs::SCHED_SWITCH_WALK, Some("sched_switch")),
+        (
+            config.stacks.as_ref().is_some_and(|s| s.oncpu_hz > 0),
+            programs::ONCPU,
+            None,
+        ),
+        (true, programs::SCHED_SWITCH, Some("sched_switch")),
+        (true, programs::SCHED_SWITCH_FINISH, Some("sched_switch")),
+        (otel_on, programs::OTEL_SWITCH, Some("sched_switch")),
+        (syscalls && stacks, programs::SYS_EXIT_FINISH, None),
+        (syscalls, programs::SYS_EXIT, None),
+        (true, programs::TASK_NEWTASK, None),
+    ]
+    .into_iter()
+    .filter(|(on, ..)| *on)
+    .map(|(_, name, event)| (name, event))
+    .collect()
+}
+
+/// Attaches the kernel's programs the configuration asks for, in order: the scheduler's, the
+/// syscalls', the wakeup's, the on-CPU sampler, then lock contention's. Returns whether lock
+/// contention's attached (a kernel may lack its tracepoints).
+fn attach_kernel_programs(
+    ebpf: &mut Ebpf,
+    config: &Config,
+    btf: &aya::Btf,
+    otel_on: bool,
+    steps: &mut Steps,
+) -> Result<bool, Error> {
+    // Follow first, then the scheduler, then syscalls: a child forked while attaching is
+    // not missed, and no syscall exit is seen before its entry program is in place.
+    attach_tracepoint(ebpf, programs::TASK_NEWTASK, "task", "task_newtask")?;
+    attach_switch(ebpf, btf)?;
+    // After the switch program, so it runs after it at every switch (a tracepoint runs
+    // its programs in the order they were attached): an earlier interval's off-CPU time
+    // that the switch program counts at this switch-out still finds the span of the
+    // switch-out that began it, not this one's.
+    if otel_on {
+        attach_btf(ebpf, programs::OTEL_SWITCH, "sched_switch", btf)?;
+    }
+    steps.lap("task and switch programs attached");
+    if config.syscalls != Syscalls::None {
+        if config.stacks.is_some() {
+            load_sys_exit_jumps(ebpf)?;
+        }
+        attach_raw(ebpf, programs::SYS_ENTER, "sys_enter")?;
+        attach_raw(ebpf, programs::SYS_EXIT, "sys_exit")?;
+        steps.lap("syscall programs attached");
+    }
+    if config.stacks.is_some() || config.timeline.is_some() {
+        attach_btf(ebpf, programs::SCHED_WAKEUP, "sched_waking", btf)?;
+        steps.lap("wakeup program attached");
+    }
+    if let Some(s) = &config.stacks
+        && s.oncpu_hz > 0
+    {
+        attach_oncpu(ebpf, s.oncpu_hz)?;
+        steps.lap("on-CPU sampler attached");
+    }
+    // Kernels without CONFIG_LOCKDEP-free contention tracepoints simply lack them.
+    let contention = tracefs::find()
+        .is_some_and(|root| root.join("events/lock/contention_begin").is_dir())
+        && attach_btf(ebpf, programs::CONTENTION_BEGIN, "contention_begin", btf)
+            .and_then(|()| attach_btf(ebpf, programs::CONTENTION_END, "contention_end", btf))
+            .is_ok();
+    steps.lap("lock contention programs verified, attached");
+    Ok(contention)
+}
+
+/// The ring buffer `name`, taken out of the object to be read.
+fn take_ring(ebpf: &mut Ebpf, name: &'static str) -> Result<RingBuf<MapData>, Error> {
+    let map = ebpf.take_map(name).ok_or(Error::MissingMap(name))?;
+    RingBuf::try_from(map).map_err(map_err(name))
 }
 
 /// Processes given span probes, at most: a fork-heavy target's children beyond it go without.
@@ -400,6 +477,22 @@ impl Steps {
         let now = std::time::Instant::now();
         self.done.push((name.into(), now - self.since));
         self.since = now;
+    }
+
+    /// Ends the step that verified the programs, with the longest of `verified` (longest
+    /// first) under it.
+    fn verified(&mut self, verified: Vec<(&'static str, std::time::Duration)>) {
+        let at_once = match verify_threads(verified.len()) {
+            1 => "one at a time".to_string(),
+            n => format!("{n} at once"),
+        };
+        self.lap(format!(
+            "{} programs verified by the kernel, {at_once}; the longest:",
+            verified.len(),
+        ));
+        for (name, took) in verified.into_iter().take(4) {
+            self.done.push((format!("  {name}"), took));
+        }
     }
 }
 

@@ -15,12 +15,12 @@ mod perfmap;
 mod python;
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, HashSet},
     path::{Path, PathBuf},
 };
 
 use blazesym::symbolize::{
-    Input, Symbolized,
+    Input, Sym, Symbolized,
     source::{Elf, Kernel, Source},
 };
 pub use maps::{Mapping, Maps, parse as parse_maps};
@@ -87,13 +87,19 @@ impl<'a> Resolver<'a> {
     /// Resolves every user address of `raw` in one batch per file, and every kernel address
     /// in one batch, filling the caches.
     fn prefetch(&mut self, symbolizer: &Symbolizer, raw: &Raw) {
-        let mut user: BTreeMap<PathBuf, Vec<(u32, u64, u64)>> = BTreeMap::new();
-        let mut unmapped: Vec<(u32, u64)> = Vec::new();
-        let mut kernel: Vec<u64> = Vec::new();
-        let all = raw.samples();
-        let mut seen_user = std::collections::HashSet::new();
-        let mut seen_kernel = std::collections::HashSet::new();
-        for s in all {
+        let pending = self.pending(raw);
+        for (path, items) in &pending.user {
+            self.resolve_file(symbolizer, path, items);
+        }
+        self.resolve_jit(&pending.unmapped);
+        self.resolve_kernel(symbolizer, &pending.kernel);
+    }
+
+    /// Every address of `raw`'s stacks (its samples' and their wakers'), each once, sorted by
+    /// how it is resolved; switchyard's own programs are named on the way.
+    fn pending(&mut self, raw: &Raw) -> Pending {
+        let mut pending = Pending::default();
+        for s in raw.samples() {
             let mut stacks = vec![
                 (s.tgid, s.user_stack, false),
                 (s.tgid, s.kernel_stack, true),
@@ -103,143 +109,144 @@ impl<'a> Resolver<'a> {
                 stacks.push((w.tgid, w.kernel_stack, true));
             }
             for (tgid, id, is_kernel) in stacks {
-                let ips = if is_kernel {
-                    raw.stacks.get(&id)
+                if is_kernel {
+                    let Some(ips) = raw.stacks.get(&id) else {
+                        continue;
+                    };
+                    for ip in call_sites(ips) {
+                        self.add_kernel(&mut pending, ip);
+                    }
                 } else {
-                    raw.user_stacks.get(&id)
-                };
-                let Some(ips) = ips else {
-                    continue;
-                };
-                let ips = if is_kernel {
-                    ips.as_slice()
-                } else {
-                    self.walkable(raw, tgid, id, python::split(ips).0)
-                };
-                for ip in call_sites(ips) {
-                    if is_kernel {
-                        if !seen_kernel.insert(ip) {
-                            continue;
-                        }
-                        // switchyard's own programs, named as perf names them.
-                        match self.maps.bpf_program(ip) {
-                            Some(name) => {
-                                let f = self.intern(Frame {
-                                    name: name.to_string(),
-                                    module: BPF_MODULE.into(),
-                                    file: None,
-                                    line: None,
-                                    kind: FrameKind::Kernel,
-                                    inlined: false,
-                                    addr: ip,
-                                });
-                                self.kernel_cache.insert(ip, vec![f]);
-                            }
-                            None => kernel.push(ip),
-                        }
-                    } else if seen_user.insert((tgid, ip)) {
-                        match self.maps.find(tgid, ip) {
-                            Some((path, offset)) => user
-                                .entry(path.to_path_buf())
-                                .or_default()
-                                .push((tgid, ip, offset)),
-                            // A return address into the uprobe trampoline is the first byte
-                            // of its page: the call site (one byte before) is outside it.
-                            None => match self.maps.find(tgid, ip + 1) {
-                                Some((path, offset)) if is_special(path) => user
-                                    .entry(path.to_path_buf())
-                                    .or_default()
-                                    .push((tgid, ip, offset)),
-                                _ => unmapped.push((tgid, ip)),
-                            },
-                        }
+                    let Some(ips) = raw.user_stacks.get(&id) else {
+                        continue;
+                    };
+                    for ip in call_sites(self.walkable(raw, tgid, id, python::split(ips).0)) {
+                        pending.add_user(self.maps, tgid, ip);
                     }
                 }
             }
         }
+        pending
+    }
 
-        for (path, items) in user {
-            if is_special(&path) {
-                // `[uprobes]` (a return probe's trampoline stands in for a return address)
-                // and `[vdso]`: named for what they are.
-                let f = self.pseudo(&path.to_string_lossy());
-                for &(tgid, ip, _) in &items {
-                    self.user_cache.insert((tgid, ip), vec![f]);
-                }
-                continue;
+    /// Adds the kernel address `ip` to `pending`, once; one in switchyard's own programs is
+    /// named here, as perf names them.
+    fn add_kernel(&mut self, pending: &mut Pending, ip: u64) {
+        if !pending.seen_kernel.insert(ip) {
+            return;
+        }
+        match self.maps.bpf_program(ip) {
+            Some(name) => {
+                let f = self.intern(Frame {
+                    name: name.to_string(),
+                    module: BPF_MODULE.into(),
+                    file: None,
+                    line: None,
+                    kind: FrameKind::Kernel,
+                    inlined: false,
+                    addr: ip,
+                });
+                self.kernel_cache.insert(ip, vec![f]);
             }
-            let offsets: Vec<u64> = items.iter().map(|&(_, _, o)| o).collect();
+            None => pending.kernel.push(ip),
+        }
+    }
+
+    /// Names the addresses `items` (tgid, address, file offset) of the file `path` in one
+    /// batch: by its symbols, else as `[module+offset]`.
+    fn resolve_file(&mut self, symbolizer: &Symbolizer, path: &Path, items: &[(u32, u64, u64)]) {
+        if is_special(path) {
+            // `[uprobes]` (a return probe's trampoline stands in for a return address)
+            // and `[vdso]`: named for what they are.
+            let f = self.pseudo(&path.to_string_lossy());
+            for &(tgid, ip, _) in items {
+                self.user_cache.insert((tgid, ip), vec![f]);
+            }
+            return;
+        }
+        let offsets: Vec<u64> = items.iter().map(|&(_, _, o)| o).collect();
+        if let Some(&(tgid, ip, _)) = items.first() {
+            self.add_binary(path, tgid, ip);
+        }
+        let mut elf = Elf::new(path);
+        elf.debug_syms = true;
+        let results = symbolizer
+            .symbolize(&Source::Elf(elf), Input::FileOffset(&offsets))
+            .unwrap_or_default();
+        for (i, &(tgid, ip, offset)) in items.iter().enumerate() {
             // Named per process: one file may be one program's `redis-server` and another's
             // `redis-check-rdb`.
-            let maps = self.maps;
-            let module_of = |tgid: u32| maps.module(tgid, &path);
-            if let Some(&(tgid, ip, _)) = items.first()
-                && let Some(m) = self.maps.mapping(tgid, ip)
-            {
-                let module = module_of(tgid);
-                self.binaries
-                    .entry(module.clone())
-                    .or_insert_with(|| Binary {
+            let module = self.maps.module(tgid, path);
+            let frames = match results.get(i) {
+                Some(Symbolized::Sym(sym)) => self.symbol_frames(sym, &module, ip),
+                _ => {
+                    vec![self.intern(Frame {
+                        name: format!("[{module}+{offset:#x}]"),
                         module: module.clone(),
-                        path: path.display().to_string(),
-                        start: m.start,
-                        limit: m.end,
-                        offset: m.offset,
-                        build_id: build_id(&path).unwrap_or_default(),
-                    });
-            }
-            let mut elf = Elf::new(&path);
-            elf.debug_syms = true;
-            let results = symbolizer
-                .symbolize(&Source::Elf(elf), Input::FileOffset(&offsets))
-                .unwrap_or_default();
-            for (i, &(tgid, ip, offset)) in items.iter().enumerate() {
-                let module = module_of(tgid);
-                let frames = match results.get(i) {
-                    Some(Symbolized::Sym(sym)) => {
-                        let mut out = Vec::new();
-                        let (file, line) = code(sym.code_info.as_deref());
-                        out.push(Frame {
-                            name: sym.name.to_string(),
-                            module: module.clone(),
-                            file,
-                            line,
-                            kind: FrameKind::User,
-                            inlined: false,
-                            addr: ip,
-                        });
-                        for f in sym.inlined.iter() {
-                            let (file, line) = code(f.code_info.as_ref());
-                            out.push(Frame {
-                                name: f.name.to_string(),
-                                module: module.clone(),
-                                file,
-                                line,
-                                kind: FrameKind::User,
-                                inlined: true,
-                                addr: ip,
-                            });
-                        }
-                        out.into_iter().map(|f| self.intern(f)).collect()
-                    }
-                    _ => {
-                        vec![self.intern(Frame {
-                            name: format!("[{module}+{offset:#x}]"),
-                            module: module.clone(),
-                            file: None,
-                            line: None,
-                            kind: FrameKind::Unknown,
-                            inlined: false,
-                            addr: ip,
-                        })]
-                    }
-                };
-                self.user_cache.insert((tgid, ip), frames);
-            }
+                        file: None,
+                        line: None,
+                        kind: FrameKind::Unknown,
+                        inlined: false,
+                        addr: ip,
+                    })]
+                }
+            };
+            self.user_cache.insert((tgid, ip), frames);
         }
-        // Anonymous code: JIT-compiled functions named by the process's perf map.
+    }
+
+    /// Notes the binary `path` under its module, as process `tgid` mapped it at `ip`, unless
+    /// a binary of that module was noted already.
+    fn add_binary(&mut self, path: &Path, tgid: u32, ip: u64) {
+        let Some(m) = self.maps.mapping(tgid, ip) else {
+            return;
+        };
+        let module = self.maps.module(tgid, path);
+        self.binaries
+            .entry(module.clone())
+            .or_insert_with(|| Binary {
+                module: module.clone(),
+                path: path.display().to_string(),
+                start: m.start,
+                limit: m.end,
+                offset: m.offset,
+                build_id: build_id(path).unwrap_or_default(),
+            });
+    }
+
+    /// The frames of a symbol found at `ip` in `module`: the function, then the functions
+    /// inlined into it.
+    fn symbol_frames(&mut self, sym: &Sym<'_>, module: &str, ip: u64) -> Vec<u32> {
+        let (file, line) = code(sym.code_info.as_deref());
+        let mut out = vec![Frame {
+            name: sym.name.to_string(),
+            module: module.to_string(),
+            file,
+            line,
+            kind: FrameKind::User,
+            inlined: false,
+            addr: ip,
+        }];
+        for f in sym.inlined.iter() {
+            let (file, line) = code(f.code_info.as_ref());
+            out.push(Frame {
+                name: f.name.to_string(),
+                module: module.to_string(),
+                file,
+                line,
+                kind: FrameKind::User,
+                inlined: true,
+                addr: ip,
+            });
+        }
+        out.into_iter().map(|f| self.intern(f)).collect()
+    }
+
+    /// Names anonymous code: JIT-compiled functions by the process's perf map, the rest
+    /// `[unknown]`.
+    fn resolve_jit(&mut self, unmapped: &[(u32, u64)]) {
         let mut jit: HashMap<u32, Option<perfmap::PerfMap>> = HashMap::new();
-        for (tgid, ip) in unmapped {
+        for &(tgid, ip) in unmapped {
             let name = jit
                 .entry(tgid)
                 .or_insert_with(|| match self.maps.perf_map(tgid) {
@@ -263,37 +270,41 @@ impl<'a> Resolver<'a> {
             };
             self.user_cache.insert((tgid, ip), vec![f]);
         }
+    }
 
-        if !kernel.is_empty() {
-            let src = Source::Kernel(Kernel::default());
-            let results = symbolizer
-                .symbolize(&src, Input::AbsAddr(&kernel))
-                .unwrap_or_default();
-            for (i, &ip) in kernel.iter().enumerate() {
-                let frames = match results.get(i) {
-                    Some(Symbolized::Sym(sym)) => vec![self.intern(Frame {
-                        name: sym.name.to_string(),
+    /// Names the kernel addresses `kernel` in one batch, through kallsyms.
+    fn resolve_kernel(&mut self, symbolizer: &Symbolizer, kernel: &[u64]) {
+        if kernel.is_empty() {
+            return;
+        }
+        let src = Source::Kernel(Kernel::default());
+        let results = symbolizer
+            .symbolize(&src, Input::AbsAddr(kernel))
+            .unwrap_or_default();
+        for (i, &ip) in kernel.iter().enumerate() {
+            let frames = match results.get(i) {
+                Some(Symbolized::Sym(sym)) => vec![self.intern(Frame {
+                    name: sym.name.to_string(),
+                    module: "kernel".into(),
+                    file: None,
+                    line: None,
+                    kind: FrameKind::Kernel,
+                    inlined: false,
+                    addr: ip,
+                })],
+                _ => {
+                    vec![self.intern(Frame {
+                        name: "[unknown]".into(),
                         module: "kernel".into(),
                         file: None,
                         line: None,
-                        kind: FrameKind::Kernel,
+                        kind: FrameKind::Unknown,
                         inlined: false,
-                        addr: ip,
-                    })],
-                    _ => {
-                        vec![self.intern(Frame {
-                            name: "[unknown]".into(),
-                            module: "kernel".into(),
-                            file: None,
-                            line: None,
-                            kind: FrameKind::Unknown,
-                            inlined: false,
-                            addr: 0,
-                        })]
-                    }
-                };
-                self.kernel_cache.insert(ip, frames);
-            }
+                        addr: 0,
+                    })]
+                }
+            };
+            self.kernel_cache.insert(ip, frames);
         }
     }
 
@@ -377,6 +388,45 @@ impl<'a> Resolver<'a> {
             }
         }
         out
+    }
+}
+
+/// The addresses of a recording's stacks still to be resolved, each once, by how they are.
+#[derive(Default)]
+struct Pending {
+    /// By file: (tgid, address, file offset).
+    user: BTreeMap<PathBuf, Vec<(u32, u64, u64)>>,
+    /// User addresses no file maps: (tgid, address).
+    unmapped: Vec<(u32, u64)>,
+    /// Kernel addresses outside switchyard's own programs.
+    kernel: Vec<u64>,
+    seen_user: HashSet<(u32, u64)>,
+    seen_kernel: HashSet<u64>,
+}
+
+impl Pending {
+    /// Adds the user address `ip` of process `tgid` to its file's, or to the unmapped, once.
+    fn add_user(&mut self, maps: &Maps, tgid: u32, ip: u64) {
+        if !self.seen_user.insert((tgid, ip)) {
+            return;
+        }
+        match maps.find(tgid, ip) {
+            Some((path, offset)) => self
+                .user
+                .entry(path.to_path_buf())
+                .or_default()
+                .push((tgid, ip, offset)),
+            // A return address into the uprobe trampoline is the first byte of its page: the
+            // call site (one byte before) is outside it.
+            None => match maps.find(tgid, ip + 1) {
+                Some((path, offset)) if is_special(path) => self
+                    .user
+                    .entry(path.to_path_buf())
+                    .or_default()
+                    .push((tgid, ip, offset)),
+                _ => self.unmapped.push((tgid, ip)),
+            },
+        }
     }
 }
 
