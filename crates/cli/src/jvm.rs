@@ -212,11 +212,10 @@ impl Jvms {
     }
 }
 
-/// True when process `tgid`'s code includes HotSpot's libjvm.so (java, or any launcher that
-/// embeds the JVM).
+/// True when process `tgid`'s code includes HotSpot.
 fn is_jvm(maps: &Maps, tgid: u32) -> bool {
     maps.mappings(tgid)
-        .any(|m| m.path.file_name().is_some_and(|n| n == "libjvm.so"))
+        .any(|m| switchyard_runtimes::jvm::is_hotspot(&m.path))
 }
 
 /// True while process `tgid` runs (not yet exited, not a zombie).

@@ -434,7 +434,7 @@ fn go_gc(args: &RecordArgs, target: &PlannedTarget) -> Result<Option<PathBuf>> {
     Ok(target
         .exe("")
         .ok()
-        .filter(|p| has_go_runtime(p))
+        .filter(|p| switchyard_runtimes::go::has_gc_runtime(p))
         .inspect(|p| {
             say!(
                 "switchyard: {} is a Go program: recording its GC (--no-go-gc to skip)",
@@ -535,7 +535,7 @@ fn span(spec: &str, exe: impl FnOnce() -> Result<PathBuf>) -> Result<Span> {
     // the GC scans it): the program would die with "unknown caller pc". Go code is never given
     // one: its span is entered past the stack check and returned from at each RET (plain
     // probes), keyed by the goroutine. A C library a Go program loads is not Go code.
-    let go = has_go_runtime(&binary);
+    let go = switchyard_runtimes::go::has_gc_runtime(&binary);
     let symbol = span_symbol(spec, &binary, &symbol)?;
     let label = label.unwrap_or_else(|| short_name(&symbol));
     Ok(Span {
@@ -658,20 +658,6 @@ fn closest(wanted: &str, functions: &[String]) -> Vec<String> {
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     scored.dedup_by(|a, b| a.1 == b.1);
     scored.into_iter().take(3).map(|(_, d)| d).collect()
-}
-
-/// True when `binary`'s symbol table has the Go runtime's GC entry point, which the GC probes
-/// attach to (a stripped Go binary has none, and gets no GC probes).
-pub fn has_go_runtime(binary: &Path) -> bool {
-    use object::{Object, ObjectSymbol};
-    let Ok(data) = std::fs::read(binary) else {
-        return false;
-    };
-    let Ok(file) = object::File::parse(&*data) else {
-        return false;
-    };
-    let start = switchyard_loader::GcKind::Start.symbol();
-    file.symbols().any(|s| s.name() == Ok(start))
 }
 
 #[cfg(test)]

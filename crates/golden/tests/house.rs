@@ -15,11 +15,9 @@ use std::{
 /// The layers, bottom first. A crate may use crates of lower layers only; a new crate must be
 /// placed here before it passes.
 const LAYERS: &[(&str, &[&str])] = &[
+    ("what the kernel side shares", &["switchyard-common"]),
     ("what runtimes mean", &["switchyard-runtimes"]),
-    (
-        "shared types",
-        &["switchyard-common", "switchyard-model", "switchyard-golden"],
-    ),
+    ("shared types", &["switchyard-model", "switchyard-golden"]),
     (
         "collect",
         &[

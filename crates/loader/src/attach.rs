@@ -14,7 +14,7 @@ use switchyard_common::{MAX_SPANS, gc, globals, go_sched, maps, otel, programs};
 use crate::{
     Config, Error, Evicted, Probes, Span, Syscalls, Unwind, btf,
     error::{load_error, map_err, program, program_error},
-    goprologue, tracefs, unwind,
+    tracefs, unwind,
 };
 
 /// The kernel-side object, built by build.rs (empty when the build was skipped).
@@ -102,7 +102,7 @@ impl Probes {
                 .iter()
                 .map(|s| {
                     std::sync::Arc::new(if s.go {
-                        crate::goreasons::wait_reasons(&s.binary)
+                        switchyard_runtimes::go::reasons::wait_reasons(&s.binary)
                     } else {
                         Vec::new()
                     })
@@ -582,7 +582,7 @@ fn attach_go_gc(ebpf: &mut Ebpf, binary: &std::path::Path) -> Result<Vec<(String
     let program: &mut UProbe = program(ebpf, name)?;
     program.load().map_err(|source| load_error(name, source))?;
     let symbols: Vec<&str> = gc::SYMBOLS.iter().map(|(_, s)| *s).collect();
-    let offsets = goprologue::probe_offsets(binary, &symbols);
+    let offsets = switchyard_runtimes::go::prologue::probe_offsets(binary, &symbols);
     let mut found = Vec::new();
     for (kind, symbol) in gc::SYMBOLS {
         let offset = offsets.get(symbol).copied().unwrap_or(0);
@@ -690,7 +690,7 @@ fn attach_go_sched(
     scope: UProbeScope,
 ) -> Result<(), Error> {
     let symbols: Vec<&str> = go_sched::SYMBOLS.iter().map(|(_, s)| *s).collect();
-    let offsets = goprologue::probe_offsets(binary, &symbols);
+    let offsets = switchyard_runtimes::go::prologue::probe_offsets(binary, &symbols);
     let mut at: Vec<(u32, &str, u64)> = go_sched::SYMBOLS
         .iter()
         .filter_map(|&(kind, symbol)| Some((kind, symbol, *offsets.get(symbol)?)))

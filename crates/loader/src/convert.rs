@@ -915,7 +915,7 @@ fn go_time(
 ) -> switchyard_model::GoTime {
     let mut parked: Vec<switchyard_model::GoParked> = Vec::new();
     for p in t.parked.iter().filter(|p| p.reason != 0 && p.ns != 0) {
-        let reason = crate::goreasons::name(reasons, p.reason);
+        let reason = switchyard_runtimes::go::reasons::name(reasons, p.reason);
         // Two numbers can share a name (an unnamed one): one entry each name.
         let waker_stack = stack(p.waker_stack);
         let waker_tid = if waker_stack.is_some() {

@@ -12,8 +12,6 @@ mod btf;
 mod convert;
 mod error;
 mod floor;
-mod goprologue;
-mod goreasons;
 mod kinds;
 pub mod otel;
 mod placement;
@@ -208,7 +206,7 @@ pub struct Probes {
     span_control: Vec<(u64, u64)>,
     /// The floor last written to each span's `SPAN_CTL` ([`spans::Kept::floor`]).
     span_floor: Vec<u64>,
-    /// Each Go span's binary's wait reasons ([`goreasons`]).
+    /// Each Go span's binary's wait reasons (`switchyard_runtimes::go::reasons`).
     span_reasons: Vec<std::sync::Arc<Vec<String>>>,
     span_polled: Option<std::time::Instant>,
     /// Ring-buffer losses of span instances at the last reading.

@@ -7,7 +7,7 @@
 //! the kernel emulates (x86-64: `push` of a register, the one-byte `nop`, and relative `call`,
 //! `jmp` and `jcc`). Then a span costs the trap it needs, and two builds of one program whose
 //! functions start with different instructions pay alike. A Go function's entry is past its
-//! stack check (see `goprologue`), which `runtime.morestack` re-runs.
+//! stack check (see `switchyard_runtimes::go::prologue`), which `runtime.morestack` re-runs.
 //!
 //! **The returns of Go code.** A return probe replaces the return address on the stack with
 //! the kernel's trampoline, and Go walks and copies goroutine stacks by their return
@@ -152,7 +152,7 @@ pub fn place(binary: &Path, symbol: &str, go: bool) -> Option<Placement> {
         return None;
     }
     if go {
-        let entry = crate::goprologue::past_stack_check(code).unwrap_or(0);
+        let entry = switchyard_runtimes::go::prologue::past_stack_check(code).unwrap_or(0);
         return Some(Placement {
             entry,
             ret_probe: 0,

@@ -1,7 +1,13 @@
 //! Go: goroutine and scheduler stacks, the scheduler's parks and its search for work, the
-//! garbage collector's waits and work, and the standard library.
+//! garbage collector's waits and work, and the standard library; where a Go function's body
+//! starts ([`prologue`]), the names of its wait reasons ([`reasons`]) and whether a binary carries the Go runtime ([`has_gc_runtime`]).
+
+use std::path::Path;
 
 use crate::{Frames, Kind, Runtime};
+
+pub mod prologue;
+pub mod reasons;
 
 pub struct Go;
 
@@ -13,6 +19,20 @@ impl Runtime for Go {
     fn frames(&self) -> &'static Frames {
         &FRAMES
     }
+}
+
+/// True when `binary`'s symbol table has the Go runtime's GC entry point, which the GC probes
+/// attach to (a stripped Go binary has none, and gets no GC probes).
+pub fn has_gc_runtime(binary: &Path) -> bool {
+    use object::{Object, ObjectSymbol};
+    let Ok(data) = std::fs::read(binary) else {
+        return false;
+    };
+    let Ok(file) = object::File::parse(&*data) else {
+        return false;
+    };
+    let start = switchyard_common::gc::SYMBOLS[switchyard_common::gc::START as usize].1;
+    file.symbols().any(|s| s.name() == Ok(start))
 }
 
 /// The collector's background mark worker: the site of its own work on CPU.

@@ -1,6 +1,8 @@
 //! The JVM (HotSpot): a contended `synchronized` monitor, its service threads' waits, and the
 //! VM's own frames, which are never a program's site (Java frames are named by the JVM's perf
-//! map).
+//! map); and which mapped object is HotSpot ([`is_hotspot`]).
+
+use std::path::Path;
 
 use crate::{Frames, Runtime};
 
@@ -14,6 +16,12 @@ impl Runtime for Jvm {
     fn frames(&self) -> &'static Frames {
         &FRAMES
     }
+}
+
+/// True when `object`, a file a process maps, is HotSpot's `libjvm.so` (java, or any launcher
+/// that embeds the JVM).
+pub fn is_hotspot(object: &Path) -> bool {
+    object.file_name().is_some_and(|n| n == "libjvm.so")
 }
 
 const FRAMES: Frames = Frames {

@@ -1,7 +1,10 @@
 //! CPython: the interpreter lock (GIL) and the standard library's parks, named as the
-//! recorder writes Python frames (`function (file:line)`).
+//! recorder writes Python frames (`function (file:line)`), and how an interpreter is found in
+//! a process ([`detect`]).
 
 use crate::{Frames, Runtime};
+
+pub mod detect;
 
 pub struct Python;
 
