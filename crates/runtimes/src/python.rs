@@ -39,6 +39,9 @@ const FRAMES: Frames = Frames {
         "PyGILState_Ensure",
         // 3.13: attaching a thread state is taking the GIL.
         "_PyThreadState_Attach",
+        // A forced switch: the holder that was asked to drop the GIL waits in `drop_gil`
+        // until a waiter has taken it (`FORCE_SWITCHING`), the other half of the same fight.
+        "drop_gil",
     ],
     ..Frames::NONE
 };
