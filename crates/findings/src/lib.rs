@@ -37,7 +37,7 @@ use std::collections::{BTreeMap, BTreeSet, btree_map::Entry};
 
 use serde::{Deserialize, Serialize};
 use switchyard_model::{
-    Frame, Label, Run, Stack,
+    CpuHolder, Frame, Label, Run, Stack, ThreadRow,
     term::escape,
     units::{ns, percent},
 };
@@ -636,13 +636,34 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         limits
             .push("who held the CPU is not in this run (recorded before holders were kept)".into());
     }
+    let waits = cpu_waits(cx);
+    waits
+        .groups
+        .values()
+        .map(|g| cpu_finding(cx, g, &waits.holders))
+        .collect()
+}
+
+/// The threads' waits for a CPU, grouped, and the tasks that held the CPU.
+struct CpuWaits<'a> {
+    /// By the waiter's pool and its main holder's pool; a group's culprits are its holders'
+    /// shares of its waits.
+    groups: BTreeMap<(String, String), Group>,
+    /// Each holder's heaviest row.
+    holders: BTreeMap<u32, &'a CpuHolder>,
+}
+
+/// Gathers the threads' waits for a CPU into groups, each wait shared by the tasks that held
+/// the CPU during it.
+fn cpu_waits<'a>(cx: &Ctx<'a>) -> CpuWaits<'a> {
+    let run = cx.run;
     // Per waiter: its holders' shares.
-    let mut holders: BTreeMap<u32, Vec<&switchyard_model::CpuHolder>> = BTreeMap::new();
+    let mut holders: BTreeMap<u32, Vec<&CpuHolder>> = BTreeMap::new();
     for h in &run.cpu_holders {
         holders.entry(h.tid).or_default().push(h);
     }
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
-    let mut holder_rows: BTreeMap<u32, &switchyard_model::CpuHolder> = BTreeMap::new();
+    let mut holder_rows: BTreeMap<u32, &CpuHolder> = BTreeMap::new();
     for t in run.threads.iter().filter(|t| t.runqueue_ns > 0) {
         let mut hs = holders.get(&t.tid).cloned().unwrap_or_default();
         // Behind the GIL's holder: the GIL finding's, not this one's.
@@ -681,165 +702,279 @@ fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             }
         }
     }
-    groups
-        .into_values()
-        .map(|g| {
-            let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
-            let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
-            let total = cx.threads_time(&tids);
-            let share = if total > 0.0 { g.ns / total } else { 0.0 };
-            // Holders pool by program: whether they are the target's, and the name without
-            // numbers (a driver's connection-1 … connection-4 are one culprit, and so are two
-            // `busy` processes); the pool's busiest thread names it, its pids go in the
-            // evidence. (held, busiest tid, its held, threads, pids)
-            type Pool = (f64, u32, f64, usize, BTreeSet<u32>);
-            let mut pools: BTreeMap<(bool, String), Pool> = BTreeMap::new();
-            for (&tid, &held) in &g.culprits {
-                let Some(h) = holder_rows.get(&tid) else {
-                    continue;
-                };
-                let ours = cx.targets.contains(&h.holder_tgid);
-                let e = pools
-                    .entry((ours, pattern(&h.holder_comm)))
-                    .or_insert((0.0, tid, 0.0, 0, BTreeSet::new()));
-                e.0 += held;
-                e.3 += 1;
-                e.4.insert(h.holder_tgid);
-                if held > e.2 {
-                    (e.1, e.2) = (tid, held);
-                }
-            }
-            let top = pools
-                .values()
-                .max_by(|a, b| a.0.total_cmp(&b.0))
-                .map(|(held, tid, _, n, pids)| (*tid, *held, *n, pids.clone()));
-            let pool_size = top.as_ref().map_or(1, |t| t.2);
-            let pids = top.as_ref().map(|t| t.3.clone()).unwrap_or_default();
-            let culprit = top.and_then(|(tid, held, _, _)| {
-                let h = holder_rows.get(&tid)?;
-                let (process, same) = cx.process_of(h.holder_tgid);
-                let process = match pids.len() {
-                    0 | 1 => process,
-                    n if same => format!("{process} ({n} processes)"),
-                    n => format!("{n} processes"),
-                };
-                // It held the CPU, so it ran: where, never what it waited on at other times.
-                let (doing, frames) = if same {
-                    cx.running(tid).unwrap_or_else(|| ("running".into(), vec![]))
-                } else {
-                    ("running".into(), vec![])
-                };
-                Some((
-                    Culprit {
-                        thread: h.holder_comm.clone(),
-                        tid,
-                        process,
-                        pid: h.holder_tgid,
-                        same_process: same,
-                        nice: Some(h.holder_nice),
-                        cpu: Some(h.cpu),
-                        doing,
-                        frames,
-                    },
-                    held / g.ns.max(1.0),
-                ))
-            });
-            let preempted = g.because.get("preempted").copied().unwrap_or(0.0);
-            let woken = g.ns - preempted;
-            let mut summary = format!(
-                "{} waited {} ({} of {} time) for a CPU",
-                thread_list(&names),
-                ns(g.ns as u64),
-                percent(share),
-                if names.len() == 1 { "its" } else { "their" },
-            );
-            let mut evidence = format!(
-                "thread rows: {} after a wakeup (scheduler delay), {} after a preemption",
-                ns(woken as u64),
-                ns(preempted as u64)
-            );
-            if let Some((c, held)) = &culprit
-                && c.pid == 0
-            {
-                // The idle task "held" it: the CPU was idle, and the wait was its wakeup (the
-                // IPI, the way out of idle), not a task in the way.
-                summary += &format!(
-                    "{}, {} of it on an idle CPU waking up ({}): wake-up latency, no task held it",
-                    c.cpu.map_or(String::new(), |n| format!(" (CPU {n} mostly)")),
-                    percent(*held),
-                    c.thread,
-                );
-                evidence += &format!(
-                    "; holders: the task each wait took the CPU from (cpu_holders), the idle task for {}",
-                    percent(*held)
-                );
-            } else if let Some((c, held)) = &culprit {
-                summary += &format!(
-                    "{}, held by {}{} ({}{}{}){}",
-                    c.cpu.map_or(String::new(), |n| format!(" (CPU {n} mostly)")),
-                    c.thread,
-                    if pool_size > 1 {
-                        format!(" and {} more threads like it", pool_size - 1)
-                    } else {
-                        String::new()
-                    },
-                    match (c.same_process, pids.len()) {
-                        (true, 0 | 1) => "this process".to_string(),
-                        (true, n) => format!("{n} of the target's processes"),
-                        (false, 0 | 1) => format!("another process, {}", c.process),
-                        (false, n) => format!("{n} other processes"),
-                    },
-                    c.nice.map_or(String::new(), |n| format!(", nice {n}")),
-                    if *held < 0.95 {
-                        format!(", {} of the wait", percent(*held))
-                    } else {
-                        String::new()
-                    },
-                    match c.doing.strip_prefix("running in ") {
-                        Some(site) if c.same_process => format!(" in {site}"),
-                        _ => String::new(),
-                    }
-                );
-                evidence += &format!(
-                    "; holders: the task each wait took the CPU from (cpu_holders), {} held it for {}",
-                    c.thread,
-                    percent(*held)
-                );
-                if pids.len() > 1 {
-                    let list: Vec<String> = pids.iter().map(u32::to_string).collect();
-                    evidence += &format!(", in pids {}", list.join(", "));
-                }
-                if c.same_process && !c.frames.is_empty() {
-                    evidence += &format!(
-                        "; {} was {} (its on-CPU samples and the stacks it was preempted at)",
-                        c.thread, c.doing
-                    );
-                }
-            }
-            Finding {
-                kind: Kind::Cpu,
-                seconds: g.ns / 1e9,
-                share,
-                threads: names,
-                tids: tids.into_iter().collect(),
-                site: String::new(),
-                culprit: culprit.map(|(c, _)| c),
-                evidence,
-                summary,
-                address: None,
-                symbol: None,
-                then_cpu_s: 0.0,
-                when: None,
-                of_process_cpu: false,
-            }
-        })
-        .collect()
+    CpuWaits {
+        groups,
+        holders: holder_rows,
+    }
+}
+
+/// The pool of threads that held the CPU most in a group's waits, named by its busiest thread.
+struct HolderPool {
+    culprit: Culprit,
+    /// The pool's share of the group's wait.
+    held: f64,
+    /// Threads in the pool.
+    threads: usize,
+    /// The pool's processes.
+    pids: BTreeSet<u32>,
+}
+
+/// One finding of waiting for a CPU: a group of waiters and the pool that held the CPU.
+fn cpu_finding(cx: &Ctx, g: &Group, holder_rows: &BTreeMap<u32, &CpuHolder>) -> Finding {
+    let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
+    let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
+    let total = cx.threads_time(&tids);
+    let share = if total > 0.0 { g.ns / total } else { 0.0 };
+    let pool = holder_pool(cx, g, holder_rows);
+    let (summary, evidence) = cpu_sentences(g, &names, share, pool.as_ref());
+    Finding {
+        kind: Kind::Cpu,
+        seconds: g.ns / 1e9,
+        share,
+        threads: names,
+        tids: tids.into_iter().collect(),
+        site: String::new(),
+        culprit: pool.map(|p| p.culprit),
+        evidence,
+        summary,
+        address: None,
+        symbol: None,
+        then_cpu_s: 0.0,
+        when: None,
+        of_process_cpu: false,
+    }
+}
+
+/// The pool that held the CPU most in `g`'s waits. Holders pool by program: whether they are
+/// the target's, and the name without numbers (a driver's connection-1 … connection-4 are one
+/// culprit, and so are two `busy` processes); the pool's busiest thread names it, its pids go
+/// in the evidence.
+fn holder_pool(cx: &Ctx, g: &Group, holder_rows: &BTreeMap<u32, &CpuHolder>) -> Option<HolderPool> {
+    // (held, busiest tid, its held, threads, pids)
+    type Pool = (f64, u32, f64, usize, BTreeSet<u32>);
+    let mut pools: BTreeMap<(bool, String), Pool> = BTreeMap::new();
+    for (&tid, &held) in &g.culprits {
+        let Some(h) = holder_rows.get(&tid) else {
+            continue;
+        };
+        let ours = cx.targets.contains(&h.holder_tgid);
+        let e = pools.entry((ours, pattern(&h.holder_comm))).or_insert((
+            0.0,
+            tid,
+            0.0,
+            0,
+            BTreeSet::new(),
+        ));
+        e.0 += held;
+        e.3 += 1;
+        e.4.insert(h.holder_tgid);
+        if held > e.2 {
+            (e.1, e.2) = (tid, held);
+        }
+    }
+    let (held, tid, _, threads, pids) = pools.into_values().max_by(|a, b| a.0.total_cmp(&b.0))?;
+    let h = holder_rows.get(&tid)?;
+    let (process, same) = cx.process_of(h.holder_tgid);
+    let process = match pids.len() {
+        0 | 1 => process,
+        n if same => format!("{process} ({n} processes)"),
+        n => format!("{n} processes"),
+    };
+    // It held the CPU, so it ran: where, never what it waited on at other times.
+    let (doing, frames) = if same {
+        cx.running(tid)
+            .unwrap_or_else(|| ("running".into(), vec![]))
+    } else {
+        ("running".into(), vec![])
+    };
+    Some(HolderPool {
+        culprit: Culprit {
+            thread: h.holder_comm.clone(),
+            tid,
+            process,
+            pid: h.holder_tgid,
+            same_process: same,
+            nice: Some(h.holder_nice),
+            cpu: Some(h.cpu),
+            doing,
+            frames,
+        },
+        held: held / g.ns.max(1.0),
+        threads,
+        pids,
+    })
+}
+
+/// A wait for a CPU in words: its summary and its evidence.
+fn cpu_sentences(
+    g: &Group,
+    names: &[String],
+    share: f64,
+    pool: Option<&HolderPool>,
+) -> (String, String) {
+    let preempted = g.because.get("preempted").copied().unwrap_or(0.0);
+    let woken = g.ns - preempted;
+    let mut summary = format!(
+        "{} waited {} ({} of {} time) for a CPU",
+        thread_list(names),
+        ns(g.ns as u64),
+        percent(share),
+        if names.len() == 1 { "its" } else { "their" },
+    );
+    let mut evidence = format!(
+        "thread rows: {} after a wakeup (scheduler delay), {} after a preemption",
+        ns(woken as u64),
+        ns(preempted as u64)
+    );
+    let Some(pool) = pool else {
+        return (summary, evidence);
+    };
+    let (c, held) = (&pool.culprit, pool.held);
+    let on_cpu = c
+        .cpu
+        .map_or(String::new(), |n| format!(" (CPU {n} mostly)"));
+    if c.pid == 0 {
+        // The idle task "held" it: the CPU was idle, and the wait was its wakeup (the IPI,
+        // the way out of idle), not a task in the way.
+        summary += &format!(
+            "{on_cpu}, {} of it on an idle CPU waking up ({}): wake-up latency, no task held it",
+            percent(held),
+            c.thread,
+        );
+        evidence += &format!(
+            "; holders: the task each wait took the CPU from (cpu_holders), the idle task for {}",
+            percent(held)
+        );
+        return (summary, evidence);
+    }
+    summary += &format!(
+        "{on_cpu}, held by {}{} ({}{}{}){}",
+        c.thread,
+        if pool.threads > 1 {
+            format!(" and {} more threads like it", pool.threads - 1)
+        } else {
+            String::new()
+        },
+        match (c.same_process, pool.pids.len()) {
+            (true, 0 | 1) => "this process".to_string(),
+            (true, n) => format!("{n} of the target's processes"),
+            (false, 0 | 1) => format!("another process, {}", c.process),
+            (false, n) => format!("{n} other processes"),
+        },
+        c.nice.map_or(String::new(), |n| format!(", nice {n}")),
+        if held < 0.95 {
+            format!(", {} of the wait", percent(held))
+        } else {
+            String::new()
+        },
+        match c.doing.strip_prefix("running in ") {
+            Some(site) if c.same_process => format!(" in {site}"),
+            _ => String::new(),
+        }
+    );
+    evidence += &format!(
+        "; holders: the task each wait took the CPU from (cpu_holders), {} held it for {}",
+        c.thread,
+        percent(held)
+    );
+    if pool.pids.len() > 1 {
+        let list: Vec<String> = pool.pids.iter().map(u32::to_string).collect();
+        evidence += &format!(", in pids {}", list.join(", "));
+    }
+    if c.same_process && !c.frames.is_empty() {
+        evidence += &format!(
+            "; {} was {} (its on-CPU samples and the stacks it was preempted at)",
+            c.thread, c.doing
+        );
+    }
+    (summary, evidence)
 }
 
 /// Every other wait, from the off-CPU profile; a lock's holder from the wakeup profile.
 fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
-    let run = cx.run;
-    let p = &run.profiles;
+    let wakeups = Wakeups::of(cx);
+    let mut waits = group_waits(cx, &wakeups);
+    waits.join_behind_gil(cx);
+    let mut out: Vec<Finding> = waits
+        .groups
+        .iter()
+        .map(|(key, g)| wait_finding(cx, &wakeups, &waits, key, g))
+        .collect();
+    out.extend(unstacked_findings(cx, &waits.stacked, limits));
+    out
+}
+
+/// The releasers of a wait: (waker tid, name) → ns.
+type Releasers = BTreeMap<(u32, String), f64>;
+
+/// Who ended the lock waits, from the wakeup profile.
+struct Wakeups {
+    /// (waiter tid, site) → its releasers.
+    releasers: BTreeMap<(u32, String), Releasers>,
+    /// Each releaser's heaviest waking stack: (weight, user frames innermost first, site).
+    stacks: BTreeMap<u32, (f64, Vec<String>, String)>,
+}
+
+impl Wakeups {
+    /// Reads the wakeup profile's lock waits: who released each, and from which stack.
+    fn of(cx: &Ctx) -> Wakeups {
+        let run = cx.run;
+        let mut releasers: BTreeMap<(u32, String), Releasers> = BTreeMap::new();
+        let mut stacks: BTreeMap<u32, (f64, Vec<String>, String)> = BTreeMap::new();
+        for s in &run.profiles.wakeup.stacks {
+            let r = cx.reader.read(s);
+            if r.kind != Kind::Lock {
+                continue;
+            }
+            // An interrupt's wakeup names no thread.
+            let tid = waker_tid(run, s);
+            if tid == 0 {
+                continue;
+            }
+            let v = s.value as f64;
+            *releasers
+                .entry((s.tid, r.site))
+                .or_default()
+                .entry((tid, s.waker_comm.clone()))
+                .or_default() += v;
+            // The releaser's heaviest waking stack.
+            let read = || {
+                let f = frames(run, &s.waker_frames);
+                (v, classify::user_names(&f), classify::site(&f))
+            };
+            match stacks.entry(tid) {
+                Entry::Vacant(e) => {
+                    e.insert(read());
+                }
+                Entry::Occupied(mut e) if v > e.get().0 => {
+                    e.insert(read());
+                }
+                Entry::Occupied(_) => {}
+            }
+        }
+        Wakeups { releasers, stacks }
+    }
+}
+
+/// A group of waits: their kind, site, and the pools of their threads and of their releasers
+/// ("worker-#|compactor").
+type WaitKey = (Kind, String, String);
+
+/// The off-CPU profile's waits (all but those for a CPU), grouped.
+struct Waits<'a> {
+    groups: BTreeMap<WaitKey, Group>,
+    /// Each group's heaviest stack, its evidence: (ns, stack).
+    evidence: BTreeMap<WaitKey, (f64, &'a Stack)>,
+    /// Each thread's blocked time its stacks cover, ns.
+    stacked: BTreeMap<u32, f64>,
+    /// Each group's time runnable behind the GIL's holder, ns (see [`Waits::join_behind_gil`]).
+    behind: BTreeMap<WaitKey, f64>,
+}
+
+/// Reads the off-CPU profile's waits and groups them: a lock's waits by their releaser's pool
+/// too, each with its wait for a CPU after the wakeups.
+fn group_waits<'a>(cx: &Ctx<'a>, wakeups: &Wakeups) -> Waits<'a> {
+    let p = &cx.run.profiles;
     let pieces: Vec<Piece> = p
         .offcpu
         .stacks
@@ -858,52 +993,20 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         let r = cx.reader.read_as(s.tgid, &Label::Sleeping, &s.frames);
         *then_cpu.entry((s.tid, r.kind, r.site)).or_default() += s.value as f64;
     }
-    // Releasers of each (waiter, site) wait, from the wakeup profile.
-    // (waiter tid, site) → (waker tid, name) → ns.
-    type Releasers = BTreeMap<(u32, String), f64>;
-    let mut wakers: BTreeMap<(u32, String), Releasers> = BTreeMap::new();
-    // The releaser's heaviest waking stack: (weight, user frames innermost first, site).
-    let mut waker_stacks: BTreeMap<u32, (f64, Vec<String>, String)> = BTreeMap::new();
-    for s in &p.wakeup.stacks {
-        let r = cx.reader.read(s);
-        if r.kind != Kind::Lock {
-            continue;
-        }
-        // An interrupt's wakeup names no thread.
-        let tid = waker_tid(run, s);
-        if tid == 0 {
-            continue;
-        }
-        let v = s.value as f64;
-        *wakers
-            .entry((s.tid, r.site))
-            .or_default()
-            .entry((tid, s.waker_comm.clone()))
-            .or_default() += v;
-        // The releaser's heaviest waking stack.
-        let read = || {
-            let f = frames(run, &s.waker_frames);
-            (v, classify::user_names(&f), classify::site(&f))
-        };
-        match waker_stacks.entry(tid) {
-            Entry::Vacant(e) => {
-                e.insert(read());
-            }
-            Entry::Occupied(mut e) if v > e.get().0 => {
-                e.insert(read());
-            }
-            Entry::Occupied(_) => {}
-        }
-    }
-    let mut groups: BTreeMap<(Kind, String, String), Group> = BTreeMap::new();
-    let mut evidence: BTreeMap<(Kind, String, String), (f64, &Stack)> = BTreeMap::new();
-    let mut stacked: BTreeMap<u32, f64> = BTreeMap::new();
+    let mut waits = Waits {
+        groups: BTreeMap::new(),
+        evidence: BTreeMap::new(),
+        stacked: BTreeMap::new(),
+        behind: BTreeMap::new(),
+    };
     for piece in &pieces {
         let name = cx.name(piece.tid);
+        let releasers = wakeups
+            .releasers
+            .get(&(piece.tid, piece.reading.site.clone()));
         // A lock's waits group by their releaser's pool too.
         let releaser = if piece.reading.kind == Kind::Lock {
-            wakers
-                .get(&(piece.tid, piece.reading.site.clone()))
+            releasers
                 .and_then(|w| w.iter().max_by(|a, b| a.1.total_cmp(b.1)))
                 .map_or(String::new(), |((_, comm), _)| pattern(comm))
         } else {
@@ -914,172 +1017,216 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
             piece.reading.site.clone(),
             format!("{}|{releaser}", pattern(&name)),
         );
-        let g = groups.entry(key.clone()).or_default();
+        let g = waits.groups.entry(key.clone()).or_default();
         g.add(piece.tid, piece.ns, &piece.reading.because);
         g.then_cpu += then_cpu
             .remove(&(piece.tid, piece.reading.kind, piece.reading.site.clone()))
             .unwrap_or(0.0);
-        if let Some(w) = wakers.get(&(piece.tid, piece.reading.site.clone())) {
-            for ((wtid, _), v) in w {
-                *g.culprits.entry(*wtid).or_default() += v;
-            }
+        for ((wtid, _), v) in releasers.into_iter().flatten() {
+            *g.culprits.entry(*wtid).or_default() += v;
         }
-        let e = evidence.entry(key).or_insert((0.0, piece.stack));
+        let e = waits.evidence.entry(key).or_insert((0.0, piece.stack));
         if piece.ns > e.0 {
             *e = (piece.ns, piece.stack);
         }
-        *stacked.entry(piece.tid).or_default() += piece.ns;
+        *waits.stacked.entry(piece.tid).or_default() += piece.ns;
     }
-    // A fighter's wait for a CPU behind the GIL's holder joins its heaviest GIL wait.
-    let mut behind: BTreeMap<(Kind, String, String), f64> = BTreeMap::new();
-    for (&tid, &ns) in &cx.behind_gil {
-        let gil = groups
-            .iter_mut()
-            .filter(|(_, g)| g.because.contains_key(classify::GIL_WAIT))
-            .filter_map(|(k, g)| Some((k, g.tids.get(&tid).copied()?, g)))
-            .max_by(|a, b| a.1.total_cmp(&b.1));
-        if let Some((key, _, g)) = gil {
-            g.add(tid, ns, classify::GIL_WAIT);
-            g.then_cpu = (g.then_cpu - ns).max(0.0);
-            *behind.entry(key.clone()).or_default() += ns;
+    waits
+}
+
+impl Waits<'_> {
+    /// Joins each GIL fighter's wait for a CPU behind the GIL's holder to its heaviest GIL
+    /// wait.
+    fn join_behind_gil(&mut self, cx: &Ctx) {
+        for (&tid, &ns) in &cx.behind_gil {
+            let gil = self
+                .groups
+                .iter_mut()
+                .filter(|(_, g)| g.because.contains_key(classify::GIL_WAIT))
+                .filter_map(|(k, g)| Some((k, g.tids.get(&tid).copied()?, g)))
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some((key, _, g)) = gil {
+                g.add(tid, ns, classify::GIL_WAIT);
+                g.then_cpu = (g.then_cpu - ns).max(0.0);
+                *self.behind.entry(key.clone()).or_default() += ns;
+            }
         }
     }
-    let mut out = Vec::new();
-    for (key, g) in groups {
-        let behind = behind.get(&key).copied().unwrap_or(0.0);
-        let (kind, site, _) = &key;
-        let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
-        let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
-        let total = cx.threads_time(&tids);
-        let share = if total > 0.0 { g.ns / total } else { 0.0 };
-        let because = g
-            .because
+}
+
+/// One finding of a group of waits: for a lock's, its address and the thread that held it.
+fn wait_finding(cx: &Ctx, wakeups: &Wakeups, waits: &Waits, key: &WaitKey, g: &Group) -> Finding {
+    let run = cx.run;
+    let behind = waits.behind.get(key).copied().unwrap_or(0.0);
+    let (kind, site, _) = key;
+    let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
+    let total = cx.threads_time(&tids);
+    let because = g
+        .because
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(b, _)| b.clone())
+        .unwrap_or_default();
+    let gil = because == classify::GIL_WAIT;
+    let (address, culprit) = if *kind == Kind::Lock {
+        (
+            lock_address(run, &tids, site, gil),
+            lock_culprit(cx, wakeups, g, &tids, gil),
+        )
+    } else {
+        (None, None)
+    };
+    let stack = waits.evidence.get(key).map(|(_, s)| *s);
+    let mut f = Finding {
+        kind: *kind,
+        seconds: g.ns / 1e9,
+        share: if total > 0.0 { g.ns / total } else { 0.0 },
+        threads: tids.iter().map(|&t| cx.name(t)).collect(),
+        tids: tids.iter().copied().collect(),
+        site: site.clone(),
+        evidence: wait_evidence(run, wakeups, stack, culprit.as_ref(), behind),
+        culprit,
+        summary: String::new(),
+        symbol: address.as_deref().and_then(|a| lock_symbol(run, &tids, a)),
+        address,
+        then_cpu_s: g.then_cpu / 1e9,
+        when: None,
+        of_process_cpu: false,
+    };
+    f.summary = wait_summary(&f, g, &because, behind);
+    f
+}
+
+/// The thread that held the lock `tids` waited for: of those that released them, the one that
+/// woke them most (the GIL's: the one that ran longest within the waits).
+fn lock_culprit(
+    cx: &Ctx,
+    wakeups: &Wakeups,
+    g: &Group,
+    tids: &BTreeSet<u32>,
+    gil: bool,
+) -> Option<Culprit> {
+    // The GIL is handed on by whoever takes it last (a thread back from a sleep takes it, runs
+    // a moment and releases it to the waiter): its holder is the releaser that ran longest
+    // within the waits, not the one that woke them most.
+    let holder = if gil {
+        ran_within(cx.run, tids, &g.culprits)
+    } else {
+        None
+    };
+    holder
+        .or_else(|| {
+            g.culprits
+                .iter()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map(|(&tid, _)| tid)
+        })
+        .map(|tid| lock_holder(cx, tid, tids, &wakeups.stacks))
+}
+
+/// The lock at futex word `address` by name: a runtime's lock by its place in the runtime
+/// ("_PyRuntime.ceval.gil+0x48"), another static by its symbol.
+fn lock_symbol(run: &Run, tids: &BTreeSet<u32>, address: &str) -> Option<String> {
+    let tgid = |t: &u32| run.threads.iter().find(|th| th.tid == *t).map(|th| th.tgid);
+    let runtime = tids.iter().filter_map(tgid).find_map(|p| {
+        let l = run.locks.runtime_lock(p, address)?;
+        let addr = u64::from_str_radix(address.trim_start_matches("0x"), 16).ok()?;
+        Some(format!("{}+{:#x}", l.symbol, addr - l.start))
+    });
+    runtime.or_else(|| {
+        run.locks
+            .futex_top
             .iter()
-            .max_by(|a, b| a.1.total_cmp(b.1))
-            .map(|(b, _)| b.clone())
-            .unwrap_or_default();
-        let stack = evidence.get(&key).map(|(_, s)| *s);
-        let chain = stack.map(|s| chain(run, s)).unwrap_or_default();
-        let address = if *kind == Kind::Lock {
-            lock_address(run, &tids, site, because == classify::GIL_WAIT)
-        } else {
-            None
-        };
-        let culprit = if *kind == Kind::Lock {
-            // The GIL is handed on by whoever takes it last (a thread back from a sleep takes
-            // it, runs a moment and releases it to the waiter): its holder is the releaser
-            // that ran longest within the waits, not the one that woke them most.
-            let holder = if because == classify::GIL_WAIT {
-                ran_within(run, &tids, &g.culprits)
-            } else {
-                None
-            };
-            holder
-                .or_else(|| {
-                    g.culprits
-                        .iter()
-                        .max_by(|a, b| a.1.total_cmp(b.1))
-                        .map(|(&tid, _)| tid)
-                })
-                .map(|tid| lock_holder(cx, tid, &tids, &waker_stacks))
-        } else {
-            None
-        };
-        let label = stack.map_or("", |s| s.label.as_str());
-        let verb = if *kind == Kind::Lock && because == classify::GIL_WAIT {
-            "waited for the GIL"
-        } else {
-            kind.verb()
-        };
-        let mut summary = format!(
-            "{} {} {} ({} of {} time)",
-            thread_list(&names),
-            verb,
-            ns((g.ns) as u64),
-            percent(share),
-            if names.len() == 1 { "its" } else { "their" },
-        );
-        if !site.is_empty() {
-            summary += &format!(" in {site}");
-        }
-        // A runtime's lock is named by its place in the runtime ("_PyRuntime.ceval.gil+0x48"),
-        // another static by its symbol.
-        let symbol = address.as_ref().and_then(|a| {
-            let tgid = |t: &u32| run.threads.iter().find(|th| th.tid == *t).map(|th| th.tgid);
-            let runtime = tids.iter().filter_map(tgid).find_map(|p| {
-                let l = run.locks.runtime_lock(p, a)?;
-                let addr = u64::from_str_radix(a.trim_start_matches("0x"), 16).ok()?;
-                Some(format!("{}+{:#x}", l.symbol, addr - l.start))
-            });
-            runtime.or_else(|| {
-                run.locks
-                    .futex_top
-                    .iter()
-                    .find(|f| f.uaddr == *a)
-                    .and_then(|f| f.symbol.clone())
-            })
-        });
-        match (&address, &symbol) {
-            (Some(a), Some(sym)) => summary += &format!(" (futex {sym} at {a})"),
-            (Some(a), None) => summary += &format!(" (futex {a})"),
-            _ => {}
-        }
-        if behind >= MIN_NS {
-            summary += &format!(
-                ", {} of it runnable behind the thread that held it",
-                ns(behind as u64)
-            );
-        }
-        if g.then_cpu >= 0.1 * g.ns && g.then_cpu >= MIN_NS {
-            summary += &format!(", then {} waiting for a CPU", ns(g.then_cpu as u64));
-        }
-        if let Some(c) = &culprit {
-            // Threads fighting over one lock share a name: the holder is told by its id.
-            let holder = if names.contains(&c.thread) {
-                format!("{} (tid {})", c.thread, c.tid)
-            } else {
-                c.thread.clone()
-            };
-            summary += &format!(", released by {holder}; it was {}", c.doing);
-        } else if *kind != Kind::Blocked {
-            summary += &format!(" ({because})");
-        }
-        // Where the holder released them: its stack at the wakeup.
-        let released = culprit
-            .as_ref()
-            .and_then(|c| Some((c, waker_stacks.get(&c.tid)?)))
-            .filter(|(_, (_, _, site))| !site.is_empty())
-            .map_or(String::new(), |(c, (_, _, site))| {
-                format!("; {} released them in {site} (its wakeup stack)", c.thread)
-            });
-        out.push(Finding {
-            kind: *kind,
-            seconds: g.ns / 1e9,
-            share,
-            threads: names,
-            tids: tids.into_iter().collect(),
-            site: site.clone(),
-            culprit,
-            evidence: format!(
-                "off-CPU profile, [{label}] {chain}{released}{}",
-                if behind > 0.0 {
-                    format!(
-                        "; thread rows and cpu_holders: {} waiting for a CPU another thread fighting for the GIL held",
-                        ns(behind as u64)
-                    )
-                } else {
-                    String::new()
-                }
-            ),
-            summary,
-            address,
-            symbol,
-            then_cpu_s: g.then_cpu / 1e9,
-            when: None,
-            of_process_cpu: false,
-        });
+            .find(|f| f.uaddr == address)
+            .and_then(|f| f.symbol.clone())
+    })
+}
+
+/// A wait finding's sentence, from its figures: the wait, its lock, what followed it and who
+/// released it.
+fn wait_summary(f: &Finding, g: &Group, because: &str, behind: f64) -> String {
+    let verb = if f.kind == Kind::Lock && because == classify::GIL_WAIT {
+        "waited for the GIL"
+    } else {
+        f.kind.verb()
+    };
+    let mut summary = format!(
+        "{} {} {} ({} of {} time)",
+        thread_list(&f.threads),
+        verb,
+        ns(g.ns as u64),
+        percent(f.share),
+        if f.threads.len() == 1 { "its" } else { "their" },
+    );
+    if !f.site.is_empty() {
+        summary += &format!(" in {}", f.site);
     }
-    // Blocked time no walked stack covers: stacks off, or waits too short to walk.
+    match (&f.address, &f.symbol) {
+        (Some(a), Some(sym)) => summary += &format!(" (futex {sym} at {a})"),
+        (Some(a), None) => summary += &format!(" (futex {a})"),
+        _ => {}
+    }
+    if behind >= MIN_NS {
+        summary += &format!(
+            ", {} of it runnable behind the thread that held it",
+            ns(behind as u64)
+        );
+    }
+    if g.then_cpu >= 0.1 * g.ns && g.then_cpu >= MIN_NS {
+        summary += &format!(", then {} waiting for a CPU", ns(g.then_cpu as u64));
+    }
+    if let Some(c) = &f.culprit {
+        // Threads fighting over one lock share a name: the holder is told by its id.
+        let holder = if f.threads.contains(&c.thread) {
+            format!("{} (tid {})", c.thread, c.tid)
+        } else {
+            c.thread.clone()
+        };
+        summary += &format!(", released by {holder}; it was {}", c.doing);
+    } else if f.kind != Kind::Blocked {
+        summary += &format!(" ({because})");
+    }
+    summary
+}
+
+/// Where a wait finding's figure comes from: its heaviest stack, where its holder released
+/// it, and its time behind the GIL's holder.
+fn wait_evidence(
+    run: &Run,
+    wakeups: &Wakeups,
+    stack: Option<&Stack>,
+    culprit: Option<&Culprit>,
+    behind: f64,
+) -> String {
+    let chain = stack.map(|s| chain(run, s)).unwrap_or_default();
+    let label = stack.map_or("", |s| s.label.as_str());
+    // Where the holder released them: its stack at the wakeup.
+    let released = culprit
+        .and_then(|c| Some((c, wakeups.stacks.get(&c.tid)?)))
+        .filter(|(_, (_, _, site))| !site.is_empty())
+        .map_or(String::new(), |(c, (_, _, site))| {
+            format!("; {} released them in {site} (its wakeup stack)", c.thread)
+        });
+    let behind = if behind > 0.0 {
+        format!(
+            "; thread rows and cpu_holders: {} waiting for a CPU another thread fighting for the GIL held",
+            ns(behind as u64)
+        )
+    } else {
+        String::new()
+    };
+    format!("off-CPU profile, [{label}] {chain}{released}{behind}")
+}
+
+/// Blocked time no walked stack covers (stacks off, or waits too short to walk): a finding for
+/// each thread with enough of it.
+fn unstacked_findings(
+    cx: &Ctx,
+    stacked: &BTreeMap<u32, f64>,
+    limits: &mut Vec<String>,
+) -> Vec<Finding> {
+    let run = cx.run;
+    let p = &run.profiles;
     let stacks_on = p.stats.oncpu_hz > 0 || !p.offcpu.stacks.is_empty();
     if !stacks_on {
         limits.push(
@@ -1087,6 +1234,7 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
                 .into(),
         );
     }
+    let mut out = Vec::new();
     for t in &run.threads {
         let covered = stacked.get(&t.tid).copied().unwrap_or(0.0);
         let rest = t.blocked_ns as f64 - covered;
@@ -1097,58 +1245,68 @@ fn wait_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
         // One wait that outlasted the recording: the thread never ran, so it had no work
         // (its stack is taken when a wait ends, and this one did not).
         if covered == 0.0 && t.voluntary + t.involuntary <= 2 && rest / total > 0.95 {
-            out.push(Finding {
-                kind: Kind::Idle,
-                seconds: rest / 1e9,
-                share: rest / total,
-                threads: vec![t.comm.clone()],
-                tids: vec![t.tid],
-                site: String::new(),
-                culprit: None,
-                evidence: "thread rows: one wait over the whole recording, never woken".into(),
-                summary: format!(
-                    "{} was parked the whole recording ({}), never woken",
-                    t.comm,
-                    ns(rest as u64)
-                ),
-                address: None,
-                symbol: None,
-                then_cpu_s: 0.0,
-                when: None,
-                of_process_cpu: false,
-            });
-            continue;
+            out.push(parked_finding(t, rest, total));
+        } else {
+            out.push(unstacked_finding(run, t, rest, total, stacks_on));
         }
-        out.push(Finding {
-            kind: Kind::Blocked,
-            seconds: rest / 1e9,
-            share: rest / total,
-            threads: vec![t.comm.clone()],
-            tids: vec![t.tid],
-            site: String::new(),
-            culprit: None,
-            evidence: if stacks_on {
-                format!(
-                    "thread rows: blocked time no off-CPU stack covers: {}",
-                    uncovered_why(run)
-                )
-            } else {
-                "thread rows: blocked time (recorded without stacks)".into()
-            },
-            summary: format!(
-                "{} was blocked {} ({} of its time) with no stack to say why",
-                t.comm,
-                ns(rest as u64),
-                percent(rest / total)
-            ),
-            address: None,
-            symbol: None,
-            then_cpu_s: 0.0,
-            when: None,
-            of_process_cpu: false,
-        });
     }
     out
+}
+
+/// A thread parked the whole recording, `rest` ns of its `total`: idle.
+fn parked_finding(t: &ThreadRow, rest: f64, total: f64) -> Finding {
+    Finding {
+        kind: Kind::Idle,
+        seconds: rest / 1e9,
+        share: rest / total,
+        threads: vec![t.comm.clone()],
+        tids: vec![t.tid],
+        site: String::new(),
+        culprit: None,
+        evidence: "thread rows: one wait over the whole recording, never woken".into(),
+        summary: format!(
+            "{} was parked the whole recording ({}), never woken",
+            t.comm,
+            ns(rest as u64)
+        ),
+        address: None,
+        symbol: None,
+        then_cpu_s: 0.0,
+        when: None,
+        of_process_cpu: false,
+    }
+}
+
+/// A thread's blocked time no stack covers, `rest` ns of its `total`: blocked, cause unknown.
+fn unstacked_finding(run: &Run, t: &ThreadRow, rest: f64, total: f64, stacks_on: bool) -> Finding {
+    Finding {
+        kind: Kind::Blocked,
+        seconds: rest / 1e9,
+        share: rest / total,
+        threads: vec![t.comm.clone()],
+        tids: vec![t.tid],
+        site: String::new(),
+        culprit: None,
+        evidence: if stacks_on {
+            format!(
+                "thread rows: blocked time no off-CPU stack covers: {}",
+                uncovered_why(run)
+            )
+        } else {
+            "thread rows: blocked time (recorded without stacks)".into()
+        },
+        summary: format!(
+            "{} was blocked {} ({} of its time) with no stack to say why",
+            t.comm,
+            ns(rest as u64),
+            percent(rest / total)
+        ),
+        address: None,
+        symbol: None,
+        then_cpu_s: 0.0,
+        when: None,
+        of_process_cpu: false,
+    }
 }
 
 /// Why blocked time can lack a stack in a run recorded with stacks. A wait open at the
@@ -1352,87 +1510,91 @@ fn chain(run: &Run, s: &Stack) -> String {
 /// did with the rest of their time.
 fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
     let run = cx.run;
-    let p = &run.profiles;
     let process_cpu: f64 = run.threads.iter().map(|t| t.oncpu_ns as f64).sum();
-    let of_cpu = |ns: f64| {
-        if process_cpu > 0.0 {
-            ns / process_cpu
-        } else {
-            0.0
-        }
-    };
-    let mut sites: BTreeMap<u32, BTreeMap<String, u64>> = BTreeMap::new();
-    // Samples by thread: (the GC's own work, mark assists, all).
-    let mut gc: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new();
-    // Samples allocating (under runtime.mallocgc, assists included), by (thread, site).
-    let mut allocating: BTreeMap<(u32, String), u64> = BTreeMap::new();
-    for s in &p.oncpu.stacks {
-        let frames = frames_of(run, s);
-        let e = gc.entry(s.tid).or_default();
-        e.2 += s.value;
-        if classify::allocating(&frames) {
-            *allocating
-                .entry((s.tid, classify::site(&frames)))
-                .or_default() += s.value;
-        }
-        match classify::gc_work(&frames) {
-            Some(classify::GcWork::Assist) => {
-                e.1 += s.value;
+    let samples = OncpuSamples::of(run);
+    let time = OncpuTime::of(run, &samples);
+    let culprit = samples.gc_culprit(cx);
+    let mut gc_findings = Vec::new();
+    if time.collector.ns > 0.0 {
+        gc_findings.push(collector_finding(
+            cx,
+            &time.collector,
+            &samples,
+            &culprit,
+            process_cpu,
+        ));
+    }
+    if time.assists.ns > 0.0 {
+        gc_findings.push(assists_finding(
+            cx,
+            &time.assists,
+            &samples,
+            &culprit,
+            process_cpu,
+        ));
+    }
+    time.groups
+        .iter()
+        .filter(|(_, g)| g.ns > 0.0)
+        .map(|(key, g)| running_finding(cx, &time, key, g, process_cpu))
+        .chain(gc_findings)
+        .collect()
+}
+
+/// The on-CPU profile's samples, by thread.
+struct OncpuSamples {
+    /// Each thread's samples by site, the GC's work and the recorder's probes aside.
+    sites: BTreeMap<u32, BTreeMap<String, u64>>,
+    /// Each thread's samples: (the GC's own work, mark assists, all).
+    gc: BTreeMap<u32, (u64, u64, u64)>,
+    /// Samples allocating (under runtime.mallocgc, assists included), by (thread, site).
+    allocating: BTreeMap<(u32, String), u64>,
+}
+
+impl OncpuSamples {
+    /// Counts the run's on-CPU samples by thread: by site, by the GC's work, allocating.
+    fn of(run: &Run) -> OncpuSamples {
+        let mut sites: BTreeMap<u32, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut gc: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new();
+        let mut allocating: BTreeMap<(u32, String), u64> = BTreeMap::new();
+        for s in &run.profiles.oncpu.stacks {
+            let frames = frames_of(run, s);
+            let e = gc.entry(s.tid).or_default();
+            e.2 += s.value;
+            if classify::allocating(&frames) {
+                *allocating
+                    .entry((s.tid, classify::site(&frames)))
+                    .or_default() += s.value;
+            }
+            match classify::gc_work(&frames) {
+                Some(classify::GcWork::Assist) => {
+                    e.1 += s.value;
+                    continue;
+                }
+                Some(classify::GcWork::Collector) => {
+                    e.0 += s.value;
+                    continue;
+                }
+                None => {}
+            }
+            // The recorder's own uprobe traps say nothing of where the program was.
+            if classify::in_probe(&frames) {
                 continue;
             }
-            Some(classify::GcWork::Collector) => {
-                e.0 += s.value;
-                continue;
-            }
-            None => {}
+            let site = classify::site(&frames);
+            *sites.entry(s.tid).or_default().entry(site).or_default() += s.value;
         }
-        // The recorder's own uprobe traps say nothing of where the program was.
-        if classify::in_probe(&frames) {
-            continue;
+        OncpuSamples {
+            sites,
+            gc,
+            allocating,
         }
-        let site = classify::site(&frames);
-        *sites.entry(s.tid).or_default().entry(site).or_default() += s.value;
     }
-    let mut collector = Group::default();
-    let mut assists = Group::default();
-    let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
-    let mut share_of_site: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
-    for t in run.threads.iter().filter(|t| t.oncpu_ns > 0) {
-        let top = sites
-            .get(&t.tid)
-            .and_then(|m| m.iter().max_by_key(|(_, v)| **v))
-            .map(|(s, v)| (s.clone(), *v));
-        let all: u64 = sites.get(&t.tid).map_or(0, |m| m.values().sum());
-        let site = top.as_ref().map_or(String::new(), |(s, _)| s.clone());
-        let key = (pattern(&t.comm), site);
-        // The exact on-CPU time, shared between the GC and the rest by samples.
-        let (own, assist, samples) = gc.get(&t.tid).copied().unwrap_or((0, 0, 0));
-        let part = |n: u64| {
-            if samples > 0 {
-                t.oncpu_ns as f64 * n as f64 / samples as f64
-            } else {
-                0.0
-            }
-        };
-        if own > 0 {
-            collector.add(t.tid, part(own), "");
-        }
-        if assist > 0 {
-            assists.add(t.tid, part(assist), "");
-        }
-        groups.entry(key.clone()).or_default().add(
-            t.tid,
-            t.oncpu_ns as f64 - part(own) - part(assist),
-            "",
-        );
-        let e = share_of_site.entry(key).or_default();
-        e.0 += top.map_or(0, |(_, v)| v);
-        e.1 += all;
-    }
-    // What made the GC work: the program's heaviest allocating site, and its busiest thread.
-    let culprit = {
+
+    /// What made the GC work: the program's heaviest allocating site, and its busiest thread.
+    fn gc_culprit(&self, cx: &Ctx) -> Option<Culprit> {
         let mut by_site: BTreeMap<&str, (u64, u32, u64)> = BTreeMap::new();
-        for ((tid, site), &n) in &allocating {
+        for ((tid, site), &n) in &self.allocating {
             let e = by_site.entry(site.as_str()).or_default();
             e.0 += n;
             if n > e.2 {
@@ -1446,138 +1608,225 @@ fn oncpu_findings(cx: &Ctx) -> Vec<Finding> {
             .map(|(site, (_, tid, _))| {
                 cx.thread_culprit(tid, format!("allocating in {site}"), vec![site.to_string()])
             })
-    };
-    let samples_of = |tids: &BTreeSet<u32>, pick: fn(&(u64, u64, u64)) -> u64| {
+    }
+
+    /// The samples of `tids` that `pick` picks of (the GC's own work, mark assists, all), and
+    /// all their samples.
+    fn of_threads(&self, tids: &BTreeSet<u32>, pick: fn(&(u64, u64, u64)) -> u64) -> (u64, u64) {
         tids.iter().fold((0, 0), |(a, b), t| {
-            let e = gc.get(t).copied().unwrap_or_default();
+            let e = self.gc.get(t).copied().unwrap_or_default();
             (a + pick(&e), b + e.2)
         })
-    };
-    let driven_by = |c: &Option<Culprit>| {
-        c.as_ref().map_or(String::new(), |c| {
-            format!(", driven by {} {}", c.thread, c.doing)
-        })
-    };
-    let mut gc_findings = Vec::new();
-    if collector.ns > 0.0 {
-        let g = &collector;
-        let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
-        let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
-        let (n, all) = samples_of(&tids, |e| e.0);
-        let share = of_cpu(g.ns);
-        gc_findings.push(Finding {
-            kind: Kind::Gc,
-            seconds: g.ns / 1e9,
-            share,
-            summary: format!(
-                "the Go GC's mark workers and sweeping ran {} on CPU ({} of the process's CPU) on {}{}: CPU the requests did not get",
-                ns(g.ns as u64),
-                percent(share),
-                thread_list(&names),
-                driven_by(&culprit),
-            ),
-            evidence: format!(
-                "thread rows (on-CPU time); on-CPU profile: {n} of {all} samples of these threads under runtime.gcBgMarkWorker, gcDrain or bgsweep; process CPU {}",
-                ns(process_cpu as u64)
-            ),
-            threads: names,
-            tids: tids.into_iter().collect(),
-            site: switchyard_runtimes::go::MARK_WORKER.into(),
-            culprit: culprit.clone(),
-            address: None,
-            symbol: None,
-            then_cpu_s: 0.0,
-            when: None,
-            of_process_cpu: true,
-        });
     }
-    if assists.ns > 0.0 {
-        let g = &assists;
-        let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
-        let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
-        let (n, all) = samples_of(&tids, |e| e.1);
-        let share = of_cpu(g.ns);
-        let count = run
-            .gc
-            .as_ref()
-            .filter(|g| g.mark_assists > 0)
-            .map_or(String::new(), |g| {
-                format!(" in {} mark assists", g.mark_assists)
-            });
-        // Where the assists were made: the program's site under them.
-        let site = allocating_site(run, &tids);
-        gc_findings.push(Finding {
-            kind: Kind::Gc,
-            seconds: g.ns / 1e9,
-            share,
-            summary: format!(
-                "{} did the Go GC's marking as {} allocated: {} on CPU{count} ({} of the process's CPU){}",
-                thread_list(&names),
-                if names.len() == 1 { "it" } else { "they" },
-                ns(g.ns as u64),
-                percent(share),
-                if site.is_empty() { String::new() } else { format!(", in {site}") },
-            ),
-            evidence: format!(
-                "thread rows (on-CPU time); on-CPU profile: {n} of {all} samples of these threads under runtime.gcAssistAlloc; process CPU {}",
-                ns(process_cpu as u64)
-            ),
-            threads: names,
-            tids: tids.into_iter().collect(),
-            site,
-            culprit: culprit.clone(),
-            address: None,
-            symbol: None,
-            then_cpu_s: 0.0,
-            when: None,
-            of_process_cpu: true,
-        });
-    }
-    groups
-        .into_iter()
-        .filter(|(_, g)| g.ns > 0.0)
-        .map(|(key, g)| {
-            let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
-            let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
-            let share = of_cpu(g.ns);
-            let (in_site, all) = share_of_site.get(&key).copied().unwrap_or((0, 0));
-            let site = key.1;
-            let mut summary = format!(
-                "{} ran {} on CPU ({} of the process's CPU)",
-                thread_list(&names),
-                ns(g.ns as u64),
-                percent(share),
-            );
-            let evidence = if all > 0 {
-                summary += &format!(
-                    ", {} of it in {site}",
-                    percent(in_site as f64 / all as f64)
-                );
-                format!(
-                    "thread rows (on-CPU time); on-CPU profile: {in_site} of {all} samples in {site}"
-                )
-            } else {
-                "thread rows (on-CPU time); no on-CPU samples".into()
+}
+
+/// The threads' exact on-CPU time, shared between the GC's work and the rest by samples.
+struct OncpuTime {
+    /// The Go GC's own work: its mark workers and sweeping.
+    collector: Group,
+    /// The Go GC's mark assists.
+    assists: Group,
+    /// The rest, by pool of threads and its hottest site.
+    groups: BTreeMap<(String, String), Group>,
+    /// Each group's samples: (in its site, all).
+    share_of_site: BTreeMap<(String, String), (u64, u64)>,
+}
+
+impl OncpuTime {
+    /// Groups each thread's on-CPU time by its pool and its hottest site, its GC work aside.
+    fn of(run: &Run, samples: &OncpuSamples) -> OncpuTime {
+        let mut time = OncpuTime {
+            collector: Group::default(),
+            assists: Group::default(),
+            groups: BTreeMap::new(),
+            share_of_site: BTreeMap::new(),
+        };
+        for t in run.threads.iter().filter(|t| t.oncpu_ns > 0) {
+            let sites = samples.sites.get(&t.tid);
+            let top = sites
+                .and_then(|m| m.iter().max_by_key(|(_, v)| **v))
+                .map(|(s, v)| (s.clone(), *v));
+            let all: u64 = sites.map_or(0, |m| m.values().sum());
+            let site = top.as_ref().map_or(String::new(), |(s, _)| s.clone());
+            let key = (pattern(&t.comm), site);
+            // The exact on-CPU time, shared between the GC and the rest by samples.
+            let (own, assist, sampled) = samples.gc.get(&t.tid).copied().unwrap_or((0, 0, 0));
+            let part = |n: u64| {
+                if sampled > 0 {
+                    t.oncpu_ns as f64 * n as f64 / sampled as f64
+                } else {
+                    0.0
+                }
             };
-            Finding {
-                kind: Kind::Oncpu,
-                seconds: g.ns / 1e9,
-                share,
-                threads: names,
-                tids: tids.into_iter().collect(),
-                site,
-                culprit: None,
-                evidence,
-                summary,
-                address: None,
-                symbol: None,
-                then_cpu_s: 0.0,
-                when: None,
-                of_process_cpu: true,
+            if own > 0 {
+                time.collector.add(t.tid, part(own), "");
             }
-        })
-        .chain(gc_findings)
-        .collect()
+            if assist > 0 {
+                time.assists.add(t.tid, part(assist), "");
+            }
+            time.groups.entry(key.clone()).or_default().add(
+                t.tid,
+                t.oncpu_ns as f64 - part(own) - part(assist),
+                "",
+            );
+            let e = time.share_of_site.entry(key).or_default();
+            e.0 += top.map_or(0, |(_, v)| v);
+            e.1 += all;
+        }
+        time
+    }
+}
+
+/// `ns`'s share of the process's CPU time, `process_cpu`.
+fn cpu_share(ns: f64, process_cpu: f64) -> f64 {
+    if process_cpu > 0.0 {
+        ns / process_cpu
+    } else {
+        0.0
+    }
+}
+
+/// The tail of a GC finding's sentence naming what made the GC work: ", driven by …".
+fn driven_by(c: &Option<Culprit>) -> String {
+    c.as_ref().map_or(String::new(), |c| {
+        format!(", driven by {} {}", c.thread, c.doing)
+    })
+}
+
+/// The Go GC's own work (its mark workers and sweeping), `g`, as a finding.
+fn collector_finding(
+    cx: &Ctx,
+    g: &Group,
+    samples: &OncpuSamples,
+    culprit: &Option<Culprit>,
+    process_cpu: f64,
+) -> Finding {
+    let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
+    let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
+    let (n, all) = samples.of_threads(&tids, |e| e.0);
+    let share = cpu_share(g.ns, process_cpu);
+    Finding {
+        kind: Kind::Gc,
+        seconds: g.ns / 1e9,
+        share,
+        summary: format!(
+            "the Go GC's mark workers and sweeping ran {} on CPU ({} of the process's CPU) on {}{}: CPU the requests did not get",
+            ns(g.ns as u64),
+            percent(share),
+            thread_list(&names),
+            driven_by(culprit),
+        ),
+        evidence: format!(
+            "thread rows (on-CPU time); on-CPU profile: {n} of {all} samples of these threads under runtime.gcBgMarkWorker, gcDrain or bgsweep; process CPU {}",
+            ns(process_cpu as u64)
+        ),
+        threads: names,
+        tids: tids.into_iter().collect(),
+        site: switchyard_runtimes::go::MARK_WORKER.into(),
+        culprit: culprit.clone(),
+        address: None,
+        symbol: None,
+        then_cpu_s: 0.0,
+        when: None,
+        of_process_cpu: true,
+    }
+}
+
+/// The Go GC's mark assists, `g`: the marking threads did as they allocated, as a finding.
+fn assists_finding(
+    cx: &Ctx,
+    g: &Group,
+    samples: &OncpuSamples,
+    culprit: &Option<Culprit>,
+    process_cpu: f64,
+) -> Finding {
+    let run = cx.run;
+    let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
+    let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
+    let (n, all) = samples.of_threads(&tids, |e| e.1);
+    let share = cpu_share(g.ns, process_cpu);
+    let count = run
+        .gc
+        .as_ref()
+        .filter(|g| g.mark_assists > 0)
+        .map_or(String::new(), |g| {
+            format!(" in {} mark assists", g.mark_assists)
+        });
+    // Where the assists were made: the program's site under them.
+    let site = allocating_site(run, &tids);
+    Finding {
+        kind: Kind::Gc,
+        seconds: g.ns / 1e9,
+        share,
+        summary: format!(
+            "{} did the Go GC's marking as {} allocated: {} on CPU{count} ({} of the process's CPU){}",
+            thread_list(&names),
+            if names.len() == 1 { "it" } else { "they" },
+            ns(g.ns as u64),
+            percent(share),
+            if site.is_empty() {
+                String::new()
+            } else {
+                format!(", in {site}")
+            },
+        ),
+        evidence: format!(
+            "thread rows (on-CPU time); on-CPU profile: {n} of {all} samples of these threads under runtime.gcAssistAlloc; process CPU {}",
+            ns(process_cpu as u64)
+        ),
+        threads: names,
+        tids: tids.into_iter().collect(),
+        site,
+        culprit: culprit.clone(),
+        address: None,
+        symbol: None,
+        then_cpu_s: 0.0,
+        when: None,
+        of_process_cpu: true,
+    }
+}
+
+/// A pool of threads running, `g` (its key: the pool and its hottest site), as a finding.
+fn running_finding(
+    cx: &Ctx,
+    time: &OncpuTime,
+    key: &(String, String),
+    g: &Group,
+    process_cpu: f64,
+) -> Finding {
+    let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
+    let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
+    let share = cpu_share(g.ns, process_cpu);
+    let (in_site, all) = time.share_of_site.get(key).copied().unwrap_or((0, 0));
+    let site = key.1.clone();
+    let mut summary = format!(
+        "{} ran {} on CPU ({} of the process's CPU)",
+        thread_list(&names),
+        ns(g.ns as u64),
+        percent(share),
+    );
+    let evidence = if all > 0 {
+        summary += &format!(", {} of it in {site}", percent(in_site as f64 / all as f64));
+        format!("thread rows (on-CPU time); on-CPU profile: {in_site} of {all} samples in {site}")
+    } else {
+        "thread rows (on-CPU time); no on-CPU samples".into()
+    };
+    Finding {
+        kind: Kind::Oncpu,
+        seconds: g.ns / 1e9,
+        share,
+        threads: names,
+        tids: tids.into_iter().collect(),
+        site,
+        culprit: None,
+        evidence,
+        summary,
+        address: None,
+        symbol: None,
+        then_cpu_s: 0.0,
+        when: None,
+        of_process_cpu: true,
+    }
 }
 
 /// The program's own site most of `tids`' mark assists were made from (the function whose

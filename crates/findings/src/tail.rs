@@ -297,32 +297,77 @@ pub(crate) fn tails(cx: &Ctx) -> Vec<SpanTail> {
         .collect()
 }
 
+/// One span's tail: its slowest 1% against its typical instances, each group's causes ranked.
 fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
     let p99 = a.at_quantile(0.99);
-    let max = a.max_ns();
     let percentiles = Percentiles {
         p50: a.at_quantile(0.5),
         p90: a.at_quantile(0.9),
         p99,
         p999: a.at_quantile(0.999),
-        max,
+        max: a.max_ns(),
     };
+    let (slow, typical) = slow_and_typical(a, p99);
+    let notes = notes(name, a, &slow, &typical);
+    // Each instance's causes, read once: the sums and every what-if use them.
+    let canon = holders_by_name(&a.instances);
+    let slow = Instances::new(cx, slow, &canon);
+    let typical = Instances::new(cx, typical, &canon);
+    let slow_findings = slow_findings(cx, name, a, &percentiles, &slow, &typical);
+    let typical_findings = typical_findings(cx, name, p99, &typical);
+    SpanTail {
+        name: name.to_string(),
+        count: a.count,
+        percentiles_ns: percentiles,
+        slow: TailGroup {
+            threshold_ns: p99,
+            count: slow.all.len() as u64,
+            seconds: slow.total as f64 / 1e9,
+            findings: slow_findings,
+        },
+        typical: TailGroup {
+            threshold_ns: p99,
+            count: typical.all.len() as u64,
+            seconds: typical.total as f64 / 1e9,
+            findings: typical_findings,
+        },
+        notes,
+    }
+}
+
+/// How many instances the slowest 1% holds: ceil(count / 100), at least one.
+fn slowest_count(a: &SpanAnatomy) -> u64 {
+    a.count.div_ceil(100).max(1)
+}
+
+/// The span's slowest 1% and its typical instances, of those kept whole.
+fn slow_and_typical(a: &SpanAnatomy, p99: u64) -> (Vec<&SpanInstance>, Vec<&SpanInstance>) {
     // The slowest 1%: exactly ceil(count / 100) instances (at least one), the slowest kept
     // whole from the P99 up. The P99 is a bucket's lowest value, and instances in its bucket
     // below the true P99 would join the group by that alone.
-    let expected = a.count.div_ceil(100).max(1);
     let mut slow: Vec<&SpanInstance> = a
         .instances
         .iter()
         .filter(|i| i.slow && i.duration_ns >= p99)
         .collect();
     slow.sort_by_key(|i| std::cmp::Reverse(i.duration_ns));
-    slow.truncate(expected as usize);
+    slow.truncate(slowest_count(a) as usize);
     let typical: Vec<&SpanInstance> = a
         .instances
         .iter()
         .filter(|i| !i.slow && i.duration_ns < p99)
         .collect();
+    (slow, typical)
+}
+
+/// What a span's figures leave out (instances lost, open at the bounds, nested), in sentences.
+fn notes(
+    name: &str,
+    a: &SpanAnatomy,
+    slow: &[&SpanInstance],
+    typical: &[&SpanInstance],
+) -> Vec<String> {
+    let expected = slowest_count(a);
     let mut notes = Vec::new();
     if (slow.len() as u64) < expected {
         notes.push(format!(
@@ -372,82 +417,129 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
             "OpenTelemetry spans are read from the thread context at switches, with no probe per request: each one's time off CPU, blocked and waiting for a CPU, is exact; its time on CPU only between two switches inside it, so they are ranked by the time seen, and a span that never switched is not seen".into(),
         );
     }
-    if slow.iter().chain(&typical).any(|i| i.go) {
-        notes.push(
-            "a Go span's goroutine moves between threads: its time on them is not split by stack or by the task that held the CPU; its time on none is split by the Go scheduler's states (runnable, parked by wait reason)".into(),
-        );
-        let overlap = |g: &[&SpanInstance], part: fn(&SpanInstance) -> u64| {
-            let all: u64 = g.iter().map(|i| i.duration_ns).sum();
-            let within: u64 = g.iter().map(|i| part(i)).sum();
-            let hit = g.iter().filter(|i| part(i) > 0).count();
-            (within as f64 / all.max(1) as f64, hit, g.len())
-        };
-        for (what, part) in [
-            (
-                "GC mark phases",
-                (|i: &SpanInstance| i.gc_mark_ns) as fn(&SpanInstance) -> u64,
-            ),
-            ("stop-the-world pauses", |i: &SpanInstance| i.gc_stw_ns),
-        ] {
-            let (s_share, s_hit, s_n) = overlap(&slow, part);
-            let (t_share, t_hit, t_n) = overlap(&typical, part);
-            notes.push(format!(
-                "{what}: {s_hit} of the {s_n} slowest instances overlapped one ({} of their time), against {t_hit} of {t_n} typical ones ({} of theirs)",
-                switchyard_model::units::percent(s_share),
-                switchyard_model::units::percent(t_share)
-            ));
-        }
+    if slow.iter().chain(typical).any(|i| i.go) {
+        notes.extend(go_notes(slow, typical));
     }
-    let slow_site = hot_site(cx, &slow);
-    let typical_site = hot_site(cx, &typical);
-    // Each instance's causes, read once: the sums and every what-if use them.
-    let canon = holders_by_name(&a.instances);
-    let slow_causes: Vec<BTreeMap<Key, u64>> = slow.iter().map(|i| causes(cx, i, &canon)).collect();
-    let by = |group: &[BTreeMap<Key, u64>]| {
-        let mut sum: BTreeMap<Key, u64> = BTreeMap::new();
-        for c in group {
+    notes
+}
+
+/// A Go span's notes: its time on threads is not split, and how much of each group the GC's
+/// mark phases and stop-the-world pauses overlapped.
+fn go_notes(slow: &[&SpanInstance], typical: &[&SpanInstance]) -> Vec<String> {
+    let mut notes = vec![
+        "a Go span's goroutine moves between threads: its time on them is not split by stack or by the task that held the CPU; its time on none is split by the Go scheduler's states (runnable, parked by wait reason)".to_string(),
+    ];
+    let overlap = |g: &[&SpanInstance], part: fn(&SpanInstance) -> u64| {
+        let all: u64 = g.iter().map(|i| i.duration_ns).sum();
+        let within: u64 = g.iter().map(|i| part(i)).sum();
+        let hit = g.iter().filter(|i| part(i) > 0).count();
+        (within as f64 / all.max(1) as f64, hit, g.len())
+    };
+    for (what, part) in [
+        (
+            "GC mark phases",
+            (|i: &SpanInstance| i.gc_mark_ns) as fn(&SpanInstance) -> u64,
+        ),
+        ("stop-the-world pauses", |i: &SpanInstance| i.gc_stw_ns),
+    ] {
+        let (s_share, s_hit, s_n) = overlap(slow, part);
+        let (t_share, t_hit, t_n) = overlap(typical, part);
+        notes.push(format!(
+            "{what}: {s_hit} of the {s_n} slowest instances overlapped one ({} of their time), against {t_hit} of {t_n} typical ones ({} of theirs)",
+            switchyard_model::units::percent(s_share),
+            switchyard_model::units::percent(t_share)
+        ));
+    }
+    notes
+}
+
+/// A group of a span's instances (its slowest 1%, or its typical ones) and their time by
+/// cause.
+struct Instances<'a> {
+    all: Vec<&'a SpanInstance>,
+    /// Each instance's time by cause, in `all`'s order.
+    causes: Vec<BTreeMap<Key, u64>>,
+    /// The group's time by cause, ns.
+    by: BTreeMap<Key, u64>,
+    /// The group's whole time, ns.
+    total: u64,
+    /// Its hottest on-CPU site and that site's frames.
+    hot: (String, Vec<String>),
+}
+
+impl<'a> Instances<'a> {
+    /// Reads each instance's causes (CPU holders to their pools, `canon`) and sums them.
+    fn new(cx: &Ctx, all: Vec<&'a SpanInstance>, canon: &BTreeMap<u32, u32>) -> Instances<'a> {
+        let causes: Vec<BTreeMap<Key, u64>> = all.iter().map(|i| causes(cx, i, canon)).collect();
+        let mut by: BTreeMap<Key, u64> = BTreeMap::new();
+        for c in &causes {
             for (k, v) in c {
-                *sum.entry(k.clone()).or_default() += v;
+                *by.entry(k.clone()).or_default() += v;
             }
         }
-        sum
-    };
-    let slow_by = by(&slow_causes);
-    let typical_causes: Vec<BTreeMap<Key, u64>> =
-        typical.iter().map(|i| causes(cx, i, &canon)).collect();
-    let typical_by = by(&typical_causes);
-    let total = |g: &[&SpanInstance]| g.iter().map(|i| i.duration_ns).sum::<u64>();
-    let (slow_total, typical_total) = (total(&slow), total(&typical));
-    let mean = |t: u64, n: usize| if n == 0 { 0.0 } else { t as f64 / n as f64 };
-    let excess = mean(slow_total, slow.len()) - mean(typical_total, typical.len());
+        Instances {
+            total: all.iter().map(|i| i.duration_ns).sum(),
+            hot: hot_site(cx, &all),
+            all,
+            causes,
+            by,
+        }
+    }
+
+    /// The group's time in cause `key`, ns.
+    fn in_cause(&self, key: &Key) -> u64 {
+        self.by.get(key).copied().unwrap_or(0)
+    }
+
+    /// `ns` per instance of the group.
+    fn mean(&self, ns: u64) -> f64 {
+        if self.all.is_empty() {
+            0.0
+        } else {
+            ns as f64 / self.all.len() as f64
+        }
+    }
+}
+
+/// The slowest 1%'s causes that explain enough of their excess over the typical instances,
+/// each with the P99 without it; ranked by the excess each explains.
+fn slow_findings(
+    cx: &Ctx,
+    name: &str,
+    a: &SpanAnatomy,
+    percentiles: &Percentiles,
+    slow: &Instances,
+    typical: &Instances,
+) -> Vec<TailFinding> {
+    let p99 = percentiles.p99;
+    let excess = slow.mean(slow.total) - typical.mean(typical.total);
     let head = format!(
         "the slowest 1% of {} (P99 {}, against P50 {})",
         escape(name),
         ns(p99),
         ns(percentiles.p50)
     );
-    let mut slow_findings: Vec<TailFinding> = Vec::new();
-    for (key, &v) in &slow_by {
-        let typical_mean = mean(typical_by.get(key).copied().unwrap_or(0), typical.len());
-        let delta = mean(v, slow.len()) - typical_mean;
+    let mut findings: Vec<TailFinding> = Vec::new();
+    for (key, &v) in &slow.by {
+        let delta = slow.mean(v) - typical.mean(typical.in_cause(key));
         let excess_share = if excess > 0.0 { delta / excess } else { 0.0 };
         if excess_share < MIN_EXCESS_SHARE {
             continue;
         }
-        let share = v as f64 / slow_total.max(1) as f64;
-        let typical_share =
-            typical_by.get(key).copied().unwrap_or(0) as f64 / typical_total.max(1) as f64;
+        let share = v as f64 / slow.total.max(1) as f64;
+        let typical_share = typical.in_cause(key) as f64 / typical.total.max(1) as f64;
         // Taking time out never lengthens the P99 (the instances kept whole are exact, the
         // histogram's at their buckets' lowest: never above it).
         let what_if = p99_without(
             a,
-            slow.iter()
-                .zip(&slow_causes)
+            slow.all
+                .iter()
+                .zip(&slow.causes)
                 .map(|(i, c)| (i.duration_ns, c.get(key).copied().unwrap_or(0))),
         )
         .min(p99);
-        let mut f = finding(cx, key, v, share, &slow, &slow_site);
-        go_park_detail(cx, &slow, key, &mut f);
+        let mut f = finding(cx, key, v, share, &slow.all, &slow.hot);
+        go_park_detail(cx, &slow.all, key, &mut f);
         let mut sentence = format!(
             "{head} spent {} of their time {}",
             switchyard_model::units::percent(share),
@@ -466,23 +558,29 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
         f.evidence = format!(
             "span {}: {} slowest instances kept whole against {} typical ones sampled",
             escape(name),
-            slow.len(),
-            typical.len()
+            slow.all.len(),
+            typical.all.len()
         );
-        slow_findings.push(TailFinding {
+        findings.push(TailFinding {
             finding: f,
             what_if_p99_ns: what_if,
             excess_share,
         });
     }
-    slow_findings.sort_by(|a, b| b.excess_share.total_cmp(&a.excess_share));
-    let mut typical_findings: Vec<TailFinding> = typical_by
+    findings.sort_by(|a, b| b.excess_share.total_cmp(&a.excess_share));
+    findings
+}
+
+/// The typical instances' causes of 2% of their time or more, ranked by seconds.
+fn typical_findings(cx: &Ctx, name: &str, p99: u64, typical: &Instances) -> Vec<TailFinding> {
+    let mut findings: Vec<TailFinding> = typical
+        .by
         .iter()
-        .filter(|(_, v)| **v as f64 >= typical_total as f64 * 0.02)
+        .filter(|(_, v)| **v as f64 >= typical.total as f64 * 0.02)
         .map(|(key, &v)| {
-            let share = v as f64 / typical_total.max(1) as f64;
-            let mut f = finding(cx, key, v, share, &typical, &typical_site);
-            go_park_detail(cx, &typical, key, &mut f);
+            let share = v as f64 / typical.total.max(1) as f64;
+            let mut f = finding(cx, key, v, share, &typical.all, &typical.hot);
+            go_park_detail(cx, &typical.all, key, &mut f);
             f.summary = format!(
                 "the typical instances of {} spent {} of their time {}",
                 escape(name),
@@ -492,7 +590,7 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
             f.evidence = format!(
                 "span {}: {} typical instances sampled",
                 escape(name),
-                typical.len()
+                typical.all.len()
             );
             TailFinding {
                 finding: f,
@@ -501,25 +599,8 @@ fn tail(cx: &Ctx, name: &str, a: &SpanAnatomy) -> SpanTail {
             }
         })
         .collect();
-    typical_findings.sort_by(|a, b| b.finding.seconds.total_cmp(&a.finding.seconds));
-    SpanTail {
-        name: name.to_string(),
-        count: a.count,
-        percentiles_ns: percentiles,
-        slow: TailGroup {
-            threshold_ns: p99,
-            count: slow.len() as u64,
-            seconds: slow_total as f64 / 1e9,
-            findings: slow_findings,
-        },
-        typical: TailGroup {
-            threshold_ns: p99,
-            count: typical.len() as u64,
-            seconds: typical_total as f64 / 1e9,
-            findings: typical_findings,
-        },
-        notes,
-    }
+    findings.sort_by(|a, b| b.finding.seconds.total_cmp(&a.finding.seconds));
+    findings
 }
 
 /// The finding for one cause over a group: its threads, site and culprit.

@@ -571,10 +571,6 @@ const LONGEST_FUNCTION: usize = 150;
 /// listed here that no longer does (take it off the list).
 const LONG_FUNCTIONS: &[&str] = &[
     "crates/cli/src/summary.rs::render",
-    "crates/findings/src/lib.rs::cpu_findings",
-    "crates/findings/src/lib.rs::oncpu_findings",
-    "crates/findings/src/lib.rs::wait_findings",
-    "crates/findings/src/tail.rs::tail",
     "crates/report/src/pprof.rs::pprof_profile",
     "workloads/asset-server/src/bin/driver.rs::run",
     "workloads/demo/src/main.rs::requests",
