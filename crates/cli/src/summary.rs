@@ -12,7 +12,7 @@ use switchyard_model::{
     units::{bytes, command_line, counted, kib_as_mib, ns, percent, rate, thousands},
 };
 use switchyard_report::sentences::{
-    OffCpu, futex_waits, go_gc, heap_per_operation, kernel_lock_waits, offcpu_sampling,
+    Figures, OffCpu, futex_waits, go_gc, heap_per_operation, kernel_lock_waits, offcpu_sampling,
     per_operation, span_calls, stack_quality, unwind_tables,
 };
 use switchyard_symbolize::JVM_INTERPRETER;
@@ -38,11 +38,78 @@ fn syscall_table(out: &mut String, title: &str, rows: &[&SyscallRow]) {
     }
 }
 
+/// The terminal summary of `run`, its tables `top` rows long.
 pub fn render(run: &Run, top: usize) -> String {
     let mut out = String::new();
     let m = &run.meta;
     let secs = m.duration_ns() as f64 / 1e9;
     let figures = metrics::extract(run);
+    header(&mut out, run);
+    let findings = switchyard_findings::explain(run);
+    if m.collector == Collector::Ebpf {
+        out.push_str(&findings.render(5));
+    }
+    if m.collector == Collector::Degraded {
+        let _ = writeln!(out, "degraded mode: no eBPF; figures missing:");
+        for x in &run.missing {
+            let _ = writeln!(out, "  - {} ({})", escape(&x.figure), escape(&x.reason));
+        }
+    }
+
+    if m.collector == Collector::Ebpf {
+        syscalls(&mut out, run, top, secs);
+    }
+
+    // What recording cost the target through its own probes, before any figure it bends.
+    let probes = run.probe_cost_lines();
+    if !probes.is_empty() {
+        out.push('\n');
+        for line in &probes {
+            let _ = writeln!(out, "{}", escape(line));
+        }
+    }
+
+    scheduling(&mut out, run, secs);
+    if let Some(perf) = perf_counters(run) {
+        let _ = writeln!(out, "perf: {perf}");
+    }
+    workload(&mut out, run, &figures);
+    if m.collector == Collector::Ebpf {
+        locks_and_spans(&mut out, run);
+    }
+    if let Some(o) = run
+        .otel_spans
+        .as_ref()
+        .filter(|o| !o.spans.is_empty() || o.refused + o.unreadable + o.table_full > 0)
+    {
+        let _ = writeln!(out, "{}", otel_spans_line(o, run.profiles.stats.oncpu_hz));
+    }
+    if let Some(kb) = run.max_rss_kb {
+        let _ = writeln!(out, "peak RSS: {}", kib_as_mib(kb));
+    }
+    if let Some(h) = &run.heap {
+        let _ = writeln!(out, "heap (dhat): {}", heap_line(run, h, &figures));
+    }
+    if let Some(t) = &run.timeline {
+        let _ = writeln!(out, "timeline: {}", timeline_line(t));
+    }
+    if let Some(g) = &run.gc {
+        let _ = writeln!(out, "go gc: {}", go_gc(g));
+    }
+    let p = &run.profiles;
+    if p.stats.oncpu_hz > 0 || !p.offcpu.stacks.is_empty() {
+        stacks(&mut out, run);
+    }
+    for d in &run.drops {
+        let _ = writeln!(out, "warning: {} {}", thousands(d.count), escape(&d.reason));
+    }
+    out
+}
+
+/// The summary's first lines: what ran and for how long, how it ended, the process context
+/// the target published, what was redacted and the children followed.
+fn header(out: &mut String, run: &Run) {
+    let m = &run.meta;
     let ended = m.end.describe();
     // Each word escaped, then quoted as a shell would need it.
     let command: Vec<String> = m.command.iter().map(|a| escape(a).into()).collect();
@@ -78,69 +145,57 @@ pub fn render(run: &Run, top: usize) -> String {
     if !m.children.is_empty() {
         let _ = writeln!(out, "followed child processes: {:?}", m.children);
     }
-    let findings = switchyard_findings::explain(run);
-    if m.collector == Collector::Ebpf {
-        out.push_str(&findings.render(5));
-    }
-    if m.collector == Collector::Degraded {
-        let _ = writeln!(out, "degraded mode: no eBPF; figures missing:");
-        for x in &run.missing {
-            let _ = writeln!(out, "  - {} ({})", escape(&x.figure), escape(&x.reason));
-        }
-    }
+}
 
-    if m.collector == Collector::Ebpf {
-        let t = run.totals();
-        let (total, errors, time) = (t.syscalls, t.syscall_errors, t.syscall_ns);
-        let inside = if run.syscalls_timed() {
-            format!("{} inside syscalls", ns(time))
-        } else {
-            "not timed".into()
-        };
-        let _ = writeln!(
-            out,
-            "\nsyscalls: {} total ({}/s), {} failed, {inside}",
-            thousands(total),
-            rate(total, secs),
-            thousands(errors),
-        );
-        let mut by_count: Vec<&SyscallRow> = run.syscalls.iter().collect();
-        by_count.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
-        by_count.truncate(top);
-        if let Some(timing) = run.syscall_timing() {
-            let _ = writeln!(out, "  {timing}");
-        }
-        syscall_table(&mut out, "top by count", &by_count);
-        let mut by_time: Vec<&SyscallRow> = run.syscalls.iter().collect();
-        by_time.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.nr.cmp(&b.nr)));
-        by_time.truncate(top);
-        syscall_table(&mut out, "top by time", &by_time);
-        let failing: Vec<String> = run
-            .syscalls
-            .iter()
-            .filter(|s| s.errors > 0)
-            .flat_map(|s| {
-                s.errnos.iter().map(move |e| {
-                    let (call, errno) = (escape(&s.name), escape(&e.name));
-                    format!("{call} {errno}×{}", thousands(e.count))
-                })
+/// The system calls: their totals, the `top` by count and by time, and the errors they
+/// returned.
+fn syscalls(out: &mut String, run: &Run, top: usize, secs: f64) {
+    let t = run.totals();
+    let (total, errors, time) = (t.syscalls, t.syscall_errors, t.syscall_ns);
+    let inside = if run.syscalls_timed() {
+        format!("{} inside syscalls", ns(time))
+    } else {
+        "not timed".into()
+    };
+    let _ = writeln!(
+        out,
+        "\nsyscalls: {} total ({}/s), {} failed, {inside}",
+        thousands(total),
+        rate(total, secs),
+        thousands(errors),
+    );
+    let mut by_count: Vec<&SyscallRow> = run.syscalls.iter().collect();
+    by_count.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
+    by_count.truncate(top);
+    if let Some(timing) = run.syscall_timing() {
+        let _ = writeln!(out, "  {timing}");
+    }
+    syscall_table(out, "top by count", &by_count);
+    let mut by_time: Vec<&SyscallRow> = run.syscalls.iter().collect();
+    by_time.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.nr.cmp(&b.nr)));
+    by_time.truncate(top);
+    syscall_table(out, "top by time", &by_time);
+    let failing: Vec<String> = run
+        .syscalls
+        .iter()
+        .filter(|s| s.errors > 0)
+        .flat_map(|s| {
+            s.errnos.iter().map(move |e| {
+                let (call, errno) = (escape(&s.name), escape(&e.name));
+                format!("{call} {errno}×{}", thousands(e.count))
             })
-            .take(top)
-            .collect();
-        if !failing.is_empty() {
-            let _ = writeln!(out, "  errors: {}", failing.join(", "));
-        }
+        })
+        .take(top)
+        .collect();
+    if !failing.is_empty() {
+        let _ = writeln!(out, "  errors: {}", failing.join(", "));
     }
+}
 
-    // What recording cost the target through its own probes, before any figure it bends.
-    let probes = run.probe_cost_lines();
-    if !probes.is_empty() {
-        out.push('\n');
-        for line in &probes {
-            let _ = writeln!(out, "{}", escape(line));
-        }
-    }
-
+/// The context switches, and where the threads' time went: off CPU (with eBPF), or on CPU and
+/// waiting for one (degraded).
+fn scheduling(out: &mut String, run: &Run, secs: f64) {
+    let m = &run.meta;
     let vol = run.voluntary();
     let invol = run.involuntary();
     let _ = writeln!(
@@ -177,22 +232,31 @@ pub fn render(run: &Run, top: usize) -> String {
         }
         _ => {}
     }
+}
 
-    if !run.counters.is_empty() {
-        let parts: Vec<String> = run
-            .counters
-            .iter()
-            .map(|c| match (c.value, escape(&c.name)) {
-                (Some(v), name) if name == "task-clock" => format!("{name} {}", ns(v)),
-                (Some(v), name) => format!("{name} {}", thousands(v)),
-                (None, name) => format!(
-                    "{name} {}",
-                    escape(c.note.as_deref().unwrap_or("not supported"))
-                ),
-            })
-            .collect();
-        let _ = writeln!(out, "perf: {}", parts.join(", "));
+/// The perf counters read, each by its value or why it has none; `None` when none were.
+fn perf_counters(run: &Run) -> Option<String> {
+    if run.counters.is_empty() {
+        return None;
     }
+    let parts: Vec<String> = run
+        .counters
+        .iter()
+        .map(|c| match (c.value, escape(&c.name)) {
+            (Some(v), name) if name == "task-clock" => format!("{name} {}", ns(v)),
+            (Some(v), name) => format!("{name} {}", thousands(v)),
+            (None, name) => format!(
+                "{name} {}",
+                escape(c.note.as_deref().unwrap_or("not supported"))
+            ),
+        })
+        .collect();
+    Some(parts.join(", "))
+}
+
+/// The workload's own report (operations, throughput, latency) and the figures per
+/// operation.
+fn workload(out: &mut String, run: &Run, figures: &Figures) {
     if let Some(w) = &run.workload {
         let _ = writeln!(
             out,
@@ -207,129 +271,120 @@ pub fn render(run: &Run, top: usize) -> String {
             ns(w.max_ns)
         );
     }
-    if let Some(per_op) = per_operation(&figures) {
+    if let Some(per_op) = per_operation(figures) {
         let _ = writeln!(out, "per operation: {per_op}");
     }
+}
+
+/// The lock waits (futex words, the heaviest three; kernel lock contention) and the spans
+/// measured, each with its tail.
+fn locks_and_spans(out: &mut String, run: &Run) {
     let l = &run.locks;
-    if m.collector == Collector::Ebpf {
-        let _ = writeln!(out, "lock waits: {}", futex_waits(&l.futex));
-        for f in l.futex_top.iter().take(3) {
-            let _ = writeln!(
-                out,
-                "  futex {}{} (pid {}): {}, {}",
-                escape(&f.uaddr),
-                f.symbol
-                    .as_deref()
-                    .map_or(String::new(), |s| format!(" {}", escape(s))),
-                f.tgid,
-                counted(f.count, "wait"),
-                ns(f.total_ns)
-            );
-        }
-        if let Some(c) = &l.contention {
-            let _ = writeln!(out, "kernel lock contention: {}", kernel_lock_waits(c));
-        }
-        for s in &l.spans {
-            let name = if s.label.is_empty() {
-                &s.symbol
-            } else {
-                &s.label
-            };
-            let _ = writeln!(out, "span {}: {}", escape(name), span_calls(&s.stats));
-            if let Some(a) = s.anatomy.as_ref().filter(|a| a.count > 0) {
-                let _ = writeln!(out, "  {}", span_tail_line(a));
-            }
-        }
-    }
-    if let Some(o) = run
-        .otel_spans
-        .as_ref()
-        .filter(|o| !o.spans.is_empty() || o.refused + o.unreadable + o.table_full > 0)
-    {
-        let _ = writeln!(out, "{}", otel_spans_line(o, run.profiles.stats.oncpu_hz));
-    }
-    if let Some(kb) = run.max_rss_kb {
-        let _ = writeln!(out, "peak RSS: {}", kib_as_mib(kb));
-    }
-    if let Some(h) = &run.heap {
-        // dhat counts an attached target's whole life, from before the recording.
-        let life = (run.meta.mode == switchyard_model::TargetMode::Pid)
-            .then_some("over the target's life, from before the recording");
-        let per_op = match (heap_per_operation(&figures), life) {
-            (Some(p), Some(life)) => format!(" ({life}; {p})"),
-            (Some(p), None) => format!(" ({p})"),
-            (None, Some(life)) => format!(" ({life})"),
-            (None, None) => String::new(),
-        };
+    let _ = writeln!(out, "lock waits: {}", futex_waits(&l.futex));
+    for f in l.futex_top.iter().take(3) {
         let _ = writeln!(
             out,
-            "heap (dhat): {} allocations, {}{per_op}; peak {} in {} blocks",
-            thousands(h.allocations),
-            bytes(h.bytes),
-            bytes(h.peak_bytes),
-            thousands(h.peak_blocks)
+            "  futex {}{} (pid {}): {}, {}",
+            escape(&f.uaddr),
+            f.symbol
+                .as_deref()
+                .map_or(String::new(), |s| format!(" {}", escape(s))),
+            f.tgid,
+            counted(f.count, "wait"),
+            ns(f.total_ns)
         );
     }
-    if let Some(t) = &run.timeline {
-        let lost = if t.lost == 0 {
-            "none lost".to_string()
+    if let Some(c) = &l.contention {
+        let _ = writeln!(out, "kernel lock contention: {}", kernel_lock_waits(c));
+    }
+    for s in &l.spans {
+        let name = if s.label.is_empty() {
+            &s.symbol
         } else {
-            format!(
-                "{} lost (ring buffer full); raise --timeline-buffer",
-                thousands(t.lost)
-            )
+            &s.label
         };
-        let _ = writeln!(
-            out,
-            "timeline: {} events of {} threads, {lost}",
-            thousands(t.events()),
-            t.threads.len(),
-        );
+        let _ = writeln!(out, "span {}: {}", escape(name), span_calls(&s.stats));
+        if let Some(a) = s.anatomy.as_ref().filter(|a| a.count > 0) {
+            let _ = writeln!(out, "  {}", span_tail_line(a));
+        }
     }
-    if let Some(g) = &run.gc {
-        let _ = writeln!(out, "go gc: {}", go_gc(g));
-    }
+}
+
+/// The heap's allocations as dhat counted them, per operation when known, and its peak.
+fn heap_line(run: &Run, h: &switchyard_model::Heap, figures: &Figures) -> String {
+    // dhat counts an attached target's whole life, from before the recording.
+    let life = (run.meta.mode == switchyard_model::TargetMode::Pid)
+        .then_some("over the target's life, from before the recording");
+    let per_op = match (heap_per_operation(figures), life) {
+        (Some(p), Some(life)) => format!(" ({life}; {p})"),
+        (Some(p), None) => format!(" ({p})"),
+        (None, Some(life)) => format!(" ({life})"),
+        (None, None) => String::new(),
+    };
+    format!(
+        "{} allocations, {}{per_op}; peak {} in {} blocks",
+        thousands(h.allocations),
+        bytes(h.bytes),
+        bytes(h.peak_bytes),
+        thousands(h.peak_blocks)
+    )
+}
+
+/// The timeline's events, of how many threads, and how many were lost.
+fn timeline_line(t: &switchyard_model::Timeline) -> String {
+    let lost = if t.lost == 0 {
+        "none lost".to_string()
+    } else {
+        format!(
+            "{} lost (ring buffer full); raise --timeline-buffer",
+            thousands(t.lost)
+        )
+    };
+    format!(
+        "{} events of {} threads, {lost}",
+        thousands(t.events()),
+        t.threads.len(),
+    )
+}
+
+/// The stacks walked, and how well: their counts, what the probes and the walk cost, their
+/// quality and the unwind tables built.
+fn stacks(out: &mut String, run: &Run) {
     let p = &run.profiles;
-    if p.stats.oncpu_hz > 0 || !p.offcpu.stacks.is_empty() {
-        let _ = writeln!(
-            out,
-            "stacks: {} on-CPU samples ({} Hz), off-CPU {} in {} stacks, wakeups {} in {} stacks, {} sampled syscall stacks; {} unknown frames",
-            thousands(p.oncpu.total()),
-            p.stats.oncpu_hz,
-            ns(p.offcpu.total()),
-            p.offcpu.stacks.len(),
-            ns(p.wakeup.total()),
-            p.wakeup.stacks.len(),
-            p.syscalls.stacks.len(),
-            thousands(p.stats.unknown_frames)
-        );
-        if let Some(line) = probe_share(p) {
-            let _ = writeln!(out, "{line}");
-        }
-        if let Some(line) = uprobe_cost(run) {
-            let _ = writeln!(out, "{line}");
-        }
-        if let Some(line) = offcpu_sampling(&p.stats) {
-            let _ = writeln!(out, "{line}");
-        }
-        if let Some(q) = stack_quality(&p.stats) {
-            let _ = writeln!(out, "{}", escape(&q));
-        }
-        if let Some(hint) = jvm_frame_pointers(run) {
-            let _ = writeln!(out, "{hint}");
-        }
-        if let Some(t) = &p.stats.tables {
-            let _ = writeln!(out, "unwind tables: {}", unwind_tables(t));
-            // A failure names the object, a path of the target's.
-            for f in &t.failures {
-                let _ = writeln!(out, "warning: unwind table not built: {}", escape(f));
-            }
+    let _ = writeln!(
+        out,
+        "stacks: {} on-CPU samples ({} Hz), off-CPU {} in {} stacks, wakeups {} in {} stacks, {} sampled syscall stacks; {} unknown frames",
+        thousands(p.oncpu.total()),
+        p.stats.oncpu_hz,
+        ns(p.offcpu.total()),
+        p.offcpu.stacks.len(),
+        ns(p.wakeup.total()),
+        p.wakeup.stacks.len(),
+        p.syscalls.stacks.len(),
+        thousands(p.stats.unknown_frames)
+    );
+    if let Some(line) = probe_share(p) {
+        let _ = writeln!(out, "{line}");
+    }
+    if let Some(line) = uprobe_cost(run) {
+        let _ = writeln!(out, "{line}");
+    }
+    if let Some(line) = offcpu_sampling(&p.stats) {
+        let _ = writeln!(out, "{line}");
+    }
+    if let Some(q) = stack_quality(&p.stats) {
+        let _ = writeln!(out, "{}", escape(&q));
+    }
+    if let Some(hint) = jvm_frame_pointers(run) {
+        let _ = writeln!(out, "{hint}");
+    }
+    if let Some(t) = &p.stats.tables {
+        let _ = writeln!(out, "unwind tables: {}", unwind_tables(t));
+        // A failure names the object, a path of the target's.
+        for f in &t.failures {
+            let _ = writeln!(out, "warning: unwind table not built: {}", escape(f));
         }
     }
-    for d in &run.drops {
-        let _ = writeln!(out, "warning: {} {}", thousands(d.count), escape(&d.reason));
-    }
-    out
 }
 
 /// For a Java target run without `-XX:+PreserveFramePointer`: compiled Java code keeps no

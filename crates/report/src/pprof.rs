@@ -18,7 +18,7 @@ use ::pprof::protos::{
     Function, Label, Line, Location, Mapping, Message, Profile, Sample, ValueType,
 };
 use flate2::{Compression, write::GzEncoder};
-use switchyard_model::{Frame, Run};
+use switchyard_model::{Frame, Profiles, Run, Stack};
 
 use crate::{Error, ProfileKind, sentences::command_line};
 
@@ -41,10 +41,44 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
     let profiles = &run.profiles;
     let frames = &profiles.frames;
     let stacks = &kind.of(profiles).stacks;
+    let (sample_type, period_type, period) = sample_types(&mut b, kind, profiles);
+    let used = used_frames(kind, stacks, frames)?;
+    let (mappings, mapping_ids) = mappings(&mut b, run, &used);
+    let mut locations = Locations::new(frames, mapping_ids);
+    let cpu_period = (kind == ProfileKind::OnCpu && profiles.stats.oncpu_hz > 0).then_some(period);
+    let samples = samples(&mut b, &mut locations, kind, stacks, cpu_period);
+    let comment = vec![b.string(&format!(
+        "switchyard {}: {}",
+        kind.name(),
+        command_line(&run.meta.command)
+    ))];
+    let default_sample_type = sample_type.last().map_or(0, |t| t.ty);
+    Ok(Profile {
+        sample_type,
+        sample: samples,
+        mapping: mappings,
+        location: locations.locations,
+        function: locations.functions,
+        string_table: b.strings,
+        drop_frames: 0,
+        keep_frames: 0,
+        time_nanos: i64::try_from(run.meta.start_wall_ns).unwrap_or(0),
+        duration_nanos: i64::try_from(run.meta.duration_ns()).unwrap_or(i64::MAX),
+        period_type,
+        period,
+        comment,
+        default_sample_type,
+    })
+}
 
-    // Sample types and the sampling period.
+/// The profile's sample types, its period's type and its sampling period.
+fn sample_types(
+    b: &mut Builder,
+    kind: ProfileKind,
+    profiles: &Profiles,
+) -> (Vec<ValueType>, Option<ValueType>, i64) {
     let hz = profiles.stats.oncpu_hz;
-    let (sample_type, period_type, period) = match kind {
+    match kind {
         ProfileKind::OnCpu if hz > 0 => {
             let cpu = b.value_type("cpu", "nanoseconds");
             (
@@ -79,10 +113,15 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
                 i64::try_from(every).unwrap_or(i64::MAX),
             )
         }
-    };
-    let scale_cpu = kind == ProfileKind::OnCpu && hz > 0;
+    }
+}
 
-    // Every frame a stack of this profile refers to, checked, in frame-table order.
+/// Every frame a stack of this profile refers to, checked, in frame-table order.
+fn used_frames(
+    kind: ProfileKind,
+    stacks: &[Stack],
+    frames: &[Frame],
+) -> Result<BTreeSet<u32>, Error> {
     let mut used = BTreeSet::new();
     for (i, stack) in stacks.iter().enumerate() {
         for &index in &stack.frames {
@@ -97,12 +136,21 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
             used.insert(index);
         }
     }
+    Ok(used)
+}
 
-    // Mappings: one per module; the target's own binary first (pprof takes the first mapping
-    // for the main binary), the kernel last, the others in name order.
+/// The mappings, one per module of the `used` frames, and each module's mapping id: the
+/// target's own binary first (pprof takes the first mapping for the main binary), the kernel
+/// last, the others in name order.
+fn mappings<'a>(
+    b: &mut Builder,
+    run: &'a Run,
+    used: &BTreeSet<u32>,
+) -> (Vec<Mapping>, HashMap<&'a str, u64>) {
+    let profiles = &run.profiles;
     let mut modules: BTreeMap<&str, Vec<&Frame>> = BTreeMap::new();
-    for &index in &used {
-        let frame = &frames[index as usize];
+    for &index in used {
+        let frame = &profiles.frames[index as usize];
         modules
             .entry(frame.module.as_str())
             .or_default()
@@ -148,18 +196,41 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
             has_inline_frames: in_module.iter().any(|f| f.inlined),
         });
     }
+    (mappings, mapping_ids)
+}
 
-    // Functions (per name and file) and locations (per address).
-    let mut function_ids: HashMap<(String, Option<String>), u64> = HashMap::new();
-    let mut functions = Vec::new();
-    let mut function_of = |b: &mut Builder, frame: &'_ Frame| -> u64 {
+/// The profile's functions (one per name and file) and locations (one per address), each
+/// made when a sample's stack first needs it.
+struct Locations<'a> {
+    frames: &'a [Frame],
+    mapping_ids: HashMap<&'a str, u64>,
+    function_ids: HashMap<(String, Option<String>), u64>,
+    functions: Vec<Function>,
+    location_ids: HashMap<Vec<u32>, u64>,
+    locations: Vec<Location>,
+}
+
+impl<'a> Locations<'a> {
+    fn new(frames: &'a [Frame], mapping_ids: HashMap<&'a str, u64>) -> Locations<'a> {
+        Locations {
+            frames,
+            mapping_ids,
+            function_ids: HashMap::new(),
+            functions: Vec::new(),
+            location_ids: HashMap::new(),
+            locations: Vec::new(),
+        }
+    }
+
+    /// The id of `frame`'s function (its name and file).
+    fn function_of(&mut self, b: &mut Builder, frame: &Frame) -> u64 {
         let key = (frame.name.clone(), frame.file.clone());
-        if let Some(&id) = function_ids.get(&key) {
+        if let Some(&id) = self.function_ids.get(&key) {
             return id;
         }
-        let id = functions.len() as u64 + 1;
+        let id = self.functions.len() as u64 + 1;
         let name = b.string(&frame.name);
-        functions.push(Function {
+        self.functions.push(Function {
             id,
             name,
             // Names are demangled already. A system name equal to the name would make pprof
@@ -169,14 +240,15 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
             filename: frame.file.as_deref().map_or(0, |f| b.string(f)),
             start_line: 0,
         });
-        function_ids.insert(key, id);
+        self.function_ids.insert(key, id);
         id
-    };
-    // One location per address: a frame and the frames inlined into it at that address
-    // (consecutive in a stack, outer first), as lines, innermost first.
-    let mut location_ids: HashMap<Vec<u32>, u64> = HashMap::new();
-    let mut locations = Vec::new();
-    let mut stack_locations = |b: &mut Builder, stack: &[u32]| -> Vec<u64> {
+    }
+
+    /// The locations of a stack (frame indices, root first), leaf first, as the format wants:
+    /// one per address, a frame and the frames inlined into it at that address (consecutive
+    /// in a stack, outer first).
+    fn of_stack(&mut self, b: &mut Builder, stack: &[u32]) -> Vec<u64> {
+        let frames = self.frames;
         let mut groups: Vec<Vec<u32>> = Vec::new();
         for &index in stack {
             let frame = &frames[index as usize];
@@ -194,70 +266,128 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
         groups
             .into_iter()
             .rev()
-            .map(|group| {
-                if let Some(&id) = location_ids.get(&group) {
-                    return id;
-                }
-                let outer = &frames[group[0] as usize];
-                let line = group
-                    .iter()
-                    .rev()
-                    .map(|&i| {
-                        let f = &frames[i as usize];
-                        Line {
-                            function_id: function_of(b, f),
-                            line: f.line.map_or(0, i64::from),
-                        }
-                    })
-                    .collect();
-                let id = locations.len() as u64 + 1;
-                locations.push(Location {
-                    id,
-                    mapping_id: mapping_ids.get(outer.module.as_str()).copied().unwrap_or(0),
-                    address: outer.addr,
-                    line,
-                    is_folded: false,
-                });
-                location_ids.insert(group, id);
-                id
-            })
+            .map(|group| self.location(b, group))
             .collect()
-    };
+    }
 
-    // Samples, in the run's order.
-    let (thread, tid, pid) = (b.string("thread"), b.string("tid"), b.string("pid"));
-    let label_key = match kind {
-        ProfileKind::OnCpu => b.string("label"),
-        ProfileKind::OffCpu => b.string("state"),
-        ProfileKind::Wakeup => b.string("state"),
-        ProfileKind::Syscalls => b.string("syscall"),
-        ProfileKind::Futex => b.string("futex"),
-        ProfileKind::Heap => b.string("site"),
-    };
-    let waker = b.string("waker");
-    let mut samples = Vec::new();
-    for stack in stacks.iter().filter(|s| s.value > 0) {
-        let value = i64::try_from(stack.value).unwrap_or(i64::MAX);
+    /// The id of the location of one address: `group`'s frames (outer first) as lines,
+    /// innermost first.
+    fn location(&mut self, b: &mut Builder, group: Vec<u32>) -> u64 {
+        if let Some(&id) = self.location_ids.get(&group) {
+            return id;
+        }
+        let frames = self.frames;
+        let outer = &frames[group[0] as usize];
+        let line = group
+            .iter()
+            .rev()
+            .map(|&i| {
+                let f = &frames[i as usize];
+                Line {
+                    function_id: self.function_of(b, f),
+                    line: f.line.map_or(0, i64::from),
+                }
+            })
+            .collect();
+        let id = self.locations.len() as u64 + 1;
+        self.locations.push(Location {
+            id,
+            mapping_id: self
+                .mapping_ids
+                .get(outer.module.as_str())
+                .copied()
+                .unwrap_or(0),
+            address: outer.addr,
+            line,
+            is_folded: false,
+        });
+        self.location_ids.insert(group, id);
+        id
+    }
+}
+
+/// The samples, in the run's order: each stack's value (and, on CPU, its time: the value by
+/// `cpu_period`), its locations and its labels.
+fn samples(
+    b: &mut Builder,
+    locations: &mut Locations,
+    kind: ProfileKind,
+    stacks: &[Stack],
+    cpu_period: Option<i64>,
+) -> Vec<Sample> {
+    let keys = LabelKeys::new(b, kind);
+    stacks
+        .iter()
+        .filter(|s| s.value > 0)
+        .map(|stack| {
+            let value = i64::try_from(stack.value).unwrap_or(i64::MAX);
+            let label = keys.labels(b, kind, stack);
+            Sample {
+                location_id: locations.of_stack(b, &stack.frames),
+                value: match cpu_period {
+                    Some(period) => vec![value, value.saturating_mul(period)],
+                    None => vec![value],
+                },
+                label,
+            }
+        })
+        .collect()
+}
+
+/// The keys of a sample's labels, in the string table.
+struct LabelKeys {
+    thread: i64,
+    tid: i64,
+    pid: i64,
+    /// The stack's label: its thread state, syscall, futex, … by the profile.
+    label: i64,
+    waker: i64,
+}
+
+impl LabelKeys {
+    fn new(b: &mut Builder, kind: ProfileKind) -> LabelKeys {
+        let (thread, tid, pid) = (b.string("thread"), b.string("tid"), b.string("pid"));
+        let label = match kind {
+            ProfileKind::OnCpu => b.string("label"),
+            ProfileKind::OffCpu => b.string("state"),
+            ProfileKind::Wakeup => b.string("state"),
+            ProfileKind::Syscalls => b.string("syscall"),
+            ProfileKind::Futex => b.string("futex"),
+            ProfileKind::Heap => b.string("site"),
+        };
+        let waker = b.string("waker");
+        LabelKeys {
+            thread,
+            tid,
+            pid,
+            label,
+            waker,
+        }
+    }
+
+    /// A stack's labels: its thread name, tid and pid, its label, its OpenTelemetry trace and
+    /// span, and (wakeups) its waker.
+    fn labels(&self, b: &mut Builder, kind: ProfileKind, stack: &Stack) -> Vec<Label> {
         let mut labels = vec![
             Label {
-                key: thread,
+                key: self.thread,
                 str: b.string(&stack.comm),
                 ..Label::default()
             },
             Label {
-                key: tid,
+                key: self.tid,
                 num: i64::from(stack.tid),
                 ..Label::default()
             },
             Label {
-                key: pid,
+                key: self.pid,
                 num: i64::from(stack.tgid),
                 ..Label::default()
             },
         ];
         if !stack.label.is_empty() {
             labels.push(Label {
-                key: label_key,
+                key: self.label,
                 str: b.string(stack.label.as_str()),
                 ..Label::default()
             });
@@ -275,44 +405,13 @@ pub fn pprof_profile(run: &Run, kind: ProfileKind) -> Result<Profile, Error> {
         }
         if kind == ProfileKind::Wakeup && !stack.waker_comm.is_empty() {
             labels.push(Label {
-                key: waker,
+                key: self.waker,
                 str: b.string(&stack.waker_comm),
                 ..Label::default()
             });
         }
-        samples.push(Sample {
-            location_id: stack_locations(&mut b, &stack.frames),
-            value: if scale_cpu {
-                vec![value, value.saturating_mul(period)]
-            } else {
-                vec![value]
-            },
-            label: labels,
-        });
+        labels
     }
-
-    let comment = vec![b.string(&format!(
-        "switchyard {}: {}",
-        kind.name(),
-        command_line(&run.meta.command)
-    ))];
-    let default_sample_type = sample_type.last().map_or(0, |t| t.ty);
-    Ok(Profile {
-        sample_type,
-        sample: samples,
-        mapping: mappings,
-        location: locations,
-        function: functions,
-        string_table: b.strings,
-        drop_frames: 0,
-        keep_frames: 0,
-        time_nanos: i64::try_from(run.meta.start_wall_ns).unwrap_or(0),
-        duration_nanos: i64::try_from(run.meta.duration_ns()).unwrap_or(i64::MAX),
-        period_type,
-        period,
-        comment,
-        default_sample_type,
-    })
 }
 
 /// The profile's string table, interned.
