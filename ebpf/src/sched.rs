@@ -32,8 +32,8 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use switchyard_common::{
-    CpuHolderKey, CpuHolderStats, HIST_BUCKETS, HeldKey, MAX_THREADS, OffCpuKey, ThreadStats,
-    WakeupKey, drops, log2_bucket, sampling, timeline as tl, tp, unwind,
+    HIST_BUCKETS, HeldKey, MAX_THREADS, OffCpuKey, RunqueueHolderKey, RunqueueHolderStats,
+    ThreadStats, WakeupKey, drops, log2_bucket, sampling, timeline as tl, tp, unwind,
 };
 
 use crate::{
@@ -59,7 +59,7 @@ pub static HELD: HashMap<HeldKey, u64> = HashMap::with_max_entries(KEYS, 0);
 
 /// Who held the CPU while a target thread waited for one, by waiter, holder and CPU.
 #[map]
-static CPU_HOLDERS: HashMap<CpuHolderKey, CpuHolderStats> =
+static RUNQUEUE_HOLDERS: HashMap<RunqueueHolderKey, RunqueueHolderStats> =
     HashMap::with_max_entries(MAX_THREADS, 0);
 
 /// The user-stack walk of a switch-out, in programs of their own, reached by tail calls only
@@ -256,7 +256,7 @@ fn split(t: &ThreadStats, out: u64, now: u64) -> (u64, u64) {
 /// `tid` waited `ns` for it.
 #[inline(always)]
 fn held_by(t: &mut ThreadStats, prev: *mut c_void, holder: u64, tgid: u32, tid: u32, ns: u64) {
-    let key = CpuHolderKey {
+    let key = RunqueueHolderKey {
         tgid,
         tid,
         holder_tgid: (holder >> 32) as u32,
@@ -279,7 +279,7 @@ fn held_by(t: &mut ThreadStats, prev: *mut c_void, holder: u64, tgid: u32, tid: 
     };
     if t.held.count == 0 {
         t.held_by = key;
-        t.held = CpuHolderStats {
+        t.held = RunqueueHolderStats {
             count: 1,
             ns,
             comm: current_comm(),
@@ -288,7 +288,7 @@ fn held_by(t: &mut ThreadStats, prev: *mut c_void, holder: u64, tgid: u32, tid: 
         };
         return;
     }
-    if let Some(v) = CPU_HOLDERS.get_ptr_mut(&key) {
+    if let Some(v) = RUNQUEUE_HOLDERS.get_ptr_mut(&key) {
         // SAFETY: a live map value; only this waiter's switch-in writes its keys, and its
         // switches are serialised.
         unsafe {
@@ -297,14 +297,14 @@ fn held_by(t: &mut ThreadStats, prev: *mut c_void, holder: u64, tgid: u32, tid: 
         }
         return;
     }
-    let v = CpuHolderStats {
+    let v = RunqueueHolderStats {
         count: 1,
         ns,
         comm: current_comm(),
         prio,
         _pad: 0,
     };
-    if CPU_HOLDERS.insert(&key, &v, 0).is_err() {
+    if RUNQUEUE_HOLDERS.insert(&key, &v, 0).is_err() {
         drop_event(drops::STACK_KEYS_FULL);
     }
 }
@@ -316,7 +316,7 @@ fn off_cpu(t: &mut ThreadStats, off: u64, blocked: u64, waiting: u64) {
     t.blocked_ns += blocked;
     t.runqueue_ns += waiting;
     if t.last_out_involuntary == 0 {
-        t.woken_wait_ns += waiting;
+        t.runqueue_after_wakeup_ns += waiting;
     }
     if waiting != 0 {
         let b = log2_bucket(waiting);

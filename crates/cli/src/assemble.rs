@@ -71,7 +71,7 @@ pub fn assemble(r: Recording) -> Run {
     let mut locks = Locks::default();
     let mut gc = None;
     let mut timeline = None;
-    let mut cpu_holders = Vec::new();
+    let mut runqueue_holders = Vec::new();
     let mut otel_spans = None;
     let (syscalls, threads, run_drops) = match r.source {
         Source::Ebpf(c) => {
@@ -88,7 +88,7 @@ pub fn assemble(r: Recording) -> Run {
                     f.symbol = switchyard_symbolize::data_symbol(r.maps, f.tgid, addr);
                 }
             }
-            cpu_holders = c.cpu_holders;
+            runqueue_holders = c.runqueue_holders;
             otel_spans = c.otel;
             meta.probe_costs = c.probe_costs;
             if let (Some(g), Some((binary, events))) = (c.gc, &r.go_gc) {
@@ -178,7 +178,7 @@ pub fn assemble(r: Recording) -> Run {
         max_rss_kb: r.max_rss_kb,
         heap: None,
         timeline,
-        cpu_holders,
+        runqueue_holders,
         cgroup: r.cgroup,
         otel_spans,
     }
@@ -247,9 +247,9 @@ fn degraded_threads(
                 oncpu_ns: l.oncpu_ns.saturating_sub(f.oncpu_ns),
                 blocked_ns: 0,
                 runqueue_ns: l.runqueue_ns.saturating_sub(f.runqueue_ns),
-                woken_wait_ns: 0,
+                runqueue_after_wakeup_ns: 0,
                 offcpu: Log2Hist::default(),
-                sched_delay: Log2Hist::default(),
+                runqueue_waits: Log2Hist::default(),
             }
         })
         .collect();
@@ -271,9 +271,9 @@ fn degraded_threads(
                 oncpu_ns: 0,
                 blocked_ns: 0,
                 runqueue_ns: 0,
-                woken_wait_ns: 0,
+                runqueue_after_wakeup_ns: 0,
                 offcpu: Log2Hist::default(),
-                sched_delay: Log2Hist::default(),
+                runqueue_waits: Log2Hist::default(),
             });
         }
     }

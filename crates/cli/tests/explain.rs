@@ -120,7 +120,7 @@ fn every_designed_wait_has_its_cause_its_culprit_and_the_targets_own_amount() {
     let ex = explain_run_json(&run_path);
 
     // A worker pinned behind a nice −15 hog waits for CPU 0, held by the hog in hog_spin.
-    let cpu = finding(&ex, "cpu", "worker");
+    let cpu = finding(&ex, "runqueue", "worker");
     within(
         "the worker's wait for a CPU against its own schedstat run_delay",
         ns(&cpu["seconds"]) * 1e9,
@@ -161,14 +161,15 @@ fn every_designed_wait_has_its_cause_its_culprit_and_the_targets_own_amount() {
     );
     // Almost all of it after a wakeup: the worker sleeps, then the hog holds the CPU.
     assert!(
-        ns(&worker["woken_wait_ns"]) > 0.9 * ns(&worker["runqueue_ns"]),
+        ns(&worker["runqueue_after_wakeup_ns"]) > 0.9 * ns(&worker["runqueue_ns"]),
         "{worker}"
     );
 
     // A pthread mutex held across a sleep: the holder, and what it did meanwhile.
     let lock = finding(&ex, "lock", "lock-waiter");
     // The waiter's own clock runs on after the release until it has a CPU again.
-    let whole = |f: &Value| (ns(&f["seconds"]) + f["then_cpu_s"].as_f64().unwrap_or(0.0)) * 1e9;
+    let whole =
+        |f: &Value| (ns(&f["seconds"]) + f["then_runqueue_s"].as_f64().unwrap_or(0.0)) * 1e9;
     within(
         "the pthread mutex wait (and the CPU wait after it) against the waiter's own timing",
         whole(lock),
@@ -602,7 +603,7 @@ fn a_server_attached_idle_then_loaded_then_idle_waits_for_work_not_blocked() {
     let first = &findings[0];
     // What it did besides waiting for work: it ran (or waited for a CPU, on a busy machine).
     assert!(
-        first["kind"] == "oncpu" || first["kind"] == "cpu",
+        first["kind"] == "oncpu" || first["kind"] == "runqueue",
         "first finding: {first:#}"
     );
     assert!(

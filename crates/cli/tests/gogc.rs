@@ -256,7 +256,7 @@ fn go_gc_share_of_the_cpu_matches_gctrace() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| f["kind"] != "cpu")
+        .filter(|f| f["kind"] != "runqueue")
         .collect();
     let gc: Vec<&serde_json::Value> = findings
         .iter()

@@ -271,7 +271,7 @@ fn pyenv_python_3_12_and_3_13_frames_in_every_profile() {
 /// the threads waited on (the stripped binary names no `take_gil`), over both threads, held
 /// by one of them, and its share is the part of their time they neither ran nor waited for a
 /// CPU another process held (each thread's CPU time as the script measured it; its run-queue
-/// time and who held the CPU from the run's thread rows and cpu_holders).
+/// time and who held the CPU from the run's thread rows and runqueue_holders).
 #[test]
 fn debian_python_3_11_gil_fight_is_the_first_finding() {
     if !privileged("debian_python_3_11_gil_fight_is_the_first_finding") {
@@ -323,7 +323,7 @@ fn debian_python_3_11_gil_fight_is_the_first_finding() {
         // The part of its run-queue time another process held the CPU for (behind the other
         // fighter, it waited for the GIL).
         let (mut other, mut all) = (0.0, 0.0);
-        for h in run["cpu_holders"].as_array().unwrap() {
+        for h in run["runqueue_holders"].as_array().unwrap() {
             if h["tid"] == tid {
                 all += h["ns"].as_f64().unwrap();
                 if h["holder_tgid"] != run["meta"]["pid"] {
@@ -353,7 +353,7 @@ fn debian_python_3_11_gil_fight_is_the_first_finding() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|f| !(f["kind"] == "cpu" && f["culprit"]["same_process"] == false))
+        .find(|f| !(f["kind"] == "runqueue" && f["culprit"]["same_process"] == false))
         .unwrap_or_else(|| panic!("no finding:\n{json}"));
     let summary = first["summary"].as_str().unwrap_or_default();
     assert!(

@@ -76,7 +76,7 @@ fn the_slowest_requests_waits_match_the_targets_own_within_ten_points() {
 
     for (kind, theirs) in [
         ("lock", "lock_share"),
-        ("cpu", "cpu_share"),
+        ("runqueue", "cpu_share"),
         ("io", "io_share"),
     ] {
         let ours = tail_share(span, kind);
@@ -113,7 +113,7 @@ fn the_slowest_requests_waits_match_the_targets_own_within_ten_points() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|f| f["kind"] == "cpu" && f["culprit"]["tid"] == tids["burster"])
+        .find(|f| f["kind"] == "runqueue" && f["culprit"]["tid"] == tids["burster"])
         .unwrap_or_else(|| panic!("no CPU wait held by the burster: {span:#}"));
     assert_eq!(cpu["culprit"]["thread"], "burster", "{cpu:#}");
     // Both causes the target built explain a real part of the excess (their order moves
@@ -125,7 +125,7 @@ fn the_slowest_requests_waits_match_the_targets_own_within_ten_points() {
     // The typical ones, likewise (they hardly wait on an idle machine).
     for (kind, theirs) in [
         ("lock", "lock_share"),
-        ("cpu", "cpu_share"),
+        ("runqueue", "cpu_share"),
         ("io", "io_share"),
     ] {
         let ours: f64 = span["typical"]["findings"]

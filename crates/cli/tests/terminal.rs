@@ -47,9 +47,9 @@ fn hostile_b() -> Value {
     let mut b = hostile();
     b["workload"]["build"] = "abs\x1b[1m".into();
     b["threads"][0]["runqueue_ns"] = 1_450_000_000u64.into();
-    b["threads"][0]["woken_wait_ns"] = 1_450_000_000u64.into();
+    b["threads"][0]["runqueue_after_wakeup_ns"] = 1_450_000_000u64.into();
     b["threads"][1]["oncpu_ns"] = 1_400_000_000u64.into();
-    b["cpu_holders"][0]["ns"] = 1_400_000_000u64.into();
+    b["runqueue_holders"][0]["ns"] = 1_400_000_000u64.into();
     b
 }
 

@@ -121,7 +121,7 @@ fn every_switch_of_the_ping_pong_is_on_the_timeline_and_in_the_trace() {
             .iter()
             .find(|r| r["tid"] == tid)
             .unwrap();
-        let want = row["woken_wait_ns"].as_u64().unwrap();
+        let want = row["runqueue_after_wakeup_ns"].as_u64().unwrap();
         if unreported > 0 {
             eprintln!(
                 "thread {tid}: runnable after a wakeup {after_wakeup} ns, aggregate {want} ns \

@@ -37,8 +37,8 @@ pub mod maps {
     pub const OFFCPU: &str = "OFFCPU";
     /// `HashMap<WakeupKey, u64>`: off-CPU ns by sleeper stack and waker stack.
     pub const WAKEUPS: &str = "WAKEUPS";
-    /// `CpuHolderKey -> CpuHolderStats`: who held the CPU while a target thread waited.
-    pub const CPU_HOLDERS: &str = "CPU_HOLDERS";
+    /// `RunqueueHolderKey -> RunqueueHolderStats`: who held the CPU while a target thread waited.
+    pub const RUNQUEUE_HOLDERS: &str = "RUNQUEUE_HOLDERS";
     /// `HashMap<HeldKey, u64>`: what a waker of the targets did while the thread it woke
     /// waited, ns by its state and stacks.
     pub const HELD: &str = "HELD";
@@ -163,7 +163,7 @@ pub mod maps {
         ONCPU,
         OFFCPU,
         WAKEUPS,
-        CPU_HOLDERS,
+        RUNQUEUE_HOLDERS,
         HELD,
         SYSCALL_STACKS,
         ZERO_THREAD,
@@ -1375,18 +1375,18 @@ pub struct ThreadStats {
     /// blocked up to it and waits for a CPU after it.
     pub wakeup_at: u64,
     /// The part of `runqueue_ns` that followed a wakeup (scheduler delay).
-    pub woken_wait_ns: u64,
+    pub runqueue_after_wakeup_ns: u64,
     /// The waiting-for-a-CPU part of the interval whose stacks wait for a user stack.
     pub pending_delay_ns: u64,
     /// Each wait for a CPU (wakeup or preemption to switch-in), log2 ns.
     pub delay_hist: [u64; HIST_BUCKETS],
     /// The first task seen holding a CPU this thread waited for, and what it held: this
-    /// thread's `CPU_HOLDERS` row for that holder and CPU, kept here so that the commonest
+    /// thread's `RUNQUEUE_HOLDERS` row for that holder and CPU, kept here so that the commonest
     /// case (the same holder again) needs no hash lookup. Every other holder's row is in
-    /// `CPU_HOLDERS`; a row is in one place or the other for the thread's life. Unused while
+    /// `RUNQUEUE_HOLDERS`; a row is in one place or the other for the thread's life. Unused while
     /// `held.count` is 0.
-    pub held_by: CpuHolderKey,
-    pub held: CpuHolderStats,
+    pub held_by: RunqueueHolderKey,
+    pub held: RunqueueHolderStats,
     /// `wakeup_at` of the last interval off CPU, kept past its switch-in (0: none seen, or
     /// preempted): where that interval's blocked part ended and its wait for a CPU began,
     /// should the thread wake another ([`HeldKey`]).
@@ -1422,7 +1422,7 @@ const _: () = assert!(
 /// Who held a CPU while a target thread waited for it: the task the waiter took the CPU from.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct CpuHolderKey {
+pub struct RunqueueHolderKey {
     pub tgid: u32,
     pub tid: u32,
     pub holder_tgid: u32,
@@ -1430,11 +1430,11 @@ pub struct CpuHolderKey {
     pub cpu: u32,
     pub _pad: u32,
 }
-const _: () = assert!(core::mem::size_of::<CpuHolderKey>() == 24);
+const _: () = assert!(core::mem::size_of::<RunqueueHolderKey>() == 24);
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct CpuHolderStats {
+pub struct RunqueueHolderStats {
     pub count: u64,
     pub ns: u64,
     /// The holder's name, NUL-padded, as two little-endian words.
@@ -1443,7 +1443,7 @@ pub struct CpuHolderStats {
     pub prio: u32,
     pub _pad: u32,
 }
-const _: () = assert!(core::mem::size_of::<CpuHolderStats>() == 40);
+const _: () = assert!(core::mem::size_of::<RunqueueHolderStats>() == 40);
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -1565,8 +1565,8 @@ mod pod {
     unsafe impl aya::Pod for super::OffCpuKey {}
     unsafe impl aya::Pod for super::WakeupKey {}
     unsafe impl aya::Pod for super::HeldKey {}
-    unsafe impl aya::Pod for super::CpuHolderKey {}
-    unsafe impl aya::Pod for super::CpuHolderStats {}
+    unsafe impl aya::Pod for super::RunqueueHolderKey {}
+    unsafe impl aya::Pod for super::RunqueueHolderStats {}
     unsafe impl aya::Pod for super::SyscallStackKey {}
     unsafe impl aya::Pod for super::FutexKey {}
     unsafe impl aya::Pod for super::FutexStats {}

@@ -67,7 +67,7 @@ fn describe(f: &Finding) -> String {
     }
     if let Some(c) = &f.culprit {
         let by = match f.kind {
-            Kind::Cpu => "held by",
+            Kind::Runqueue => "held by",
             Kind::Lock => "released by",
             _ => "woken by",
         };

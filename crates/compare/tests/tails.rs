@@ -163,7 +163,7 @@ fn a_slower_tail_says_which_causes_moved_it() {
     // not among A's causes. In B, 100 µs more of it is.
     let want = [
         cause(Kind::Lock, lock, Some(0.3), Some(0.75), 0.45),
-        cause(Kind::Cpu, hog, Some(0.6), Some(0.15), -0.45),
+        cause(Kind::Runqueue, hog, Some(0.6), Some(0.15), -0.45),
         cause(Kind::Oncpu, "ran on CPU", None, Some(0.1), 0.1),
     ];
     assert!(
@@ -186,7 +186,7 @@ fn a_slower_tail_says_which_causes_moved_it() {
         "    P99.9 1.0 ms → 2.0 ms (+100.0%), max 1.0 ms → 2.0 ms (+100.0%)",
         "  causes of its slowest 1%, by share of their time, A → B (-: not among that side's):",
         "     30.0% →  75.0%  +45.0 points  [lock] waited for a lock in demo::lock_table, released by compactor",
-        "     60.0% →  15.0%  -45.0 points  [cpu] waited for a CPU, held by hog",
+        "     60.0% →  15.0%  -45.0 points  [runqueue] waited for a CPU, held by hog",
         "         - →  10.0%  +10.0 points  [oncpu] ran on CPU",
         "",
     ];
@@ -242,7 +242,7 @@ fn a_slower_tail_says_which_causes_moved_it() {
         got,
         [
             (Kind::Lock, Some(0.75), "+0.0 points".to_string()),
-            (Kind::Cpu, Some(0.15), "+0.0 points".into()),
+            (Kind::Runqueue, Some(0.15), "+0.0 points".into()),
             (Kind::Oncpu, Some(0.1), "+0.0 points".into()),
         ]
     );

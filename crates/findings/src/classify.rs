@@ -99,7 +99,7 @@ pub fn classify(label: &Label, frames: &[&Frame]) -> Reading {
     };
     if label.waits_for_cpu() {
         return reading(
-            Kind::Cpu,
+            Kind::Runqueue,
             if *label == Label::Preempted {
                 "preempted"
             } else {
@@ -337,7 +337,7 @@ mod tests {
             ),
             Kind::Net
         );
-        assert_eq!(k("W", &["main", "nap"], &["do_nanosleep"]), Kind::Cpu);
+        assert_eq!(k("W", &["main", "nap"], &["do_nanosleep"]), Kind::Runqueue);
         assert_eq!(
             k(
                 "S",
@@ -346,7 +346,7 @@ mod tests {
             ),
             Kind::Ipc
         );
-        assert_eq!(k("R", &["main", "spin"], &[]), Kind::Cpu);
+        assert_eq!(k("R", &["main", "spin"], &[]), Kind::Runqueue);
         assert_eq!(
             k(
                 "S",

@@ -71,7 +71,7 @@ fn describe(f: &Finding) -> String {
     }
     if let Some(c) = &f.culprit {
         s += &match f.kind {
-            Kind::Cpu => format!(", held by {}", c.thread),
+            Kind::Runqueue => format!(", held by {}", c.thread),
             _ => format!(", released by {} ({})", c.thread, c.doing),
         };
     }
@@ -117,7 +117,7 @@ pub fn changes(a: &[Run], b: &[Run]) -> Changes {
             totals.push(total as f64 / n);
             for f in &ex.findings {
                 let mut k = key(f);
-                let waits = !matches!(f.kind, Kind::Cpu | Kind::Oncpu);
+                let waits = !matches!(f.kind, Kind::Runqueue | Kind::Oncpu);
                 if waits && !f.tids.is_empty() && f.tids.iter().all(|&t| parked(r, t)) {
                     k.0 = Kind::Idle;
                 }
@@ -255,9 +255,9 @@ mod tests {
             oncpu_ns: 0,
             blocked_ns: 3_000 * MS,
             runqueue_ns: 0,
-            woken_wait_ns: 0,
+            runqueue_after_wakeup_ns: 0,
             offcpu: Log2Hist::default(),
-            sched_delay: Log2Hist::default(),
+            runqueue_waits: Log2Hist::default(),
         });
         let first = run.profiles.frames.len() as u32;
         run.profiles.frames.push(Frame {

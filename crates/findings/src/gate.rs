@@ -9,10 +9,14 @@ fn kinds(what: Explains) -> &'static [Kind] {
     use Kind::*;
     match what {
         Explains::Nothing | Explains::SpanCalls => &[],
-        Explains::Requests => &[Cpu, Lock, Io, Net, Sleep, Fault, Gc, Ipc, Blocked, Oncpu],
-        Explains::Switches => &[Cpu, Lock, Io, Net, Sleep, Fault, Gc, Ipc, Blocked, Idle],
+        Explains::Requests => &[
+            Runqueue, Lock, Io, Net, Sleep, Fault, Gc, Ipc, Blocked, Oncpu,
+        ],
+        Explains::Switches => &[
+            Runqueue, Lock, Io, Net, Sleep, Fault, Gc, Ipc, Blocked, Idle,
+        ],
         Explains::Blocking => &[Lock, Io, Net, Sleep, Fault, Gc, Ipc, Blocked, Idle],
-        Explains::WaitsForCpu => &[Cpu],
+        Explains::WaitsForCpu => &[Runqueue],
         Explains::Locks => &[Lock],
         Explains::OnCpu => &[Oncpu],
         Explains::Gc => &[Gc],
@@ -108,7 +112,7 @@ mod tests {
                 slow: TailGroup {
                     findings: vec![
                         cause(Kind::Lock, 0.5, "lock"),
-                        cause(Kind::Cpu, 0.3, "cpu"),
+                        cause(Kind::Runqueue, 0.3, "cpu"),
                         cause(Kind::Io, 0.1, "io"),
                         cause(Kind::Oncpu, 0.1, "oncpu"),
                     ],

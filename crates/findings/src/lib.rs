@@ -5,7 +5,7 @@
 //!
 //! Where each figure comes from:
 //! - **waiting for a CPU**: the thread rows (exact: preempted or woken → switch-in), and who
-//!   held the CPU from `cpu_holders` (the task each waiter took the CPU from);
+//!   held the CPU from `runqueue_holders` (the task each waiter took the CPU from);
 //! - **every other wait**: the off-CPU profile, each stack read by [`classify`] (the kernel
 //!   frames say which wait, the user frames what for and where); a thread's blocked time no
 //!   walked stack covers is "blocked" with no cause;
@@ -37,7 +37,7 @@ use std::collections::{BTreeMap, BTreeSet, btree_map::Entry};
 
 use serde::{Deserialize, Serialize};
 use switchyard_model::{
-    CpuHolder, Frame, Label, Run, Stack, ThreadRow,
+    Frame, Label, Run, RunqueueHolder, Stack, ThreadRow,
     term::escape,
     units::{ns, percent},
 };
@@ -110,9 +110,9 @@ pub struct Finding {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub symbol: Option<String>,
     /// After this wait's wakeups, the threads then waited this long for a CPU, s (counted in
-    /// the threads' "cpu" finding, not in `seconds`): the wait's whole cost is the sum.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub then_cpu_s: f64,
+    /// the threads' "runqueue" finding, not in `seconds`): the wait's whole cost is the sum.
+    #[serde(default, skip_serializing_if = "is_zero", alias = "then_cpu_s")]
+    pub then_runqueue_s: f64,
     /// When it happened, from the timeline (runs recorded with `--timeline`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<When>,
@@ -269,7 +269,7 @@ fn behind_gil(run: &Run, reader: &Reader) -> (BTreeSet<u32>, BTreeMap<u32, f64>)
         .map(|s| s.tid)
         .collect();
     let mut held: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-    for h in &run.cpu_holders {
+    for h in &run.runqueue_holders {
         let e = held.entry(h.tid).or_default();
         if fighters.contains(&h.tid) && h.holder_tid != h.tid && fighters.contains(&h.holder_tid) {
             e.0 += h.ns;
@@ -564,7 +564,7 @@ pub fn explain(run: &Run) -> Explanation {
         ..Default::default()
     };
     let mut findings = Vec::new();
-    findings.extend(cpu_findings(&cx, &mut out.limits));
+    findings.extend(runqueue_findings(&cx, &mut out.limits));
     findings.extend(wait_findings(&cx, &mut out.limits));
     findings.extend(oncpu_findings(&cx));
     findings.extend(gc_pauses(&cx));
@@ -630,40 +630,40 @@ fn gil_holders_after_the_gil(findings: &mut Vec<Finding>) {
 }
 
 /// Waiting for a CPU: one finding per waiting pool and the pool that held the CPU.
-fn cpu_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
+fn runqueue_findings(cx: &Ctx, limits: &mut Vec<String>) -> Vec<Finding> {
     let run = cx.run;
-    if run.cpu_holders.is_empty() && run.threads.iter().any(|t| t.runqueue_ns > 0) {
+    if run.runqueue_holders.is_empty() && run.threads.iter().any(|t| t.runqueue_ns > 0) {
         limits
             .push("who held the CPU is not in this run (recorded before holders were kept)".into());
     }
-    let waits = cpu_waits(cx);
+    let waits = runqueue_wait_groups(cx);
     waits
         .groups
         .values()
-        .map(|g| cpu_finding(cx, g, &waits.holders))
+        .map(|g| runqueue_finding(cx, g, &waits.holders))
         .collect()
 }
 
 /// The threads' waits for a CPU, grouped, and the tasks that held the CPU.
-struct CpuWaits<'a> {
+struct RunqueueWaits<'a> {
     /// By the waiter's pool and its main holder's pool; a group's culprits are its holders'
     /// shares of its waits.
     groups: BTreeMap<(String, String), Group>,
     /// Each holder's heaviest row.
-    holders: BTreeMap<u32, &'a CpuHolder>,
+    holders: BTreeMap<u32, &'a RunqueueHolder>,
 }
 
 /// Gathers the threads' waits for a CPU into groups, each wait shared by the tasks that held
 /// the CPU during it.
-fn cpu_waits<'a>(cx: &Ctx<'a>) -> CpuWaits<'a> {
+fn runqueue_wait_groups<'a>(cx: &Ctx<'a>) -> RunqueueWaits<'a> {
     let run = cx.run;
     // Per waiter: its holders' shares.
-    let mut holders: BTreeMap<u32, Vec<&CpuHolder>> = BTreeMap::new();
-    for h in &run.cpu_holders {
+    let mut holders: BTreeMap<u32, Vec<&RunqueueHolder>> = BTreeMap::new();
+    for h in &run.runqueue_holders {
         holders.entry(h.tid).or_default().push(h);
     }
     let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
-    let mut holder_rows: BTreeMap<u32, &CpuHolder> = BTreeMap::new();
+    let mut holder_rows: BTreeMap<u32, &RunqueueHolder> = BTreeMap::new();
     for t in run.threads.iter().filter(|t| t.runqueue_ns > 0) {
         let mut hs = holders.get(&t.tid).cloned().unwrap_or_default();
         // Behind the GIL's holder: the GIL finding's, not this one's.
@@ -683,7 +683,7 @@ fn cpu_waits<'a>(cx: &Ctx<'a>) -> CpuWaits<'a> {
             None => (pattern(&t.comm), String::new()),
         };
         let g = groups.entry(key).or_default();
-        let because = if t.woken_wait_ns * 2 >= t.runqueue_ns {
+        let because = if t.runqueue_after_wakeup_ns * 2 >= t.runqueue_ns {
             "woken, not yet run"
         } else {
             "preempted"
@@ -702,7 +702,7 @@ fn cpu_waits<'a>(cx: &Ctx<'a>) -> CpuWaits<'a> {
             }
         }
     }
-    CpuWaits {
+    RunqueueWaits {
         groups,
         holders: holder_rows,
     }
@@ -720,15 +720,15 @@ struct HolderPool {
 }
 
 /// One finding of waiting for a CPU: a group of waiters and the pool that held the CPU.
-fn cpu_finding(cx: &Ctx, g: &Group, holder_rows: &BTreeMap<u32, &CpuHolder>) -> Finding {
+fn runqueue_finding(cx: &Ctx, g: &Group, holder_rows: &BTreeMap<u32, &RunqueueHolder>) -> Finding {
     let tids: BTreeSet<u32> = g.tids.keys().copied().collect();
     let names: Vec<String> = tids.iter().map(|&t| cx.name(t)).collect();
     let total = cx.threads_time(&tids);
     let share = if total > 0.0 { g.ns / total } else { 0.0 };
     let pool = holder_pool(cx, g, holder_rows);
-    let (summary, evidence) = cpu_sentences(g, &names, share, pool.as_ref());
+    let (summary, evidence) = runqueue_sentences(g, &names, share, pool.as_ref());
     Finding {
-        kind: Kind::Cpu,
+        kind: Kind::Runqueue,
         seconds: g.ns / 1e9,
         share,
         threads: names,
@@ -739,7 +739,7 @@ fn cpu_finding(cx: &Ctx, g: &Group, holder_rows: &BTreeMap<u32, &CpuHolder>) -> 
         summary,
         address: None,
         symbol: None,
-        then_cpu_s: 0.0,
+        then_runqueue_s: 0.0,
         when: None,
         of_process_cpu: false,
     }
@@ -749,7 +749,11 @@ fn cpu_finding(cx: &Ctx, g: &Group, holder_rows: &BTreeMap<u32, &CpuHolder>) -> 
 /// the target's, and the name without numbers (a driver's connection-1 … connection-4 are one
 /// culprit, and so are two `busy` processes); the pool's busiest thread names it, its pids go
 /// in the evidence.
-fn holder_pool(cx: &Ctx, g: &Group, holder_rows: &BTreeMap<u32, &CpuHolder>) -> Option<HolderPool> {
+fn holder_pool(
+    cx: &Ctx,
+    g: &Group,
+    holder_rows: &BTreeMap<u32, &RunqueueHolder>,
+) -> Option<HolderPool> {
     // (held, busiest tid, its held, threads, pids)
     type Pool = (f64, u32, f64, usize, BTreeSet<u32>);
     let mut pools: BTreeMap<(bool, String), Pool> = BTreeMap::new();
@@ -806,7 +810,7 @@ fn holder_pool(cx: &Ctx, g: &Group, holder_rows: &BTreeMap<u32, &CpuHolder>) -> 
 }
 
 /// A wait for a CPU in words: its summary and its evidence.
-fn cpu_sentences(
+fn runqueue_sentences(
     g: &Group,
     names: &[String],
     share: f64,
@@ -842,7 +846,7 @@ fn cpu_sentences(
             c.thread,
         );
         evidence += &format!(
-            "; holders: the task each wait took the CPU from (cpu_holders), the idle task for {}",
+            "; holders: the task each wait took the CPU from (runqueue_holders), the idle task for {}",
             percent(held)
         );
         return (summary, evidence);
@@ -873,7 +877,7 @@ fn cpu_sentences(
         }
     );
     evidence += &format!(
-        "; holders: the task each wait took the CPU from (cpu_holders), {} held it for {}",
+        "; holders: the task each wait took the CPU from (runqueue_holders), {} held it for {}",
         c.thread,
         percent(held)
     );
@@ -1089,7 +1093,7 @@ fn wait_finding(cx: &Ctx, wakeups: &Wakeups, waits: &Waits, key: &WaitKey, g: &G
         summary: String::new(),
         symbol: address.as_deref().and_then(|a| lock_symbol(run, &tids, a)),
         address,
-        then_cpu_s: g.then_cpu / 1e9,
+        then_runqueue_s: g.then_cpu / 1e9,
         when: None,
         of_process_cpu: false,
     };
@@ -1209,7 +1213,7 @@ fn wait_evidence(
         });
     let behind = if behind > 0.0 {
         format!(
-            "; thread rows and cpu_holders: {} waiting for a CPU another thread fighting for the GIL held",
+            "; thread rows and runqueue_holders: {} waiting for a CPU another thread fighting for the GIL held",
             ns(behind as u64)
         )
     } else {
@@ -1271,7 +1275,7 @@ fn parked_finding(t: &ThreadRow, rest: f64, total: f64) -> Finding {
         ),
         address: None,
         symbol: None,
-        then_cpu_s: 0.0,
+        then_runqueue_s: 0.0,
         when: None,
         of_process_cpu: false,
     }
@@ -1303,7 +1307,7 @@ fn unstacked_finding(run: &Run, t: &ThreadRow, rest: f64, total: f64, stacks_on:
         ),
         address: None,
         symbol: None,
-        then_cpu_s: 0.0,
+        then_runqueue_s: 0.0,
         when: None,
         of_process_cpu: false,
     }
@@ -1450,7 +1454,7 @@ fn held_doing(
 /// What a thread was doing, in words, by the kind of its wait.
 fn doing_words(kind: Kind) -> &'static str {
     match kind {
-        Kind::Cpu => "waiting for a CPU",
+        Kind::Runqueue => "waiting for a CPU",
         Kind::Io => "in block I/O",
         Kind::Lock => "waiting for a lock",
         Kind::Net => "waiting on the network",
@@ -1726,7 +1730,7 @@ fn collector_finding(
         culprit: culprit.clone(),
         address: None,
         symbol: None,
-        then_cpu_s: 0.0,
+        then_runqueue_s: 0.0,
         when: None,
         of_process_cpu: true,
     }
@@ -1780,7 +1784,7 @@ fn assists_finding(
         culprit: culprit.clone(),
         address: None,
         symbol: None,
-        then_cpu_s: 0.0,
+        then_runqueue_s: 0.0,
         when: None,
         of_process_cpu: true,
     }
@@ -1823,7 +1827,7 @@ fn running_finding(
         summary,
         address: None,
         symbol: None,
-        then_cpu_s: 0.0,
+        then_runqueue_s: 0.0,
         when: None,
         of_process_cpu: true,
     }
@@ -1900,7 +1904,7 @@ fn gc_pauses(cx: &Ctx) -> Vec<Finding> {
         ),
         address: None,
         symbol: None,
-        then_cpu_s: 0.0,
+        then_runqueue_s: 0.0,
         when: None,
         of_process_cpu: true,
     }]
@@ -1913,7 +1917,7 @@ fn when(cx: &Ctx, t: &switchyard_model::Timeline, f: &Finding) -> Option<When> {
     let tids: BTreeSet<u32> = f.tids.iter().copied().collect();
     let mut times: Vec<u64> = Vec::new();
     match f.kind {
-        Kind::Cpu => {
+        Kind::Runqueue => {
             for th in t.threads.iter().filter(|th| tids.contains(&th.tid)) {
                 times.extend(
                     th.slices

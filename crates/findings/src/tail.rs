@@ -91,12 +91,13 @@ fn causes(cx: &Ctx, i: &SpanInstance, canon: &BTreeMap<u32, u32>) -> BTreeMap<Ke
     let mut cpu_named = 0;
     for c in &i.cpu {
         let holder = canon.get(&c.tid).copied().unwrap_or(c.tid);
-        *out.entry((Kind::Cpu, String::new(), holder)).or_default() += c.ns;
+        *out.entry((Kind::Runqueue, String::new(), holder))
+            .or_default() += c.ns;
         cpu_named += c.ns;
     }
     let cpu_rest = i.runqueue_ns.saturating_sub(cpu_named);
     if cpu_rest > 0 {
-        *out.entry((Kind::Cpu, String::new(), 0)).or_default() += cpu_rest;
+        *out.entry((Kind::Runqueue, String::new(), 0)).or_default() += cpu_rest;
     }
     let mut blocked_named = 0;
     for w in &i.blocked {
@@ -152,9 +153,9 @@ fn go_causes(i: &SpanInstance, out: &mut BTreeMap<Key, u64>) {
     let assist = g.assist_ns.min(i.oncpu_ns);
     add(Kind::Gc, GO_ASSIST, assist);
     add(Kind::Oncpu, "", i.oncpu_ns - assist);
-    add(Kind::Cpu, "", i.runqueue_ns);
+    add(Kind::Runqueue, "", i.runqueue_ns);
     add(Kind::Blocked, GO_SYSCALL, i.blocked_ns);
-    add(Kind::Cpu, GO_SCHEDULER, g.sched_ns);
+    add(Kind::Runqueue, GO_SCHEDULER, g.sched_ns);
     for p in &g.parked {
         add(
             switchyard_runtimes::go::reason_kind(&p.reason),
@@ -616,7 +617,7 @@ fn finding(
     let site = if *kind == Kind::Oncpu { &hot.0 } else { site };
     let tids: BTreeSet<u32> = group.iter().map(|i| i.tid).collect();
     let culprit = match kind {
-        Kind::Cpu if *culprit_tid != 0 => Some(cpu_holder(cx, group, *culprit_tid)),
+        Kind::Runqueue if *culprit_tid != 0 => Some(cpu_holder(cx, group, *culprit_tid)),
         Kind::Oncpu => None,
         _ if *culprit_tid != 0 => Some(releaser(cx, group, key)),
         _ => None,
@@ -728,7 +729,7 @@ fn what(key: &Key, f: &Finding) -> String {
     };
     let base = match kind {
         Kind::Gc if site == GO_ASSIST => "assisting the Go GC (marking, on CPU)".to_string(),
-        Kind::Cpu if site == GO_SCHEDULER => {
+        Kind::Runqueue if site == GO_SCHEDULER => {
             "runnable, waiting in the Go scheduler for a thread".to_string()
         }
         Kind::Blocked if site == GO_SYSCALL => "blocked in a system call".to_string(),
@@ -737,7 +738,7 @@ fn what(key: &Key, f: &Finding) -> String {
             "parked by the Go runtime ({})",
             escape(&site[GO_PARK.len()..])
         ),
-        Kind::Cpu => "waiting for a CPU".to_string(),
+        Kind::Runqueue => "waiting for a CPU".to_string(),
         Kind::Oncpu => format!("running{at}"),
         Kind::Lock => format!("waiting for a lock{at}"),
         Kind::Io => format!("in block I/O{at}"),
@@ -750,7 +751,7 @@ fn what(key: &Key, f: &Finding) -> String {
         Kind::Blocked => format!("blocked{at}"),
     };
     match &f.culprit {
-        Some(c) if kind == Kind::Cpu => format!(
+        Some(c) if kind == Kind::Runqueue => format!(
             "{base} held by {} ({}{})",
             escape(&c.thread),
             if c.same_process {

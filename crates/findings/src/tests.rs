@@ -2,7 +2,7 @@
 //! an fsync, an idle epoll loop.
 
 use switchyard_model::{
-    CpuHolder, Frame, FrameKind, Label, Log2Hist, Profile, Run, Stack, ThreadRow, metrics,
+    Frame, FrameKind, Label, Log2Hist, Profile, Run, RunqueueHolder, Stack, ThreadRow, metrics,
 };
 
 use super::*;
@@ -19,9 +19,9 @@ fn thread(tid: u32, comm: &str, on: u64, blocked: u64, runq: u64) -> ThreadRow {
         oncpu_ns: on,
         blocked_ns: blocked,
         runqueue_ns: runq,
-        woken_wait_ns: runq,
+        runqueue_after_wakeup_ns: runq,
         offcpu: Log2Hist::default(),
-        sched_delay: Log2Hist::default(),
+        runqueue_waits: Log2Hist::default(),
     }
 }
 
@@ -80,8 +80,8 @@ pub(crate) fn waits_run() -> Run {
         thread(5, "syncer", 20 * MS, 2_980 * MS, 0),
         thread(6, "event-loop", MS, 2_999 * MS, 0),
     ];
-    run.cpu_holders = vec![
-        CpuHolder {
+    run.runqueue_holders = vec![
+        RunqueueHolder {
             tgid: 100,
             tid: 1,
             cpu: 0,
@@ -92,7 +92,7 @@ pub(crate) fn waits_run() -> Run {
             count: 5000,
             ns: 2_850 * MS,
         },
-        CpuHolder {
+        RunqueueHolder {
             tgid: 100,
             tid: 1,
             cpu: 0,
@@ -267,7 +267,7 @@ fn find<'a>(ex: &'a Explanation, kind: Kind, thread: &str) -> &'a Finding {
 #[test]
 fn a_worker_behind_a_hog_waits_for_a_cpu_held_by_the_hog_in_its_spin() {
     let ex = explain(&waits_run());
-    let f = find(&ex, Kind::Cpu, "worker");
+    let f = find(&ex, Kind::Runqueue, "worker");
     assert!((f.seconds - 2.9).abs() < 1e-9, "{}", f.seconds);
     assert!((f.share - 2.9 / 3.0).abs() < 1e-9);
     let c = f.culprit.as_ref().unwrap();
@@ -282,7 +282,7 @@ fn a_worker_behind_a_hog_waits_for_a_cpu_held_by_the_hog_in_its_spin() {
         "worker waited 2.90 s (96.7% of its time) for a CPU (CPU 0 mostly), held by hog (this process, nice -15) in hog_spin"
     );
     // The worker's own on-CPU time is small, its wait heads the list.
-    assert_eq!(ex.findings[0].kind, Kind::Cpu);
+    assert_eq!(ex.findings[0].kind, Kind::Runqueue);
 }
 
 #[test]
@@ -290,7 +290,7 @@ fn cpu_holders_of_one_program_in_several_processes_are_one_culprit() {
     // Two `busy` processes took the worker's CPU about equally: one program, one line of
     // 100%, not "busy (pid 300), 51.7% of the wait".
     let mut run = waits_run();
-    let holder = |pid: u32, ns: u64| CpuHolder {
+    let holder = |pid: u32, ns: u64| RunqueueHolder {
         tgid: 100,
         tid: 1,
         cpu: 0,
@@ -301,9 +301,9 @@ fn cpu_holders_of_one_program_in_several_processes_are_one_culprit() {
         count: 100,
         ns,
     };
-    run.cpu_holders = vec![holder(300, 1_500 * MS), holder(400, 1_400 * MS)];
+    run.runqueue_holders = vec![holder(300, 1_500 * MS), holder(400, 1_400 * MS)];
     let ex = explain(&run);
-    let f = find(&ex, Kind::Cpu, "worker");
+    let f = find(&ex, Kind::Runqueue, "worker");
     let c = f.culprit.as_ref().unwrap();
     assert_eq!(
         (c.thread.as_str(), c.pid, c.same_process),
@@ -313,9 +313,9 @@ fn cpu_holders_of_one_program_in_several_processes_are_one_culprit() {
     assert!(f.summary.contains("2 other processes"), "{}", f.summary);
     assert!(f.evidence.contains("pids 300, 400"), "{}", f.evidence);
     // Two programs stay apart: the larger is the culprit, with its share.
-    run.cpu_holders[1].holder_comm = "other".into();
+    run.runqueue_holders[1].holder_comm = "other".into();
     let ex = explain(&run);
-    let f = find(&ex, Kind::Cpu, "worker");
+    let f = find(&ex, Kind::Runqueue, "worker");
     assert!(
         f.summary.contains("another process, pid 300"),
         "{}",
@@ -329,7 +329,7 @@ fn a_wait_ended_by_an_idle_cpu_waking_is_wake_up_latency_not_a_holder() {
     // The worker's waits ended on CPUs that were idle: the idle task "held" them, and the
     // wait was the CPU's way out of idle.
     let mut run = waits_run();
-    run.cpu_holders = vec![CpuHolder {
+    run.runqueue_holders = vec![RunqueueHolder {
         tgid: 100,
         tid: 1,
         cpu: 1,
@@ -341,7 +341,7 @@ fn a_wait_ended_by_an_idle_cpu_waking_is_wake_up_latency_not_a_holder() {
         ns: 2_000 * MS,
     }];
     let ex = explain(&run);
-    let f = find(&ex, Kind::Cpu, "worker");
+    let f = find(&ex, Kind::Runqueue, "worker");
     assert!(
         f.summary
             .contains("on an idle CPU waking up (swapper/1): wake-up latency, no task held it"),
@@ -369,7 +369,7 @@ fn a_cpu_holder_is_named_by_where_it_ran_not_by_its_idle_time() {
     );
     run.profiles.offcpu.stacks.push(idle);
     let ex = explain(&run);
-    let c = find(&ex, Kind::Cpu, "worker").culprit.clone().unwrap();
+    let c = find(&ex, Kind::Runqueue, "worker").culprit.clone().unwrap();
     assert_eq!(c.doing, "running in hog_spin", "{c:?}");
     assert_eq!(c.frames.first().map(String::as_str), Some("hog_spin"));
 }
@@ -424,7 +424,7 @@ fn the_json_is_the_documented_contract() {
     ] {
         assert!(f.get(field).is_some(), "findings[0] has no {field}: {f}");
     }
-    assert_eq!(f["kind"], "cpu");
+    assert_eq!(f["kind"], "runqueue");
     assert_eq!(f["culprit"]["thread"], "hog");
     assert_eq!(f["culprit"]["frames"][0], "hog_spin");
     let back: Explanation = serde_json::from_value(v).unwrap();
@@ -442,7 +442,7 @@ fn without_stacks_only_the_cpu_wait_has_a_cause() {
         ex.limits
     );
     assert_eq!(
-        find(&ex, Kind::Cpu, "worker")
+        find(&ex, Kind::Runqueue, "worker")
             .culprit
             .as_ref()
             .unwrap()
@@ -466,11 +466,11 @@ fn what_changed_ranks_by_the_share_of_the_change() {
         }
     }
     b.threads[0].runqueue_ns = 100 * MS;
-    b.threads[0].woken_wait_ns = 100 * MS;
+    b.threads[0].runqueue_after_wakeup_ns = 100 * MS;
     let ch = changes(&[a], &[b]);
     assert_eq!(ch.per, "s");
     let top = &ch.changes[0];
-    assert_eq!(top.kind, Kind::Cpu);
+    assert_eq!(top.kind, Kind::Runqueue);
     assert!(top.delta < 0.0);
     assert_eq!(ch.changes[1].kind, Kind::Lock);
     let sum: f64 = ch.changes.iter().map(|c| c.explains).sum();
@@ -482,7 +482,7 @@ fn what_changed_ranks_by_the_share_of_the_change() {
 fn a_failed_figure_names_the_findings_behind_it() {
     let ex = explain(&waits_run());
     let b = behind("switches.involuntary.per_op", &ex, 3);
-    assert_eq!(b[0].1.kind, Kind::Cpu);
+    assert_eq!(b[0].1.kind, Kind::Runqueue);
     let b = behind("futex.wait_time", &ex, 3);
     assert_eq!(b.len(), 1);
     assert_eq!(b[0].1.culprit.as_ref().unwrap().thread, "lock-holder");
@@ -541,7 +541,7 @@ fn holders_pool_by_process_and_name() {
     let mut run = waits_run();
     // The worker's CPU is now held by a driver's three connections and one server thread:
     // each connection less than the server thread, together more.
-    let holder = |tgid, tid, comm: &str, ns| CpuHolder {
+    let holder = |tgid, tid, comm: &str, ns| RunqueueHolder {
         tgid: 100,
         tid: 1,
         cpu: 0,
@@ -552,14 +552,14 @@ fn holders_pool_by_process_and_name() {
         count: 10,
         ns,
     };
-    run.cpu_holders = vec![
+    run.runqueue_holders = vec![
         holder(100, 2, "hog", 1_000 * MS),
         holder(900, 901, "connection-1", 700 * MS),
         holder(900, 902, "connection-2", 600 * MS),
         holder(900, 903, "connection-3", 600 * MS),
     ];
     let ex = explain(&run);
-    let f = find(&ex, Kind::Cpu, "worker");
+    let f = find(&ex, Kind::Runqueue, "worker");
     let c = f.culprit.as_ref().unwrap();
     assert_eq!(
         (c.thread.as_str(), c.tid, c.pid),
@@ -595,7 +595,7 @@ fn renamed(names: &[(&str, &str)], cgroup: &str) -> Run {
         }
     };
     run.threads.iter_mut().for_each(|t| rename(&mut t.comm));
-    run.cpu_holders
+    run.runqueue_holders
         .iter_mut()
         .for_each(|h| rename(&mut h.holder_comm));
     run.profiles
@@ -647,7 +647,7 @@ fn the_terminal_text_escapes_the_targets_names_and_keeps_its_lines() {
         "{text}"
     );
     for shown in [
-        r"1. [cpu] \x1b]0;pwned\x07 waited",
+        r"1. [runqueue] \x1b]0;pwned\x07 waited",
         r"held by \x1b[2Jhog",
         r"in spin\r\n  1. [cpu] forged line",
         r"in wait\u{202e}kcol",
@@ -688,7 +688,7 @@ fn gil_run(with_gil: bool) -> Run {
         thread(11, "python3.11", 1_400 * MS, 1_500 * MS, 100 * MS),
         thread(12, "python3.11", 1_450 * MS, 1_450 * MS, 100 * MS),
     ];
-    run.cpu_holders.clear();
+    run.runqueue_holders.clear();
     if with_gil {
         run.locks.runtime_locks = vec![switchyard_model::RuntimeLock {
             tgid: 100,
@@ -792,7 +792,7 @@ fn a_gil_fighter_runnable_behind_the_other_waits_for_the_gil_and_its_running_ran
     // another process.
     for (tid, other) in [(11, 12), (12, 11)] {
         for (holder, tgid, ns) in [(other, 100, 80 * MS), (900, 900, 20 * MS)] {
-            run.cpu_holders.push(CpuHolder {
+            run.runqueue_holders.push(RunqueueHolder {
                 tgid: 100,
                 tid,
                 cpu: 0,
@@ -827,7 +827,7 @@ fn a_gil_fighter_runnable_behind_the_other_waits_for_the_gil_and_its_running_ran
     assert!(ex.findings[1].seconds > gil.seconds);
     // Only the wait behind another process is a wait for a CPU (40 ms, under the floor).
     assert!(
-        !ex.findings.iter().any(|f| f.kind == Kind::Cpu),
+        !ex.findings.iter().any(|f| f.kind == Kind::Runqueue),
         "{:#?}",
         ex.findings
     );
@@ -1128,7 +1128,7 @@ fn opentelemetry_spans_have_their_tail_explained_by_span_id() {
     );
     assert_eq!(lock.what_if_p99_ns, 100_000);
     let typical = &span.typical.findings[0];
-    assert_eq!(typical.finding.kind, Kind::Cpu);
+    assert_eq!(typical.finding.kind, Kind::Runqueue);
     assert!((typical.finding.share - 1.0).abs() < 1e-9);
     assert!(
         span.notes

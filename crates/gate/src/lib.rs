@@ -493,11 +493,11 @@ mod tests {
           "threads":[
             {"tid":101,"tgid":100,"comm":"worker","voluntary":1000,"involuntary":600,
              "oncpu_ns":60000000,"blocked_ns":40000000,"runqueue_ns":2900000000,
-             "woken_wait_ns":2900000000,"offcpu":{"buckets":[]}},
+             "runqueue_after_wakeup_ns":2900000000,"offcpu":{"buckets":[]}},
             {"tid":102,"tgid":100,"comm":"hog","voluntary":0,"involuntary":600,
              "oncpu_ns":2990000000,"blocked_ns":0,"runqueue_ns":10000000,
              "offcpu":{"buckets":[]}}],
-          "cpu_holders":[{"tgid":100,"tid":101,"cpu":0,"holder_tgid":100,"holder_tid":102,
+          "runqueue_holders":[{"tgid":100,"tid":101,"cpu":0,"holder_tgid":100,"holder_tid":102,
             "holder_comm":"hog","holder_nice":-15,"count":1000,"ns":2900000000}]}"#;
         Run::from_json(text, "waited.json").unwrap()
     }
@@ -518,7 +518,7 @@ mod tests {
             "{why}"
         );
         assert!(
-            why.contains("100.0% [cpu] worker waited 2.90 s") && why.contains("held by hog"),
+            why.contains("100.0% [runqueue] worker waited 2.90 s") && why.contains("held by hog"),
             "{why}"
         );
         for out in [
@@ -618,7 +618,7 @@ mod tests {
                     Some(1000.0),
                     &Status::Fail(format!(
                         "1000 µs above the maximum 500 µs; behind it: \
-                         [cpu] {slowest} 60.0% of their time waiting for a CPU held by hog (a \
+                         [runqueue] {slowest} 60.0% of their time waiting for a CPU held by hog (a \
                          thread of the target) (the typical ones: 0.0%); it explains 66.7% of \
                          their excess over the typical ones. Without it, P99 would be about \
                          400.0 µs {estimate}; \
@@ -634,7 +634,7 @@ mod tests {
                         "100 µs above the maximum 50 µs; behind it: \
                          [oncpu] the typical instances of handle.request spent 95.0% of their \
                          time running; \
-                         [cpu] the typical instances of handle.request spent 5.0% of their time \
+                         [runqueue] the typical instances of handle.request spent 5.0% of their time \
                          waiting for a CPU"
                             .into()
                     )
@@ -643,7 +643,7 @@ mod tests {
             ]
         );
         assert!(crate::text(&checks).contains(
-            "— 1000 µs above the maximum 500 µs; behind it: [cpu] the slowest 1% of handle.request"
+            "— 1000 µs above the maximum 500 µs; behind it: [runqueue] the slowest 1% of handle.request"
         ));
         // A span with no calls measured one by one has no percentiles, and says why.
         let mut run = with_a_slow_span();
@@ -676,7 +676,7 @@ mod tests {
         };
         assert!(
             why.starts_with(&format!(
-                "1000 µs is 25.0% worse than the baseline 800 µs (allowed 10%); behind it: [cpu] {slowest} 60.0%"
+                "1000 µs is 25.0% worse than the baseline 800 µs (allowed 10%); behind it: [runqueue] {slowest} 60.0%"
             )),
             "{why}"
         );
@@ -687,7 +687,7 @@ mod tests {
         let mut run = waited_for_a_hog();
         run.threads[0].comm = "\x1b]0;pwned\x07\r\nFAIL forged".into();
         run.threads[1].comm = "hog\u{202e}".into();
-        run.cpu_holders[0].holder_comm = run.threads[1].comm.clone();
+        run.runqueue_holders[0].holder_comm = run.threads[1].comm.clone();
         let budgets = parse(
             "[[budget]]\nmetric = \"switches.involuntary\"\nmax = 100\n",
             "b.toml",

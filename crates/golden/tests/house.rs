@@ -493,6 +493,33 @@ const RETIRED: &[(&str, &str, &str)] = &[
         "`switchyard_report::sentences`; `units` is how numbers read (switchyard_model::units)",
     ),
     ("crates/report/src", "crate::units", "`crate::sentences`"),
+    // Waiting for a CPU is one family, `runqueue`, from the kernel's maps to the page; "cpu"
+    // alone means running.
+    (
+        "crates",
+        "woken_wait_ns",
+        "`runqueue_after_wakeup_ns`, the figure `runqueue.after_wakeup`'s field",
+    ),
+    (
+        "ebpf/src",
+        "woken_wait_ns",
+        "`runqueue_after_wakeup_ns`, the figure `runqueue.after_wakeup`'s field",
+    ),
+    (
+        "crates",
+        "sched_delay",
+        "`runqueue_waits`, each wait for a CPU's histogram",
+    ),
+    ("crates", "cpu_holders", "`runqueue_holders`"),
+    ("crates", "CPU_HOLDERS", "`RUNQUEUE_HOLDERS`"),
+    ("ebpf/src", "CPU_HOLDERS", "`RUNQUEUE_HOLDERS`"),
+    ("crates", "CpuHolder", "`RunqueueHolder`"),
+    (
+        "crates",
+        "Kind::Cpu",
+        "`Kind::Runqueue`, written `runqueue`",
+    ),
+    ("crates", "then_cpu_s", "`then_runqueue_s`"),
 ];
 
 /// The runner's commands of one story each, now one command over the stories' registry
@@ -538,9 +565,14 @@ fn retired_names_stay_retired() {
             {
                 continue;
             }
+            // The test that run files written under the old names still read.
+            if file.ends_with("crates/model/tests/names.rs") {
+                continue;
+            }
             let text = fs::read_to_string(&file).unwrap_or_default();
             for (i, line) in text.lines().enumerate() {
-                if has_word(line, name) {
+                // A serde alias reads the files written under the old name.
+                if has_word(line, name) && !line.contains(&format!("alias = \"{name}\"")) {
                     wrong.push(format!(
                         "{}:{}: `{name}` is retired: {instead}",
                         file.strip_prefix(root()).unwrap_or(&file).display(),
@@ -569,15 +601,7 @@ const LONGEST_FUNCTION: usize = 150;
 /// The functions still longer than [`LONGEST_FUNCTION`], each to be split by what its parts do.
 /// The list may only shrink: a function that grows past the limit fails, and so does one
 /// listed here that no longer does (take it off the list).
-const LONG_FUNCTIONS: &[&str] = &[
-    "workloads/asset-server/src/bin/driver.rs::run",
-    "workloads/demo/src/main.rs::requests",
-    "workloads/demo/src/main.rs::waits",
-    "workloads/mmsg-relay/src/bin/driver.rs::run",
-    "workloads/read-state-cache/src/bin/driver.rs::run",
-    "workloads/runner/src/per_event.rs::rows",
-    "workloads/runner/src/recipes.rs::bench_overhead",
-];
+const LONG_FUNCTIONS: &[&str] = &[];
 
 /// Each function of `text` before its tests (`#[cfg(test)]`): its name, first line and
 /// length in lines, braces in strings, characters and comments aside.

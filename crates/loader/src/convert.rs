@@ -10,7 +10,7 @@ use switchyard_common::{
 };
 use switchyard_model::raw::{Raw, RawSample, RawWaker, USER_STACK_OPEN_AT_STOP};
 use switchyard_model::{
-    CpuHolder, DropRow, ErrnoCount, FutexRow, Label, Locks, Log2Hist, SpanRow, SyscallRow,
+    DropRow, ErrnoCount, FutexRow, Label, Locks, Log2Hist, RunqueueHolder, SpanRow, SyscallRow,
     ThreadRow, WaitSummary, errno_name, syscall_name,
 };
 
@@ -53,7 +53,7 @@ pub(crate) fn collected(
 ) -> Collected {
     let syscalls = syscall_rows(snap, windows.as_deref_mut());
     let threads = thread_rows(snap, input, windows.as_deref_mut());
-    let cpu_holders = cpu_holders(snap, windows.as_deref_mut());
+    let runqueue_holders = runqueue_holders(snap, windows.as_deref_mut());
     let (drops, drop_counts) = drops(snap, windows.as_deref_mut());
     let mut per = |i: u32| {
         let now = snap.sampling.get(i as usize).map_or(0, |v| v.iter().sum());
@@ -80,7 +80,7 @@ pub(crate) fn collected(
     Collected {
         syscalls,
         threads,
-        cpu_holders,
+        runqueue_holders,
         drops,
         drop_counts,
         children,
@@ -183,7 +183,7 @@ fn exited(t: &ThreadStats) -> bool {
 /// switch-in, or off since its last switch-out, and never before `start`) counted up to `end`.
 fn thread_times(t: &ThreadStats, start: u64, end: Option<u64>) -> ThreadTimes {
     let (mut oncpu, mut blocked, mut runqueue) = (t.oncpu_ns, t.blocked_ns, t.runqueue_ns);
-    let mut woken_wait = t.woken_wait_ns;
+    let mut woken_wait = t.runqueue_after_wakeup_ns;
     if let Some(end) = end {
         if t.last_in > t.last_out {
             oncpu += end.saturating_sub(t.last_in.max(start));
@@ -205,7 +205,7 @@ fn thread_times(t: &ThreadStats, start: u64, end: Option<u64>) -> ThreadTimes {
         oncpu_ns: oncpu,
         blocked_ns: blocked,
         runqueue_ns: runqueue,
-        woken_wait_ns: woken_wait,
+        runqueue_after_wakeup_ns: woken_wait,
         offcpu_hist: t.offcpu_hist,
         delay_hist: t.delay_hist,
     }
@@ -228,7 +228,7 @@ fn unswitched_times(tid: u32, start: u64, end: u64, bounds: &Bounds) -> Option<T
         oncpu_ns: oncpu,
         blocked_ns: window - oncpu - runqueue,
         runqueue_ns: runqueue,
-        woken_wait_ns: 0,
+        runqueue_after_wakeup_ns: 0,
         offcpu_hist: [0; HIST_BUCKETS],
         delay_hist: [0; HIST_BUCKETS],
     })
@@ -284,9 +284,9 @@ fn thread_rows(
             oncpu_ns: times.oncpu_ns,
             blocked_ns: times.blocked_ns,
             runqueue_ns: times.runqueue_ns,
-            woken_wait_ns: times.woken_wait_ns,
+            runqueue_after_wakeup_ns: times.runqueue_after_wakeup_ns,
             offcpu: Log2Hist::from_buckets(&times.offcpu_hist),
-            sched_delay: Log2Hist::from_buckets(&times.delay_hist),
+            runqueue_waits: Log2Hist::from_buckets(&times.delay_hist),
         });
     }
     threads.sort_by_key(|t| (t.tgid, t.tid));
@@ -400,14 +400,18 @@ fn open_waits(snap: &Snapshot, input: &Input, raw: &mut Raw) {
 }
 
 /// Who held the CPU, longest first.
-fn cpu_holders(snap: &Snapshot, mut windows: Option<&mut LastCut>) -> Vec<CpuHolder> {
+fn runqueue_holders(snap: &Snapshot, mut windows: Option<&mut LastCut>) -> Vec<RunqueueHolder> {
     let mut rows = Vec::new();
-    for (k, v) in &snap.cpu_holders {
-        let v = added(windows.as_deref_mut().map(|w| &mut w.cpu_holders), *k, *v);
+    for (k, v) in &snap.runqueue_holders {
+        let v = added(
+            windows.as_deref_mut().map(|w| &mut w.runqueue_holders),
+            *k,
+            *v,
+        );
         if v.count == 0 {
             continue;
         }
-        rows.push(CpuHolder {
+        rows.push(RunqueueHolder {
             tgid: k.tgid,
             tid: k.tid,
             cpu: k.cpu,

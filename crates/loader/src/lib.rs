@@ -37,7 +37,7 @@ pub use floor::{Floor, FloorKind};
 pub use kinds::{DropKind, GcEvent, GcKind};
 pub use switchyard_common::{TimelineEvent, timeline as event_kind};
 use switchyard_model::raw::Raw;
-use switchyard_model::{CpuHolder, DropRow, Locks, SyscallRow, ThreadRow};
+use switchyard_model::{DropRow, Locks, RunqueueHolder, SyscallRow, ThreadRow};
 pub use unwind::UnwindStats;
 pub use window::Evicted;
 use window::LastCut;
@@ -227,7 +227,7 @@ pub struct Collected {
     pub syscalls: Vec<SyscallRow>,
     pub threads: Vec<ThreadRow>,
     /// Who held the CPU while a target thread waited for one.
-    pub cpu_holders: Vec<CpuHolder>,
+    pub runqueue_holders: Vec<RunqueueHolder>,
     pub drops: Vec<DropRow>,
     /// The same drops by kind, for figures that count them.
     pub drop_counts: BTreeMap<DropKind, u64>,

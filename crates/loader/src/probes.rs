@@ -479,7 +479,7 @@ impl Probes {
         idle += evict_idle(ebpf, maps::HELD, &mut w.held);
         idle += evict_idle(ebpf, maps::SYSCALL_STACKS, &mut w.syscall_stacks);
         idle += evict_idle(ebpf, maps::FUTEXES, &mut w.futexes);
-        idle += evict_idle(ebpf, maps::CPU_HOLDERS, &mut w.cpu_holders);
+        idle += evict_idle(ebpf, maps::RUNQUEUE_HOLDERS, &mut w.runqueue_holders);
         // Maps of small fixed keys (syscall numbers, drop kinds, errnos) never need it.
         w.clear_idle();
         self.evicted.idle_keys += idle;
@@ -517,9 +517,9 @@ impl Probes {
             if let Some(entry) = threads::release(ebpf, tid) {
                 w.threads.forget(&tid);
                 // The row of its first CPU holder went with its entry (its other rows are in
-                // CPU_HOLDERS, evicted when idle like any).
+                // RUNQUEUE_HOLDERS, evicted when idle like any).
                 if entry.held.count != 0 {
-                    w.cpu_holders.forget(&entry.held_by);
+                    w.runqueue_holders.forget(&entry.held_by);
                 }
                 self.evicted.threads += 1;
             }

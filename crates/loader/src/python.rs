@@ -63,6 +63,9 @@ mod tests {
         let p = Finder::default().find(&maps).expect("found in maps");
         assert_eq!(p.proc.interp_head, i.runtime + 40);
         assert_eq!(p.gil.map(|(start, _)| start), Some(i.runtime + 0x168));
-        assert_eq!(Finder::default().find("00400000-00420000 r--p 00000000 fe:01 1 /usr/lib/libc.so.6\n"), None);
+        assert_eq!(
+            Finder::default().find("00400000-00420000 r--p 00000000 fe:01 1 /usr/lib/libc.so.6\n"),
+            None
+        );
     }
 }

@@ -8,9 +8,9 @@ use aya::{
     maps::{Array, HashMap, Map, MapData, PerCpuArray, PerCpuHashMap},
 };
 use switchyard_common::{
-    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, HeldKey, InFlight, OffCpuKey,
-    OnCpuKey, PyCode, PyCodeKey, SpanHist, SyscallStackKey, SyscallStats, ThreadStats, UserStack,
-    WaitStats, WakeupKey, gc, maps, sampling,
+    ErrnoKey, FutexKey, FutexStats, HeldKey, InFlight, OffCpuKey, OnCpuKey, PyCode, PyCodeKey,
+    RunqueueHolderKey, RunqueueHolderStats, SpanHist, SyscallStackKey, SyscallStats, ThreadStats,
+    UserStack, WaitStats, WakeupKey, gc, maps, sampling,
 };
 
 use switchyard_model::raw::PythonCode;
@@ -35,8 +35,8 @@ pub(crate) struct Snapshot {
     pub comms: BTreeMap<u32, String>,
     /// `INFLIGHT`: the syscall each thread of `threads` is inside now, by tid.
     pub inflight: BTreeMap<u32, InFlight>,
-    /// `CPU_HOLDERS`.
-    pub cpu_holders: Vec<(CpuHolderKey, CpuHolderStats)>,
+    /// `RUNQUEUE_HOLDERS`.
+    pub runqueue_holders: Vec<(RunqueueHolderKey, RunqueueHolderStats)>,
     /// `DROPS`, by [`switchyard_common::drops`] index.
     pub drops: Vec<PerCpu<u64>>,
     /// `SAMPLING`, by [`switchyard_common::sampling`] index.
@@ -94,7 +94,7 @@ pub(crate) fn snapshot(ebpf: &Ebpf, what: &Reading) -> Result<Snapshot, Error> {
     let targets: HashMap<&MapData, u32, u8> =
         HashMap::try_from(map(ebpf, maps::TARGETS)?).map_err(map_err(maps::TARGETS))?;
     let targets = targets.keys().filter_map(Result::ok).collect();
-    let cpu_holders = with_held_rows(hash(ebpf, maps::CPU_HOLDERS)?, &threads);
+    let runqueue_holders = with_held_rows(hash(ebpf, maps::RUNQUEUE_HOLDERS)?, &threads);
     let inflight = inflight(ebpf, &threads)?;
     Ok(Snapshot {
         inflight,
@@ -102,7 +102,7 @@ pub(crate) fn snapshot(ebpf: &Ebpf, what: &Reading) -> Result<Snapshot, Error> {
         errnos,
         threads,
         comms,
-        cpu_holders,
+        runqueue_holders,
         drops: per_cpu_array(ebpf, maps::DROPS)?,
         sampling: (0..sampling::COUNT)
             .map(|i| per_cpu_entry(ebpf, maps::SAMPLING, i))
@@ -244,15 +244,15 @@ fn map<'a>(ebpf: &'a Ebpf, name: &'static str) -> Result<&'a Map, Error> {
     ebpf.map(name).ok_or(Error::MissingMap(name))
 }
 
-/// `CPU_HOLDERS`' rows with each thread's first CPU holder's row, which its entry keeps. A
+/// `RUNQUEUE_HOLDERS`' rows with each thread's first CPU holder's row, which its entry keeps. A
 /// key is in one place or the other for a thread's life; a row left in the map by an exited
 /// thread whose tid came back with the same holder is added to, so the sum stays cumulative.
 fn with_held_rows(
-    rows: Vec<(CpuHolderKey, CpuHolderStats)>,
+    rows: Vec<(RunqueueHolderKey, RunqueueHolderStats)>,
     threads: &[(u32, ThreadStats)],
-) -> Vec<(CpuHolderKey, CpuHolderStats)> {
+) -> Vec<(RunqueueHolderKey, RunqueueHolderStats)> {
     let mut rows = rows;
-    let mut at: std::collections::HashMap<CpuHolderKey, usize> =
+    let mut at: std::collections::HashMap<RunqueueHolderKey, usize> =
         rows.iter().enumerate().map(|(i, (k, _))| (*k, i)).collect();
     for (_, t) in threads.iter().filter(|(_, t)| t.held.count != 0) {
         match at.get(&t.held_by) {
@@ -300,8 +300,8 @@ fn per_cpu_entry<V: Pod>(ebpf: &Ebpf, name: &'static str, index: u32) -> Result<
 mod tests {
     use super::*;
 
-    fn key(tid: u32, holder_tid: u32) -> CpuHolderKey {
-        CpuHolderKey {
+    fn key(tid: u32, holder_tid: u32) -> RunqueueHolderKey {
+        RunqueueHolderKey {
             tgid: 1,
             tid,
             holder_tgid: 2,
@@ -311,8 +311,8 @@ mod tests {
         }
     }
 
-    fn held(count: u64, ns: u64) -> CpuHolderStats {
-        CpuHolderStats {
+    fn held(count: u64, ns: u64) -> RunqueueHolderStats {
+        RunqueueHolderStats {
             count,
             ns,
             comm: [0; 2],
@@ -338,7 +338,7 @@ mod tests {
             vec![(key(11, 21), held(5, 500)), (key(10, 99), held(1, 1))],
             &[(10, a), (11, b), (12, c)],
         );
-        let find = |k: CpuHolderKey| {
+        let find = |k: RunqueueHolderKey| {
             let found: Vec<_> = rows.iter().filter(|(r, _)| *r == k).collect();
             assert_eq!(found.len(), 1, "{k:?} in {rows:?}");
             (found[0].1.count, found[0].1.ns)

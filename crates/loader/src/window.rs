@@ -10,8 +10,8 @@
 use std::{collections::HashMap, hash::Hash};
 
 use switchyard_common::{
-    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, HIST_BUCKETS, HeldKey, OffCpuKey,
-    OnCpuKey, SyscallStackKey, SyscallStats, WaitStats, WakeupKey,
+    ErrnoKey, FutexKey, FutexStats, HIST_BUCKETS, HeldKey, OffCpuKey, OnCpuKey, RunqueueHolderKey,
+    RunqueueHolderStats, SyscallStackKey, SyscallStats, WaitStats, WakeupKey,
 };
 
 /// A cumulative value: what it added since an earlier reading of itself.
@@ -31,12 +31,12 @@ impl Cumulative for u64 {
     }
 }
 
-impl Cumulative for CpuHolderStats {
+impl Cumulative for RunqueueHolderStats {
     fn since(&self, prev: &Self) -> Self {
         if self.count < prev.count {
             return *self;
         }
-        CpuHolderStats {
+        RunqueueHolderStats {
             count: self.count - prev.count,
             ns: self.ns.saturating_sub(prev.ns),
             ..*self
@@ -136,7 +136,7 @@ pub(crate) struct ThreadTimes {
     pub oncpu_ns: u64,
     pub blocked_ns: u64,
     pub runqueue_ns: u64,
-    pub woken_wait_ns: u64,
+    pub runqueue_after_wakeup_ns: u64,
     pub offcpu_hist: [u64; HIST_BUCKETS],
     pub delay_hist: [u64; HIST_BUCKETS],
 }
@@ -152,7 +152,9 @@ impl Cumulative for ThreadTimes {
             oncpu_ns: self.oncpu_ns.saturating_sub(prev.oncpu_ns),
             blocked_ns: self.blocked_ns.saturating_sub(prev.blocked_ns),
             runqueue_ns: self.runqueue_ns.saturating_sub(prev.runqueue_ns),
-            woken_wait_ns: self.woken_wait_ns.saturating_sub(prev.woken_wait_ns),
+            runqueue_after_wakeup_ns: self
+                .runqueue_after_wakeup_ns
+                .saturating_sub(prev.runqueue_after_wakeup_ns),
             offcpu_hist: hist_since(&self.offcpu_hist, &prev.offcpu_hist),
             delay_hist: hist_since(&self.delay_hist, &prev.delay_hist),
         }
@@ -225,7 +227,7 @@ pub(crate) struct LastCut {
     pub held: Seen<HeldKey, u64>,
     pub syscall_stacks: Seen<SyscallStackKey, u64>,
     pub futexes: Seen<FutexKey, FutexStats>,
-    pub cpu_holders: Seen<CpuHolderKey, CpuHolderStats>,
+    pub runqueue_holders: Seen<RunqueueHolderKey, RunqueueHolderStats>,
     /// Threads whose exit was read in the window just cut: their entries go at the next evict.
     pub exited: Vec<u32>,
     /// The frames of the stacks read so far, by id (user stacks with their completeness):
@@ -244,7 +246,7 @@ impl LastCut {
         self.sampling.take_idle();
         self.waits.take_idle();
         self.gc.take_idle();
-        self.cpu_holders.take_idle();
+        self.runqueue_holders.take_idle();
     }
 
     /// The stack ids the kept keys still refer to: (user ids, kernel ids).
@@ -362,7 +364,7 @@ mod tests {
             oncpu_ns: 100,
             blocked_ns: 50,
             runqueue_ns: 5,
-            woken_wait_ns: 2,
+            runqueue_after_wakeup_ns: 2,
             offcpu_hist: [0; HIST_BUCKETS],
             delay_hist: [0; HIST_BUCKETS],
         };

@@ -86,8 +86,8 @@ pub struct Run {
     pub timeline: Option<Timeline>,
     /// Who held the CPU while a target thread waited for one: by waiter, holder and CPU,
     /// sorted by time, descending.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cpu_holders: Vec<CpuHolder>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty", alias = "cpu_holders")]
+    pub runqueue_holders: Vec<RunqueueHolder>,
     /// The target's cgroup CPU quota and its throttling during the recording (cgroup v2
     /// `cpu.max` and `cpu.stat`), where the target has a cgroup with a controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,7 +146,7 @@ pub struct OtelSpan {
 /// A task that ran on a CPU while a target thread waited for it: the task the waiter took
 /// the CPU from when it finally ran (`prev` of that switch).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct CpuHolder {
+pub struct RunqueueHolder {
     /// The waiting thread.
     pub tgid: u32,
     pub tid: u32,
@@ -905,12 +905,12 @@ pub struct ThreadRow {
     /// from a wakeup to the switch-in that follows it (scheduler delay).
     pub runqueue_ns: u64,
     /// The part of `runqueue_ns` that followed a wakeup (the rest followed a preemption).
-    #[serde(default)]
-    pub woken_wait_ns: u64,
+    #[serde(default, alias = "woken_wait_ns")]
+    pub runqueue_after_wakeup_ns: u64,
     pub offcpu: Log2Hist,
     /// Each wait for a CPU, wakeup or preemption to switch-in (`runqlat -P`'s histogram).
-    #[serde(default)]
-    pub sched_delay: Log2Hist,
+    #[serde(default, alias = "sched_delay")]
+    pub runqueue_waits: Log2Hist,
 }
 
 impl ThreadRow {
@@ -1027,7 +1027,7 @@ impl Run {
             t.oncpu_ns += r.oncpu_ns;
             t.blocked_ns += r.blocked_ns;
             t.runqueue_ns += r.runqueue_ns;
-            t.woken_wait_ns += r.woken_wait_ns;
+            t.runqueue_after_wakeup_ns += r.runqueue_after_wakeup_ns;
             t.voluntary += r.voluntary;
             t.involuntary += r.involuntary;
         }
@@ -1203,7 +1203,7 @@ pub struct Totals {
     /// Waiting for a CPU, after preemptions and wakeups.
     pub runqueue_ns: u64,
     /// Of `runqueue_ns`, the waits after a wakeup (scheduler delay).
-    pub woken_wait_ns: u64,
+    pub runqueue_after_wakeup_ns: u64,
     pub voluntary: u64,
     pub involuntary: u64,
     pub syscalls: u64,
@@ -1308,9 +1308,9 @@ pub(crate) mod tests {
                 oncpu_ns: 500_000_000,
                 blocked_ns: 1_500_000_000,
                 runqueue_ns: 0,
-                woken_wait_ns: 0,
+                runqueue_after_wakeup_ns: 0,
                 offcpu: Log2Hist::default(),
-                sched_delay: Log2Hist::default(),
+                runqueue_waits: Log2Hist::default(),
             }],
             drops: vec![],
             profiles: Profiles::default(),
@@ -1321,7 +1321,7 @@ pub(crate) mod tests {
             max_rss_kb: None,
             heap: None,
             timeline: None,
-            cpu_holders: vec![],
+            runqueue_holders: vec![],
             cgroup: None,
             otel_spans: None,
         }

@@ -1072,7 +1072,7 @@ fn offcpu_figures(m: &mut BTreeMap<String, Metric>, totals: &crate::Totals, scal
     put(
         m,
         "runqueue.after_wakeup",
-        totals.woken_wait_ns as f64 / 1e6,
+        totals.runqueue_after_wakeup_ns as f64 / 1e6,
     );
     if let Some(ops) = scale.per_op {
         put(m, "runqueue.wait.per_op", runq as f64 / 1e3 / ops);

@@ -123,9 +123,9 @@ pub fn html(run: &Run) -> Result<String, Error> {
 }
 
 /// Whether the run tells the waits for a CPU after a wakeup apart: every wait for a CPU is in
-/// some thread's `sched_delay`, which a run file from before the split does not have.
+/// some thread's `runqueue_waits`, which a run file from before the split does not have.
 fn delay_recorded(run: &Run) -> bool {
-    run.threads.iter().any(|t| t.sched_delay.count() > 0)
+    run.threads.iter().any(|t| t.runqueue_waits.count() > 0)
 }
 
 fn secs(run: &Run) -> f64 {
@@ -635,7 +635,7 @@ fn threads(out: &mut String, run: &Run) {
                 0.0
             };
             let woken = if delays {
-                num(t.woken_wait_ns, &ns(t.woken_wait_ns))
+                num(t.runqueue_after_wakeup_ns, &ns(t.runqueue_after_wakeup_ns))
             } else {
                 format!("<td class=\"num\">{}</td>", not_available("not recorded"))
             };
@@ -669,14 +669,14 @@ fn threads(out: &mut String, run: &Run) {
         );
     }
     out.push_str("</tbody>\n</table></div>\n");
-    cpu_holders(out, run);
+    runqueue_holders(out, run);
     out.push_str("</section>\n");
 }
 
 /// Who held the CPU while a thread waited for one: the task each wait ended by taking the CPU
 /// from, top [`TOP_ROWS`] by time.
-fn cpu_holders(out: &mut String, run: &Run) {
-    if run.cpu_holders.is_empty() {
+fn runqueue_holders(out: &mut String, run: &Run) {
+    if run.runqueue_holders.is_empty() {
         return;
     }
     out.push_str(
@@ -696,7 +696,7 @@ fn cpu_holders(out: &mut String, run: &Run) {
             .find(|t| t.tid == tid)
             .map_or("", |t| t.comm.as_str())
     };
-    let mut rows: Vec<&switchyard_model::CpuHolder> = run.cpu_holders.iter().collect();
+    let mut rows: Vec<&switchyard_model::RunqueueHolder> = run.runqueue_holders.iter().collect();
     rows.sort_by(|a, b| {
         b.ns.cmp(&a.ns)
             .then((a.tid, a.holder_tid, a.cpu).cmp(&(b.tid, b.holder_tid, b.cpu)))
@@ -795,13 +795,13 @@ fn histograms(out: &mut String, run: &Run) {
         );
         out.push_str("</div>\n");
     }
-    sched_delay(out, run);
+    runqueue_waits(out, run);
     out.push_str("</section>\n");
 }
 
 /// Each wait for a CPU, by thread, as `runqlat -P` prints it: a chart of all threads, and a
 /// table of each thread's log2 buckets.
-fn sched_delay(out: &mut String, run: &Run) {
+fn runqueue_waits(out: &mut String, run: &Run) {
     out.push_str("<h3>Waits for a CPU (scheduler delay), by thread</h3>\n");
     if run.meta.collector != Collector::Ebpf {
         out.push_str("<p class=\"none\">not recorded (needs eBPF)</p>\n");
@@ -813,7 +813,7 @@ fn sched_delay(out: &mut String, run: &Run) {
     }
     let mut all = Log2Hist::default();
     for t in &run.threads {
-        all.add(&t.sched_delay);
+        all.add(&t.runqueue_waits);
     }
     out.push_str(
         "<p class=\"note\">Each wait for a CPU: from the wakeup that ended a sleep, or from a \
@@ -821,7 +821,7 @@ fn sched_delay(out: &mut String, run: &Run) {
          A column counts the waits from its time up to twice that.</p>\n",
     );
     let t = run.totals();
-    let (runq, woken) = (t.runqueue_ns, t.woken_wait_ns);
+    let (runq, woken) = (t.runqueue_ns, t.runqueue_after_wakeup_ns);
     let caption = format!(
         "<b>waiting for a CPU</b> {} · total {} · of which after a wakeup {}",
         counted(all.count(), "wait"),
@@ -841,7 +841,7 @@ fn sched_delay(out: &mut String, run: &Run) {
     let mut rows: Vec<&switchyard_model::ThreadRow> = run
         .threads
         .iter()
-        .filter(|t| t.sched_delay.count() > 0)
+        .filter(|t| t.runqueue_waits.count() > 0)
         .collect();
     rows.sort_by(|a, b| b.runqueue_ns.cmp(&a.runqueue_ns).then(a.tid.cmp(&b.tid)));
     let more = rows.len().saturating_sub(TOP_ROWS);
@@ -849,12 +849,12 @@ fn sched_delay(out: &mut String, run: &Run) {
     // The buckets any row shown has, first to last.
     let first = rows
         .iter()
-        .filter_map(|t| t.sched_delay.buckets.iter().position(|&c| c > 0))
+        .filter_map(|t| t.runqueue_waits.buckets.iter().position(|&c| c > 0))
         .min()
         .unwrap_or(0);
     let last = rows
         .iter()
-        .filter_map(|t| t.sched_delay.buckets.iter().rposition(|&c| c > 0))
+        .filter_map(|t| t.runqueue_waits.buckets.iter().rposition(|&c| c > 0))
         .max()
         .unwrap_or(0);
     out.push_str(
@@ -873,7 +873,7 @@ fn sched_delay(out: &mut String, run: &Run) {
     }
     out.push_str("</tr></thead>\n<tbody>\n");
     for t in rows {
-        let h = &t.sched_delay;
+        let h = &t.runqueue_waits;
         let _ = write!(
             out,
             "<tr>{}<td>{}</td>{}{}{}",
@@ -881,7 +881,7 @@ fn sched_delay(out: &mut String, run: &Run) {
             Esc(&t.comm),
             num(h.count(), &thousands(h.count())),
             num(t.runqueue_ns, &ns(t.runqueue_ns)),
-            num(t.woken_wait_ns, &ns(t.woken_wait_ns)),
+            num(t.runqueue_after_wakeup_ns, &ns(t.runqueue_after_wakeup_ns)),
         );
         for i in first..=last {
             match h.buckets.get(i).copied().unwrap_or(0) {

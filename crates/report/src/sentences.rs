@@ -136,14 +136,15 @@ pub struct OffCpu {
 impl OffCpu {
     /// The thread times of `run` (idle waits are the caller's reading).
     pub fn of(run: &switchyard_model::Run, share: f64, idle_ns: u64) -> OffCpu {
-        let delays = run.threads.iter().any(|t| t.sched_delay.count() > 0);
+        let delays = run.threads.iter().any(|t| t.runqueue_waits.count() > 0);
         let t = run.totals();
         OffCpu {
             share,
             blocked_ns: t.blocked_ns,
             idle_ns,
             runqueue_ns: t.runqueue_ns,
-            woken_ns: (delays || t.woken_wait_ns > 0).then_some(t.woken_wait_ns),
+            woken_ns: (delays || t.runqueue_after_wakeup_ns > 0)
+                .then_some(t.runqueue_after_wakeup_ns),
             oncpu_ns: t.oncpu_ns,
         }
     }

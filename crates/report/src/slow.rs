@@ -34,7 +34,7 @@ const AROUND: f64 = 0.1;
 /// The parts of a bar, in this order: running, waiting for a CPU, then the blocked kinds.
 const ORDER: [Kind; 11] = [
     Kind::Oncpu,
-    Kind::Cpu,
+    Kind::Runqueue,
     Kind::Lock,
     Kind::Io,
     Kind::Net,
@@ -64,7 +64,7 @@ pub(crate) fn shown(run: &Run) -> bool {
 fn label(kind: Kind) -> &'static str {
     match kind {
         Kind::Oncpu => "on CPU",
-        Kind::Cpu => "waiting for a CPU",
+        Kind::Runqueue => "waiting for a CPU",
         Kind::Lock => "lock",
         Kind::Io => "block I/O",
         Kind::Net => "network",
@@ -167,7 +167,7 @@ impl<'a> Cx<'a> {
                     format!("held by {holder} (tid {})", c.tid)
                 };
                 Segment {
-                    kind: Kind::Cpu,
+                    kind: Kind::Runqueue,
                     ns: c.ns,
                     about: format!("waiting for a CPU: {}, {by}", ns(c.ns)),
                 }
@@ -177,14 +177,14 @@ impl<'a> Cx<'a> {
         let rest = i.runqueue_ns.saturating_sub(named);
         if rest > 0 {
             cpu.push(Segment {
-                kind: Kind::Cpu,
+                kind: Kind::Runqueue,
                 ns: rest,
                 about: format!("waiting for a CPU: {}", ns(rest)),
             });
         }
         if go.sched_ns > 0 {
             cpu.push(Segment {
-                kind: Kind::Cpu,
+                kind: Kind::Runqueue,
                 ns: go.sched_ns,
                 about: format!("runnable in the Go scheduler: {}", ns(go.sched_ns)),
             });

@@ -114,7 +114,7 @@ fn finding(out: &mut String, f: &Finding) {
     );
     if let Some(c) = &f.culprit {
         let role = match f.kind {
-            Kind::Cpu => "Held the CPU",
+            Kind::Runqueue => "Held the CPU",
             Kind::Lock => "Released the lock",
             _ => "Made them wait",
         };

@@ -29,8 +29,10 @@ pub mod rust;
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
-    /// Runnable, waiting for a CPU: preempted, or woken and not yet run.
-    Cpu,
+    /// Runnable, waiting for a CPU in its run queue: preempted, or woken and not yet run.
+    /// Written `runqueue`; run files and findings from before the name read `cpu` as it.
+    #[serde(alias = "cpu")]
+    Runqueue,
     /// A lock: a futex wait on a mutex (pthread, Rust std, Go runtime), or kernel lock
     /// contention.
     Lock,
@@ -58,7 +60,7 @@ pub enum Kind {
 impl Kind {
     pub fn name(self) -> &'static str {
         match self {
-            Kind::Cpu => "cpu",
+            Kind::Runqueue => "runqueue",
             Kind::Lock => "lock",
             Kind::Io => "io",
             Kind::Net => "net",
@@ -75,7 +77,7 @@ impl Kind {
     /// The wait in a few words, as a sentence's object: "waited for a CPU".
     pub fn verb(self) -> &'static str {
         match self {
-            Kind::Cpu => "waited for a CPU",
+            Kind::Runqueue => "waited for a CPU",
             Kind::Lock => "waited for a lock",
             Kind::Io => "waited on block I/O",
             Kind::Net => "waited on the network",
@@ -102,7 +104,7 @@ impl Kind {
 
 /// Every kind, in the order it is declared.
 pub const ALL_KINDS: [Kind; 11] = [
-    Kind::Cpu,
+    Kind::Runqueue,
     Kind::Lock,
     Kind::Io,
     Kind::Net,

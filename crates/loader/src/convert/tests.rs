@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use switchyard_common::{
-    CpuHolderKey, CpuHolderStats, ErrnoKey, FutexKey, FutexStats, HIST_BUCKETS, InFlight,
-    OffCpuKey, OnCpuKey, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats,
+    ErrnoKey, FutexKey, FutexStats, HIST_BUCKETS, InFlight, OffCpuKey, OnCpuKey, RunqueueHolderKey,
+    RunqueueHolderStats, SyscallStackKey, SyscallStats, ThreadStats, UserStack, WaitStats,
     WakeupKey, drops, unwind::COMPLETE,
 };
 
@@ -258,7 +258,7 @@ fn threads_snapshot() -> Snapshot {
     let mut woken = thread(10);
     woken.voluntary = 1;
     woken.blocked_ns = 10;
-    woken.woken_wait_ns = 5;
+    woken.runqueue_after_wakeup_ns = 5;
     woken.runqueue_ns = 5;
     woken.last_in = 400;
     woken.last_out = 1000;
@@ -322,7 +322,7 @@ fn times(c: &Collected) -> Vec<Times> {
                 t.oncpu_ns,
                 t.blocked_ns,
                 t.runqueue_ns,
-                t.woken_wait_ns,
+                t.runqueue_after_wakeup_ns,
             )
         })
         .collect()
@@ -354,8 +354,8 @@ fn threads_close_the_interval_in_progress_at_the_end() {
     );
     // Histograms lose their trailing empty buckets.
     assert_eq!(c.threads[0].offcpu.buckets, [0, 3]);
-    assert!(c.threads[0].sched_delay.buckets.is_empty());
-    assert_eq!(c.threads[1].sched_delay.buckets, [0, 0, 0, 0, 1]);
+    assert!(c.threads[0].runqueue_waits.buckets.is_empty());
+    assert_eq!(c.threads[1].runqueue_waits.buckets, [0, 0, 0, 0, 1]);
 }
 
 #[test]
@@ -446,7 +446,7 @@ fn a_window_reports_the_syscalls_its_cut_added() {
 
 #[test]
 fn cpu_holders_longest_first_with_their_nice() {
-    let key = |tid, holder_tid, cpu| CpuHolderKey {
+    let key = |tid, holder_tid, cpu| RunqueueHolderKey {
         tgid: 10,
         tid,
         holder_tgid: 99,
@@ -454,7 +454,7 @@ fn cpu_holders_longest_first_with_their_nice() {
         cpu,
         _pad: 0,
     };
-    let stats = |count, ns, name, prio| CpuHolderStats {
+    let stats = |count, ns, name, prio| RunqueueHolderStats {
         count,
         ns,
         comm: comm(name),
@@ -462,7 +462,7 @@ fn cpu_holders_longest_first_with_their_nice() {
         _pad: 0,
     };
     let snap = Snapshot {
-        cpu_holders: vec![
+        runqueue_holders: vec![
             (key(11, 100, 0), stats(1, 100, "kworker/0:1", 120)),
             (key(12, 100, 1), stats(2, 300, "ffmpeg", 139)),
             (key(11, 101, 3), stats(4, 300, "rustc", 100)),
@@ -472,7 +472,7 @@ fn cpu_holders_longest_first_with_their_nice() {
     };
     let c = collected(&snap, &input(None), None);
     let rows: Vec<_> = c
-        .cpu_holders
+        .runqueue_holders
         .iter()
         .map(|h| {
             (
