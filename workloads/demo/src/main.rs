@@ -1091,14 +1091,8 @@ fn waits(args: &Args) {
     let hog = spawn_named("hog", move || {
         pin_to_cpu(0);
         let tid = gettid();
-        // SAFETY: PRIO_PROCESS with a tid sets that one thread's nice value.
-        if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -15) } != 0 {
-            eprintln!(
-                "warning: hog: setpriority -15: {} (not root?); it runs at nice 0",
-                std::io::Error::last_os_error()
-            );
-        }
-        // SAFETY: as above; reads the nice value back.
+        set_thread_nice(tid, -15);
+        // SAFETY: PRIO_PROCESS with a tid reads that one thread's nice value.
         let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) };
         (tid, nice, hog_spin(end))
     });
@@ -1162,15 +1156,7 @@ fn waits(args: &Args) {
 
     let syncer = spawn_named("syncer", move || {
         use std::os::fd::AsRawFd as _;
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap_or_else(|e| {
-                eprintln!("error: creating {}: {e}", path.display());
-                process::exit(1)
-            });
+        let file = create_or_exit(&path);
         let block = vec![0x5au8; 64 * 1024];
         let (mut flush, mut i) = (Blocked::default(), 0u64);
         while Instant::now() < end {
@@ -1181,32 +1167,12 @@ fn waits(args: &Args) {
             i += 1;
         }
         drop(file);
-        if let Err(e) = std::fs::remove_file(&path) {
-            eprintln!("warning: removing {}: {e}", path.display());
-        }
+        remove_or_warn(&path);
         (gettid(), flush)
     });
 
     let event_loop = spawn_named("event-loop", move || {
-        // SAFETY: calls that only create descriptors.
-        let (epfd, efd) = unsafe {
-            (
-                libc::epoll_create1(libc::EPOLL_CLOEXEC),
-                libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK),
-            )
-        };
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: 0,
-        };
-        // SAFETY: two descriptors just created and a valid event.
-        if epfd < 0
-            || efd < 0
-            || unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, efd, &mut ev) } != 0
-        {
-            eprintln!("error: epoll setup: {}", std::io::Error::last_os_error());
-            process::exit(1);
-        }
+        let (epfd, efd) = idle_epoll();
         let mut idle = Blocked::default();
         while Instant::now() < end {
             if idle_wait(epfd, &mut idle) > 0 {
@@ -1221,41 +1187,123 @@ fn waits(args: &Args) {
         (gettid(), idle)
     });
 
-    fn join<T>(h: thread::JoinHandle<T>) -> T {
-        h.join().unwrap_or_else(|_| process::exit(1))
+    WaitThreads {
+        hog,
+        worker,
+        lock_holder,
+        lock_waiter,
+        rust_holder,
+        rust_waiter,
+        syncer,
+        event_loop,
     }
-    let (hog_tid, hog_nice, hog_acc) = join(hog);
-    let (worker_tid, naps, parse, run_delay, worker_acc) = join(worker);
-    let (holder_tid, held) = join(lock_holder);
-    let (waiter_tid, wait) = join(lock_waiter);
-    let (rust_holder_tid, rust_held) = join(rust_holder);
-    let (rust_waiter_tid, rust_wait) = join(rust_waiter);
-    let (syncer_tid, flush) = join(syncer);
-    let (event_loop_tid, idle) = join(event_loop);
+    .join_and_print(secs);
+}
 
-    let b = |b: Blocked| format!("{{\"count\":{},\"ns\":{}}}", b.count, b.ns);
-    println!(
-        "{{\"seconds\":{secs},\"pid\":{},\"lock_addr\":\"{:#x}\",\"hog_nice\":{hog_nice},\
-         \"threads\":{{\"lock-holder\":{holder_tid},\"lock-waiter\":{waiter_tid},\"hog\":{hog_tid},\
-         \"worker\":{worker_tid},\"syncer\":{syncer_tid},\"event-loop\":{event_loop_tid},\
-         \"rust-holder\":{rust_holder_tid},\"rust-waiter\":{rust_waiter_tid}}},\
-         \"lock_wait\":{},\"lock_held_sleeping\":{},\
-         \"worker\":{{\"naps\":{},\"nap_ns\":{},\"requested_ns\":{},\"run_delay_ns\":{run_delay},\"parse_ns\":{}}},\
-         \"fsync\":{},\"idle\":{},\"rust_lock_wait\":{},\"rust_lock_held_sleeping\":{},\"acc\":{}}}",
-        process::id(),
-        &raw const DEMO_LOCK as usize,
-        b(wait),
-        b(held),
-        naps.count,
-        naps.ns,
-        naps.count * 300_000,
-        parse.ns,
-        b(flush),
-        b(idle),
-        b(rust_wait),
-        b(rust_held),
-        (hog_acc ^ worker_acc) & 1
-    );
+/// A thread's tid and one kind of wait it measured.
+type TidWait = (i64, Blocked);
+
+/// The `waits` threads, each returning its tid and what it measured.
+struct WaitThreads {
+    /// Its tid, its nice value and what it computed.
+    hog: thread::JoinHandle<(i64, i32, u64)>,
+    /// Its tid, its naps, its parses, its run-queue delay and what it computed.
+    worker: thread::JoinHandle<(i64, Blocked, Blocked, u64, u64)>,
+    lock_holder: thread::JoinHandle<TidWait>,
+    lock_waiter: thread::JoinHandle<TidWait>,
+    rust_holder: thread::JoinHandle<TidWait>,
+    rust_waiter: thread::JoinHandle<TidWait>,
+    syncer: thread::JoinHandle<TidWait>,
+    event_loop: thread::JoinHandle<TidWait>,
+}
+
+impl WaitThreads {
+    /// Waits for every thread, then prints the pid, `DEMO_LOCK`'s address, each thread's tid
+    /// and the count and wall ns of each wait as JSON.
+    fn join_and_print(self, secs: u64) {
+        let (hog_tid, hog_nice, hog_acc) = join_or_exit(self.hog);
+        let (worker_tid, naps, parse, run_delay, worker_acc) = join_or_exit(self.worker);
+        let (holder_tid, held) = join_or_exit(self.lock_holder);
+        let (waiter_tid, wait) = join_or_exit(self.lock_waiter);
+        let (rust_holder_tid, rust_held) = join_or_exit(self.rust_holder);
+        let (rust_waiter_tid, rust_wait) = join_or_exit(self.rust_waiter);
+        let (syncer_tid, flush) = join_or_exit(self.syncer);
+        let (event_loop_tid, idle) = join_or_exit(self.event_loop);
+
+        let b = |b: Blocked| format!("{{\"count\":{},\"ns\":{}}}", b.count, b.ns);
+        println!(
+            "{{\"seconds\":{secs},\"pid\":{},\"lock_addr\":\"{:#x}\",\"hog_nice\":{hog_nice},\
+             \"threads\":{{\"lock-holder\":{holder_tid},\"lock-waiter\":{waiter_tid},\"hog\":{hog_tid},\
+             \"worker\":{worker_tid},\"syncer\":{syncer_tid},\"event-loop\":{event_loop_tid},\
+             \"rust-holder\":{rust_holder_tid},\"rust-waiter\":{rust_waiter_tid}}},\
+             \"lock_wait\":{},\"lock_held_sleeping\":{},\
+             \"worker\":{{\"naps\":{},\"nap_ns\":{},\"requested_ns\":{},\"run_delay_ns\":{run_delay},\"parse_ns\":{}}},\
+             \"fsync\":{},\"idle\":{},\"rust_lock_wait\":{},\"rust_lock_held_sleeping\":{},\"acc\":{}}}",
+            process::id(),
+            &raw const DEMO_LOCK as usize,
+            b(wait),
+            b(held),
+            naps.count,
+            naps.ns,
+            naps.count * 300_000,
+            parse.ns,
+            b(flush),
+            b(idle),
+            b(rust_wait),
+            b(rust_held),
+            (hog_acc ^ worker_acc) & 1
+        );
+    }
+}
+
+/// The thread's result; exits the process if it panicked.
+fn join_or_exit<T>(h: thread::JoinHandle<T>) -> T {
+    h.join().unwrap_or_else(|_| process::exit(1))
+}
+
+/// Creates (or empties) the file at `path` for writing; exits the process when it cannot.
+fn create_or_exit(path: &std::path::Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .unwrap_or_else(|e| {
+            eprintln!("error: creating {}: {e}", path.display());
+            process::exit(1)
+        })
+}
+
+/// Removes the file at `path`; warns and goes on when it cannot.
+fn remove_or_warn(path: &std::path::Path) {
+    if let Err(e) = std::fs::remove_file(path) {
+        eprintln!("warning: removing {}: {e}", path.display());
+    }
+}
+
+/// An idle event loop's descriptors: an epoll instance watching an eventfd nobody writes, as
+/// (epoll, eventfd); exits the process when they cannot be set up.
+fn idle_epoll() -> (i32, i32) {
+    // SAFETY: calls that only create descriptors.
+    let (epfd, efd) = unsafe {
+        (
+            libc::epoll_create1(libc::EPOLL_CLOEXEC),
+            libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK),
+        )
+    };
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: 0,
+    };
+    // SAFETY: two descriptors just created and a valid event.
+    if epfd < 0
+        || efd < 0
+        || unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, efd, &mut ev) } != 0
+    {
+        eprintln!("error: epoll setup: {}", std::io::Error::last_os_error());
+        process::exit(1);
+    }
+    (epfd, efd)
 }
 
 /// What the `requests` worker's requests share: the lock the compactor holds now and then, and
@@ -1417,13 +1465,18 @@ fn burst(cpu_ns: u64) -> u64 {
 
 /// Sets the calling thread's nice value; warns and goes on when it cannot.
 fn set_own_nice(nice: i32) {
-    let tid = gettid();
+    set_thread_nice(gettid(), nice);
+}
+
+/// Sets the nice value of thread `tid`, the calling one; warns (naming the calling thread)
+/// and goes on when it cannot.
+fn set_thread_nice(tid: i64, nice: i32) {
     // SAFETY: PRIO_PROCESS with a tid sets that one thread's nice value.
     if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) } != 0 {
+        let error = std::io::Error::last_os_error();
         eprintln!(
-            "warning: {}: setpriority {nice}: {} (not root?); it runs at nice 0",
-            thread::current().name().unwrap_or("main"),
-            std::io::Error::last_os_error()
+            "warning: {}: setpriority {nice}: {error} (not root?); it runs at nice 0",
+            thread::current().name().unwrap_or("main")
         );
     }
 }
@@ -1484,15 +1537,7 @@ fn requests(args: &Args) {
         .unwrap_or_else(env::temp_dir);
     let report = args.value("--report").map(std::path::PathBuf::from);
     let path = dir.join(format!("switchyard-demo-requests-{}.dat", process::id()));
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)
-        .unwrap_or_else(|e| {
-            eprintln!("error: creating {}: {e}", path.display());
-            process::exit(1)
-        });
+    let file = create_or_exit(&path);
     let ctx = Arc::new(Ctx {
         table_lock: Mutex::new(0),
         file,
@@ -1582,8 +1627,32 @@ fn requests(args: &Args) {
         }
     });
 
+    let tids = announce_tids(&tids_rx);
+    wait_stdin(args);
+    start.wait();
+    thread::sleep(Duration::from_secs(secs));
+    stop.store(true, Ordering::Relaxed);
+
+    let reqs = join_or_exit(worker);
+    join_or_exit(compactor);
+    std::hint::black_box(join_or_exit(burster));
+    drop(ctx);
+    remove_or_warn(&path);
+
+    if let Some(f) = otel_file {
+        write_own_spans(&f, &reqs);
+        if let Some(url) = args.value("--otlp-traces") {
+            export_request_spans(url, &reqs);
+        }
+    }
+    print_request_summary(reqs, &tids, report);
+}
+
+/// Reads the three `requests` threads' tids from `tids` and prints them as a JSON line, at
+/// once; returns them as a JSON object.
+fn announce_tids(tids: &std::sync::mpsc::Receiver<(&str, i64)>) -> String {
     let (mut worker_tid, mut compactor_tid, mut burster_tid) = (0, 0, 0);
-    for (name, tid) in tids_rx.iter().take(3) {
+    for (name, tid) in tids.iter().take(3) {
         match name {
             "worker" => worker_tid = tid,
             "compactor" => compactor_tid = tid,
@@ -1595,48 +1664,36 @@ fn requests(args: &Args) {
     );
     println!("{{\"tids\":{tids}}}");
     let _ = std::io::stdout().flush();
-    wait_stdin(args);
-    start.wait();
-    thread::sleep(Duration::from_secs(secs));
-    stop.store(true, Ordering::Relaxed);
+    tids
+}
 
-    fn join<T>(h: thread::JoinHandle<T>) -> T {
-        h.join().unwrap_or_else(|_| process::exit(1))
+/// Writes every request as it measured itself, by its span id, to `file`: what a profiler
+/// reading the thread context must find. Exits the process when it cannot.
+fn write_own_spans(file: &std::path::Path, reqs: &[Request]) {
+    let lines: String = reqs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            format!(
+                "{} {} {} {} {} {}\n",
+                otel_ctx::hex(&otel_ctx::span_id(i as u64)),
+                r.wall_ns,
+                r.lock_ns,
+                r.cpu_wait_ns,
+                r.io_ns,
+                r.cpu_ns
+            )
+        })
+        .collect();
+    if let Err(e) = std::fs::write(file, lines) {
+        eprintln!("error: writing {}: {e}", file.display());
+        process::exit(1);
     }
-    let mut reqs = join(worker);
-    join(compactor);
-    std::hint::black_box(join(burster));
-    drop(ctx);
-    if let Err(e) = std::fs::remove_file(&path) {
-        eprintln!("warning: removing {}: {e}", path.display());
-    }
+}
 
-    // Every request as it measured itself, by its span id: what a profiler reading the
-    // thread context must find.
-    if let Some(f) = otel_file {
-        let lines: String = reqs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                format!(
-                    "{} {} {} {} {} {}\n",
-                    otel_ctx::hex(&otel_ctx::span_id(i as u64)),
-                    r.wall_ns,
-                    r.lock_ns,
-                    r.cpu_wait_ns,
-                    r.io_ns,
-                    r.cpu_ns
-                )
-            })
-            .collect();
-        if let Err(e) = std::fs::write(&f, lines) {
-            eprintln!("error: writing {}: {e}", f.display());
-            process::exit(1);
-        }
-        if let Some(url) = args.value("--otlp-traces") {
-            export_request_spans(url, &reqs);
-        }
-    }
+/// Prints (and writes to `report`, if given) one JSON line: the p50, p99 and max wall ns of
+/// `reqs`, the slowest 1% (at least one) and the rest as [`request_group`]s, and the `tids`.
+fn print_request_summary(mut reqs: Vec<Request>, tids: &str, report: Option<std::path::PathBuf>) {
     reqs.sort_by_key(|r| r.wall_ns);
     let n = reqs.len();
     // Nearest rank.

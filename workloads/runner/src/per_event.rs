@@ -179,22 +179,35 @@ fn words(flags: &str) -> Vec<String> {
     flags.split_whitespace().map(str::to_string).collect()
 }
 
-/// Every row, in table order. `record_help` is `switchyard record --help`'s text (a row whose
-/// flag it lacks is kept, marked missing); `floor` whether `switchyard floor` exists; `perf`
-/// whether perf does.
-pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Row> {
-    use Section::*;
-    let sy = &knobs.switchyard;
-    let mut all = Vec::new();
-    type Anchor = Option<(&'static str, &'static str)>;
-    let mut row = |section: Section,
-                   key: &'static str,
-                   label: &str,
-                   wrap: Wrap,
-                   attached: Option<Tool>,
-                   anchor: Anchor| {
-        all.push(Row {
+/// The key of the row another is divided by, and the name printed beside the ratio.
+type Anchor = Option<(&'static str, &'static str)>;
+
+/// One section's rows, in table order.
+struct SectionRows {
+    section: Section,
+    rows: Vec<Row>,
+}
+
+impl SectionRows {
+    fn new(section: Section) -> Self {
+        SectionRows {
             section,
+            rows: Vec::new(),
+        }
+    }
+
+    /// Adds a row: its loop run as `wrap`, with `attached` running meanwhile, divided by
+    /// `anchor`.
+    fn add(
+        &mut self,
+        key: &'static str,
+        label: &str,
+        wrap: Wrap,
+        attached: Option<Tool>,
+        anchor: Anchor,
+    ) {
+        self.rows.push(Row {
+            section: self.section,
             key,
             label: label.to_string(),
             wrap,
@@ -203,27 +216,41 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
             missing: None,
             span: None,
         })
-    };
-    let record = |flags: &str| Wrap::Record(words(flags));
-    let bt = |s: &str| Wrap::Bpftrace(s.to_string());
-    let floor_tool = |kind: &str| {
-        Some(Tool::Floor {
-            switchyard: sy.clone(),
-            kind: kind.into(),
-        })
-    };
+    }
+}
+
+/// The loop run under `switchyard record FLAGS…`.
+fn record(flags: &str) -> Wrap {
+    Wrap::Record(words(flags))
+}
+
+/// The loop run under `bpftrace -e SCRIPT`.
+fn bt(script: &str) -> Wrap {
+    Wrap::Bpftrace(script.to_string())
+}
+
+/// `switchyard floor KIND` attached host-wide.
+fn floor_tool(switchyard: &Path, kind: &str) -> Option<Tool> {
+    Some(Tool::Floor {
+        switchyard: switchyard.to_path_buf(),
+        kind: kind.into(),
+    })
+}
+
+/// Per syscall of the traced `getppid` loop: switchyard's modes, bpftrace's and the floor,
+/// each over the floor.
+fn syscall_rows(sy: &Path) -> Vec<Row> {
+    let mut t = SectionRows::new(Section::Syscall);
     let floor_anchor = Some(("bpftrace-empty", ""));
-    row(Syscall, "untraced", "untraced", Wrap::Plain, None, None);
-    row(
-        Syscall,
+    t.add("untraced", "untraced", Wrap::Plain, None, None);
+    t.add(
         "switchyard",
         "switchyard --no-stacks (counts, errnos, latency by budget: every call up to 2,000/s a thread, 1 in 16 beyond)",
         record("--no-stacks"),
         None,
         floor_anchor,
     );
-    row(
-        Syscall,
+    t.add(
         "switchyard-stacks",
         "switchyard (+ stacks: 1 syscall in 16 up to 1,000/s a CPU, 99 Hz)",
         record(""),
@@ -252,52 +279,53 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
             "--no-stacks --syscall-latency 0",
         ),
     ] {
-        row(Syscall, key, label, record(flags), None, floor_anchor);
+        t.add(key, label, record(flags), None, floor_anchor);
     }
-    row(
-        Syscall,
+    t.add(
         "bpftrace-empty",
         "bpftrace: empty enter+exit probes (floor)",
         bt(BT_EMPTY),
         None,
         floor_anchor,
     );
-    row(
-        Syscall,
+    t.add(
         "bpftrace-count",
         "bpftrace: count by syscall",
         bt(BT_COUNT),
         None,
         floor_anchor,
     );
-    row(
-        Syscall,
+    t.add(
         "bpftrace-hist",
         "bpftrace: count + latency histogram",
         bt(BT_HIST),
         None,
         floor_anchor,
     );
-    row(
-        Syscall,
+    t.add(
         "floor",
         "floor: empty raw tracepoints sys_enter + sys_exit",
         Wrap::Plain,
-        floor_tool("syscalls"),
+        floor_tool(sy, "syscalls"),
         floor_anchor,
     );
+    t.rows
+}
 
+/// Per context switch of the pipe ping-pong: switchyard with and without stacks, bpftrace
+/// counting and taking the same stacks, and the floor.
+fn switch_rows(sy: &Path) -> Vec<Row> {
+    let mut t = SectionRows::new(Section::Switch);
     let count = Some(("bpftrace-count", "count"));
     let stacks = Some(("bpftrace-stacks", "stacks"));
-    row(Switch, "untraced", "untraced", Wrap::Plain, None, None);
+    t.add("untraced", "untraced", Wrap::Plain, None, None);
     for (flags, anchor) in [
         ("--no-stacks --syscalls none", count),
         ("--syscalls none", stacks),
         ("--syscalls none --offcpu-period 0", stacks),
         ("--unwind fp --syscalls none --offcpu-period 0", stacks),
     ] {
-        row(
-            Switch,
+        t.add(
             "sy",
             &format!("switchyard {flags}"),
             record(flags),
@@ -305,54 +333,49 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
             anchor,
         );
     }
-    row(
-        Switch,
+    t.add(
         "sy",
         "switchyard (defaults: + syscalls)",
         record(""),
         None,
         stacks,
     );
-    row(
-        Switch,
+    t.add(
         "bpftrace-count",
         "bpftrace: count switches by thread/state",
         bt(BT_SWITCH),
         None,
         count,
     );
-    row(
-        Switch,
+    t.add(
         "bpftrace-stacks",
         "bpftrace: the same stacks (switch-out, waker)",
         bt(BT_STACKS),
         None,
         stacks,
     );
-    row(
-        Switch,
+    t.add(
         "floor",
         "floor: empty tp_btf sched_switch",
         Wrap::Plain,
-        floor_tool("switch"),
+        floor_tool(sy, "switch"),
         None,
     );
+    t.rows
+}
 
+/// Host-wide, per syscall of a loop no one traces while a tool records another process:
+/// switchyard `--pid`, bpftrace and perf trace, each over bpftrace's enter and exit probes.
+fn host_wide_rows(sy: &Path) -> Vec<Row> {
+    let mut t = SectionRows::new(Section::HostWide);
     let both = Some(("bpftrace-both", ""));
     let attached_record = |flags: &str| {
         Some(Tool::Record {
-            switchyard: sy.clone(),
+            switchyard: sy.to_path_buf(),
             flags: words(flags),
         })
     };
-    row(
-        HostWide,
-        "base",
-        "nothing recording (base)",
-        Wrap::Plain,
-        None,
-        None,
-    );
+    t.add("base", "nothing recording (base)", Wrap::Plain, None, None);
     for flags in [
         "--no-stacks",
         "--no-stacks --syscalls read,write",
@@ -364,38 +387,28 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
         } else {
             format!("switchyard --pid T {flags}")
         };
-        row(
-            HostWide,
-            "sy",
-            &label,
-            Wrap::Plain,
-            attached_record(flags),
-            both,
-        );
+        t.add("sy", &label, Wrap::Plain, attached_record(flags), both);
     }
     let bpftrace = |script: &str| {
         Some(Tool::Bpftrace {
             script: script.into(),
         })
     };
-    row(
-        HostWide,
+    t.add(
         "bpftrace-both",
         "bpftrace: sys_enter + sys_exit /pid == T/",
         Wrap::Plain,
         bpftrace(BT_TARGET_BOTH),
         both,
     );
-    row(
-        HostWide,
+    t.add(
         "bpftrace",
         "bpftrace: sys_enter /pid == T/ only, count",
         Wrap::Plain,
         bpftrace(BT_TARGET),
         both,
     );
-    row(
-        HostWide,
+    t.add(
         "perf-trace",
         "perf trace -s -p T",
         Wrap::Plain,
@@ -404,28 +417,30 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
         }),
         both,
     );
+    t.rows
+}
 
+/// Per on-CPU sample of the deep loop at `hz`: switchyard walking frame pointers and CFI,
+/// bpftrace taking the same stacks.
+fn sample_rows(hz: u64) -> Vec<Row> {
+    let mut t = SectionRows::new(Section::Sample);
     let bt_stacks = Some(("bpftrace-stacks", ""));
-    let hz = knobs.hz;
-    row(Sample, "untraced", "untraced", Wrap::Plain, None, None);
-    row(
-        Sample,
+    t.add("untraced", "untraced", Wrap::Plain, None, None);
+    t.add(
         "switchyard-fp",
         "switchyard --unwind fp (kernel + user stack)",
         record(&format!("--freq {hz} --unwind fp")),
         None,
         bt_stacks,
     );
-    row(
-        Sample,
+    t.add(
         "switchyard-cfi",
         "switchyard (kernel + user stack, CFI)",
         record(&format!("--freq {hz}")),
         None,
         bt_stacks,
     );
-    row(
-        Sample,
+    t.add(
         "bpftrace-stacks",
         "bpftrace: profile:hz with kstack, ustack",
         bt(&format!(
@@ -434,9 +449,15 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
         None,
         bt_stacks,
     );
+    t.rows
+}
 
+/// A Python target's switches and on-CPU samples (at `hz`), with its Python frames walked
+/// over without them.
+fn python_rows(hz: u64) -> Vec<Row> {
     let no_frames = Some(("py-no-frames", "no Python frames"));
-    row(PySwitch, "untraced", "untraced", Wrap::Plain, None, None);
+    let mut switch = SectionRows::new(Section::PySwitch);
+    switch.add("untraced", "untraced", Wrap::Plain, None, None);
     for (key, label, flags) in [
         (
             "py-no-frames",
@@ -450,9 +471,10 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
         ),
     ] {
         let anchor = if key == "sy" { no_frames } else { None };
-        row(PySwitch, key, label, record(flags), None, anchor);
+        switch.add(key, label, record(flags), None, anchor);
     }
-    row(PySample, "untraced", "untraced", Wrap::Plain, None, None);
+    let mut sample = SectionRows::new(Section::PySample);
+    sample.add("untraced", "untraced", Wrap::Plain, None, None);
     for (key, label, flags) in [
         (
             "py-no-frames",
@@ -466,13 +488,27 @@ pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Ro
         ),
     ] {
         let anchor = if key == "sy" { no_frames } else { None };
-        row(PySample, key, label, record(&flags), None, anchor);
+        sample.add(key, label, record(&flags), None, anchor);
     }
+    switch.rows.extend(sample.rows);
+    switch.rows
+}
+
+/// Every row, in table order. `record_help` is `switchyard record --help`'s text (a row whose
+/// flag it lacks is kept, marked missing); `floor` whether `switchyard floor` exists; `perf`
+/// whether perf does.
+pub fn rows(knobs: &Knobs, record_help: &str, floor: bool, perf: bool) -> Vec<Row> {
+    let sy = &knobs.switchyard;
+    let mut all = syscall_rows(sy);
+    all.extend(switch_rows(sy));
+    all.extend(host_wide_rows(sy));
+    all.extend(sample_rows(knobs.hz));
+    all.extend(python_rows(knobs.hz));
     all.extend(spans::rows(knobs));
 
     for r in &mut all {
         r.missing = missing(r, record_help, floor, perf);
-        if matches!(r.section, PySwitch | PySample) && !knobs.python.is_file() {
+        if matches!(r.section, Section::PySwitch | Section::PySample) && !knobs.python.is_file() {
             r.missing = Some(format!("{} (PYTHON=…)", knobs.python.display()));
         }
     }

@@ -790,16 +790,9 @@ pub fn bench_servers(
     Ok(0)
 }
 
-/// `just bench-overhead`: what switchyard adds per syscall, per context switch, host-wide, per
-/// on-CPU sample and per span instance, next to bpftrace, perf trace and the true floor
-/// (`switchyard floor`), the runs interleaved, then one table per section.
-pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, Failure> {
-    let interrupts = cx.interrupts;
-    if knobs.repeats == 0 {
-        return Err(Failure::new("REPEATS 0: nothing to measure").hint("give 1 or more"));
-    }
-    install_missing(&[("bpftrace", "bpftrace")])?;
-    bench::warn_of_bpf_stats();
+/// The knobs `bench-overhead` runs with: the binaries checked, and every path absolute, as the
+/// loops run under taskset and bpftrace -c.
+fn absolute_knobs(knobs: &per_event::Knobs) -> Result<per_event::Knobs, Failure> {
     for (path, what) in [
         (&knobs.switchyard, "switchyard"),
         (&knobs.demo, "switchyard-demo"),
@@ -809,19 +802,23 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
                 .hint("build first: `just build`"));
         }
     }
-    // Absolute, as the loops run under taskset and bpftrace -c.
     let absolute = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let knobs = per_event::Knobs {
+    Ok(per_event::Knobs {
         switchyard: absolute(&knobs.switchyard),
         demo: absolute(&knobs.demo),
         py_script: absolute(&knobs.py_script),
         // Built into at each run, so it may not exist yet.
         span_dir: std::path::absolute(&knobs.span_dir).unwrap_or_else(|_| knobs.span_dir.clone()),
         ..knobs.clone()
-    };
+    })
+}
+
+/// The rows of the sections asked for, each marked when this build or host cannot run it;
+/// says so when the build has no `switchyard floor`.
+fn overhead_rows(knobs: &per_event::Knobs) -> Result<Vec<per_event::Row>, Failure> {
     let help = per_event::record_help(&knobs.switchyard)?;
     let floor = per_event::has_floor(&knobs.switchyard);
-    let mut rows = per_event::rows(&knobs, &help, floor, on_path("perf"));
+    let mut rows = per_event::rows(knobs, &help, floor, on_path("perf"));
     if !knobs.sections.is_empty() {
         rows.retain(|r| knobs.sections.contains(&r.section));
     }
@@ -832,33 +829,185 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
             knobs.switchyard.display()
         );
     }
+    Ok(rows)
+}
+
+/// Builds the span loops when a span row is asked for, and marks the rows of a loop that was
+/// not built. The loops whose kernel programs to time: one native loop and the Go one, at
+/// each rate, as built.
+fn build_span_loops(knobs: &per_event::Knobs, rows: &mut [per_event::Row]) -> Vec<spans::Loop> {
     let mut program_loops = Vec::new();
-    if rows.iter().any(|r| r.section == per_event::Section::Span) {
-        step(&format!(
-            "building the span loops in {}",
-            knobs.span_dir.display()
-        ));
-        let built = spans::build(&knobs);
-        for (what, why) in [("native", &built.native), ("Go", &built.go)] {
-            if let Some(why) = why {
-                println!(
-                    "note: the {what} span loop was not built (needs {why}): its rows are skipped\n"
-                );
-            }
+    if !rows.iter().any(|r| r.section == per_event::Section::Span) {
+        return program_loops;
+    }
+    step(&format!(
+        "building the span loops in {}",
+        knobs.span_dir.display()
+    ));
+    let built = spans::build(knobs);
+    for (what, why) in [("native", &built.native), ("Go", &built.go)] {
+        if let Some(why) = why {
+            println!(
+                "note: the {what} span loop was not built (needs {why}): its rows are skipped\n"
+            );
         }
-        spans::mark_unbuilt(&mut rows, &built);
-        // The programs are the same whatever the entry instruction: one native loop.
-        for (entry, why) in [
-            (spans::Entry::Push, &built.native),
-            (spans::Entry::Go, &built.go),
-        ] {
-            if why.is_none() {
-                for &rate in &knobs.span_rates {
-                    program_loops.push(spans::Loop { entry, rate });
-                }
+    }
+    spans::mark_unbuilt(rows, &built);
+    // The programs are the same whatever the entry instruction: one native loop.
+    for (entry, why) in [
+        (spans::Entry::Push, &built.native),
+        (spans::Entry::Go, &built.go),
+    ] {
+        if why.is_none() {
+            for &rate in &knobs.span_rates {
+                program_loops.push(spans::Loop { entry, rate });
             }
         }
     }
+    program_loops
+}
+
+/// The title of `section`'s table: what its loop does, pinned where, with `n` complete
+/// repeats; the host-wide target runs on CPU `tcpu`.
+fn section_title(
+    section: per_event::Section,
+    k: &per_event::Knobs,
+    n: usize,
+    tcpu: usize,
+) -> String {
+    match section {
+        per_event::Section::Syscall => format!(
+            "per syscall (getppid loop pinned to CPU {}, {} calls, median of {n})",
+            k.cpu, k.calls
+        ),
+        per_event::Section::Switch => format!(
+            "per context switch (pipe ping-pong pinned to CPU {}, {} round trips = 2 \
+             switches each, median of {n})",
+            k.cpu, k.rounds
+        ),
+        per_event::Section::HostWide => format!(
+            "host-wide, per syscall of a process no one traces (getppid loop pinned to CPU \
+             {}, {} calls, median of {n}) while a tool records another, T (a 100 ms sleep \
+             over and over on CPU {tcpu})",
+            k.cpu, k.calls
+        ),
+        per_event::Section::Sample => format!(
+            "per on-CPU sample (a loop {} calls deep pinned to CPU {}, sampled at {} Hz, \
+             median of {n})",
+            k.depth, k.cpu, k.hz
+        ),
+        per_event::Section::PySwitch => format!(
+            "per context switch of a Python target ({} ping-pong, {} round trips pinned to \
+             CPU {}, median of {n})",
+            k.python.display(),
+            k.py_rounds,
+            k.cpu
+        ),
+        per_event::Section::PySample => format!(
+            "per on-CPU sample of a Python target ({}, {} iterations {} Python calls deep \
+             pinned to CPU {}, sampled at {} Hz, median of {n})",
+            k.python.display(),
+            k.py_iters,
+            k.depth,
+            k.cpu,
+            k.hz
+        ),
+        per_event::Section::Span => format!(
+            "per span instance (a function called at a set rate by a loop pinned to CPU {}, \
+             {} timed calls a run, median of {n})",
+            k.cpu, k.span_calls
+        ),
+        per_event::Section::Start => unreachable!("not in this list"),
+    }
+}
+
+/// Prints one table per section that has rows (`samples` beside `rows`, `n` complete
+/// repeats), then how to read a cell.
+fn print_tables(
+    rows: &[per_event::Row],
+    samples: &[Vec<f64>],
+    k: &per_event::Knobs,
+    n: usize,
+    tcpu: usize,
+) {
+    for section in [
+        per_event::Section::Syscall,
+        per_event::Section::Switch,
+        per_event::Section::HostWide,
+        per_event::Section::Sample,
+        per_event::Section::PySwitch,
+        per_event::Section::PySample,
+        per_event::Section::Span,
+    ] {
+        let title = section_title(section, k, n, tcpu);
+        let pairs: Vec<(&per_event::Row, &[f64])> = rows
+            .iter()
+            .zip(samples)
+            .filter(|(r, _)| r.section == section)
+            .map(|(r, s)| (r, s.as_slice()))
+            .collect();
+        if pairs.is_empty() {
+            continue;
+        }
+        println!(
+            "{title}\n\n{}\n{}\n",
+            per_event::table(section, k.hz, &pairs),
+            per_event::note(section)
+        );
+    }
+    println!(
+        "Each cell: the median over the repeats, and for a ratio its min–max in brackets; a \
+         ratio is taken within each repeat (added ns over the same repeat's base, over the \
+         anchor's added ns in that repeat)."
+    );
+}
+
+/// Measures and prints the tables that are not per-event rows: how long a short recording
+/// takes, start to exit (when its section is asked for), and each span program's own run
+/// time in the kernel (for `program_loops`).
+fn print_start_and_programs(
+    knobs: &per_event::Knobs,
+    program_loops: &[spans::Loop],
+    dir: &Path,
+    interrupts: &Interrupts,
+) {
+    let start_wanted =
+        knobs.sections.is_empty() || knobs.sections.contains(&per_event::Section::Start);
+    if start_wanted {
+        match per_event::start::run(knobs, on_path("perf"), dir, interrupts, step) {
+            Ok(text) => println!(
+                "\nhow long a short recording takes, start to exit (median of {})\n\n{text}\n{}",
+                knobs.repeats,
+                per_event::note(per_event::Section::Start)
+            ),
+            Err(failure) => eprint!("{}", failure.render()),
+        }
+    }
+    if !program_loops.is_empty() {
+        match per_event::programs::run(knobs, program_loops, dir, step) {
+            Ok(text) => println!(
+                "\nper span instance, in the kernel: each program's own run time (median of \
+                 {})\n\n{text}",
+                knobs.repeats
+            ),
+            Err(failure) => eprint!("{}", failure.render()),
+        }
+    }
+}
+
+/// `just bench-overhead`: what switchyard adds per syscall, per context switch, host-wide, per
+/// on-CPU sample and per span instance, next to bpftrace, perf trace and the true floor
+/// (`switchyard floor`), the runs interleaved, then one table per section.
+pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, Failure> {
+    let interrupts = cx.interrupts;
+    if knobs.repeats == 0 {
+        return Err(Failure::new("REPEATS 0: nothing to measure").hint("give 1 or more"));
+    }
+    install_missing(&[("bpftrace", "bpftrace")])?;
+    bench::warn_of_bpf_stats();
+    let knobs = absolute_knobs(knobs)?;
+    let mut rows = overhead_rows(&knobs)?;
+    let program_loops = build_span_loops(&knobs, &mut rows);
     let tcpu = per_event::other_cpu(knobs.cpu);
     let target = per_event::Target::start(&knobs, tcpu)?;
     let dir = tempfile::Builder::new()
@@ -886,103 +1035,7 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
         .map(Vec::len)
         .min()
         .unwrap_or(0);
-    let k = &knobs;
-    let n = complete;
-    for section in [
-        per_event::Section::Syscall,
-        per_event::Section::Switch,
-        per_event::Section::HostWide,
-        per_event::Section::Sample,
-        per_event::Section::PySwitch,
-        per_event::Section::PySample,
-        per_event::Section::Span,
-    ] {
-        let title = match section {
-            per_event::Section::Syscall => format!(
-                "per syscall (getppid loop pinned to CPU {}, {} calls, median of {n})",
-                k.cpu, k.calls
-            ),
-            per_event::Section::Switch => format!(
-                "per context switch (pipe ping-pong pinned to CPU {}, {} round trips = 2 \
-                 switches each, median of {n})",
-                k.cpu, k.rounds
-            ),
-            per_event::Section::HostWide => format!(
-                "host-wide, per syscall of a process no one traces (getppid loop pinned to CPU \
-                 {}, {} calls, median of {n}) while a tool records another, T (a 100 ms sleep \
-                 over and over on CPU {tcpu})",
-                k.cpu, k.calls
-            ),
-            per_event::Section::Sample => format!(
-                "per on-CPU sample (a loop {} calls deep pinned to CPU {}, sampled at {} Hz, \
-                 median of {n})",
-                k.depth, k.cpu, k.hz
-            ),
-            per_event::Section::PySwitch => format!(
-                "per context switch of a Python target ({} ping-pong, {} round trips pinned to \
-                 CPU {}, median of {n})",
-                k.python.display(),
-                k.py_rounds,
-                k.cpu
-            ),
-            per_event::Section::PySample => format!(
-                "per on-CPU sample of a Python target ({}, {} iterations {} Python calls deep \
-                 pinned to CPU {}, sampled at {} Hz, median of {n})",
-                k.python.display(),
-                k.py_iters,
-                k.depth,
-                k.cpu,
-                k.hz
-            ),
-            per_event::Section::Span => format!(
-                "per span instance (a function called at a set rate by a loop pinned to CPU {}, \
-                 {} timed calls a run, median of {n})",
-                k.cpu, k.span_calls
-            ),
-            per_event::Section::Start => unreachable!("not in this list"),
-        };
-        let pairs: Vec<(&per_event::Row, &[f64])> = rows
-            .iter()
-            .zip(&samples)
-            .filter(|(r, _)| r.section == section)
-            .map(|(r, s)| (r, s.as_slice()))
-            .collect();
-        if pairs.is_empty() {
-            continue;
-        }
-        println!(
-            "{title}\n\n{}\n{}\n",
-            per_event::table(section, k.hz, &pairs),
-            per_event::note(section)
-        );
-    }
-    println!(
-        "Each cell: the median over the repeats, and for a ratio its min–max in brackets; a \
-         ratio is taken within each repeat (added ns over the same repeat's base, over the \
-         anchor's added ns in that repeat)."
-    );
-    let start_wanted =
-        knobs.sections.is_empty() || knobs.sections.contains(&per_event::Section::Start);
-    if start_wanted && !interrupted {
-        match per_event::start::run(&knobs, on_path("perf"), dir.path(), interrupts, step) {
-            Ok(text) => println!(
-                "\nhow long a short recording takes, start to exit (median of {})\n\n{text}\n{}",
-                knobs.repeats,
-                per_event::note(per_event::Section::Start)
-            ),
-            Err(failure) => eprint!("{}", failure.render()),
-        }
-    }
-    if !program_loops.is_empty() && !interrupted {
-        match per_event::programs::run(&knobs, &program_loops, dir.path(), step) {
-            Ok(text) => println!(
-                "\nper span instance, in the kernel: each program's own run time (median of \
-                 {})\n\n{text}",
-                knobs.repeats
-            ),
-            Err(failure) => eprint!("{}", failure.render()),
-        }
-    }
+    print_tables(&rows, &samples, &knobs, complete, tcpu);
     if interrupted {
         eprintln!(
             "interrupted: {complete} of {} repeats were complete",
@@ -990,6 +1043,7 @@ pub fn bench_overhead(knobs: &per_event::Knobs, cx: &Context<'_>) -> Result<u8, 
         );
         return Ok(2);
     }
+    print_start_and_programs(&knobs, &program_loops, dir.path(), interrupts);
     Ok(0)
 }
 

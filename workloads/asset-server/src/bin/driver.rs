@@ -30,7 +30,7 @@ use std::{
     collections::BTreeMap,
     io::{BufRead as _, BufReader, Read as _, Write as _},
     net::{SocketAddr, TcpStream},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::ExitCode,
     sync::{
         Arc, Mutex,
@@ -265,54 +265,67 @@ fn request_line(name: &str, licence: &str, trace: Option<TraceParent>) -> String
     format!("GET /models/{name}?licence={licence} HTTP/1.1\r\nHost: asset\r\n{traceparent}\r\n")
 }
 
-fn run(args: Args) -> anyhow::Result<u64> {
-    if !args.addr.ip().is_loopback() {
-        bail!("{} is not a loopback address", args.addr);
-    }
-    let load = Load::new(args.rate, args.connections, args.concurrency)?;
-    // The expected bytes of every (model, licence): what both builds must serve.
-    let list = models::list(&args.models)?;
-    let licences: Vec<String> = (0..args.licences.max(1))
-        .map(|i| format!("client-{i}"))
-        .collect();
-    let mut expected: Vec<Vec<[u8; 32]>> = Vec::new();
-    let mut names = Vec::new();
-    for (m, path) in &list {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let g = glb::parse(&bytes).with_context(|| format!("parsing {}", path.display()))?;
-        expected.push(
-            licences
-                .iter()
-                .map(|l| Sha256::digest(glb::with_licence(&bytes, &g, &licence_bytes(l))).into())
-                .collect(),
-        );
-        names.push(m.name.clone());
-    }
-    let expected = Arc::new(expected);
-    let names = Arc::new(names);
+/// The models the server serves, the licences the requests carry, and the SHA-256 of every
+/// (model, licence): what both builds must serve.
+struct Expected {
+    names: Arc<Vec<String>>,
+    licences: Vec<String>,
+    hashes: Arc<Vec<Vec<[u8; 32]>>>,
+}
 
-    let bound = Bound::new(load, args.requests, args.bound.ops, args.bound.duration);
-    let start = Instant::now();
-    let (check_tx, check_rx) = mpsc::channel::<Received>();
-    let sink = Sink {
-        recorder: Arc::new(Mutex::new(Recorder::new(start, DEFAULT_WINDOW))),
-        wire: Arc::new(AtomicU64::new(0)),
-        served: Arc::new(AtomicU64::new(0)),
-        check: check_tx,
-    };
-    let check_rx = Arc::new(Mutex::new(check_rx));
-    let errors = Arc::new(AtomicU64::new(0));
-    let first_error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+impl Expected {
+    /// Reads every model in `dir` and hashes it as relicensed to each of `licences` clients.
+    fn load(dir: &Path, licences: usize) -> anyhow::Result<Expected> {
+        let list = models::list(dir)?;
+        let licences: Vec<String> = (0..licences.max(1))
+            .map(|i| format!("client-{i}"))
+            .collect();
+        let mut hashes: Vec<Vec<[u8; 32]>> = Vec::new();
+        let mut names = Vec::new();
+        for (m, path) in &list {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let g = glb::parse(&bytes).with_context(|| format!("parsing {}", path.display()))?;
+            hashes.push(
+                licences
+                    .iter()
+                    .map(|l| {
+                        Sha256::digest(glb::with_licence(&bytes, &g, &licence_bytes(l))).into()
+                    })
+                    .collect(),
+            );
+            names.push(m.name.clone());
+        }
+        Ok(Expected {
+            names: Arc::new(names),
+            licences,
+            hashes: Arc::new(hashes),
+        })
+    }
+}
 
-    // Verifiers: decrypt, decompress, hash.
-    let verifiers: Vec<_> = (0..2)
+/// What the verifiers found: how many responses failed the check, and the first described.
+#[derive(Clone, Default)]
+struct Verdicts {
+    errors: Arc<AtomicU64>,
+    first: Arc<Mutex<Option<String>>>,
+}
+
+/// Starts the verifiers: two threads that decrypt, decompress and hash every response `checks`
+/// brings, until every sender is gone.
+fn spawn_verifiers(
+    checks: mpsc::Receiver<Received>,
+    expected: &Expected,
+    verdicts: &Verdicts,
+) -> Vec<thread::JoinHandle<()>> {
+    let checks = Arc::new(Mutex::new(checks));
+    (0..2)
         .map(|_| {
-            let rx = check_rx.clone();
-            let (expected, names, errors, first) = (
-                expected.clone(),
-                names.clone(),
-                errors.clone(),
-                first_error.clone(),
+            let rx = checks.clone();
+            let (hashes, names, verdicts) = (
+                expected.hashes.clone(),
+                expected.names.clone(),
+                verdicts.clone(),
             );
             thread::spawn(move || {
                 loop {
@@ -320,9 +333,9 @@ fn run(args: Args) -> anyhow::Result<u64> {
                         Ok(r) => r,
                         Err(_) => return,
                     };
-                    if let Err(why) = verify(&got, &expected) {
-                        errors.fetch_add(1, Ordering::Relaxed);
-                        let mut f = first.lock().expect("first error");
+                    if let Err(why) = verify(&got, &hashes) {
+                        verdicts.errors.fetch_add(1, Ordering::Relaxed);
+                        let mut f = verdicts.first.lock().expect("first error");
                         if f.is_none() {
                             *f = Some(format!(
                                 "response {} ({}, client-{}): {why}",
@@ -333,79 +346,212 @@ fn run(args: Args) -> anyhow::Result<u64> {
                 }
             })
         })
-        .collect();
+        .collect()
+}
 
+/// What every connection's threads share: when the run started and what each request asks
+/// for.
+#[derive(Clone)]
+struct Requests {
+    start: Instant,
+    models: usize,
+    licences: Vec<String>,
+    names: Arc<Vec<String>>,
+    /// `--traced`: request k is a trace of its own.
+    traced: bool,
+}
+
+impl Requests {
+    /// What request `k` asks for: (model, licence).
+    fn pick(&self, k: u64) -> (usize, usize) {
+        request(k, self.models, self.licences.len())
+    }
+
+    /// Request `k`'s head, for `model` with `licence`.
+    fn head(&self, k: u64, model: usize, licence: usize) -> String {
+        let trace = self
+            .traced
+            .then(|| TraceParent::nth(u64::from(std::process::id()), k + 1));
+        request_line(&self.names[model], &self.licences[licence], trace)
+    }
+}
+
+/// One connection's two ends, and what its threads share with the other connections'.
+struct Connection {
+    writer: TcpStream,
+    reader: BufReader<TcpStream>,
+    requests: Requests,
+    sink: Sink,
+}
+
+/// The open loop's requests on one connection: k = `first`, `first + step`, … below `total`,
+/// each due at start + k/`rate`.
+#[derive(Clone, Copy)]
+struct Schedule {
+    first: u64,
+    step: u64,
+    rate: f64,
+    total: u64,
+}
+
+/// A load thread: `Ok` when its part of the run is done.
+type Worker = thread::JoinHandle<anyhow::Result<()>>;
+
+/// Opens the connections and starts each one's load threads, as `load` says.
+fn start_load(
+    addr: SocketAddr,
+    load: Load,
+    bound: Bound,
+    requests: &Requests,
+    sink: &Sink,
+) -> anyhow::Result<Vec<Worker>> {
     let conns = load.connections();
     let tickets = Arc::new(Tickets::new(bound));
-    // `--traced`: request k is a trace of its own.
-    let traced = args.traced;
-    let trace =
-        move |k: u64| traced.then(|| TraceParent::nth(u64::from(std::process::id()), k + 1));
-    let mut workers: Vec<thread::JoinHandle<anyhow::Result<()>>> = Vec::new();
+    let mut workers: Vec<Worker> = Vec::new();
     for c in 0..conns {
-        let stream = connect_tcp(args.addr, Duration::from_secs(5))
-            .with_context(|| format!("connecting to {}", args.addr))?;
-        let mut writer = stream.try_clone()?;
-        let mut reader = BufReader::with_capacity(1 << 20, stream);
-        let (models, lic, names) = (list.len(), licences.clone(), names.clone());
-        let sink = sink.clone();
+        let stream = connect_tcp(addr, Duration::from_secs(5))
+            .with_context(|| format!("connecting to {addr}"))?;
+        let connection = Connection {
+            writer: stream.try_clone()?,
+            reader: BufReader::with_capacity(1 << 20, stream),
+            requests: requests.clone(),
+            sink: sink.clone(),
+        };
         match load {
             Load::Open { rate, .. } => {
-                let total = bound.total.unwrap_or(0);
-                let (tx, rx) = mpsc::channel::<Sent>();
-                workers.push(thread::spawn(move || -> anyhow::Result<()> {
-                    let mut k = c as u64;
-                    while k < total {
-                        let due = start + Duration::from_secs_f64(k as f64 / rate);
-                        if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                            thread::sleep(wait);
-                        }
-                        let (model, licence) = request(k, models, lic.len());
-                        writer.write_all(
-                            request_line(&names[model], &lic[licence], trace(k)).as_bytes(),
-                        )?;
-                        let sent = Sent {
-                            due,
-                            k,
-                            model,
-                            licence,
-                        };
-                        if tx.send(sent).is_err() {
-                            break;
-                        }
-                        k += conns as u64;
-                    }
-                    Ok(())
-                }));
-                workers.push(thread::spawn(move || -> anyhow::Result<()> {
-                    for sent in rx {
-                        sink.receive(&mut reader, sent)?;
-                    }
-                    Ok(())
-                }));
+                let schedule = Schedule {
+                    first: c as u64,
+                    step: conns as u64,
+                    rate,
+                    total: bound.total.unwrap_or(0),
+                };
+                workers.extend(open_loop(connection, schedule));
             }
-            Load::Closed { .. } => {
-                let tickets = tickets.clone();
-                workers.push(thread::spawn(move || -> anyhow::Result<()> {
-                    while let Some(k) = tickets.take(start.elapsed()) {
-                        let (model, licence) = request(k, models, lic.len());
-                        let due = Instant::now();
-                        writer.write_all(
-                            request_line(&names[model], &lic[licence], trace(k)).as_bytes(),
-                        )?;
-                        let sent = Sent {
-                            due,
-                            k,
-                            model,
-                            licence,
-                        };
-                        sink.receive(&mut reader, sent)?;
-                    }
-                    Ok(())
-                }));
-            }
+            Load::Closed { .. } => workers.push(closed_loop(connection, tickets.clone())),
         }
     }
+    Ok(workers)
+}
+
+/// The open loop on one connection: a sender that writes each request when it is due, whether
+/// or not earlier ones were answered, and a receiver that reads the answers in order.
+fn open_loop(connection: Connection, schedule: Schedule) -> [Worker; 2] {
+    let Connection {
+        mut writer,
+        mut reader,
+        requests,
+        sink,
+    } = connection;
+    let (tx, rx) = mpsc::channel::<Sent>();
+    let sender = thread::spawn(move || -> anyhow::Result<()> {
+        let mut k = schedule.first;
+        while k < schedule.total {
+            let due = requests.start + Duration::from_secs_f64(k as f64 / schedule.rate);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                thread::sleep(wait);
+            }
+            let (model, licence) = requests.pick(k);
+            writer.write_all(requests.head(k, model, licence).as_bytes())?;
+            let sent = Sent {
+                due,
+                k,
+                model,
+                licence,
+            };
+            if tx.send(sent).is_err() {
+                break;
+            }
+            k += schedule.step;
+        }
+        Ok(())
+    });
+    let receiver = thread::spawn(move || -> anyhow::Result<()> {
+        for sent in rx {
+            sink.receive(&mut reader, sent)?;
+        }
+        Ok(())
+    });
+    [sender, receiver]
+}
+
+/// The closed loop on one connection: the next ticket's request as soon as the last response
+/// is in, until the tickets run out.
+fn closed_loop(connection: Connection, tickets: Arc<Tickets>) -> Worker {
+    let Connection {
+        mut writer,
+        mut reader,
+        requests,
+        sink,
+    } = connection;
+    thread::spawn(move || -> anyhow::Result<()> {
+        while let Some(k) = tickets.take(requests.start.elapsed()) {
+            let (model, licence) = requests.pick(k);
+            let due = Instant::now();
+            writer.write_all(requests.head(k, model, licence).as_bytes())?;
+            let sent = Sent {
+                due,
+                k,
+                model,
+                licence,
+            };
+            sink.receive(&mut reader, sent)?;
+        }
+        Ok(())
+    })
+}
+
+/// The result's parameters: the load, the models and licences, and per response the bytes on
+/// the wire and the model bytes served, and the mean latency.
+fn parameters(
+    load: Load,
+    expected: &Expected,
+    wire_per_response: u64,
+    model_per_response: u64,
+    mean_latency_ns: u64,
+) -> BTreeMap<String, serde_json::Value> {
+    let mut params: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    match load {
+        // A rate makes `switchyard compare` read throughput as offered, not achieved.
+        Load::Open { rate, .. } => params.insert("rate".into(), rate.into()),
+        Load::Closed { concurrency } => params.insert("concurrency".into(), concurrency.into()),
+    };
+    params.insert("connections".into(), load.connections().into());
+    params.insert("models".into(), expected.names.len().into());
+    params.insert("licences".into(), expected.licences.len().into());
+    params.insert("wire_bytes_per_response".into(), wire_per_response.into());
+    params.insert("model_bytes_per_response".into(), model_per_response.into());
+    params.insert("mean_latency_ns".into(), mean_latency_ns.into());
+    params
+}
+
+/// Runs the load, writes the result and returns how many responses failed the check.
+fn run(args: Args) -> anyhow::Result<u64> {
+    if !args.addr.ip().is_loopback() {
+        bail!("{} is not a loopback address", args.addr);
+    }
+    let load = Load::new(args.rate, args.connections, args.concurrency)?;
+    let expected = Expected::load(&args.models, args.licences)?;
+
+    let bound = Bound::new(load, args.requests, args.bound.ops, args.bound.duration);
+    let start = Instant::now();
+    let (check_tx, check_rx) = mpsc::channel::<Received>();
+    let sink = Sink {
+        recorder: Arc::new(Mutex::new(Recorder::new(start, DEFAULT_WINDOW))),
+        wire: Arc::new(AtomicU64::new(0)),
+        served: Arc::new(AtomicU64::new(0)),
+        check: check_tx,
+    };
+    let verdicts = Verdicts::default();
+    let verifiers = spawn_verifiers(check_rx, &expected, &verdicts);
+
+    let requests = Requests {
+        start,
+        models: expected.names.len(),
+        licences: expected.licences.clone(),
+        names: expected.names.clone(),
+        traced: args.traced,
+    };
+    let workers = start_load(args.addr, load, bound, &requests, &sink)?;
     let Sink {
         recorder,
         wire,
@@ -424,25 +570,14 @@ fn run(args: Args) -> anyhow::Result<u64> {
     let recorder = recorder.lock().expect("recorder");
     let latency = recorder.latency();
     let done = latency.count();
-    let errors = errors.load(Ordering::Relaxed);
-    let mut params: BTreeMap<String, serde_json::Value> = BTreeMap::new();
-    match load {
-        // A rate makes `switchyard compare` read throughput as offered, not achieved.
-        Load::Open { rate, .. } => params.insert("rate".into(), rate.into()),
-        Load::Closed { concurrency } => params.insert("concurrency".into(), concurrency.into()),
-    };
-    params.insert("connections".into(), conns.into());
-    params.insert("models".into(), list.len().into());
-    params.insert("licences".into(), licences.len().into());
-    params.insert(
-        "wire_bytes_per_response".into(),
-        (wire.load(Ordering::Relaxed) / done.max(1)).into(),
+    let errors = verdicts.errors.load(Ordering::Relaxed);
+    let params = parameters(
+        load,
+        &expected,
+        wire.load(Ordering::Relaxed) / done.max(1),
+        served.load(Ordering::Relaxed) / done.max(1),
+        latency.mean() as u64,
     );
-    params.insert(
-        "model_bytes_per_response".into(),
-        (served.load(Ordering::Relaxed) / done.max(1)).into(),
-    );
-    params.insert("mean_latency_ns".into(), (latency.mean() as u64).into());
     let result = DriverResult::new(WORKLOAD, &args.build, params, &recorder, errors, elapsed)?;
     result
         .write(&args.out)
@@ -454,7 +589,8 @@ fn run(args: Args) -> anyhow::Result<u64> {
         latency.max() as f64 / 1e6
     );
     if errors > 0 {
-        let first = first_error
+        let first = verdicts
+            .first
             .lock()
             .expect("first error")
             .clone()

@@ -27,7 +27,7 @@ use std::{
     collections::BTreeMap,
     io,
     net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::ExitCode,
     sync::atomic::{AtomicBool, AtomicU64, Ordering},
     thread,
@@ -413,6 +413,312 @@ fn receive(setup: &ReceiveSetup<'_>, mine: Vec<usize>, recorder: Recorder) -> Re
     r
 }
 
+/// Starts `receivers` receiver threads in `scope`, the speakers dealt out among them in turn.
+/// When one cannot start, the others are told to stop.
+fn spawn_receivers<'scope, 'env>(
+    scope: &'scope thread::Scope<'scope, 'env>,
+    setup: &'env ReceiveSetup<'env>,
+    receivers: usize,
+    start: Instant,
+    window: Duration,
+) -> anyhow::Result<Vec<thread::ScopedJoinHandle<'scope, Received>>> {
+    let mut handles = Vec::with_capacity(receivers);
+    for r in 0..receivers {
+        let mine: Vec<usize> = (r..setup.speakers.len()).step_by(receivers).collect();
+        let spawned = thread::Builder::new()
+            .name(format!("receiver-{r}"))
+            .spawn_scoped(scope, move || {
+                receive(setup, mine, Recorder::new(start, window))
+            });
+        match spawned {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                setup.progress.stop.store(true, Ordering::Relaxed);
+                return Err(e).context("failed to start a receiver thread");
+            }
+        }
+    }
+    Ok(handles)
+}
+
+/// The drain: waits until every forward and ack expected after `sent` is in, or `drain`
+/// passes. Whether everything came.
+fn drain(progress: &Progress, sent: &Sent, per_room: usize, drain: Duration) -> bool {
+    let expected_acks: u64 = sent.per_speaker.iter().sum();
+    let expected_forwards = expected_acks * (per_room as u64 - 1);
+    let deadline = Instant::now() + drain;
+    let complete = || {
+        progress.forwards.load(Ordering::Relaxed) >= expected_forwards
+            && progress.acks.load(Ordering::Relaxed) >= expected_acks
+    };
+    while !complete() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(2));
+    }
+    complete()
+}
+
+/// What the load's threads share: the receivers' setup, how the sender paces the speakers,
+/// and how long the drain may last.
+struct LoadSetup<'a> {
+    receive: ReceiveSetup<'a>,
+    payload: &'a [u8],
+    interval: Duration,
+    budget: &'a Budget,
+    start: Instant,
+    window: Duration,
+    receivers: usize,
+    drain: Duration,
+}
+
+/// Runs the load: the receivers, the sender pacing every speaker until the budget is spent,
+/// then the drain. What was sent, what each receiver got, and whether the drain ended with
+/// everything in.
+fn run_load(load: &LoadSetup<'_>) -> anyhow::Result<(Sent, Vec<Received>, bool)> {
+    let setup = &load.receive;
+    let progress = setup.progress;
+    thread::scope(|s| {
+        let handles = spawn_receivers(s, setup, load.receivers, load.start, load.window)?;
+        let sender = thread::Builder::new()
+            .name("sender".to_owned())
+            .spawn_scoped(s, || {
+                send_all(
+                    setup.speakers,
+                    setup.relay,
+                    load.payload,
+                    load.interval,
+                    load.start,
+                    load.budget,
+                    setup.issued,
+                )
+            });
+        let sent = match sender {
+            Ok(h) => h.join(),
+            Err(e) => {
+                progress.stop.store(true, Ordering::Relaxed);
+                return Err(e).context("failed to start the sender thread");
+            }
+        };
+        let Ok(sent) = sent else {
+            progress.stop.store(true, Ordering::Relaxed);
+            bail!("the sender thread panicked");
+        };
+        let drained_early = drain(progress, &sent, setup.per_room, load.drain);
+        progress.stop.store(true, Ordering::Relaxed);
+        let received = handles
+            .into_iter()
+            .map(|h| h.join())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| anyhow::anyhow!("a receiver thread panicked"))?;
+        Ok((sent, received, drained_early))
+    })
+}
+
+/// The receivers' figures put together, with the loss of every (sender, receiver) pair.
+struct Merged {
+    recorder: Recorder,
+    ack_latency: LatencyRecorder,
+    forwards: Loss,
+    acks: Loss,
+    malformed: u64,
+    misrouted: u64,
+    unexpected: u64,
+    recv_errors: u64,
+    datagrams: u64,
+    frames: u64,
+    /// The last send or arrival.
+    end: Instant,
+}
+
+/// Merges what the receivers brought back, and counts the loss of every (sender, receiver)
+/// pair against what `sent` says each speaker sent.
+fn merge(
+    received: &[Received],
+    sent: &Sent,
+    start: Instant,
+    window: Duration,
+    per_room: usize,
+) -> anyhow::Result<Merged> {
+    let mut m = Merged {
+        recorder: Recorder::new(start, window),
+        ack_latency: LatencyRecorder::new(),
+        forwards: Loss::default(),
+        acks: Loss::default(),
+        malformed: 0,
+        misrouted: 0,
+        unexpected: 0,
+        recv_errors: 0,
+        datagrams: 0,
+        frames: 0,
+        end: sent.finished,
+    };
+    for r in received {
+        m.recorder
+            .merge(&r.recorder)
+            .context("failed to merge latencies")?;
+        m.ack_latency
+            .merge(&r.ack_latency)
+            .context("failed to merge ack latencies")?;
+        m.malformed += r.malformed;
+        m.misrouted += r.misrouted;
+        m.unexpected += r.unexpected;
+        m.recv_errors += r.recv_errors;
+        m.datagrams += r.datagrams;
+        m.frames += r.frames;
+        if let Some(t) = r.last_arrival {
+            m.end = m.end.max(t);
+        }
+        for h in &r.heard {
+            let room_start = h.speaker - h.speaker % per_room;
+            for (place, tracker) in h.forwards.iter().enumerate() {
+                let sender = room_start + place;
+                if sender != h.speaker {
+                    m.forwards.add(&tracker.loss(sent.per_speaker[sender]));
+                }
+            }
+            m.acks.add(&h.acks.loss(sent.per_speaker[h.speaker]));
+        }
+    }
+    Ok(m)
+}
+
+/// What a run came to: the sends, the receivers' figures merged, whether the drain ended
+/// with everything in, and the datagrams the kernel dropped at the speakers' sockets.
+struct Outcome {
+    sent: Sent,
+    merged: Merged,
+    drained_early: bool,
+    socket_drops: Option<u64>,
+}
+
+/// The result's parameters: the flags, the sends, the loss, the acks and what arrived.
+fn parameters(
+    args: &Args,
+    bound: RunBound,
+    speakers: usize,
+    receivers: usize,
+    outcome: &Outcome,
+) -> BTreeMap<String, serde_json::Value> {
+    let Outcome {
+        sent,
+        merged: m,
+        drained_early,
+        socket_drops,
+    } = outcome;
+    let (forwards, acks) = (&m.forwards, &m.acks);
+    let (key, value) = bound.parameter();
+    let key = if key == "ops" { "packets" } else { key };
+    let mut parameters = BTreeMap::from([
+        ("rooms".to_owned(), serde_json::json!(args.rooms)),
+        (
+            "speakers_per_room".to_owned(),
+            serde_json::json!(args.speakers),
+        ),
+        ("speakers".to_owned(), serde_json::json!(speakers)),
+        // Packets offered per second: the driver paces every speaker (open loop).
+        (
+            "rate".to_owned(),
+            serde_json::json!(speakers as f64 * 1e6 / args.interval.as_micros().max(1) as f64),
+        ),
+        ("size".to_owned(), serde_json::json!(args.size)),
+        (
+            "interval_us".to_owned(),
+            serde_json::json!(args.interval.as_micros() as u64),
+        ),
+        ("receivers".to_owned(), serde_json::json!(receivers)),
+        (
+            "drain_ms".to_owned(),
+            serde_json::json!(args.drain.as_millis() as u64),
+        ),
+        (
+            "cores".to_owned(),
+            serde_json::json!(thread::available_parallelism().map_or(1, |n| n.get())),
+        ),
+        ("packets_sent".to_owned(), serde_json::json!(acks.expected)),
+        ("send_errors".to_owned(), serde_json::json!(sent.errors)),
+        (
+            "forwards_expected".to_owned(),
+            serde_json::json!(forwards.expected),
+        ),
+        (
+            "forwards_received".to_owned(),
+            serde_json::json!(forwards.received),
+        ),
+        ("forwards_lost".to_owned(), serde_json::json!(forwards.lost)),
+        ("loss_ratio".to_owned(), serde_json::json!(forwards.ratio())),
+        ("loss_gaps".to_owned(), serde_json::json!(forwards.gaps)),
+        ("loss_late".to_owned(), serde_json::json!(forwards.late)),
+        (
+            "duplicates".to_owned(),
+            serde_json::json!(forwards.duplicates + acks.duplicates),
+        ),
+        (
+            "stale".to_owned(),
+            serde_json::json!(forwards.stale + acks.stale),
+        ),
+        ("acks_expected".to_owned(), serde_json::json!(acks.expected)),
+        ("acks_received".to_owned(), serde_json::json!(acks.received)),
+        ("acks_lost".to_owned(), serde_json::json!(acks.lost)),
+        (
+            "ack_latency_p50_ns".to_owned(),
+            serde_json::json!(m.ack_latency.value_at_quantile(0.5)),
+        ),
+        (
+            "ack_latency_p99_ns".to_owned(),
+            serde_json::json!(m.ack_latency.value_at_quantile(0.99)),
+        ),
+        (
+            "ack_latency_max_ns".to_owned(),
+            serde_json::json!(m.ack_latency.max()),
+        ),
+        (
+            "latency_samples".to_owned(),
+            serde_json::json!(m.recorder.latency().count()),
+        ),
+        ("drained_early".to_owned(), serde_json::json!(drained_early)),
+        ("malformed".to_owned(), serde_json::json!(m.malformed)),
+        ("misrouted".to_owned(), serde_json::json!(m.misrouted)),
+        ("unexpected_seq".to_owned(), serde_json::json!(m.unexpected)),
+        ("recv_errors".to_owned(), serde_json::json!(m.recv_errors)),
+        ("socket_drops".to_owned(), serde_json::json!(socket_drops)),
+        // What the speakers got from the relay while sending: datagrams, and the acks and
+        // forwards in them (equal unless the relay bundles them, as `lite` does).
+        (
+            "datagrams_received".to_owned(),
+            serde_json::json!(m.datagrams),
+        ),
+        ("frames_received".to_owned(), serde_json::json!(m.frames)),
+    ]);
+    parameters.insert(key.to_owned(), value);
+    parameters
+}
+
+/// Prints the run's summary line: packets, forwards and loss, acks, latency, the result file.
+fn print_summary(result: &DriverResult, merged: &Merged, out: &Path) -> anyhow::Result<()> {
+    let (forwards, acks) = (&merged.forwards, &merged.acks);
+    let p = result.latency_ns;
+    let line = format!(
+        "{WORKLOAD} {}: {} packets in {:.2} s ({:.0}/s); forwards {}/{} received, {} lost ({:.3}%); acks {}/{}; latency p50 {} p99 {} p99.99 {} max {}; wrote {}",
+        result.build,
+        result.operations,
+        result.duration_ns as f64 / 1e9,
+        result.throughput_per_s,
+        forwards.received,
+        forwards.expected,
+        forwards.lost,
+        forwards.ratio() * 100.0,
+        acks.received,
+        acks.expected,
+        human_ns(p.p50),
+        human_ns(p.p99),
+        human_ns(p.p99_99),
+        human_ns(p.max),
+        out.display()
+    );
+    print_line(&line).context("failed to print the summary")
+}
+
+/// Opens and joins the speakers, runs the load and the drain, writes the result and prints
+/// its summary.
 fn run(args: Args) -> anyhow::Result<()> {
     if !args.addr.ip().is_loopback() {
         bail!(
@@ -449,200 +755,34 @@ fn run(args: Args) -> anyhow::Result<()> {
     };
     let start = Instant::now();
     let budget = Budget::new(bound, start, shutdown.clone());
-    let (sent, received, drained_early) = thread::scope(|s| -> anyhow::Result<_> {
-        let mut handles = Vec::with_capacity(receivers);
-        for r in 0..receivers {
-            let mine: Vec<usize> = (r..speakers.len()).step_by(receivers).collect();
-            let setup = &setup;
-            let spawned = thread::Builder::new()
-                .name(format!("receiver-{r}"))
-                .spawn_scoped(s, move || {
-                    receive(setup, mine, Recorder::new(start, window))
-                });
-            match spawned {
-                Ok(h) => handles.push(h),
-                Err(e) => {
-                    progress.stop.store(true, Ordering::Relaxed);
-                    return Err(e).context("failed to start a receiver thread");
-                }
-            }
-        }
-        let sender = thread::Builder::new()
-            .name("sender".to_owned())
-            .spawn_scoped(s, || {
-                send_all(
-                    &speakers,
-                    args.addr,
-                    &payload,
-                    args.interval,
-                    start,
-                    &budget,
-                    &issued,
-                )
-            });
-        let sent = match sender {
-            Ok(h) => h.join(),
-            Err(e) => {
-                progress.stop.store(true, Ordering::Relaxed);
-                return Err(e).context("failed to start the sender thread");
-            }
-        };
-        let Ok(sent) = sent else {
-            progress.stop.store(true, Ordering::Relaxed);
-            bail!("the sender thread panicked");
-        };
-
-        // The drain: until everything expected is in, or the drain period passes.
-        let expected_acks: u64 = sent.per_speaker.iter().sum();
-        let expected_forwards = expected_acks * (per_room as u64 - 1);
-        let deadline = Instant::now() + args.drain;
-        let complete = || {
-            progress.forwards.load(Ordering::Relaxed) >= expected_forwards
-                && progress.acks.load(Ordering::Relaxed) >= expected_acks
-        };
-        while !complete() && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(2));
-        }
-        let drained_early = complete();
-        progress.stop.store(true, Ordering::Relaxed);
-        let received = handles
-            .into_iter()
-            .map(|h| h.join())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| anyhow::anyhow!("a receiver thread panicked"))?;
-        Ok((sent, received, drained_early))
+    let (sent, received, drained_early) = run_load(&LoadSetup {
+        receive: setup,
+        payload: &payload,
+        interval: args.interval,
+        budget: &budget,
+        start,
+        window,
+        receivers,
+        drain: args.drain,
     })?;
 
-    // Merge, then the loss of every (sender, receiver) pair.
-    let mut recorder = Recorder::new(start, window);
-    let mut ack_latency = LatencyRecorder::new();
-    let (mut forwards, mut acks) = (Loss::default(), Loss::default());
-    let (mut malformed, mut misrouted, mut unexpected, mut recv_errors) = (0, 0, 0, 0);
-    let (mut datagrams, mut frames) = (0, 0);
-    let mut end = sent.finished;
-    for r in &received {
-        recorder
-            .merge(&r.recorder)
-            .context("failed to merge latencies")?;
-        ack_latency
-            .merge(&r.ack_latency)
-            .context("failed to merge ack latencies")?;
-        malformed += r.malformed;
-        misrouted += r.misrouted;
-        unexpected += r.unexpected;
-        recv_errors += r.recv_errors;
-        datagrams += r.datagrams;
-        frames += r.frames;
-        if let Some(t) = r.last_arrival {
-            end = end.max(t);
-        }
-        for h in &r.heard {
-            let room_start = h.speaker - h.speaker % per_room;
-            for (place, tracker) in h.forwards.iter().enumerate() {
-                let sender = room_start + place;
-                if sender != h.speaker {
-                    forwards.add(&tracker.loss(sent.per_speaker[sender]));
-                }
-            }
-            acks.add(&h.acks.loss(sent.per_speaker[h.speaker]));
-        }
-    }
+    let merged = merge(&received, &sent, start, window, per_room)?;
     let sockets: Vec<&UdpSocket> = speakers.iter().map(|s| &s.socket).collect();
-    let socket_drops = udp::kernel_drops(&sockets);
-    let packets_sent = acks.expected;
-
-    let (key, value) = bound.parameter();
-    let key = if key == "ops" { "packets" } else { key };
-    let mut parameters = BTreeMap::from([
-        ("rooms".to_owned(), serde_json::json!(args.rooms)),
-        (
-            "speakers_per_room".to_owned(),
-            serde_json::json!(args.speakers),
-        ),
-        ("speakers".to_owned(), serde_json::json!(speakers.len())),
-        // Packets offered per second: the driver paces every speaker (open loop).
-        (
-            "rate".to_owned(),
-            serde_json::json!(
-                speakers.len() as f64 * 1e6 / args.interval.as_micros().max(1) as f64
-            ),
-        ),
-        ("size".to_owned(), serde_json::json!(args.size)),
-        (
-            "interval_us".to_owned(),
-            serde_json::json!(args.interval.as_micros() as u64),
-        ),
-        ("receivers".to_owned(), serde_json::json!(receivers)),
-        (
-            "drain_ms".to_owned(),
-            serde_json::json!(args.drain.as_millis() as u64),
-        ),
-        (
-            "cores".to_owned(),
-            serde_json::json!(thread::available_parallelism().map_or(1, |n| n.get())),
-        ),
-        ("packets_sent".to_owned(), serde_json::json!(packets_sent)),
-        ("send_errors".to_owned(), serde_json::json!(sent.errors)),
-        (
-            "forwards_expected".to_owned(),
-            serde_json::json!(forwards.expected),
-        ),
-        (
-            "forwards_received".to_owned(),
-            serde_json::json!(forwards.received),
-        ),
-        ("forwards_lost".to_owned(), serde_json::json!(forwards.lost)),
-        ("loss_ratio".to_owned(), serde_json::json!(forwards.ratio())),
-        ("loss_gaps".to_owned(), serde_json::json!(forwards.gaps)),
-        ("loss_late".to_owned(), serde_json::json!(forwards.late)),
-        (
-            "duplicates".to_owned(),
-            serde_json::json!(forwards.duplicates + acks.duplicates),
-        ),
-        (
-            "stale".to_owned(),
-            serde_json::json!(forwards.stale + acks.stale),
-        ),
-        ("acks_expected".to_owned(), serde_json::json!(acks.expected)),
-        ("acks_received".to_owned(), serde_json::json!(acks.received)),
-        ("acks_lost".to_owned(), serde_json::json!(acks.lost)),
-        (
-            "ack_latency_p50_ns".to_owned(),
-            serde_json::json!(ack_latency.value_at_quantile(0.5)),
-        ),
-        (
-            "ack_latency_p99_ns".to_owned(),
-            serde_json::json!(ack_latency.value_at_quantile(0.99)),
-        ),
-        (
-            "ack_latency_max_ns".to_owned(),
-            serde_json::json!(ack_latency.max()),
-        ),
-        (
-            "latency_samples".to_owned(),
-            serde_json::json!(recorder.latency().count()),
-        ),
-        ("drained_early".to_owned(), serde_json::json!(drained_early)),
-        ("malformed".to_owned(), serde_json::json!(malformed)),
-        ("misrouted".to_owned(), serde_json::json!(misrouted)),
-        ("unexpected_seq".to_owned(), serde_json::json!(unexpected)),
-        ("recv_errors".to_owned(), serde_json::json!(recv_errors)),
-        ("socket_drops".to_owned(), serde_json::json!(socket_drops)),
-        // What the speakers got from the relay while sending: datagrams, and the acks and
-        // forwards in them (equal unless the relay bundles them, as `lite` does).
-        (
-            "datagrams_received".to_owned(),
-            serde_json::json!(datagrams),
-        ),
-        ("frames_received".to_owned(), serde_json::json!(frames)),
-    ]);
-    parameters.insert(key.to_owned(), value);
-    let duration = end - start;
+    let outcome = Outcome {
+        sent,
+        merged,
+        drained_early,
+        socket_drops: udp::kernel_drops(&sockets),
+    };
+    let parameters = parameters(&args, bound, speakers.len(), receivers, &outcome);
+    let Outcome { sent, merged, .. } = outcome;
+    let packets_sent = merged.acks.expected;
+    let duration = merged.end - start;
     let mut result = DriverResult::new(
         WORKLOAD,
         &args.build,
         parameters,
-        &recorder,
+        &merged.recorder,
         sent.errors,
         duration,
     )?;
@@ -661,24 +801,5 @@ fn run(args: Args) -> anyhow::Result<()> {
             sent.errors
         );
     }
-    let p = result.latency_ns;
-    let line = format!(
-        "{WORKLOAD} {}: {} packets in {:.2} s ({:.0}/s); forwards {}/{} received, {} lost ({:.3}%); acks {}/{}; latency p50 {} p99 {} p99.99 {} max {}; wrote {}",
-        result.build,
-        result.operations,
-        result.duration_ns as f64 / 1e9,
-        result.throughput_per_s,
-        forwards.received,
-        forwards.expected,
-        forwards.lost,
-        forwards.ratio() * 100.0,
-        acks.received,
-        acks.expected,
-        human_ns(p.p50),
-        human_ns(p.p99),
-        human_ns(p.p99_99),
-        human_ns(p.max),
-        args.out.display()
-    );
-    print_line(&line).context("failed to print the summary")
+    print_summary(&result, &merged, &args.out)
 }

@@ -34,7 +34,7 @@ use std::{
     collections::BTreeMap,
     io::{self, Read as _, Write as _},
     net::{SocketAddr, TcpStream},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::ExitCode,
     str::FromStr,
     sync::{
@@ -54,8 +54,8 @@ use read_state_cache::{
     protocol::{Key, RESPONSE_LEN, ReadState, Request, Response, STATUS_OK, TraceParent},
 };
 use switchyard_harness::{
-    Budget, DriverResult, Measured as _, Recorder, Shutdown,
-    driver::{BoundFlags, TimingFlags, merge_threads, run_together},
+    Budget, DriverResult, Measured as _, Recorder, RunBound, Shutdown,
+    driver::{BoundFlags, Started, TimingFlags, merge_threads, run_together},
     human_ns, print_line,
 };
 
@@ -468,116 +468,67 @@ fn open_loop(
     tally.into_connection(recorder)
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
-    if !args.addr.ip().is_loopback() {
-        bail!(
-            "{} is not a loopback address; the servers listen on 127.0.0.1 only",
-            args.addr
-        );
-    }
-    if !(args.zipf >= 0.0 && args.zipf.is_finite()) {
-        bail!("--zipf {} must be a number ≥ 0", args.zipf);
-    }
-    if args.capacity == Some(0) {
-        bail!("--capacity must be at least 1");
-    }
-    let bound = args.bound.bound()?;
-    let shutdown = Shutdown::install().context("failed to install the SIGINT/SIGTERM handler")?;
-    let window = args.timing.window();
-    let users = Zipf::new(args.users as f64, args.zipf)
-        .map_err(|e| anyhow::anyhow!("--users {} --zipf {}: {e}", args.users, args.zipf))?;
+/// Fills the cache before the measured run: gets the first `capacity` keys over all the
+/// connections at once, each its share in turn, unmeasured. The keys sent.
+fn prefill_all(streams: &mut [TcpStream], capacity: u64, channels: u64) -> anyhow::Result<u64> {
+    let began = Instant::now();
+    let step = streams.len() as u64;
+    let sent = thread::scope(|s| {
+        let handles: Vec<_> = streams
+            .iter_mut()
+            .enumerate()
+            .map(|(i, stream)| s.spawn(move || prefill(stream, i as u64, step, capacity, channels)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a prefill thread panicked"))?
+            })
+            .sum::<anyhow::Result<u64>>()
+    })?;
+    eprintln!(
+        "read-state-cache-driver: prefilled {sent} keys in {:.2} s",
+        began.elapsed().as_secs_f64()
+    );
+    Ok(sent)
+}
 
-    let mut streams = (0..args.connections)
-        .map(|_| {
-            args.timing
-                .connect(args.addr, "`read-state-cache` (or the Go build)")
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-
-    let prefilled = match (args.prefill || args.prefill_only, args.capacity) {
-        (true, Some(capacity)) => {
-            let began = Instant::now();
-            let step = u64::from(args.connections);
-            let channels = args.channels_per_user;
-            let sent = thread::scope(|s| {
-                let handles: Vec<_> = streams
-                    .iter_mut()
-                    .enumerate()
-                    .map(|(i, stream)| {
-                        s.spawn(move || prefill(stream, i as u64, step, capacity, channels))
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join()
-                            .map_err(|_| anyhow::anyhow!("a prefill thread panicked"))?
-                    })
-                    .sum::<anyhow::Result<u64>>()
-            })?;
-            eprintln!(
-                "read-state-cache-driver: prefilled {sent} keys in {:.2} s",
-                began.elapsed().as_secs_f64()
-            );
-            sent
-        }
-        _ => 0,
-    };
-    if args.prefill_only {
-        return Ok(());
-    }
-    let Some(out_path) = args.out.as_deref() else {
-        bail!("--out is required for a measured run");
-    };
-
-    let schedule = |i: u32| {
-        (args.rate > 0).then(|| {
-            let interval_ns = 1e9 * f64::from(args.connections) / args.rate as f64;
+impl Schedule {
+    /// Connection `i`'s share of `rate` requests/s over `connections` (the connections'
+    /// requests interleaved evenly); `None` for the closed loop (rate 0).
+    fn nth(rate: u64, connections: u32, i: u32) -> Option<Schedule> {
+        (rate > 0).then(|| {
+            let interval_ns = 1e9 * f64::from(connections) / rate as f64;
             Schedule {
                 interval_ns,
-                offset_ns: interval_ns * f64::from(i) / f64::from(args.connections),
+                offset_ns: interval_ns * f64::from(i) / f64::from(connections),
             }
         })
-    };
-    let generators = (0..args.connections).map(|i| Generator {
-        rng: SmallRng::seed_from_u64(args.seed.wrapping_add(u64::from(i))),
-        users,
-        channels: args.channels_per_user,
-        mix: args.mix,
-        next_id: u64::from(i) + 1,
-        id_step: u64::from(args.connections),
-        // Each connection's traces its own: the pid and its index seed them.
-        traced: args
-            .traced
-            .then(|| (u64::from(std::process::id()) << 16 | u64::from(i), 0)),
-    });
-    let (started, connections) = run_together(
-        "connection",
-        streams.into_iter().zip(generators).collect(),
-        bound,
-        &shutdown,
-        |i, (stream, generator), start, budget| {
-            let recorder = Recorder::new(start, window);
-            drive(
-                stream,
-                generator,
-                schedule(i as u32),
-                start,
-                budget,
-                recorder,
-            )
-        },
-    )?;
-    let start = started.at;
+    }
+}
 
-    let (recorder, errors, end) = merge_threads(
-        start,
-        window,
-        connections
-            .iter()
-            .map(|c| (&c.recorder, c.errors, c.finished)),
-    )
-    .context("failed to merge latencies")?;
+impl Generator {
+    /// Connection `i`'s requests, as the flags say: its own seed and message ids, and with
+    /// `--traced` its own traces.
+    fn nth(args: &Args, users: Zipf<f64>, i: u32) -> Generator {
+        Generator {
+            rng: SmallRng::seed_from_u64(args.seed.wrapping_add(u64::from(i))),
+            users,
+            channels: args.channels_per_user,
+            mix: args.mix,
+            next_id: u64::from(i) + 1,
+            id_step: u64::from(args.connections),
+            // Each connection's traces its own: the pid and its index seed them.
+            traced: args
+                .traced
+                .then(|| (u64::from(std::process::id()) << 16 | u64::from(i), 0)),
+        }
+    }
+}
+
+/// Says which connections were lost, and the first wrong answer each got.
+fn report_failures(connections: &[Connection]) {
     for (i, c) in connections.iter().enumerate() {
         if let Some(e) = &c.failure {
             eprintln!("read-state-cache-driver: connection {i}: connection lost: {e}");
@@ -586,6 +537,16 @@ fn run(args: Args) -> anyhow::Result<()> {
             eprintln!("read-state-cache-driver: connection {i}: {req:?} was answered {resp:?}");
         }
     }
+}
+
+/// The result's parameters: the flags, the keys prefilled, the cores and when the load
+/// started.
+fn parameters(
+    args: &Args,
+    bound: RunBound,
+    prefilled: u64,
+    started: &Started,
+) -> BTreeMap<String, serde_json::Value> {
     let mut parameters = BTreeMap::from([
         (
             "connections".to_owned(),
@@ -616,16 +577,12 @@ fn run(args: Args) -> anyhow::Result<()> {
     ]);
     let (key, value) = bound.parameter();
     parameters.insert(key.to_owned(), value);
-    let result = DriverResult::new(
-        WORKLOAD,
-        &args.build,
-        parameters,
-        &recorder,
-        errors,
-        end - start,
-    )?;
-    result.write(out_path)?;
+    parameters
+}
 
+/// Prints the run's summary line: operations, errors, the latency percentiles and the window
+/// of the worst, the result file.
+fn print_summary(result: &DriverResult, out: &Path) -> anyhow::Result<()> {
     let p = result.latency_ns;
     let worst = result.windows.iter().max_by_key(|w| w.max_ns);
     let line = format!(
@@ -644,9 +601,91 @@ fn run(args: Args) -> anyhow::Result<()> {
             " (in the window at {:.1} s)",
             w.start_ms as f64 / 1e3
         )),
-        out_path.display()
+        out.display()
     );
-    print_line(&line).context("failed to print the summary")?;
+    print_line(&line).context("failed to print the summary")
+}
+
+/// Connects, prefills if asked, runs the load on every connection, writes the result and
+/// prints its summary.
+fn run(args: Args) -> anyhow::Result<()> {
+    if !args.addr.ip().is_loopback() {
+        bail!(
+            "{} is not a loopback address; the servers listen on 127.0.0.1 only",
+            args.addr
+        );
+    }
+    if !(args.zipf >= 0.0 && args.zipf.is_finite()) {
+        bail!("--zipf {} must be a number ≥ 0", args.zipf);
+    }
+    if args.capacity == Some(0) {
+        bail!("--capacity must be at least 1");
+    }
+    let bound = args.bound.bound()?;
+    let shutdown = Shutdown::install().context("failed to install the SIGINT/SIGTERM handler")?;
+    let window = args.timing.window();
+    let users = Zipf::new(args.users as f64, args.zipf)
+        .map_err(|e| anyhow::anyhow!("--users {} --zipf {}: {e}", args.users, args.zipf))?;
+
+    let mut streams = (0..args.connections)
+        .map(|_| {
+            args.timing
+                .connect(args.addr, "`read-state-cache` (or the Go build)")
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let prefilled = match (args.prefill || args.prefill_only, args.capacity) {
+        (true, Some(capacity)) => prefill_all(&mut streams, capacity, args.channels_per_user)?,
+        _ => 0,
+    };
+    if args.prefill_only {
+        return Ok(());
+    }
+    let Some(out_path) = args.out.as_deref() else {
+        bail!("--out is required for a measured run");
+    };
+
+    let generators = (0..args.connections).map(|i| Generator::nth(&args, users, i));
+    let (started, connections) = run_together(
+        "connection",
+        streams.into_iter().zip(generators).collect(),
+        bound,
+        &shutdown,
+        |i, (stream, generator), start, budget| {
+            let recorder = Recorder::new(start, window);
+            drive(
+                stream,
+                generator,
+                Schedule::nth(args.rate, args.connections, i as u32),
+                start,
+                budget,
+                recorder,
+            )
+        },
+    )?;
+    let start = started.at;
+
+    let (recorder, errors, end) = merge_threads(
+        start,
+        window,
+        connections
+            .iter()
+            .map(|c| (&c.recorder, c.errors, c.finished)),
+    )
+    .context("failed to merge latencies")?;
+    report_failures(&connections);
+    let parameters = parameters(&args, bound, prefilled, &started);
+    let result = DriverResult::new(
+        WORKLOAD,
+        &args.build,
+        parameters,
+        &recorder,
+        errors,
+        end - start,
+    )?;
+    result.write(out_path)?;
+
+    print_summary(&result, out_path)?;
     if connections.iter().any(|c| c.failure.is_some()) && !shutdown.requested() {
         bail!("the server closed connections during the run (result written with the errors)");
     }
