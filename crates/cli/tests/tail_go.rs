@@ -60,6 +60,30 @@ fn a_go_spans_anatomy_matches_the_programs_own_account() {
 
     let anatomy = &run["locks"]["spans"][0]["anatomy"];
     assert_eq!(anatomy["count"], own["requests"], "{own}");
+
+    // The span's probes are costed: its entry's breakpoint and the probe on the RET it left
+    // by, timed as the recording started, for each of its calls.
+    let costs = &run["meta"]["probe_costs"];
+    let traps = &costs["traps"];
+    let ret = traps["ret_ns"].as_f64().expect("a RET's probe timed");
+    let p = &costs["probes"][0];
+    assert_eq!(
+        (p["span"].as_str(), p["go"].as_bool()),
+        (Some("handle"), Some(true)),
+        "{p}"
+    );
+    assert_eq!(p["calls"], own["requests"], "{p}");
+    let entry = if p["emulated"] == true {
+        "emulated_ns"
+    } else {
+        "stepped_ns"
+    };
+    let each = traps[entry].as_f64().unwrap() + ret;
+    assert!(
+        (p["ns_per_call"].as_f64().unwrap() - each).abs() < 1e-6,
+        "{costs}"
+    );
+    assert!(stderr.contains("  handle (main.handle, Go: "), "{stderr}");
     let instances = anatomy["instances"].as_array().expect("instances");
     // Every instance is in the typical sample (fewer than 200 a second, all drawn).
     let census: Vec<&Value> = instances.iter().filter(|i| i["slow"] != true).collect();

@@ -543,6 +543,7 @@ fn unequal_probe_costs_are_warned_of_by_span() {
         stepped_ns: 9_200.0,
         emulated_with_return_ns: 1_450.0,
         stepped_with_return_ns: 14_170.0,
+        ret_ns: None,
         calls: 1000,
     };
     let probed = |runs: &mut [Run], emulated: bool| {
@@ -555,6 +556,7 @@ fn unequal_probe_costs_are_warned_of_by_span() {
                     symbol: "broker_lock".into(),
                     emulated,
                     shared_return: true,
+                    go: false,
                     calls,
                     ns_per_call: Some(traps.per_call(emulated, true)),
                 }],

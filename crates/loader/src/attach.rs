@@ -13,7 +13,7 @@ use switchyard_common::{MAX_SPANS, gc, globals, go_sched, maps, otel, programs};
 
 use crate::{
     Config, Error, Evicted, Probes, Span, Syscalls, Unwind, btf,
-    error::{load_error, map_err, program, program_error},
+    error::{load_error, loaded, map_err, program, program_error},
     tracefs, unwind,
 };
 
@@ -493,17 +493,6 @@ impl Steps {
         for (name, took) in verified.into_iter().take(4) {
             self.done.push((format!("  {name}"), took));
         }
-    }
-}
-
-/// A program's load, where one verified beforehand ([`verify`]) is loaded too.
-fn loaded(
-    name: &'static str,
-    result: Result<(), aya::programs::ProgramError>,
-) -> Result<(), Error> {
-    match result {
-        Ok(()) | Err(aya::programs::ProgramError::AlreadyLoaded) => Ok(()),
-        Err(e) => Err(load_error(name, e)),
     }
 }
 

@@ -130,6 +130,17 @@ where
         .map_err(program_error(name))
 }
 
+/// A program's load, where one verified beforehand (`attach::verify`) is loaded too.
+pub(crate) fn loaded(
+    name: &'static str,
+    result: Result<(), aya::programs::ProgramError>,
+) -> Result<(), Error> {
+    match result {
+        Ok(()) | Err(aya::programs::ProgramError::AlreadyLoaded) => Ok(()),
+        Err(e) => Err(load_error(name, e)),
+    }
+}
+
 /// A load failure with a verifier log becomes `Verifier`, so its log is shown once, apart.
 pub(crate) fn load_error(name: &'static str, source: aya::programs::ProgramError) -> Error {
     match source {

@@ -6,7 +6,8 @@
 //! measures the recorder too. So each recording with spans times its own breakpoints: the
 //! span programs are attached, in this process only, to two functions of switchyard's own,
 //! one starting with `push %rbp` (emulated) and one with a 5-byte `nop` (single-stepped),
-//! each alone and with the return probe on the same breakpoint, and called [`CALLS`] times
+//! each alone and with the return probe on the same breakpoint, and a third that is a lone
+//! `ret` (where a Go span's plain exit probes sit), and called [`CALLS`] times
 //! each, in batches of which the fastest counts, less the same calls unprobed. The programs
 //! return at once here (this process is no target), so the figures are the traps, which is
 //! where two builds differ.
@@ -23,7 +24,10 @@ use aya::{
 use switchyard_common::programs;
 use switchyard_model::TrapCosts;
 
-use crate::{Error, error::program};
+use crate::{
+    Error,
+    error::{loaded, program},
+};
 
 /// Calls timed for each kind of breakpoint, in [`BATCHES`] batches.
 pub const CALLS: u32 = 1000;
@@ -43,11 +47,17 @@ std::arch::global_asm!(
     "nop dword ptr [rax + rax + 0]",
     "ret",
     ".size switchyard_trap_stepped, .-switchyard_trap_stepped",
+    ".globl switchyard_trap_ret",
+    ".type switchyard_trap_ret,@function",
+    "switchyard_trap_ret:",
+    "ret",
+    ".size switchyard_trap_ret, .-switchyard_trap_ret",
 );
 
 unsafe extern "C" {
     fn switchyard_trap_emulated();
     fn switchyard_trap_stepped();
+    fn switchyard_trap_ret();
 }
 
 /// The breakpoints' costs, with the span programs already loaded in `ebpf`.
@@ -56,6 +66,7 @@ pub fn measure(ebpf: &mut Ebpf) -> Result<TrapCosts, Error> {
         std::fs::read_link("/proc/self/exe").map_err(|e| Error::Calibration(e.to_string()))?;
     let emulated = file_offset(switchyard_trap_emulated as *const () as usize, &exe)?;
     let stepped = file_offset(switchyard_trap_stepped as *const () as usize, &exe)?;
+    let ret = file_offset(switchyard_trap_ret as *const () as usize, &exe)?;
     // The fastest of [`BATCHES`] batches, a call's share of it: on a busy host a batch
     // that was preempted, or interrupted, is slower, never faster.
     let calls = |f: unsafe extern "C" fn()| -> f64 {
@@ -74,7 +85,9 @@ pub fn measure(ebpf: &mut Ebpf) -> Result<TrapCosts, Error> {
             })
             .fold(f64::INFINITY, f64::min)
     };
-    let base = calls(switchyard_trap_emulated).min(calls(switchyard_trap_stepped));
+    let base = calls(switchyard_trap_emulated)
+        .min(calls(switchyard_trap_stepped))
+        .min(calls(switchyard_trap_ret));
     let mut probed = |offset: u64, with_return: bool, f: unsafe extern "C" fn()| {
         let names: &[&'static str] = if with_return {
             &[programs::SPAN_EXIT, programs::SPAN_ENTER]
@@ -85,6 +98,9 @@ pub fn measure(ebpf: &mut Ebpf) -> Result<TrapCosts, Error> {
         let mut attached = Ok(());
         for &name in names {
             let link = program::<UProbe>(ebpf, name).and_then(|p| {
+                // Loaded already when the run has a native span; a run of Go spans only
+                // loads them here, to time the traps.
+                loaded(name, p.load())?;
                 p.attach(
                     UProbeAttachPoint {
                         location: UProbeAttachLocation::AbsoluteOffset(offset),
@@ -117,6 +133,9 @@ pub fn measure(ebpf: &mut Ebpf) -> Result<TrapCosts, Error> {
         stepped_ns: probed(stepped, false, switchyard_trap_stepped)?,
         emulated_with_return_ns: probed(emulated, true, switchyard_trap_emulated)?,
         stepped_with_return_ns: probed(stepped, true, switchyard_trap_stepped)?,
+        // A Go span's way out: a plain probe on a RET (the entry program stands in for the
+        // Go one; both return at once in this process).
+        ret_ns: Some(probed(ret, false, switchyard_trap_ret)?),
         calls: CALLS,
     })
 }

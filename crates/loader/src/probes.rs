@@ -35,15 +35,20 @@ impl Probes {
                     .as_ref()
                     .is_some_and(|p| !span.go && p.ret_probe == p.entry);
                 let nested = row.anatomy.as_ref().map_or(0, |a| a.nested);
+                let ns_per_call = match (placed, span.go) {
+                    (None, _) => None,
+                    // A Go span leaves by a plain probe on one of its RETs.
+                    (Some(_), true) => traps.per_go_call(emulated),
+                    (Some(_), false) => Some(traps.per_call(emulated, shared_return)),
+                };
                 switchyard_model::ProbeCost {
                     span: row.label.clone(),
                     symbol: span.symbol.clone(),
                     emulated,
                     shared_return,
+                    go: span.go,
                     calls: row.stats.count + nested,
-                    // A Go span's return probes sit on its RETs, a kind not timed here.
-                    ns_per_call: (!span.go && placed.is_some())
-                        .then(|| traps.per_call(emulated, shared_return)),
+                    ns_per_call,
                 }
             })
             .collect();

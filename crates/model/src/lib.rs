@@ -623,6 +623,10 @@ pub struct TrapCosts {
     pub emulated_with_return_ns: f64,
     /// Entry and return probes sharing a single-stepped instruction's breakpoint.
     pub stepped_with_return_ns: f64,
+    /// A plain probe on a `RET`: a Go span's way out (Go code gets no return probe). `None`
+    /// in runs recorded before it was timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ret_ns: Option<f64>,
     /// Calls timed for each, in 10 batches (the fastest counts).
     pub calls: u32,
 }
@@ -637,10 +641,13 @@ pub struct ProbeCost {
     pub emulated: bool,
     /// The return probe shares the entry's breakpoint (one trap on the way in).
     pub shared_return: bool,
+    /// A Go span: its entry past the stack check, and a plain probe on each `RET`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub go: bool,
     /// Calls that hit the probes in the recording.
     pub calls: u64,
     /// What each call paid in traps, ns: from [`TrapCosts`] by the probes' kind; `None`
-    /// where no measured kind matches (Go code's probes on its `RET`s).
+    /// where no measured kind matches (a Go span's, in a run from before `RET`s were timed).
     pub ns_per_call: Option<f64>,
 }
 
@@ -669,6 +676,17 @@ impl TrapCosts {
             (false, true) => self.emulated_ns + self.stepped_with_return_ns,
             (false, false) => self.stepped_ns + self.stepped_with_return_ns,
         }
+    }
+
+    /// What a call pays for a Go span's probes: its entry's breakpoint past the stack check,
+    /// emulated or not, and the plain probe on the `RET` it leaves by.
+    pub fn per_go_call(&self, emulated: bool) -> Option<f64> {
+        let entry = if emulated {
+            self.emulated_ns
+        } else {
+            self.stepped_ns
+        };
+        self.ret_ns.map(|ret| entry + ret)
     }
 }
 
@@ -1058,9 +1076,12 @@ impl Run {
             return Vec::new();
         };
         let t = &pc.traps;
+        let ret = t.ret_ns.map_or(String::new(), |r| {
+            format!(", {} on a RET", units::ns_latency(r.round() as u64))
+        });
         let mut lines = vec![format!(
             "the recorder's probes: a breakpoint here costs {} where the kernel emulates its \
-             instruction, {} where it single-steps it ({} and {} with the return probe on it; \
+             instruction, {} where it single-steps it ({} and {} with the return probe on it{ret}; \
              the fastest of 10 batches of {} calls, timed at the start)",
             units::ns_latency(t.emulated_ns.round() as u64),
             units::ns_latency(t.stepped_ns.round() as u64),
@@ -1070,11 +1091,15 @@ impl Run {
         )];
         let oncpu = self.totals().oncpu_ns;
         for p in &pc.probes {
-            let kind = match (p.shared_return, p.emulated) {
-                (true, true) => "entry and return on one emulated breakpoint",
-                (true, false) => "entry and return on one single-stepped breakpoint",
-                (false, true) => "emulated entry, single-stepped return",
-                (false, false) => "single-stepped entry and return",
+            let kind = match (p.go, p.shared_return, p.emulated) {
+                (true, _, true) => "Go: emulated entry past the stack check, a probe on each RET",
+                (true, _, false) => {
+                    "Go: single-stepped entry past the stack check, a probe on each RET"
+                }
+                (false, true, true) => "entry and return on one emulated breakpoint",
+                (false, true, false) => "entry and return on one single-stepped breakpoint",
+                (false, false, true) => "emulated entry, single-stepped return",
+                (false, false, false) => "single-stepped entry and return",
             };
             let cost = match (p.ns_per_call, p.total_ns()) {
                 (Some(each), Some(total)) => {
@@ -1092,7 +1117,7 @@ impl Run {
                         units::ns(total.round() as u64)
                     )
                 }
-                _ => ": Go code's return probes, not timed".to_string(),
+                _ => ": Go code's return probes, not timed in this run".to_string(),
             };
             lines.push(format!(
                 "  {} ({}, {kind}): {} calls{cost}",
