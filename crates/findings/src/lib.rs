@@ -1257,40 +1257,34 @@ fn unstacked_findings(
     out
 }
 
-/// A thread parked the whole recording, `rest` ns of its `total`: idle.
-fn parked_finding(t: &ThreadRow, rest: f64, total: f64) -> Finding {
+/// A finding of one thread's `rest` ns of its `total`, with nothing but its kind yet.
+fn one_thread(kind: Kind, t: &ThreadRow, rest: f64, total: f64) -> Finding {
     Finding {
-        kind: Kind::Idle,
+        kind,
         seconds: rest / 1e9,
         share: rest / total,
         threads: vec![t.comm.clone()],
         tids: vec![t.tid],
-        site: String::new(),
-        culprit: None,
+        ..Finding::default()
+    }
+}
+
+/// A thread parked the whole recording, `rest` ns of its `total`: idle.
+fn parked_finding(t: &ThreadRow, rest: f64, total: f64) -> Finding {
+    Finding {
         evidence: "thread rows: one wait over the whole recording, never woken".into(),
         summary: format!(
             "{} was parked the whole recording ({}), never woken",
             t.comm,
             ns(rest as u64)
         ),
-        address: None,
-        symbol: None,
-        then_runqueue_s: 0.0,
-        when: None,
-        of_process_cpu: false,
+        ..one_thread(Kind::Idle, t, rest, total)
     }
 }
 
 /// A thread's blocked time no stack covers, `rest` ns of its `total`: blocked, cause unknown.
 fn unstacked_finding(run: &Run, t: &ThreadRow, rest: f64, total: f64, stacks_on: bool) -> Finding {
     Finding {
-        kind: Kind::Blocked,
-        seconds: rest / 1e9,
-        share: rest / total,
-        threads: vec![t.comm.clone()],
-        tids: vec![t.tid],
-        site: String::new(),
-        culprit: None,
         evidence: if stacks_on {
             format!(
                 "thread rows: blocked time no off-CPU stack covers: {}",
@@ -1305,11 +1299,7 @@ fn unstacked_finding(run: &Run, t: &ThreadRow, rest: f64, total: f64, stacks_on:
             ns(rest as u64),
             percent(rest / total)
         ),
-        address: None,
-        symbol: None,
-        then_runqueue_s: 0.0,
-        when: None,
-        of_process_cpu: false,
+        ..one_thread(Kind::Blocked, t, rest, total)
     }
 }
 
