@@ -250,6 +250,11 @@ pub fn probe_warnings(a: &[Run], b: &[Run], rows: &[Row]) -> Vec<String> {
     spans
         .into_iter()
         .filter_map(|span| {
+            // A span costed on one side only (a run from before its kind was timed) is not
+            // compared: its absence is not a cost of 0.
+            if !(pa.contains_key(span) && pb.contains_key(span)) {
+                return None;
+            }
             let (ca, cb) = (median(&pa, span), median(&pb, span));
             let apart = (cb - ca).abs();
             (apart > PROBE_SHARE * change_ns.abs()).then(|| {

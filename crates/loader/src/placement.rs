@@ -153,10 +153,15 @@ pub fn place(binary: &Path, symbol: &str, go: bool) -> Option<Placement> {
     }
     if go {
         let entry = switchyard_runtimes::go::prologue::past_stack_check(code).unwrap_or(0);
+        // Whether the kernel emulates the instruction the entry probe sits on (past the
+        // stack check it is usually `push %rbp`): what the probe costs a call.
+        let emulated = decode(&code[entry as usize..], sym.address() + entry)
+            .first()
+            .is_some_and(|(_, i)| emulated(i, &code[entry as usize..]));
         return Some(Placement {
             entry,
             ret_probe: 0,
-            emulated: false,
+            emulated,
             returns: returns(code, sym.address()),
         });
     }
