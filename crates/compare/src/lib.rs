@@ -531,11 +531,20 @@ pub fn can_show(n: usize, m: usize) -> bool {
 
 /// A figure judged: B's delta from A (medians), as an amount and a percentage, and the rank
 /// test's p when it ran.
-struct Judged {
-    delta: Option<f64>,
-    delta_pct: Option<f64>,
-    p: Option<f64>,
-    verdict: Verdict,
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Judged {
+    pub delta: Option<f64>,
+    pub delta_pct: Option<f64>,
+    pub p: Option<f64>,
+    pub verdict: Verdict,
+}
+
+/// Judges the figure `name` by compare's own rule from each side's values, one a run (A the
+/// baseline): the runs it needs a side, the rank test, the noise floor. A story's table
+/// judges its builds through this, so what it says and what `switchyard compare` says agree.
+pub fn judge_figure(name: &str, a: &[f64], b: &[f64]) -> Judged {
+    let better = metrics::definition(name).map_or(Better::Neither, |(f, _)| f.better);
+    judge(a, b, better, runs_needed(name))
 }
 
 /// Judges one figure from each side's runs (`a`, `b`), `needed` runs a side for a verdict.

@@ -123,6 +123,95 @@ pub(crate) fn run_attached(
     out: &Path,
     interrupts: &Interrupts,
 ) -> Result<(DriverResult, Option<ExitStatus>), Failure> {
+    run_measured(plan, tools, tool, out, interrupts).map(|(result, status, _)| (result, status))
+}
+
+/// What a server used while its driver ran, from the kernel's own accounts of it (`/proc`),
+/// which cost it nothing: the figures of a run no tool follows.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ServerUse {
+    /// CPU time, user and system, of all its threads (those that ended too) from the load's
+    /// start to its end, ns; to the clock tick (10 ms).
+    pub cpu_ns: u64,
+    /// Its peak resident memory (VmHWM) when the load ended, bytes: since it started, so a
+    /// prefill's peak counts.
+    pub peak_rss_bytes: u64,
+}
+
+/// The CPU time the kernel has charged process `pid` with, all its threads (`/proc/PID/stat`'s
+/// utime and stime), ns.
+fn cpu_ns(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields follow its last `)`.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // utime and stime are fields 14 and 15; the state (field 3) is fields[0].
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf reads a constant of the C library.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
+    Some(ticks * 1_000_000_000 / hz)
+}
+
+/// Process `pid`'s peak resident set (`/proc/PID/status`'s VmHWM), bytes.
+fn peak_rss(pid: u32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// Reads a process's CPU time and peak memory every [`Watch::EVERY`] until stopped, keeping
+/// the last reading: a server that exits as its driver ends (the relay's) is gone by the time
+/// the driver returns, and its last reading is within a tick of the load's end.
+struct Watch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Option<(u64, u64)>>,
+    pid: u32,
+}
+
+impl Watch {
+    const EVERY: std::time::Duration = std::time::Duration::from_millis(20);
+
+    fn start(pid: u32) -> Watch {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut last = None;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let (Some(cpu), Some(peak)) = (cpu_ns(pid), peak_rss(pid)) {
+                    last = Some((cpu, peak));
+                }
+                std::thread::sleep(Self::EVERY);
+            }
+            last
+        });
+        Watch { stop, thread, pid }
+    }
+
+    /// The server's CPU time and peak memory: read now if it is still there, else the last
+    /// reading.
+    fn stop(self) -> Option<(u64, u64)> {
+        let now = cpu_ns(self.pid).zip(peak_rss(self.pid));
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let last = self.thread.join().ok().flatten();
+        now.or(last)
+    }
+}
+
+/// [`run_attached`], with what the server used over the load ([`ServerUse`]).
+pub(crate) fn run_measured(
+    plan: &Plan,
+    tools: &Tools,
+    tool: Option<&Tool>,
+    out: &Path,
+    interrupts: &Interrupts,
+) -> Result<(DriverResult, Option<ExitStatus>, ServerUse), Failure> {
     fs::create_dir_all(out).map_err(|e| Failure::io(format!("creating {}", out.display()), e))?;
     let scratch =
         tempfile::tempdir().map_err(|e| Failure::io("creating a scratch directory", e))?;
@@ -144,12 +233,30 @@ pub(crate) fn run_attached(
         }
     };
     let forwarding = attached.as_ref().map(|t| interrupts.forward_to(t.pid()));
+    let pid = server.pid();
+    let cpu_before = cpu_ns(pid);
+    let watch = Watch::start(pid);
     let driven = runner::drive(plan, tools, &values(&addr), out);
+    let used = match (cpu_before, watch.stop()) {
+        (Some(before), Some((after, peak_rss_bytes))) => Some(ServerUse {
+            cpu_ns: after.saturating_sub(before),
+            peak_rss_bytes,
+        }),
+        _ => None,
+    };
     let stopped = attached.map(|t| t.stop(out));
     drop(forwarding);
     runner::stop_server(server, &out.join("server.out"));
     driven?;
     let status = stopped.transpose()?;
+    let used = used.ok_or_else(|| {
+        Failure::new(format!(
+            "the {} server (pid {pid}) was gone before its driver ended",
+            plan.workload.name
+        ))
+        .hint("its error output is in server.err beside the run")
+        .tail(&out.join("server.err"), 5)
+    })?;
     let result = DriverResult::read(&result).map_err(|e| {
         Failure::new(error_chain(&e)).hint("the driver's output is in driver.out beside it")
     })?;
@@ -161,7 +268,7 @@ pub(crate) fn run_attached(
             out.join("driver.out").display()
         );
     }
-    Ok((result, status))
+    Ok((result, status, used))
 }
 
 /// What the table's columns mean, printed under it.
@@ -224,6 +331,25 @@ mod tests {
             throughput,
             switches_per_s,
         }
+    }
+
+    #[test]
+    fn a_process_cpu_and_peak_memory_are_read_from_proc() {
+        let me = std::process::id();
+        let before = cpu_ns(me).expect("this process's CPU time");
+        // Burn some CPU: the kernel charges it by the tick, so ask for well over one.
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < std::time::Duration::from_millis(60) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let after = cpu_ns(me).unwrap();
+        assert!(after > before, "{before} → {after}");
+        // VmHWM: at least the RSS it has now.
+        let peak = peak_rss(me).expect("this process's peak RSS");
+        assert!(peak > 1 << 20, "{peak}");
+        assert_eq!(cpu_ns(u32::MAX), None);
+        assert_eq!(peak_rss(u32::MAX), None);
     }
 
     #[test]

@@ -270,11 +270,32 @@ pub fn story(
         let dir = root.join(&c.dir);
         for r in 1..=repeats {
             for (_, p) in plans.iter().filter(|(pc, _)| pc.dir == c.dir) {
+                let name = format!("{}-{r}", p.build.name);
+                // Recorded first in odd repeats, untraced first in even ones: neither always
+                // runs on a host the other has just warmed.
+                let untraced_first = story.untraced && r % 2 == 0;
+                let untraced = || -> Result<(), Failure> {
+                    eprintln!("run: {}, {} #{r}, untraced", c.title, p.build.name);
+                    let out = dir.join(story::UNTRACED).join(&name);
+                    story::measure(p, tools, &out, interrupts)?;
+                    stop_if_interrupted(
+                        runner::Outcome {
+                            interrupted: interrupts.raised(),
+                        },
+                        &dir,
+                    )
+                };
+                if untraced_first {
+                    untraced()?;
+                }
                 eprintln!("run: {}, {} #{r}", c.title, p.build.name);
-                let out = dir.join(format!("{}-{r}", p.build.name));
+                let out = dir.join(&name);
                 stop_if_interrupted(runner::run(p, tools, &out, interrupts)?, &dir)?;
                 // The 1-request/s table's shares are of on-CPU samples: kept for it alone.
                 story::slim(&out, story.keeps_oncpu)?;
+                if story.untraced && !untraced_first {
+                    untraced()?;
+                }
             }
         }
         for (base, other) in story.comparisons {
@@ -359,7 +380,8 @@ fn install(story: &Story, incoming: &Path, committed: &Path) -> Result<(), Failu
 }
 
 /// A story's table (and chart, where it has one) from its committed runs under its root,
-/// written there as `table.md` (and `chart.svg`); returns the table.
+/// written there as `table.md` (and `chart.svg`); returns the table, and its lead after it
+/// where it has one.
 pub fn render(story: &Story) -> Result<String, Failure> {
     render_in(story, Path::new(story.root))
 }
@@ -378,7 +400,13 @@ pub fn render_in(story: &Story, root: &Path) -> Result<String, Failure> {
     let written = root.join("table.md");
     fs::write(&written, &table)
         .map_err(|e| Failure::io(format!("writing {}", written.display()), e))?;
-    Ok(table)
+    Ok(match story.lead {
+        Some(lead) => format!(
+            "{table}\nIts lead, from the same runs:\n\n{}",
+            lead(&groups)
+        ),
+        None => table,
+    })
 }
 
 /// `just bench-broker [REPEATS] [SECONDS] [SWITCHYARD…]`: what recording costs a workload

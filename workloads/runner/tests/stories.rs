@@ -72,6 +72,20 @@ fn check_table(
     for row in table.lines() {
         assert!(text.contains(row), "{readme} lacks the table row\n{row}");
     }
+    // The lead's every figure, range and verdict, recomputed from the same runs.
+    if let Some(lead) = story.lead {
+        let lead = lead(&groups);
+        assert!(
+            lead.lines().count() >= 3,
+            "a lead of 3 lines or more:\n{lead}"
+        );
+        for line in lead.lines() {
+            assert!(
+                text.contains(&format!("\n{line}\n")),
+                "{readme} lacks the lead's line\n{line}"
+            );
+        }
+    }
     groups
 }
 

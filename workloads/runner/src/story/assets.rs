@@ -11,11 +11,13 @@ pub fn assets() -> Story {
         root: ASSETS_ROOT,
         name: "compare-assets",
         about: "the asset server's builds at 1 request/s: CPU per request and where it goes",
-        repeats: 3,
+        repeats: 5,
         seconds: 12,
         table: |_, g| Ok(asset_table(g)),
         chart: None,
         keeps_oncpu: true,
+        untraced: true,
+        lead: None,
         configs: vec![Config {
             dir: "1rps".into(),
             knobs: vec!["rate=1".into()],
@@ -39,11 +41,13 @@ pub fn assets_concurrency() -> Story {
         root: ASSET_CONCURRENCY_ROOT,
         name: "story-assets-concurrency",
         about: "the asset server's builds with 2, 4 and 8 downloads in flight, 150 requests a run (the seconds only bound a driver given none)",
-        repeats: 2,
+        repeats: 5,
         seconds: 600,
         table: |_, g| Ok(asset_concurrency_table(g)),
         chart: Some(|_, g| asset_concurrency_chart(g)),
         keeps_oncpu: false,
+        untraced: true,
+        lead: None,
         configs: ASSET_CONCURRENCY
             .iter()
             .map(|n| Config {

@@ -22,11 +22,13 @@ pub fn broker(cores: usize) -> Story {
         root: "reports/spinlock-broker",
         name: "compare-broker",
         about: "the spin-lock broker's lock builds at low and high contention, 2 B and 1 KiB messages",
-        repeats: 3,
+        repeats: 5,
         seconds: 3,
         table: |_, g| Ok(broker_table(g)),
         chart: Some(|_, g| broker_chart(g)),
         keeps_oncpu: false,
+        untraced: true,
+        lead: Some(broker_lead),
         configs,
         builds: &["spin", "mutex", "abs"],
         comparisons: &[("mutex", "spin"), ("mutex", "abs")],
@@ -74,11 +76,13 @@ pub fn broker_sweep(cores: usize) -> Story {
         root: SWEEP_ROOT,
         name: "story-broker-sweep",
         about: "the broker's fixed-k lock at k = 10 to 10000 next to mutex and abs",
-        repeats: 2,
+        repeats: 5,
         seconds: 4,
         table: |_, g| Ok(sweep_table(g)),
         chart: Some(|_, g| sweep_chart(g)),
         keeps_oncpu: false,
+        untraced: true,
+        lead: None,
         configs,
         builds: &["mutex", "abs", "fixed"],
         comparisons: &[],
@@ -101,6 +105,8 @@ pub fn broker_fallback() -> Story {
         table: |root, g| Ok(fallback_table(&fallback_runs(root, g)?)),
         chart: Some(|root, g| fallback_chart(&fallback_runs(root, g)?)),
         keeps_oncpu: false,
+        untraced: false,
+        lead: None,
         configs: vec![Config {
             dir: "sync-8-then-1".into(),
             knobs: vec![
@@ -119,8 +125,11 @@ pub fn broker_fallback() -> Story {
     }
 }
 
-/// The broker table: per configuration and build, medians of throughput, CPU, switches,
-/// futex waits and lock-acquire time per message, and the P99.99 latency.
+/// The broker table: per configuration and build, medians and each run's range of
+/// throughput, CPU, switches, futex waits and lock-acquire time per message, and the P99.99
+/// latency; beside throughput, CPU and P99.99, the change from the mutex in that
+/// configuration with compare's verdict. Throughput, CPU and latency come from the untraced
+/// runs where the story has them (a line under the table says which).
 pub fn broker_table(groups: &[Group]) -> String {
     let head = [
         "contention",
@@ -129,29 +138,141 @@ pub fn broker_table(groups: &[Group]) -> String {
         "build",
         "runs",
         "msgs/s",
+        "vs mutex",
         "CPU µs/msg",
+        "vs mutex",
         "switches/msg",
         "futex waits/msg",
         "acquire µs/msg",
         "P99.99 µs",
+        "vs mutex",
     ];
     let mut out = header(&head);
     for g in groups {
         let contention = g.config.split('-').next().unwrap_or_default();
+        let base = groups
+            .iter()
+            .find(|b| b.config == g.config && b.build == "mutex");
+        let against = |name: &str| match base {
+            Some(b) if b.build != g.build => g.against(b, name),
+            _ => "–".into(),
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.4} | {:.3} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             contention,
             g.parameter("producers").unwrap_or("?"),
             g.parameter("size").unwrap_or("?"),
             g.build,
-            g.runs.len(),
-            grouped(g.figure("throughput"), 0),
-            g.figure("cpu.per_op"),
-            g.figure("switches.total.per_op"),
-            g.figure("futex.waits.per_op"),
-            g.figure("span.acquire.time.per_op"),
-            grouped(g.figure("latency.p99_99"), 0),
+            runs_text(g),
+            g.ranged("throughput", |v| grouped(v, 0)),
+            against("throughput"),
+            g.ranged("cpu.per_op", |v| format!("{v:.2}")),
+            against("cpu.per_op"),
+            g.ranged("switches.total.per_op", |v| format!("{v:.3}")),
+            g.ranged("futex.waits.per_op", |v| format!("{v:.4}")),
+            g.ranged("span.acquire.time.per_op", |v| format!("{v:.3}")),
+            g.ranged("latency.p99_99", |v| grouped(v, 0)),
+            against("latency.p99_99"),
+        );
+    }
+    out.push_str(&sources(groups, &["msgs/s", "CPU µs/msg", "P99.99"]));
+    out
+}
+
+/// The broker story's configurations as its lead names them, in its order.
+const BROKER_CONFIGS: [(&str, &str); 4] = [
+    ("high-1024B", "8 producers, 1 KiB"),
+    ("high-2B", "8 producers, 2 B"),
+    ("low-1024B", "2 producers, 1 KiB"),
+    ("low-2B", "2 producers, 2 B"),
+];
+
+/// The broker story's lead: what a reader takes away, a line each, every figure a median with
+/// its runs' range and every change with compare's verdict. Computed from the runs, so
+/// `just check-stories` holds the README to it.
+pub fn broker_lead(groups: &[Group]) -> String {
+    let each = |build: &str, name: &str, write: &dyn Fn(f64) -> String| {
+        each_against(groups, &BROKER_CONFIGS, (build, "mutex"), name, write)
+    };
+    let rate = |v: f64| grouped(v, 0);
+    let us = |v: f64| format!("{v:.2}");
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "- **abs against the mutex, msgs/s:** {}.",
+        each("abs", "throughput", &rate).join("; ")
+    );
+    let _ = writeln!(
+        out,
+        "- **abs against the mutex, CPU µs per message:** {}.",
+        each("abs", "cpu.per_op", &us).join("; ")
+    );
+    let spin: Vec<String> = each("spin", "latency.p99_99", &rate)
+        .into_iter()
+        .take(2)
+        .collect();
+    let _ = writeln!(
+        out,
+        "- **spin against the mutex under high contention, P99.99 µs:** {}.",
+        spin.join("; ")
+    );
+    // Who waits on a futex, run by run, over every configuration.
+    let runs = |build: &str, name: &str| -> Vec<f64> {
+        groups
+            .iter()
+            .filter(|g| g.build == build)
+            .flat_map(|g| g.recorded(name))
+            .collect()
+    };
+    let waited = |build: &str| {
+        let counts = runs(build, "futex.waits");
+        let most = counts.iter().copied().fold(0.0, f64::max);
+        (
+            counts.iter().filter(|&&c| c > 0.0).count(),
+            counts.len(),
+            grouped(most, 0),
+        )
+    };
+    let mutex = ranged_values(&runs("mutex", "futex.waits.per_op"), |v| format!("{v:.4}"));
+    let (mw, mn, _) = waited("mutex");
+    let (aw, an, amost) = waited("abs");
+    let (sw, sn, smost) = waited("spin");
+    let ops = ranged_values(&runs("abs", "operations"), |v| grouped(v, 0));
+    let _ = writeln!(
+        out,
+        "- **Futex waits, recorded:** the mutex waited in {mw} of its {mn} runs, {mutex} a \
+         message; abs in {aw} of {an}, at most {amost} waits in a run of {ops} messages; spin \
+         in {sw} of {sn}, at most {smost}."
+    );
+    // What the recorder did to the comparison: abs against the mutex, recorded and untraced.
+    let bent: Vec<String> = BROKER_CONFIGS
+        .iter()
+        .filter_map(|(config, title)| {
+            let (g, base) = (find(groups, config, "abs")?, find(groups, config, "mutex")?);
+            if g.untraced.is_empty() || base.untraced.is_empty() {
+                return None;
+            }
+            let change = |a: &[f64], b: &[f64]| {
+                let (a, b) = (
+                    switchyard_compare::spread(a)?.median,
+                    switchyard_compare::spread(b)?.median,
+                );
+                (a != 0.0).then(|| switchyard_model::units::percent_change((b - a) / a * 100.0))
+            };
+            Some(format!(
+                "{title} {} recorded, {} untraced",
+                change(&base.recorded("throughput"), &g.recorded("throughput"))?,
+                change(&base.values("throughput"), &g.values("throughput"))?
+            ))
+        })
+        .collect();
+    if !bent.is_empty() {
+        let _ = writeln!(
+            out,
+            "- **abs's change in msgs/s from the mutex's, recorded and untraced:** {}. The lines \
+             above are from the untraced runs.",
+            bent.join("; ")
         );
     }
     out
@@ -178,12 +299,15 @@ pub fn sweep_table(groups: &[Group]) -> String {
         "k",
         "runs",
         "msgs/s",
+        "vs mutex",
         "CPU µs/msg",
+        "vs mutex",
         "switches/msg",
         "futex waits/msg",
         "acquire µs/msg",
         "P99 µs",
         "P99.99 µs",
+        "vs mutex",
     ];
     let mut out = header(&head);
     for g in groups {
@@ -192,45 +316,50 @@ pub fn sweep_table(groups: &[Group]) -> String {
             ("abs", None) => "adaptive".into(),
             _ => "–".into(),
         };
+        let base =
+            find(groups, "sync", "mutex").filter(|b| b.build != g.build || b.config != g.config);
+        let against = |name: &str| base.map_or_else(|| "–".into(), |b| g.against(b, name));
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {:.1} | {:.3} | {:.4} | {:.1} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             g.build,
             k,
-            g.runs.len(),
-            grouped(g.figure("throughput"), 0),
-            g.figure("cpu.per_op"),
-            g.figure("switches.total.per_op"),
-            g.figure("futex.waits.per_op"),
-            g.figure("span.acquire.time.per_op"),
-            grouped(g.figure("latency.p99"), 0),
-            grouped(g.figure("latency.p99_99"), 0),
+            runs_text(g),
+            g.ranged("throughput", |v| grouped(v, 0)),
+            against("throughput"),
+            g.ranged("cpu.per_op", |v| format!("{v:.1}")),
+            against("cpu.per_op"),
+            g.ranged("switches.total.per_op", |v| format!("{v:.3}")),
+            g.ranged("futex.waits.per_op", |v| format!("{v:.4}")),
+            g.ranged("span.acquire.time.per_op", |v| format!("{v:.1}")),
+            g.ranged("latency.p99", |v| grouped(v, 0)),
+            g.ranged("latency.p99_99", |v| grouped(v, 0)),
+            against("latency.p99_99"),
         );
     }
+    out.push_str(&sources(groups, &["msgs/s", "CPU µs/msg", "P99", "P99.99"]));
     out
 }
 
 /// The sweep chart, SVG, drawn as the article draws it: CPU per message against the send
 /// rate, and P99.99 against throughput; one point per run, a colour per build and k.
 pub fn sweep_chart(groups: &[Group]) -> Result<String, Failure> {
-    let rate = |run: &Run, figures: &BTreeMap<String, Metric>| {
-        metrics::lookup(run, figures, "throughput").map(|m| m.value / 1e3)
-    };
-    let of = |name: &'static str, scale: f64| {
-        move |run: &Run, figures: &BTreeMap<String, Metric>| {
-            let y = metrics::lookup(run, figures, name)?.value / scale;
-            Some((rate(run, figures)?, y))
-        }
-    };
+    let untraced = groups.iter().any(|g| !g.untraced.is_empty());
     let panel = |caption: &str, y_desc: &str, name: &'static str, scale: f64| Panel {
         caption: caption.into(),
         series: groups
             .iter()
             .enumerate()
-            .map(|(i, g)| {
+            .map(|(i, g)| Series {
+                label: sweep_label(g),
                 // The builds in their own colours; each k in the palette's others.
-                let colour = build_colour(&sweep_label(g)).unwrap_or(3 + i % 4);
-                dots(g, &sweep_label(g), colour, of(name, scale))
+                colour: build_colour(&sweep_label(g)).unwrap_or(3 + i % 4),
+                points: g
+                    .points("throughput", name)
+                    .into_iter()
+                    .map(|(rate, y)| (rate / 1e3, y / scale))
+                    .collect(),
+                line: false,
             })
             .collect(),
         marks: Vec::new(),
@@ -250,14 +379,15 @@ pub fn sweep_chart(groups: &[Group]) -> Result<String, Failure> {
             1e3,
         ),
     ];
-    let mut chart = Chart::new(
-        "spin-lock broker, synchronous flush: fixed k against mutex and abs, one point per run",
-        "thousand msgs/s",
-        "",
-    );
+    let title = if untraced {
+        "spin-lock broker, synchronous flush: fixed k against mutex and abs, one point per untraced run"
+    } else {
+        "spin-lock broker, synchronous flush: fixed k against mutex and abs, one point per run"
+    };
+    let mut chart = Chart::new(title, "thousand msgs/s", "");
     chart.grid = (1, 2);
     chart.size = (860, 360);
-    chart.legend = Legend::UpperRight;
+    chart.legend = Legend::LowerLeft;
     chart.y_label_area = 52;
     // The send rates span 0.2 to 3 thousand a second.
     chart.x_log = true;
@@ -468,12 +598,19 @@ fn return_thresholds(steps: &[LockStep], ratio: f64, end: f64) -> Vec<Series> {
 pub fn broker_chart(groups: &[Group]) -> Result<String, Failure> {
     let mut configs: Vec<&str> = groups.iter().map(|g| g.config.as_str()).collect();
     configs.dedup();
-    let point = |run: &Run, figures: &BTreeMap<String, Metric>| -> Option<(f64, f64)> {
-        let rate = metrics::lookup(run, figures, "throughput")?.value;
-        let cpu = metrics::lookup(run, figures, "cpu.per_op")?.value;
-        Some((rate / 1e3, cpu))
-    };
     let colour = |build: &str| build_colour(build).unwrap_or(6);
+    // The untraced runs where the story has them: the figures the recorder's probes bend.
+    let untraced = groups.iter().any(|g| !g.untraced.is_empty());
+    let series = |g: &Group| Series {
+        label: g.build.into(),
+        colour: colour(g.build),
+        points: g
+            .points("throughput", "cpu.per_op")
+            .into_iter()
+            .map(|(rate, cpu)| (rate / 1e3, cpu))
+            .collect(),
+        line: false,
+    };
     let panels: Vec<Panel> = configs
         .iter()
         .map(|config| Panel {
@@ -481,17 +618,18 @@ pub fn broker_chart(groups: &[Group]) -> Result<String, Failure> {
             series: groups
                 .iter()
                 .filter(|g| g.config == *config)
-                .map(|g| dots(g, g.build, colour(g.build), point))
+                .map(series)
                 .collect(),
             marks: Vec::new(),
             y_desc: None,
         })
         .collect();
-    let mut chart = Chart::new(
-        "spin-lock broker: CPU per message against throughput, one point per run",
-        "thousand msgs/s",
-        "CPU µs/msg",
-    );
+    let title = if untraced {
+        "spin-lock broker: CPU per message against throughput, one point per untraced run"
+    } else {
+        "spin-lock broker: CPU per message against throughput, one point per run"
+    };
+    let mut chart = Chart::new(title, "thousand msgs/s", "CPU µs/msg");
     chart.grid = (2, 2);
     chart.size = (760, 560);
     chart.svg(&panels)

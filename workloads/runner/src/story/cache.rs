@@ -11,11 +11,13 @@ pub fn gogc() -> Story {
         root: GOGC_ROOT,
         name: "story-gogc",
         about: "the Go read-state cache at GOGC 50, 100 and 400",
-        repeats: 2,
+        repeats: 5,
         seconds: 20,
         table: |_, g| Ok(gogc_table(g)),
         chart: Some(|_, g| gogc_chart(g)),
         keeps_oncpu: false,
+        untraced: true,
+        lead: None,
         configs: GOGC_VALUES
             .iter()
             .map(|v| Config {
@@ -46,10 +48,12 @@ pub fn forced_gc() -> Story {
         name: "story-forced-gc",
         about: "the Go read-state cache long enough for the runtime's own forced GC",
         repeats: 1,
-        seconds: 130,
+        seconds: 260,
         table: |_, g| Ok(forced_gc_table(g)),
         chart: Some(|_, g| forced_gc_chart(g)),
         keeps_oncpu: false,
+        untraced: true,
+        lead: None,
         configs: vec![Config {
             dir: "runtime-defaults".into(),
             knobs: vec![
@@ -77,11 +81,13 @@ pub fn cache_size() -> Story {
         root: CACHE_SIZE_ROOT,
         name: "story-cache-size",
         about: "both read-state cache builds at 2,000,000, 500,000 and 100,000 entries",
-        repeats: 1,
+        repeats: 3,
         seconds: 20,
         table: |_, g| Ok(cache_size_table(g)),
         chart: Some(|_, g| cache_size_chart(g)),
         keeps_oncpu: false,
+        untraced: true,
+        lead: None,
         configs: CACHE_SIZES
             .iter()
             .map(|c| Config {
@@ -116,11 +122,13 @@ pub fn go_rust() -> Story {
         root: GO_RUST_ROOT,
         name: "story-go-rust",
         about: "the read-state cache in Go against Rust, 2,000,000 entries",
-        repeats: 3,
+        repeats: 5,
         seconds: 20,
         table: |_, g| Ok(go_rust_table(g)),
         chart: Some(|_, g| go_rust_chart(g)),
         keeps_oncpu: false,
+        untraced: true,
+        lead: None,
         configs: vec![Config {
             dir: "capacity-2000000".into(),
             knobs: vec![

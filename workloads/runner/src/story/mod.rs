@@ -28,11 +28,13 @@ mod assets;
 mod broker;
 mod cache;
 mod relay;
+mod untraced;
 
 pub use assets::*;
 pub use broker::*;
 pub use cache::*;
 pub use relay::*;
+pub use untraced::*;
 
 /// A table or chart of a story, from its runs under a root, loaded into groups.
 pub type Render = fn(&Path, &[Group]) -> Result<String, Failure>;
@@ -91,13 +93,20 @@ pub struct Story {
     pub chart: Option<Render>,
     /// Its run files keep their on-CPU stacks when slimmed (its table reads them).
     pub keeps_oncpu: bool,
+    /// Each recorded run has an untraced twin, run next to it ([`untraced`]): the story's
+    /// throughput, latency, CPU and memory come from those. A story told by one recording's
+    /// timeline has none.
+    pub untraced: bool,
+    /// Its lead, the lines a reader takes away, computed from the runs; its README holds
+    /// them as they are.
+    pub lead: Option<fn(&[Group]) -> String>,
     pub configs: Vec<Config>,
     pub builds: &'static [&'static str],
     pub comparisons: &'static [(&'static str, &'static str)],
 }
 
-/// The part of a run a story keeps in the repository: everything but the stacks and the
-/// timeline (a few tens of KiB where `run.json` is megabytes). Tables are computed from it.
+/// The part of a run a story keeps in the repository: everything but the stacks, the
+/// timeline and the spans' instances (a few tens of KiB where `run.json` is megabytes). Tables are computed from it.
 pub const SLIM: &str = "run.slim.json";
 
 /// The counts of a server's summary line (`server.out`) a story keeps with its run, as
@@ -116,6 +125,13 @@ pub fn slim(dir: &Path, oncpu: bool) -> Result<(), Failure> {
         run.profiles.stats = whole.stats;
     }
     run.timeline = None;
+    // A span's slowest and typical instances, whole: megabytes a run. The tables read its
+    // histogram; the anatomy of the slowest requests is read from the whole run.
+    for span in &mut run.locks.spans {
+        if let Some(anatomy) = span.anatomy.as_mut() {
+            anatomy.instances.clear();
+        }
+    }
     with_server_counts(&mut run, dir);
     run.save(&dir.join(SLIM))
         .map_err(|e| Failure::new(format!("writing {}: {e}", dir.join(SLIM).display())))
@@ -166,6 +182,9 @@ pub struct Group {
     pub config: String,
     pub build: &'static str,
     pub runs: Vec<(Run, BTreeMap<String, Metric>)>,
+    /// Its untraced runs, interleaved with the recorded ones; none in a story recorded
+    /// without them.
+    pub untraced: Vec<Untraced>,
 }
 
 /// Every `<config>/<build>-*/run.json` under `root`, configurations in name order and builds
@@ -212,6 +231,7 @@ pub fn load(root: &Path, builds: &[&'static str]) -> Result<Vec<Group>, Failure>
                 config: file_name(&cfg),
                 build,
                 runs,
+                untraced: load_untraced(&cfg, build)?,
             });
         }
     }
@@ -225,9 +245,75 @@ impl Group {
         switchyard_compare::spread(&values).map_or(0.0, |s| s.median)
     }
 
-    /// The median of the named figure.
+    /// The named figure of each run, one value a run: from the untraced runs for a figure
+    /// the recorder's probes bend ([`UNTRACED_FIGURES`]) where the story has them, else from
+    /// the recorded runs.
+    pub fn values(&self, name: &str) -> Vec<f64> {
+        if self.is_untraced(name) {
+            return self
+                .untraced
+                .iter()
+                .filter_map(|u| u.figure(name))
+                .collect();
+        }
+        self.runs
+            .iter()
+            .filter_map(|(run, figures)| metrics::lookup(run, figures, name).map(|m| m.value))
+            .collect()
+    }
+
+    /// The named figure of each recorded run, whatever the untraced runs say: what the
+    /// recorder saw.
+    pub fn recorded(&self, name: &str) -> Vec<f64> {
+        self.runs
+            .iter()
+            .filter_map(|(run, figures)| metrics::lookup(run, figures, name).map(|m| m.value))
+            .collect()
+    }
+
+    /// The figures `x` and `y` of each run as a point: the untraced runs' where both come
+    /// from them ([`Group::values`]), else the recorded runs'.
+    pub fn points(&self, x: &str, y: &str) -> Vec<(f64, f64)> {
+        if self.is_untraced(x) && self.is_untraced(y) {
+            return self
+                .untraced
+                .iter()
+                .filter_map(|u| Some((u.figure(x)?, u.figure(y)?)))
+                .collect();
+        }
+        self.runs
+            .iter()
+            .filter_map(|(run, m)| {
+                Some((
+                    metrics::lookup(run, m, x)?.value,
+                    metrics::lookup(run, m, y)?.value,
+                ))
+            })
+            .collect()
+    }
+
+    /// Whether the named figure comes from the untraced runs.
+    pub fn is_untraced(&self, name: &str) -> bool {
+        !self.untraced.is_empty() && UNTRACED_FIGURES.contains(&name)
+    }
+
+    /// The median of the named figure ([`Group::values`]; 0 when no run has it).
     fn figure(&self, name: &str) -> f64 {
-        self.median(|run, figures| metrics::lookup(run, figures, name).map(|m| m.value))
+        switchyard_compare::spread(&self.values(name)).map_or(0.0, |s| s.median)
+    }
+
+    /// The named figure as a table shows it: the median, then the runs' range in brackets
+    /// when there is more than one (`57,589 [53,204–60,112]`), each written by `write`.
+    fn ranged(&self, name: &str, write: impl Fn(f64) -> String) -> String {
+        ranged_values(&self.values(name), write)
+    }
+
+    /// The named figure of this group against the `base` group's, by compare's own rule
+    /// ([`switchyard_compare::judge_figure`]): the change and its verdict with the rank test's
+    /// p (`+59% (p=0.008)`), `no difference shown (p=0.31)`, or with too few runs a side, `~`
+    /// and the runs needed.
+    fn against(&self, base: &Group, name: &str) -> String {
+        verdict_of(name, &base.values(name), &self.values(name))
     }
 
     /// The median over the runs of a driver parameter, a number (0 when no run has it).
@@ -242,6 +328,106 @@ impl Group {
             .and_then(|(r, _)| r.workload.as_ref())
             .and_then(|w| w.parameters.get(name))
             .map(String::as_str)
+    }
+}
+
+/// The change of figure `name` from A's values to B's (one a run) and compare's verdict on it:
+/// `+59.0% (p=0.008)`, `no difference shown (p=0.310)`, or with too few runs a side `~` and
+/// the runs needed.
+pub(crate) fn verdict_of(name: &str, a: &[f64], b: &[f64]) -> String {
+    use switchyard_compare::{Verdict, judge_figure, p_text, runs_needed, verdict_word};
+    let j = judge_figure(name, a, b);
+    let change = j
+        .delta_pct
+        .map_or_else(|| "–".into(), switchyard_model::units::percent_change);
+    match (j.verdict, j.p) {
+        (Verdict::Better | Verdict::Worse, Some(p)) => format!("{change} ({})", p_text(p)),
+        (Verdict::NoDifference, Some(p)) => format!("no difference shown ({})", p_text(p)),
+        (Verdict::Same, _) => "same".into(),
+        (Verdict::Withheld, _) => format!(
+            "~ ({change}; a verdict needs {} runs a side)",
+            runs_needed(name)
+        ),
+        (v, _) => format!("{change} {}", verdict_word(v)).trim().to_string(),
+    }
+}
+
+/// The group of `build` in configuration `config`.
+pub(crate) fn find<'a>(groups: &'a [Group], config: &str, build: &str) -> Option<&'a Group> {
+    groups
+        .iter()
+        .find(|g| g.config == config && g.build == build)
+}
+
+/// The median [min–max] of `values`, each written by `write`; "–" for none.
+pub(crate) fn ranged_values(values: &[f64], write: impl Fn(f64) -> String) -> String {
+    match switchyard_compare::spread(values) {
+        None => "–".into(),
+        Some(s) if s.n > 1 => format!("{} [{}–{}]", write(s.median), write(s.min), write(s.max)),
+        Some(s) => write(s.median),
+    }
+}
+
+/// For each configuration of `configs` (its folder and its title), `build`'s figure `name`
+/// against `base`'s, both ranged, and the change with compare's verdict: "TITLE: B [..]
+/// against A [..], +5.0% (p=0.008)". A configuration lacking either build is left out.
+pub(crate) fn each_against(
+    groups: &[Group],
+    configs: &[(&str, &str)],
+    (build, base): (&str, &str),
+    name: &str,
+    write: &dyn Fn(f64) -> String,
+) -> Vec<String> {
+    configs
+        .iter()
+        .filter_map(|(config, title)| {
+            let (g, b) = (find(groups, config, build)?, find(groups, config, base)?);
+            Some(format!(
+                "{title}: {} against {}, {}",
+                g.ranged(name, write),
+                b.ranged(name, write),
+                g.against(b, name)
+            ))
+        })
+        .collect()
+}
+
+/// A group's runs: "5", or with untraced runs "5 + 5 untraced".
+pub(crate) fn runs_text(g: &Group) -> String {
+    match g.untraced.len() {
+        0 => g.runs.len().to_string(),
+        n => format!("{} + {n} untraced", g.runs.len()),
+    }
+}
+
+/// The line under a table that says where its figures come from, when some are from the
+/// untraced runs: those (`figures`, the columns' heads) and the rest from the recorded
+/// runs; with the ranges and verdicts read. Empty for a story with no untraced runs.
+pub(crate) fn sources(groups: &[Group], figures: &[&str]) -> String {
+    if groups.iter().all(|g| g.untraced.is_empty()) {
+        return String::new();
+    }
+    let names: Vec<String> = figures.iter().map(|f| (*f).to_string()).collect();
+    let whence = if groups.iter().all(|g| !g.untraced.is_empty()) {
+        "come from the untraced runs, each run next to a recorded one"
+    } else {
+        "come from the untraced runs in the rows that count them, each run next to a recorded \
+         one, and from the recorded runs in the others"
+    };
+    format!(
+        "\n{} {whence}; every other figure from the recorded runs. A cell is the median [the runs' min–max]. A change is from \
+         the baseline's median, with the rank test's p (Mann–Whitney U, as `switchyard \
+         compare` judges): shown at p < 0.05, else \"no difference shown\".\n",
+        join_and(&names),
+    )
+}
+
+/// "a", "a and b", "a, b and c".
+fn join_and(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
 }
 
@@ -298,6 +484,36 @@ fn dots(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_story_judges_its_builds_by_compares_rule() {
+        // Five runs a side, every B above every A: the smallest p for 5 against 5.
+        let a = [100.0, 101.0, 102.0, 103.0, 104.0];
+        let b = [110.0, 111.0, 112.0, 113.0, 114.0];
+        assert_eq!(verdict_of("throughput", &a, &b), "+9.8% (p=0.008)");
+        // Lower is better for CPU, and the verdict's sign is the change's.
+        assert_eq!(verdict_of("cpu.per_op", &b, &a), "-8.9% (p=0.008)");
+        // Three a side can never reach p < 0.05.
+        assert_eq!(
+            verdict_of("throughput", &a[..3], &b[..3]),
+            "no difference shown (p=0.100)"
+        );
+        // A tail figure needs 5 a side; 3 is too few to judge at all.
+        assert_eq!(
+            verdict_of("latency.p99_99", &a[..3], &b[..3]),
+            "~ (+9.9%; a verdict needs 5 runs a side)"
+        );
+        // Interleaved ranks: no difference shown, with the p that says how far from one.
+        let c = [100.0, 112.0, 102.0, 114.0, 104.0];
+        assert!(
+            verdict_of("throughput", &a, &c).starts_with("no difference shown (p="),
+            "{}",
+            verdict_of("throughput", &a, &c)
+        );
+        assert_eq!(ranged_values(&a, |v| format!("{v:.0}")), "102 [100–104]");
+        assert_eq!(ranged_values(&a[..1], |v| format!("{v:.0}")), "100");
+        assert_eq!(ranged_values(&[], |v| format!("{v:.0}")), "–");
+    }
 
     #[test]
     fn each_story_has_one_name_and_a_recipe_of_that_name() {

@@ -22,11 +22,13 @@ pub fn relay() -> Story {
         root: "reports/mmsg-relay",
         name: "compare-relay",
         about: "the mmsg relay's threads, mmsg and lite builds at two room counts and sizes",
-        repeats: 2,
+        repeats: 5,
         seconds: 3,
         table: |_, g| Ok(relay_table(g)),
         chart: Some(|_, g| relay_chart(g)),
         keeps_oncpu: false,
+        untraced: true,
+        lead: Some(relay_lead),
         configs,
         builds: RELAY_BUILDS,
         comparisons: &[("threads", "mmsg"), ("mmsg", "lite")],
@@ -41,10 +43,12 @@ const SOCKET: [&str; 6] = [
     "recvfrom", "sendto", "recvmsg", "sendmsg", "recvmmsg", "sendmmsg",
 ];
 
-/// The relay table: per configuration and build, medians of packets/s, datagrams the speakers
-/// received per packet (S, an ack and S − 1 forwards, unless the relay bundles them), syscalls
-/// (all, and socket ones), switches and CPU per packet, P50 and P99 latency, and the forwards
-/// lost over all runs. A packet is a voice frame a speaker sent.
+/// The relay table: per configuration and build, medians [and the runs' ranges] of
+/// packets/s, datagrams the speakers received per packet (S, an ack and S − 1 forwards,
+/// unless the relay bundles them), syscalls (all, and socket ones), switches and CPU per
+/// packet, P50 and P99 latency, and the forwards lost over all runs; CPU and P99 against the
+/// threads build with compare's verdict. A packet is a voice frame a speaker sent. Packets/s,
+/// CPU and latency come from the untraced runs where the story has them.
 pub fn relay_table(groups: &[Group]) -> String {
     let head = [
         "rooms",
@@ -57,8 +61,10 @@ pub fn relay_table(groups: &[Group]) -> String {
         "socket syscalls/pkt",
         "switches/pkt",
         "CPU µs/pkt",
+        "vs threads",
         "P50 µs",
         "P99 µs",
+        "vs threads",
         // Not a median: forwards lost in any run are worth seeing.
         "lost (sum of runs)",
     ];
@@ -66,29 +72,28 @@ pub fn relay_table(groups: &[Group]) -> String {
     for g in groups {
         // Counted per packet as the other per-operation figures are: the sum of the counts
         // over the operations (a syscall the run never made counts 0).
-        let socket = g.median(|run, figures| {
-            let ops = metrics::lookup(run, figures, "operations")?.value;
-            let count: f64 = SOCKET
-                .iter()
-                .filter_map(|s| metrics::lookup(run, figures, &format!("syscalls.{s}")))
-                .map(|m| m.value)
-                .sum();
-            (ops > 0.0).then(|| count / ops)
-        });
-        // Runs from before the driver counted datagrams have none: "–".
-        let datagrams = g.median(|run, _| {
-            let sent = number(run, "packets_sent")?;
-            (sent > 0.0).then_some(number(run, "datagrams_received")? / sent)
-        });
-        let datagrams = if g
+        let socket: Vec<f64> = g
             .runs
             .iter()
-            .any(|(r, _)| number(r, "datagrams_received").is_some())
-        {
-            format!("{datagrams:.2}")
-        } else {
-            "–".into()
-        };
+            .filter_map(|(run, figures)| {
+                let ops = metrics::lookup(run, figures, "operations")?.value;
+                let count: f64 = SOCKET
+                    .iter()
+                    .filter_map(|s| metrics::lookup(run, figures, &format!("syscalls.{s}")))
+                    .map(|m| m.value)
+                    .sum();
+                (ops > 0.0).then(|| count / ops)
+            })
+            .collect();
+        // Runs from before the driver counted datagrams have none: "–".
+        let datagrams: Vec<f64> = g
+            .runs
+            .iter()
+            .filter_map(|(run, _)| {
+                let sent = number(run, "packets_sent")?;
+                (sent > 0.0).then_some(number(run, "datagrams_received")? / sent)
+            })
+            .collect();
         let lost: u64 = g
             .runs
             .iter()
@@ -96,23 +101,101 @@ pub fn relay_table(groups: &[Group]) -> String {
             .filter_map(|w| w.parameters.get("forwards_lost"))
             .filter_map(|v| v.parse::<u64>().ok())
             .sum();
+        let base = find(groups, &g.config, "threads").filter(|b| b.build != g.build);
+        let against = |name: &str| base.map_or_else(|| "–".into(), |b| g.against(b, name));
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.3} | {:.1} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             g.parameter("rooms").unwrap_or("None"),
             g.parameter("speakers_per_room").unwrap_or("None"),
             g.build,
-            g.runs.len(),
-            grouped(g.figure("throughput"), 0),
-            datagrams,
-            g.figure("syscalls.total.per_op"),
-            socket,
-            g.figure("switches.total.per_op"),
-            g.figure("cpu.per_op"),
-            grouped(g.figure("latency.p50"), 0),
-            grouped(g.figure("latency.p99"), 0),
+            runs_text(g),
+            g.ranged("throughput", |v| grouped(v, 0)),
+            ranged_values(&datagrams, |v| format!("{v:.2}")),
+            g.ranged("syscalls.total.per_op", |v| format!("{v:.2}")),
+            ranged_values(&socket, |v| format!("{v:.3}")),
+            g.ranged("switches.total.per_op", |v| format!("{v:.3}")),
+            g.ranged("cpu.per_op", |v| format!("{v:.1}")),
+            against("cpu.per_op"),
+            g.ranged("latency.p50", |v| grouped(v, 0)),
+            g.ranged("latency.p99", |v| grouped(v, 0)),
+            against("latency.p99"),
             lost,
         );
+    }
+    out.push_str(&sources(groups, &["packets/s", "CPU µs/pkt", "P50", "P99"]));
+    out
+}
+
+/// The relay story's configurations as its lead names them, in its order.
+const RELAY_CONFIGS: [(&str, &str); 4] = [
+    ("10r-4s", "10 rooms × 4"),
+    ("10r-9s", "10 × 9"),
+    ("20r-4s", "20 × 4"),
+    ("20r-9s", "20 × 9"),
+];
+
+/// The relay story's lead: CPU per packet of mmsg and of lite against threads, their P99
+/// against threads, and the syscalls per packet behind them, each ranged and judged.
+pub fn relay_lead(groups: &[Group]) -> String {
+    let us = |v: f64| format!("{v:.1}");
+    let whole = |v: f64| grouped(v, 0);
+    let calls = |v: f64| format!("{v:.2}");
+    let lines = [
+        (
+            "mmsg against threads, CPU µs per packet",
+            each_against(
+                groups,
+                &RELAY_CONFIGS,
+                ("mmsg", "threads"),
+                "cpu.per_op",
+                &us,
+            ),
+        ),
+        (
+            "lite against threads, CPU µs per packet",
+            each_against(
+                groups,
+                &RELAY_CONFIGS,
+                ("lite", "threads"),
+                "cpu.per_op",
+                &us,
+            ),
+        ),
+        (
+            "mmsg against threads, P99 µs",
+            each_against(
+                groups,
+                &RELAY_CONFIGS,
+                ("mmsg", "threads"),
+                "latency.p99",
+                &whole,
+            ),
+        ),
+        (
+            "lite against threads, P99 µs",
+            each_against(
+                groups,
+                &RELAY_CONFIGS,
+                ("lite", "threads"),
+                "latency.p99",
+                &whole,
+            ),
+        ),
+        (
+            "Syscalls per packet, recorded, mmsg against threads",
+            each_against(
+                groups,
+                &RELAY_CONFIGS,
+                ("mmsg", "threads"),
+                "syscalls.total.per_op",
+                &calls,
+            ),
+        ),
+    ];
+    let mut out = String::new();
+    for (title, items) in lines {
+        let _ = writeln!(out, "- **{title}:** {}.", items.join("; "));
     }
     out
 }
@@ -145,7 +228,11 @@ pub fn relay_chart(groups: &[Group]) -> Result<String, Failure> {
         })
         .collect();
     let mut chart = Chart::new(
-        "voice relay: switches, CPU and syscalls per packet against speakers per room, one point per run",
+        if groups.iter().any(|g| !g.untraced.is_empty()) {
+            "voice relay: switches, CPU (untraced) and syscalls per packet against speakers per room, one point per run"
+        } else {
+            "voice relay: switches, CPU and syscalls per packet against speakers per room, one point per run"
+        },
         "speakers per room",
         RELAY_CHART_ROWS[0].1,
     );
@@ -156,26 +243,15 @@ pub fn relay_chart(groups: &[Group]) -> Result<String, Failure> {
     chart.svg(&panels)
 }
 
-/// One series a build: `figure` in each of its runs at `rooms` rooms, against the run's
-/// speakers per room.
+/// One series a build: `figure` in each of its runs at `rooms` rooms (the untraced runs for
+/// a figure they give, [`Group::values`]), against the configuration's speakers per room.
 fn relay_series(groups: &[Group], rooms: &str, figure: &str) -> Vec<Series> {
-    let point = |run: &Run, figures: &BTreeMap<String, Metric>| -> Option<(f64, f64)> {
-        let speakers: f64 = run
-            .workload
-            .as_ref()?
-            .parameters
-            .get("speakers_per_room")?
-            .parse()
-            .ok()?;
-        Some((speakers, metrics::lookup(run, figures, figure)?.value))
-    };
     RELAY_BUILDS
         .iter()
         .map(|build| {
-            let colour = build_colour(build).unwrap_or(6);
             let mut s = Series {
                 label: build.to_string(),
-                colour,
+                colour: build_colour(build).unwrap_or(6),
                 points: Vec::new(),
                 line: false,
             };
@@ -183,7 +259,14 @@ fn relay_series(groups: &[Group], rooms: &str, figure: &str) -> Vec<Series> {
                 .iter()
                 .filter(|g| g.build == *build && g.parameter("rooms") == Some(rooms))
             {
-                s.points.extend(dots(g, build, colour, point).points);
+                let Some(speakers) = g
+                    .parameter("speakers_per_room")
+                    .and_then(|v| v.parse::<f64>().ok())
+                else {
+                    continue;
+                };
+                s.points
+                    .extend(g.values(figure).into_iter().map(|v| (speakers, v)));
             }
             s
         })
