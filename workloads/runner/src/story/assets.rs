@@ -252,6 +252,7 @@ pub fn asset_concurrency_table(groups: &[Group]) -> String {
         "P50 ms",
         "P99 ms",
         "max ms",
+        "peak RSS MiB",
     ];
     let mut out = header(&head);
     for g in groups {
@@ -261,10 +262,10 @@ pub fn asset_concurrency_table(groups: &[Group]) -> String {
         });
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.0} | {:.2} | {:.0} | {:.0} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.0} | {:.2} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
             g.parameter("concurrency").unwrap_or("?"),
             g.build,
-            g.runs.len(),
+            runs_text(g),
             g.figure("operations"),
             g.figure("throughput"),
             g.figure("cpu.per_op") / 1e3,
@@ -273,8 +274,10 @@ pub fn asset_concurrency_table(groups: &[Group]) -> String {
             grouped(g.figure("latency.p50") / 1e3, 0),
             grouped(g.figure("latency.p99") / 1e3, 0),
             grouped(g.figure("latency.max") / 1e3, 0),
+            g.ranged("memory.max_rss", |v| format!("{v:.0}")),
         );
     }
+    out.push_str(&sources(groups, &["latency", "CPU", "peak RSS"]));
     out
 }
 
@@ -282,44 +285,34 @@ pub fn asset_concurrency_table(groups: &[Group]) -> String {
 /// flight, a panel each; per build (a colour each) a dot per run and a line through the
 /// medians.
 pub fn asset_concurrency_chart(groups: &[Group]) -> Result<String, Failure> {
-    let in_flight = |run: &Run| -> Option<f64> {
-        run.workload
-            .as_ref()?
-            .parameters
-            .get("concurrency")?
-            .parse()
-            .ok()
-    };
     let builds = assets_concurrency().builds;
     let panels: Vec<Panel> = [
-        ("P50", "latency.p50"),
-        ("P99", "latency.p99"),
-        ("max", "latency.max"),
+        ("P50", "latency.p50", 1e6, None),
+        ("P99", "latency.p99", 1e6, None),
+        ("max", "latency.max", 1e6, None),
+        ("peak RSS", "memory.max_rss", 1.0, Some("peak RSS MiB")),
     ]
     .iter()
-    .map(|&(caption, figure)| {
-        let point = |run: &Run, figures: &BTreeMap<String, Metric>| {
-            let s = metrics::lookup(run, figures, figure)?.value / 1e6;
-            Some((in_flight(run)?, s))
-        };
+    .map(|&(caption, figure, scale, y_desc)| {
         let mut series = Vec::new();
         for &build in builds {
-            let of_build: Vec<&Group> = groups.iter().filter(|g| g.build == build).collect();
+            let of_build: Vec<(f64, &Group)> = groups
+                .iter()
+                .filter(|g| g.build == build)
+                .filter_map(|g| Some((g.parameter("concurrency")?.parse::<f64>().ok()?, g)))
+                .collect();
             let runs = Series {
                 label: build.into(),
                 colour: asset_colour(build),
                 points: of_build
                     .iter()
-                    .flat_map(|g| dots(g, build, 0, point).points)
+                    .flat_map(|&(x, g)| g.values(figure).into_iter().map(move |v| (x, v / scale)))
                     .collect(),
                 line: false,
             };
             let medians = of_build
                 .iter()
-                .filter_map(|g| {
-                    let x = g.parameter("concurrency")?.parse::<f64>().ok()?;
-                    Some((x, g.figure(figure) / 1e6))
-                })
+                .map(|&(x, g)| (x, g.figure(figure) / scale))
                 .collect();
             series.push(runs);
             series.push(Series {
@@ -333,17 +326,17 @@ pub fn asset_concurrency_chart(groups: &[Group]) -> Result<String, Failure> {
             caption: caption.into(),
             series,
             marks: Vec::new(),
-            ..Default::default()
+            y_desc: y_desc.map(str::to_string),
         }
     })
     .collect();
     let mut chart = Chart::new(
-        "asset server: latency against downloads in flight; a dot per run, a line through the medians",
+        "asset server: latency and peak memory against downloads in flight; a dot per run, a line through the medians",
         "downloads in flight",
         "latency s",
     );
     chart.grid = (1, panels.len());
-    chart.size = (900, 360);
+    chart.size = (1100, 360);
     let most = ASSET_CONCURRENCY.iter().copied().max().unwrap_or(1);
     chart.x_range = Some((0.0, f64::from(most) + 1.0));
     chart.legend = Legend::LowerRight;

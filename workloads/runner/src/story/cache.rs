@@ -128,7 +128,7 @@ pub fn go_rust() -> Story {
         chart: Some(|_, g| go_rust_chart(g)),
         keeps_oncpu: false,
         untraced: true,
-        lead: None,
+        lead: Some(go_rust_lead),
         configs: vec![Config {
             dir: "capacity-2000000".into(),
             knobs: vec![
@@ -192,7 +192,7 @@ fn gc_table(groups: &[Group], first: &str, label: impl Fn(&Group) -> String) -> 
             out,
             "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {:.1} | {:.0} |",
             label(g),
-            g.runs.len(),
+            runs_text(g),
             g.figure("latency.p50"),
             g.figure("latency.p99") / 1e3,
             g.figure("latency.p99_9") / 1e3,
@@ -206,6 +206,10 @@ fn gc_table(groups: &[Group], first: &str, label: impl Fn(&Group) -> String) -> 
             g.figure("memory.max_rss"),
         );
     }
+    out.push_str(&sources(
+        groups,
+        &["P50", "P99", "P99.9", "max", "CPU µs/req", "peak RSS"],
+    ));
     out
 }
 
@@ -380,6 +384,7 @@ pub fn go_rust_table(groups: &[Group]) -> String {
         "runs",
         "P50 µs",
         "P99 ms",
+        "vs go",
         "P99.9 ms",
         "P99.99 ms",
         "max ms",
@@ -389,33 +394,93 @@ pub fn go_rust_table(groups: &[Group]) -> String {
         "mark assists",
         "worst window P99 ms",
         "CPU µs/req",
+        "vs go",
         "switches/req",
         "syscalls/req",
         "off-CPU %",
         "peak RSS MiB",
+        "vs go",
     ];
     let mut out = header(&head);
+    let ms = |v: f64| format!("{:.2}", v / 1e3);
     for g in groups {
+        let base = find(groups, &g.config, "go").filter(|b| b.build != g.build);
+        let against = |name: &str| base.map_or_else(|| "–".into(), |b| g.against(b, name));
+        let worst: Vec<f64> = g
+            .runs
+            .iter()
+            .filter_map(|(run, _)| worst_window(run))
+            .collect();
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {:.2} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             g.build,
-            g.runs.len(),
-            g.figure("latency.p50"),
-            g.figure("latency.p99") / 1e3,
-            g.figure("latency.p99_9") / 1e3,
-            g.figure("latency.p99_99") / 1e3,
-            g.figure("latency.max") / 1e3,
+            runs_text(g),
+            g.ranged("latency.p50", |v| format!("{v:.0}")),
+            g.ranged("latency.p99", ms),
+            against("latency.p99"),
+            g.ranged("latency.p99_9", ms),
+            g.ranged("latency.p99_99", ms),
+            g.ranged("latency.max", ms),
             gc_figure(g, |g| g.cycles as f64, 1.0, 0),
             gc_figure(g, |g| g.pauses as f64, 1.0, 0),
             gc_figure(g, |g| g.pause_max_ns as f64, 1e6, 2),
             gc_figure(g, |g| g.mark_assists as f64, 1.0, 0),
-            g.median(|run, _| worst_window(run)) / 1e6,
-            g.figure("cpu.per_op"),
-            g.figure("switches.total.per_op"),
-            g.figure("syscalls.total.per_op"),
-            g.figure("offcpu.share"),
-            g.figure("memory.max_rss"),
+            ranged_values(&worst, |v| format!("{:.2}", v / 1e6)),
+            g.ranged("cpu.per_op", |v| format!("{v:.1}")),
+            against("cpu.per_op"),
+            g.ranged("switches.total.per_op", |v| format!("{v:.2}")),
+            g.ranged("syscalls.total.per_op", |v| format!("{v:.2}")),
+            g.ranged("offcpu.share", |v| format!("{v:.1}")),
+            g.ranged("memory.max_rss", |v| format!("{v:.0}")),
+            against("memory.max_rss"),
+        );
+    }
+    out.push_str(&sources(groups, &["latency", "CPU µs/req", "peak RSS"]));
+    out
+}
+
+/// The Go-against-Rust story's lead: Rust's latency, CPU and memory against Go's, each ranged
+/// and judged, and Go's collector from its recorded runs.
+pub fn go_rust_lead(groups: &[Group]) -> String {
+    let config = [("capacity-2000000", "2,000,000 entries")];
+    let ms = |v: f64| format!("{:.2}", v / 1e3);
+    let line = |name: &str, write: &dyn Fn(f64) -> String| {
+        each_against(groups, &config, ("rust", "go"), name, write).join("; ")
+    };
+    let mut out = String::new();
+    for (title, name) in [
+        ("rust against go, P99 ms", "latency.p99"),
+        ("rust against go, P99.9 ms", "latency.p99_9"),
+    ] {
+        let _ = writeln!(out, "- **{title}:** {}.", line(name, &ms));
+    }
+    let _ = writeln!(
+        out,
+        "- **rust against go, CPU µs per request:** {}.",
+        line("cpu.per_op", &|v| format!("{v:.1}"))
+    );
+    let _ = writeln!(
+        out,
+        "- **rust against go, peak RSS MiB:** {}.",
+        line("memory.max_rss", &|v| format!("{v:.0}"))
+    );
+    if let Some(go) = find(groups, "capacity-2000000", "go") {
+        let gc = |f: fn(&switchyard_model::GoGc) -> f64| -> Vec<f64> {
+            go.runs
+                .iter()
+                .filter_map(|(run, _)| run.gc.as_ref().map(f))
+                .collect()
+        };
+        let _ = writeln!(
+            out,
+            "- **Go's collector, recorded:** {} cycles a run, its longest stop-the-world pause {} ms, {} mark assists.",
+            ranged_values(&gc(|g| g.cycles as f64), |v| format!("{v:.0}")),
+            ranged_values(&gc(|g| g.pause_max_ns as f64), |v| format!(
+                "{:.2}",
+                v / 1e6
+            )),
+            ranged_values(&gc(|g| g.mark_assists as f64), |v| grouped(v, 0)),
         );
     }
     out

@@ -466,21 +466,6 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// A series of dots, one per run of `g` that `point` gives a point for.
-fn dots(
-    g: &Group,
-    label: &str,
-    colour: usize,
-    point: impl Fn(&Run, &BTreeMap<String, Metric>) -> Option<(f64, f64)>,
-) -> Series {
-    Series {
-        label: label.into(),
-        colour,
-        points: g.runs.iter().filter_map(|(r, m)| point(r, m)).collect(),
-        line: false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
