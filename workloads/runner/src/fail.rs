@@ -77,3 +77,14 @@ impl From<PlanError> for Failure {
         Failure::new(e.to_string()).hint(e.hint())
     }
 }
+
+/// `message: cause: cause…`
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(c) = source {
+        s.push_str(&format!(": {c}"));
+        source = c.source();
+    }
+    s
+}

@@ -31,11 +31,10 @@ use switchyard_model::{
 use crate::{
     attach::Tool,
     bench::{self, Table},
-    fail::Failure,
+    fail::{Failure, error_chain},
     interrupt::Interrupts,
     plan::Plan,
     runner::{self, Tools},
-    story::error_chain,
 };
 
 /// One configuration: untraced, or recorded by a switchyard binary.

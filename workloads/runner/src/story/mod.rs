@@ -24,6 +24,8 @@ use crate::{
     fail::Failure,
 };
 
+pub(crate) use crate::fail::error_chain;
+
 mod assets;
 mod broker;
 mod cache;
@@ -453,17 +455,6 @@ fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// `message: cause: cause…`
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(c) = source {
-        s.push_str(&format!(": {c}"));
-        source = c.source();
-    }
-    s
 }
 
 #[cfg(test)]
