@@ -451,7 +451,7 @@ pub fn headline(c: &Comparison) -> String {
 }
 
 /// "1 run a side", or "A 1 run, B 2" when the sides differ.
-fn runs_a_side(a: u64, b: u64) -> String {
+pub fn runs_a_side(a: u64, b: u64) -> String {
     if a == b {
         format!("{} a side", counted(a, "run"))
     } else {

@@ -17,7 +17,7 @@ pub fn assets() -> Story {
         chart: None,
         keeps_oncpu: true,
         untraced: true,
-        lead: None,
+        lead: Some(asset_lead),
         configs: vec![Config {
             dir: "1rps".into(),
             knobs: vec!["rate=1".into()],
@@ -189,7 +189,7 @@ pub fn asset_table(groups: &[Group]) -> String {
             out,
             "| {} | {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
             g.build,
-            g.runs.len(),
+            runs_text(g),
             cpu_ms,
             if served > 0.0 { cpu_ms / served } else { 0.0 },
             share(0),
@@ -225,6 +225,58 @@ pub fn asset_table(groups: &[Group]) -> String {
             node.0 / gzip.0,
             gzip.0 / zstd.0
         );
+    }
+    out.push_str(&sources(
+        groups,
+        &["CPU ms/req", "CPU ms/MiB", "P99", "max", "peak RSS"],
+    ));
+    out
+}
+
+/// The asset story's lead: rust-zstd's CPU per request against node-gzip's, split into the
+/// runtime's part and the codec's, its longest response and its peak memory; each ranged and
+/// judged by compare's rule.
+pub fn asset_lead(groups: &[Group]) -> String {
+    let config = [("1rps", "1 request/s")];
+    let ms = |v: f64| format!("{:.0}", v / 1e3);
+    let mib = |v: f64| format!("{v:.0}");
+    let line = |pair: (&str, &str), name: &str, write: &dyn Fn(f64) -> String| {
+        each_against(groups, &config, pair, name, write).join("; ")
+    };
+    let mut out = String::new();
+    for (title, pair, name, write) in [
+        (
+            "rust-zstd against node-gzip, CPU ms per request",
+            ("rust-zstd", "node-gzip"),
+            "cpu.per_op",
+            &ms as &dyn Fn(f64) -> String,
+        ),
+        (
+            "the runtime: rust-gzip against node-gzip, CPU ms per request",
+            ("rust-gzip", "node-gzip"),
+            "cpu.per_op",
+            &ms,
+        ),
+        (
+            "the codec: rust-zstd against rust-gzip, CPU ms per request",
+            ("rust-zstd", "rust-gzip"),
+            "cpu.per_op",
+            &ms,
+        ),
+        (
+            "rust-zstd against node-gzip, the longest response, ms",
+            ("rust-zstd", "node-gzip"),
+            "latency.max",
+            &ms,
+        ),
+        (
+            "rust-zstd against node-gzip, peak RSS MiB",
+            ("rust-zstd", "node-gzip"),
+            "memory.max_rss",
+            &mib,
+        ),
+    ] {
+        let _ = writeln!(out, "- **{title}:** {}.", line(pair, name, write));
     }
     out
 }

@@ -344,6 +344,15 @@ pub(crate) fn verdict_of(name: &str, a: &[f64], b: &[f64]) -> String {
         .map_or_else(|| "–".into(), switchyard_model::units::percent_change);
     match (j.verdict, j.p) {
         (Verdict::Better | Verdict::Worse, Some(p)) => format!("{change} ({})", p_text(p)),
+        // Too few runs for any split to reach ALPHA: say so, or "no difference" reads as a
+        // finding.
+        (Verdict::NoDifference, Some(p)) if !switchyard_compare::can_show(a.len(), b.len()) => {
+            format!(
+                "no difference shown ({}; {} cannot show one)",
+                p_text(p),
+                switchyard_compare::runs_a_side(a.len() as u64, b.len() as u64)
+            )
+        }
         (Verdict::NoDifference, Some(p)) => format!("no difference shown ({})", p_text(p)),
         (Verdict::Same, _) => "same".into(),
         (Verdict::Withheld, _) => format!(
@@ -472,7 +481,7 @@ mod tests {
         // Three a side can never reach p < 0.05.
         assert_eq!(
             verdict_of("throughput", &a[..3], &b[..3]),
-            "no difference shown (p=0.100)"
+            "no difference shown (p=0.100; 3 runs a side cannot show one)"
         );
         // A tail figure needs 5 a side; 3 is too few to judge at all.
         assert_eq!(
