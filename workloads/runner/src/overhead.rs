@@ -122,7 +122,8 @@ pub(crate) fn run_attached(
     out: &Path,
     interrupts: &Interrupts,
 ) -> Result<(DriverResult, Option<ExitStatus>), Failure> {
-    run_measured(plan, tools, tool, out, interrupts).map(|(result, status, _)| (result, status))
+    run_server(plan, tools, tool, out, interrupts, false)
+        .map(|(result, status, _)| (result, status))
 }
 
 /// What a server used while its driver ran, from the kernel's own accounts of it (`/proc`),
@@ -211,6 +212,29 @@ pub(crate) fn run_measured(
     out: &Path,
     interrupts: &Interrupts,
 ) -> Result<(DriverResult, Option<ExitStatus>, ServerUse), Failure> {
+    let (result, status, used) = run_server(plan, tools, tool, out, interrupts, true)?;
+    let used = used.ok_or_else(|| {
+        Failure::new(format!(
+            "the {} server was gone before its driver ended",
+            plan.workload.name
+        ))
+        .hint("its error output is in server.err beside the run")
+        .tail(&out.join("server.err"), 5)
+    })?;
+    Ok((result, status, used))
+}
+
+/// The run of [`run_attached`]; with `watch`, what the server used over the load, read from
+/// `/proc` as it ran (`None` when it could not be read). Without, nothing polls the server:
+/// the overhead benches compare runs that differ only by the tool.
+fn run_server(
+    plan: &Plan,
+    tools: &Tools,
+    tool: Option<&Tool>,
+    out: &Path,
+    interrupts: &Interrupts,
+    watch: bool,
+) -> Result<(DriverResult, Option<ExitStatus>, Option<ServerUse>), Failure> {
     fs::create_dir_all(out).map_err(|e| Failure::io(format!("creating {}", out.display()), e))?;
     let scratch =
         tempfile::tempdir().map_err(|e| Failure::io("creating a scratch directory", e))?;
@@ -233,10 +257,10 @@ pub(crate) fn run_measured(
     };
     let forwarding = attached.as_ref().map(|t| interrupts.forward_to(t.pid()));
     let pid = server.pid();
-    let cpu_before = cpu_ns(pid);
-    let watch = Watch::start(pid);
+    let cpu_before = watch.then(|| cpu_ns(pid)).flatten();
+    let watch = watch.then(|| Watch::start(pid));
     let driven = runner::drive(plan, tools, &values(&addr), out);
-    let used = match (cpu_before, watch.stop()) {
+    let used = match (cpu_before, watch.and_then(Watch::stop)) {
         (Some(before), Some((after, peak_rss_bytes))) => Some(ServerUse {
             cpu_ns: after.saturating_sub(before),
             peak_rss_bytes,
@@ -248,14 +272,6 @@ pub(crate) fn run_measured(
     runner::stop_server(server, &out.join("server.out"));
     driven?;
     let status = stopped.transpose()?;
-    let used = used.ok_or_else(|| {
-        Failure::new(format!(
-            "the {} server (pid {pid}) was gone before its driver ended",
-            plan.workload.name
-        ))
-        .hint("its error output is in server.err beside the run")
-        .tail(&out.join("server.err"), 5)
-    })?;
     let result = DriverResult::read(&result).map_err(|e| {
         Failure::new(error_chain(&e)).hint("the driver's output is in driver.out beside it")
     })?;
