@@ -258,10 +258,7 @@ impl Group {
                 .filter_map(|u| u.figure(name))
                 .collect();
         }
-        self.runs
-            .iter()
-            .filter_map(|(run, figures)| metrics::lookup(run, figures, name).map(|m| m.value))
-            .collect()
+        self.recorded(name)
     }
 
     /// The named figure of each recorded run, whatever the untraced runs say: what the
@@ -418,7 +415,6 @@ pub(crate) fn sources(groups: &[Group], figures: &[&str]) -> String {
     if groups.iter().all(|g| g.untraced.is_empty()) {
         return String::new();
     }
-    let names: Vec<String> = figures.iter().map(|f| (*f).to_string()).collect();
     let whence = if groups.iter().all(|g| !g.untraced.is_empty()) {
         "come from the untraced runs, each run next to a recorded one"
     } else {
@@ -429,15 +425,15 @@ pub(crate) fn sources(groups: &[Group], figures: &[&str]) -> String {
         "\n{} {whence}; every other figure from the recorded runs. A cell is the median [the runs' min–max]. A change is from \
          the baseline's median, with the rank test's p (Mann–Whitney U, as `switchyard \
          compare` judges): shown at p < 0.05, else \"no difference shown\".\n",
-        join_and(&names),
+        join_and(figures),
     )
 }
 
 /// "a", "a and b", "a, b and c".
-fn join_and(items: &[String]) -> String {
+fn join_and(items: &[&str]) -> String {
     match items {
         [] => String::new(),
-        [one] => one.clone(),
+        [one] => (*one).to_string(),
         [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
 }
