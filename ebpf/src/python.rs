@@ -6,12 +6,16 @@
 //! thread id (searched once along the interpreter's thread list, then cached by tid and
 //! checked on each use), and its frame chain is walked from the innermost frame: one frame per
 //! `bpf_loop` iteration, as for native frames. A code object is copied into `PY_CODES` the
-//! first time a stack holds it, so a run can be named after the process is gone.
+//! first time a stack holds it, so a run can be named after the process is gone. The
+//! interpreter frees code objects (a class body once its class is made, a module's body once
+//! it is imported, code compiled at run time) and puts others at their addresses, so each
+//! address has a generation (`PY_GENS`), moved on when the code object there is no longer the
+//! one last seen, and a copy per generation.
 
 use core::ffi::c_void;
 
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
+    bindings::{BPF_ANY, BPF_NOEXIST},
     helpers::{
         bpf_get_current_pid_tgid, bpf_probe_read_user, bpf_probe_read_user_buf,
         bpf_probe_read_user_str_bytes, generated::bpf_loop,
@@ -22,8 +26,8 @@ use aya_ebpf::{
 use switchyard_common::{
     PyCode, PyCodeKey, PyProc, UserStack,
     python::{
-        ASCII, CODE_MASK, ENTRY, ENTRY_SHIM, FRAME_OWNED_BY_CSTACK, LASTI_MAX, LASTI_SHIFT,
-        MAX_FRAMES as MAX_PY_FRAMES, MAX_THREADS, NO_CFRAME, TAG,
+        ASCII, CODE_MASK, ENTRY, ENTRY_SHIM, FRAME_OWNED_BY_CSTACK, GEN_MASK, LASTI_MAX,
+        LASTI_SHIFT, MAX_FRAMES as MAX_PY_FRAMES, MAX_THREADS, NO_CFRAME, TAG,
     },
     unwind::{MAX_FRAMES, SLOTS},
 };
@@ -36,8 +40,22 @@ static PY_PROCS: HashMap<u32, PyProc> = HashMap::with_max_entries(64, 0);
 #[map]
 static PY_TSTATES: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
 
+/// Keyed by the code object's address with its generation in the low bits.
 #[map]
 static PY_CODES: LruHashMap<PyCodeKey, PyCode> = LruHashMap::with_max_entries(8192, 0);
+
+/// Which code object an address held when last seen, and its generation there.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PyGen {
+    /// The code object's file and qualified name (their `str` objects' addresses), mixed.
+    ident: u64,
+    generation: u64,
+}
+
+/// Keyed by the code object's address.
+#[map]
+static PY_GENS: LruHashMap<PyCodeKey, PyGen> = LruHashMap::with_max_entries(8192, 0);
 
 /// One per program kind, like the unwind scratch: a perf event may interrupt a tracepoint.
 #[map]
@@ -204,27 +222,54 @@ fn step(w: &mut PyWalk) -> bool {
         0
     };
     let is_entry = p.entry_mode != ENTRY_SHIM && entry != 0;
-    let word = TAG | if is_entry { ENTRY } else { 0 } | lasti << LASTI_SHIFT | (code & CODE_MASK);
+    let (generation, fresh) = generation(p, w.tgid, code);
+    let key = PyCodeKey {
+        code: code | generation,
+        tgid: w.tgid,
+        _pad: 0,
+    };
+    let word =
+        TAG | if is_entry { ENTRY } else { 0 } | lasti << LASTI_SHIFT | (key.code & CODE_MASK);
     // SAFETY: the caller's scratch stack; `d` is below MAX_FRAMES.
     unsafe { (*w.stack).frames[d] = word };
     w.last = d as u32;
     w.depth += 1;
     w.hash = mix(w.hash, word);
-    let key = PyCodeKey {
-        code,
-        tgid: w.tgid,
-        _pad: 0,
-    };
-    keep_code(p, &key, w.slot);
+    keep_code(p, code, &key, w.slot, fresh);
     true
 }
 
-/// Copies code object `code` into `PY_CODES` unless it is there.
+/// The generation of the code object at `code`, and whether it is new there (first seen, or
+/// another code object than the one last seen at that address). A code object is told from
+/// another by its file and qualified name: one compiled anew from the same source at the same
+/// address keeps the generation, and is named alike.
 #[inline(always)]
-fn keep_code(p: &PyProc, key: &PyCodeKey, slot: u32) {
-    let code = key.code;
+fn generation(p: &PyProc, tgid: u32, code: u64) -> (u64, bool) {
+    let ident = mix(
+        read(code + p.code_filename as u64).unwrap_or(0),
+        read(code + p.code_qualname as u64).unwrap_or(0),
+    );
+    let key = PyCodeKey {
+        code,
+        tgid,
+        _pad: 0,
+    };
+    // SAFETY: a map value, copied out.
+    let generation = match unsafe { PY_GENS.get(&key) }.copied() {
+        Some(g) if g.ident == ident => return (g.generation, false),
+        Some(g) => (g.generation + 1) & GEN_MASK,
+        None => 0,
+    };
+    let _ = PY_GENS.insert(&key, &PyGen { ident, generation }, 0);
+    (generation, true)
+}
+
+/// Copies code object `code` into `PY_CODES` as `key`: always when it is `fresh` at its
+/// address (a copy of an earlier generation may hold the key), else unless it is there.
+#[inline(always)]
+fn keep_code(p: &PyProc, code: u64, key: &PyCodeKey, slot: u32, fresh: bool) {
     // SAFETY: only checks presence.
-    if unsafe { PY_CODES.get(key) }.is_some() {
+    if !fresh && unsafe { PY_CODES.get(key) }.is_some() {
         return;
     }
     let Some(c) = PY_SCRATCH.get_ptr_mut(slot) else {
@@ -253,7 +298,8 @@ fn keep_code(p: &PyProc, key: &PyCodeKey, slot: u32) {
             0
         };
     }
-    let _ = PY_CODES.insert(key, c, BPF_NOEXIST as u64);
+    let flags = if fresh { BPF_ANY } else { BPF_NOEXIST };
+    let _ = PY_CODES.insert(key, c, flags as u64);
 }
 
 /// Copies a `str` object's text into `out` if it is ASCII; returns its kind

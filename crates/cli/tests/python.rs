@@ -388,3 +388,78 @@ fn debian_python_3_11_gil_fight_is_the_first_finding() {
         "GIL share {share:.3}, expected {expected:.3} (cpu {cpu:.2} s, run queue {runq:.2} s, wall {wall:.2} s): {first}"
     );
 }
+
+/// A code object freed and another put at its address (`workloads/demo/python/reuse.py`):
+/// each one's naps are named after it. Named by address alone, the second function's naps
+/// took the first one's name.
+#[test]
+fn a_code_objects_address_reused_names_each_one() {
+    if !privileged("a_code_objects_address_reused_names_each_one") {
+        return;
+    }
+    let mut pythons = vec![PathBuf::from("/usr/bin/python3.11")];
+    let root = std::env::var("PYENV_ROOT").unwrap_or_else(|_| "/root/.pyenv".into());
+    for minor in ["3.12", "3.13"] {
+        pythons.extend(
+            std::fs::read_dir(Path::new(&root).join("versions"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path().join(format!("bin/python{minor}")))
+                .find(|p| p.exists()),
+        );
+    }
+    if !pythons[0].exists() {
+        let reason = "skipping: /usr/bin/python3.11 is not installed";
+        assert!(
+            std::env::var("CI").is_err(),
+            "{reason}; CI=true turns a skip into a failure"
+        );
+        eprintln!("{reason}");
+        return;
+    }
+    let script = script().with_file_name("reuse.py");
+    for python in pythons {
+        let dir = tempdir(&format!(
+            "python-reuse-{}",
+            python.file_name().unwrap().to_string_lossy()
+        ));
+        let command = [python.as_os_str(), script.as_os_str()];
+        let (run, stderr) = record_spawned(&dir, &[], &command);
+        assert!(stderr.contains("both code objects at"), "{stderr}");
+        // main's line 24 runs the first function, its line 34 the second: the innermost
+        // Python frame of each off-CPU stack under them, with its weight.
+        let mut under = std::collections::BTreeMap::<(String, String), u64>::new();
+        for s in run["profiles"]["offcpu"]["stacks"].as_array().unwrap() {
+            let chain = python_chain(&frames_of(&run, &s["frames"]));
+            let Some(at) = chain.iter().position(|f| f.starts_with("main (reuse.py:")) else {
+                continue;
+            };
+            let leaf = chain.last().unwrap().clone();
+            *under.entry((chain[at].clone(), leaf)).or_default() += s["value"].as_u64().unwrap();
+        }
+        let first = ("main (reuse.py:24)", "first_napper (first_napper.py:3)");
+        let second = ("main (reuse.py:34)", "second_napper (second_napper.py:3)");
+        let show = format!("{}: {under:#?}\n{stderr}", python.display());
+        for (call, leaf) in [first, second] {
+            // 50 naps of 10 ms: most of half a second.
+            let ns = under
+                .get(&(call.to_string(), leaf.to_string()))
+                .copied()
+                .unwrap_or(0);
+            assert!(ns > 250_000_000, "{leaf} under {call}: {ns} ns\n{show}");
+        }
+        // Neither call's stacks name the other function.
+        for ((call, leaf), ns) in &under {
+            let other = match call.as_str() {
+                c if c == first.0 => "second_napper",
+                c if c == second.0 => "first_napper",
+                _ => continue,
+            };
+            assert!(
+                !leaf.contains(other),
+                "{leaf} under {call} ({ns} ns)\n{show}"
+            );
+        }
+    }
+}

@@ -584,6 +584,12 @@ pub mod python {
     pub const LASTI_SHIFT: u32 = 47;
     pub const LASTI_MAX: u64 = (1 << 15) - 1;
     pub const CODE_MASK: u64 = (1 << 47) - 1;
+    /// The code field's low bits: the generation of the code object at that address. Code
+    /// objects are 8-byte aligned, so these bits of the address are free; an interpreter that
+    /// frees a code object and puts another at its address gives the next generation, and
+    /// `PY_CODES` a copy of each, so a stack names the code object it held, not the first
+    /// one seen there.
+    pub const GEN_MASK: u64 = 7;
     /// Python frames kept per stack, at most (fewer when the native frames leave less room).
     pub const MAX_FRAMES: u32 = 64;
     /// Threads of one interpreter searched for the current one.

@@ -16,7 +16,8 @@ pub fn split(ips: &[u64]) -> (&[u64], &[u64]) {
     ips.split_at(n)
 }
 
-/// A Python frame word's code address, instruction index, and whether it is an entry frame.
+/// A Python frame word's code (its address, with its generation there in the low bits:
+/// `python::GEN_MASK`), instruction index, and whether it is an entry frame.
 pub fn decode(word: u64) -> (u64, u32, bool) {
     (
         word & CODE_MASK,
