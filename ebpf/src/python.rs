@@ -245,10 +245,25 @@ fn step(w: &mut PyWalk) -> bool {
 /// address keeps the generation, and is named alike.
 #[inline(always)]
 fn generation(p: &PyProc, tgid: u32, code: u64) -> (u64, bool) {
-    let ident = mix(
-        read(code + p.code_filename as u64).unwrap_or(0),
-        read(code + p.code_qualname as u64).unwrap_or(0),
-    );
+    let (file, name) = (p.code_filename as u64, p.code_qualname as u64);
+    let (low, high) = (file.min(name), file.max(name));
+    // Both pointers in one read where they are near (3.11 to 3.13: 16 bytes apart).
+    let mut near = [0u64; 4];
+    // SAFETY: a read of the target's memory into a local; a fault reads nothing.
+    let ident = if high - low <= 24
+        && unsafe { bpf_probe_read_user_buf((code + low) as *const u8, as_bytes(&mut near)) }
+            .is_ok()
+    {
+        mix(
+            near[((file - low) / 8) as usize & 3],
+            near[((name - low) / 8) as usize & 3],
+        )
+    } else {
+        mix(
+            read(code + file).unwrap_or(0),
+            read(code + name).unwrap_or(0),
+        )
+    };
     let key = PyCodeKey {
         code,
         tgid,
@@ -345,6 +360,13 @@ fn byte_at(words: &[u64; FRAME_WORDS], off: u16) -> u8 {
     }
     // SAFETY: `off` is within the frame's words.
     unsafe { *(words.as_ptr() as *const u8).add(off) }
+}
+
+/// Four words as the bytes a read fills.
+#[inline(always)]
+fn as_bytes(words: &mut [u64; 4]) -> &mut [u8; 32] {
+    // SAFETY: 32 bytes of plain integers, viewed as bytes for as long as the borrow.
+    unsafe { &mut *(words as *mut [u64; 4] as *mut [u8; 32]) }
 }
 
 #[inline(always)]
