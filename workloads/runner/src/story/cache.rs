@@ -17,7 +17,7 @@ pub fn gogc() -> Story {
         chart: Some(|_, g| gogc_chart(g)),
         keeps_oncpu: false,
         untraced: true,
-        lead: None,
+        lead: Some(gogc_lead),
         configs: GOGC_VALUES
             .iter()
             .map(|v| Config {
@@ -81,13 +81,13 @@ pub fn cache_size() -> Story {
         root: CACHE_SIZE_ROOT,
         name: "story-cache-size",
         about: "both read-state cache builds at 2,000,000, 500,000 and 100,000 entries",
-        repeats: 3,
+        repeats: 5,
         seconds: 20,
         table: |_, g| Ok(cache_size_table(g)),
         chart: Some(|_, g| cache_size_chart(g)),
         keeps_oncpu: false,
         untraced: true,
-        lead: None,
+        lead: Some(cache_size_lead),
         configs: CACHE_SIZES
             .iter()
             .map(|c| Config {
@@ -157,23 +157,86 @@ fn gogc_of(g: &Group) -> &str {
 }
 
 /// The GOGC table: per GOGC, the latency tail, the GC's cycles, pauses and assists, CPU per
-/// request and the peak RSS, medians over the runs.
+/// request and the peak RSS, ranged over the runs, with P99 and CPU against GOGC 100's.
 pub fn gogc_table(groups: &[Group]) -> String {
-    gc_table(groups, "GOGC", |g| gogc_of(g).to_string())
+    let base = find(groups, GOGC_BASE, "go");
+    gc_table(groups, "GOGC", |g| gogc_of(g).to_string(), base, "vs 100")
+}
+
+/// The GOGC every other is judged against: the runtime's default.
+const GOGC_BASE: &str = "gogc-100";
+
+/// The GOGC story's lead: P99, the worst window and CPU per request at GOGC 50 and 400
+/// against 100, and the collector's cycles at each.
+pub fn gogc_lead(groups: &[Group]) -> String {
+    let ms = |v: f64| format!("{:.2}", v / 1e3);
+    let mut out = String::new();
+    let Some(base) = find(groups, GOGC_BASE, "go") else {
+        return out;
+    };
+    for (title, name, write) in [
+        ("P99 ms", "latency.p99", &ms as &dyn Fn(f64) -> String),
+        ("P99.9 ms", "latency.p99_9", &ms),
+        ("CPU µs per request", "cpu.per_op", &|v: f64| {
+            format!("{v:.1}")
+        }),
+    ] {
+        let lines: Vec<String> = groups
+            .iter()
+            .filter(|g| g.config != GOGC_BASE)
+            .map(|g| {
+                format!(
+                    "GOGC {} {} against {}, {}",
+                    gogc_of(g),
+                    g.ranged(name, write),
+                    base.ranged(name, write),
+                    g.against(base, name)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "- **GOGC 50 and 400 against 100, {title}:** {}.",
+            lines.join("; ")
+        );
+    }
+    let cycles: Vec<String> = groups
+        .iter()
+        .map(|g| {
+            format!(
+                "{} at GOGC {}",
+                gc_ranged(g, |g| g.cycles as f64, 1.0, 0),
+                gogc_of(g)
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "- **GC cycles in a recorded run of 20 s with a GC forced every 4 s:** {}.",
+        cycles.join(", ")
+    );
+    out
 }
 
 /// The forced-GC run's table: as the GOGC one, by configuration.
 pub fn forced_gc_table(groups: &[Group]) -> String {
-    gc_table(groups, "configuration", |g| g.config.clone())
+    gc_table(groups, "configuration", |g| g.config.clone(), None, "")
 }
 
-/// A GC story's table, its first column `first` with `label`'s value.
-fn gc_table(groups: &[Group], first: &str, label: impl Fn(&Group) -> String) -> String {
-    let head = [
-        first,
-        "runs",
-        "P50 µs",
-        "P99 ms",
+/// A GC story's table, its first column `first` with `label`'s value; with a `base` group,
+/// P99 and CPU per request against its, in columns headed `against`.
+fn gc_table(
+    groups: &[Group],
+    first: &str,
+    label: impl Fn(&Group) -> String,
+    base: Option<&Group>,
+    against: &str,
+) -> String {
+    let mut head = vec![first, "runs", "P50 µs", "P99 ms"];
+    if base.is_some() {
+        head.push(against);
+    }
+    head.extend([
         "P99.9 ms",
         "max ms",
         "GC cycles",
@@ -182,28 +245,42 @@ fn gc_table(groups: &[Group], first: &str, label: impl Fn(&Group) -> String) -> 
         "mark assists",
         "worst window P99 ms",
         "CPU µs/req",
-        "peak RSS MiB",
-    ];
+    ]);
+    if base.is_some() {
+        head.push(against);
+    }
+    head.push("peak RSS MiB");
     let mut out = header(&head);
+    let ms = |v: f64| format!("{:.2}", v / 1e3);
     for g in groups {
-        let gc = |f: fn(&switchyard_model::GoGc) -> f64| g.median(|run, _| run.gc.as_ref().map(f));
-        let worst = g.median(|run, _| worst_window(run));
+        let vs = |name: &str| match base {
+            Some(b) if b.config == g.config => " – |".to_string(),
+            Some(b) => format!(" {} |", g.against(b, name)),
+            None => String::new(),
+        };
+        let worst: Vec<f64> = g
+            .runs
+            .iter()
+            .filter_map(|(run, _)| worst_window(run))
+            .collect();
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {:.1} | {:.0} |",
+            "| {} | {} | {} | {} |{} {} | {} | {} | {} | {} | {} | {} | {} |{} {} |",
             label(g),
             runs_text(g),
-            g.figure("latency.p50"),
-            g.figure("latency.p99") / 1e3,
-            g.figure("latency.p99_9") / 1e3,
-            g.figure("latency.max") / 1e3,
-            gc(|g| g.cycles as f64),
-            gc(|g| g.pauses as f64),
-            gc(|g| g.pause_max_ns as f64) / 1e6,
-            gc(|g| g.mark_assists as f64),
-            worst / 1e6,
-            g.figure("cpu.per_op"),
-            g.figure("memory.max_rss"),
+            g.ranged("latency.p50", |v| format!("{v:.0}")),
+            g.ranged("latency.p99", ms),
+            vs("latency.p99"),
+            g.ranged("latency.p99_9", ms),
+            g.ranged("latency.max", ms),
+            gc_ranged(g, |g| g.cycles as f64, 1.0, 0),
+            gc_ranged(g, |g| g.pauses as f64, 1.0, 0),
+            gc_ranged(g, |g| g.pause_max_ns as f64, 1e6, 2),
+            gc_ranged(g, |g| g.mark_assists as f64, 1.0, 0),
+            ranged_values(&worst, |v| format!("{:.2}", v / 1e6)),
+            g.ranged("cpu.per_op", |v| format!("{v:.1}")),
+            vs("cpu.per_op"),
+            g.ranged("memory.max_rss", |v| format!("{v:.0}")),
         );
     }
     out.push_str(&sources(
@@ -302,22 +379,20 @@ pub(super) fn hit_ratio(run: &Run) -> Option<f64> {
     (measured > 0.0).then(|| 100.0 * hits / measured)
 }
 
-/// The median over a group's runs of a GC figure `f`, divided by `scale`, with `digits`
-/// decimals; "–" for a build without a collector.
-fn gc_figure(
+/// A GC figure `f` of a group's recorded runs, divided by `scale`, with `digits` decimals:
+/// the median [min–max]; "–" for a build without a collector.
+fn gc_ranged(
     g: &Group,
     f: fn(&switchyard_model::GoGc) -> f64,
     scale: f64,
     digits: usize,
 ) -> String {
-    if g.runs.iter().any(|(r, _)| r.gc.is_some()) {
-        format!(
-            "{:.digits$}",
-            g.median(|run, _| run.gc.as_ref().map(f)) / scale
-        )
-    } else {
-        "–".into()
-    }
+    let values: Vec<f64> = g
+        .runs
+        .iter()
+        .filter_map(|(run, _)| run.gc.as_ref().map(f))
+        .collect();
+    ranged_values(&values, |v| format!("{:.digits$}", v / scale))
 }
 
 /// The largest P99 of a run's 100 ms windows, ns.
@@ -326,8 +401,9 @@ fn worst_window(run: &Run) -> Option<f64> {
     w.windows.iter().map(|w| w.p99_ns).max().map(|v| v as f64)
 }
 
-/// The cache-size table: per capacity and build, medians of the hit ratio, the GC's cycles
-/// and longest pause, the latency tail, CPU per request and the peak RSS.
+/// The cache-size table: per capacity and build, the hit ratio, the GC's cycles and longest
+/// pause, the latency tail (P99 against the same build's at 2,000,000 entries), CPU per
+/// request and the peak RSS, ranged over the runs.
 pub fn cache_size_table(groups: &[Group]) -> String {
     let head = [
         "capacity",
@@ -338,30 +414,119 @@ pub fn cache_size_table(groups: &[Group]) -> String {
         "longest pause ms",
         "worst window P99 ms",
         "P99 ms",
+        "vs 2,000,000",
         "P99.99 ms",
         "max ms",
         "CPU µs/req",
         "peak RSS MiB",
     ];
     let mut out = header(&head);
+    let ms = |v: f64| format!("{:.2}", v / 1e3);
     for g in groups {
+        let hits: Vec<f64> = g
+            .runs
+            .iter()
+            .filter_map(|(run, _)| hit_ratio(run))
+            .collect();
+        let worst: Vec<f64> = g
+            .runs
+            .iter()
+            .filter_map(|(run, _)| worst_window(run))
+            .collect();
+        let vs = match find(groups, CACHE_SIZE_BASE, g.build) {
+            Some(b) if b.config != g.config => g.against(b, "latency.p99"),
+            _ => "–".into(),
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.1} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.0} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             grouped(capacity_of(g), 0),
             g.build,
-            g.runs.len(),
-            g.median(|run, _| hit_ratio(run)),
-            gc_figure(g, |g| g.cycles as f64, 1.0, 0),
-            gc_figure(g, |g| g.pause_max_ns as f64, 1e6, 2),
-            g.median(|run, _| worst_window(run)) / 1e6,
-            g.figure("latency.p99") / 1e3,
-            g.figure("latency.p99_99") / 1e3,
-            g.figure("latency.max") / 1e3,
-            g.figure("cpu.per_op"),
-            g.figure("memory.max_rss"),
+            runs_text(g),
+            ranged_values(&hits, |v| format!("{v:.1}")),
+            gc_ranged(g, |g| g.cycles as f64, 1.0, 0),
+            gc_ranged(g, |g| g.pause_max_ns as f64, 1e6, 2),
+            ranged_values(&worst, |v| format!("{:.2}", v / 1e6)),
+            g.ranged("latency.p99", ms),
+            vs,
+            g.ranged("latency.p99_99", ms),
+            g.ranged("latency.max", ms),
+            g.ranged("cpu.per_op", |v| format!("{v:.1}")),
+            g.ranged("memory.max_rss", |v| format!("{v:.0}")),
         );
     }
+    out.push_str(&sources(
+        groups,
+        &["P99", "P99.99", "max", "CPU µs/req", "peak RSS"],
+    ));
+    out
+}
+
+/// The capacity the smaller caches are judged against: the one Go against Rust uses.
+const CACHE_SIZE_BASE: &str = "capacity-2000000";
+
+/// The cache-size story's lead: per build, P99 at 500,000 and 100,000 entries against
+/// 2,000,000, with the hit ratios; and Go against Rust at each size.
+pub fn cache_size_lead(groups: &[Group]) -> String {
+    let ms = |v: f64| format!("{:.2}", v / 1e3);
+    let mut out = String::new();
+    let smaller = [
+        ("capacity-0500000", "500,000"),
+        ("capacity-0100000", "100,000"),
+    ];
+    for build in ["go", "rust"] {
+        let Some(base) = find(groups, CACHE_SIZE_BASE, build) else {
+            continue;
+        };
+        let lines: Vec<String> = smaller
+            .iter()
+            .filter_map(|(config, title)| {
+                let g = find(groups, config, build)?;
+                Some(format!(
+                    "{title} entries {} against {}, {}",
+                    g.ranged("latency.p99", ms),
+                    base.ranged("latency.p99", ms),
+                    g.against(base, "latency.p99")
+                ))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "- **{build}, smaller caches against 2,000,000 entries, P99 ms:** {}.",
+            lines.join("; ")
+        );
+    }
+    let configs = [
+        ("capacity-2000000", "2,000,000 entries"),
+        ("capacity-0500000", "500,000"),
+        ("capacity-0100000", "100,000"),
+    ];
+    for (title, name, write) in [
+        ("P99 ms", "latency.p99", &ms as &dyn Fn(f64) -> String),
+        ("P99.99 ms", "latency.p99_99", &ms),
+    ] {
+        let _ = writeln!(
+            out,
+            "- **rust against go, {title}:** {}.",
+            each_against(groups, &configs, ("rust", "go"), name, write).join("; ")
+        );
+    }
+    let hits: Vec<String> = configs
+        .iter()
+        .filter_map(|(config, title)| {
+            let g = find(groups, config, "go")?;
+            let v: Vec<f64> = g
+                .runs
+                .iter()
+                .filter_map(|(run, _)| hit_ratio(run))
+                .collect();
+            Some(format!(
+                "{title} {}%",
+                ranged_values(&v, |v| format!("{v:.1}"))
+            ))
+        })
+        .collect();
+    let _ = writeln!(out, "- **Hit ratio (go):** {}.", hits.join(", "));
     out
 }
 
@@ -422,10 +587,10 @@ pub fn go_rust_table(groups: &[Group]) -> String {
             g.ranged("latency.p99_9", ms),
             g.ranged("latency.p99_99", ms),
             g.ranged("latency.max", ms),
-            gc_figure(g, |g| g.cycles as f64, 1.0, 0),
-            gc_figure(g, |g| g.pauses as f64, 1.0, 0),
-            gc_figure(g, |g| g.pause_max_ns as f64, 1e6, 2),
-            gc_figure(g, |g| g.mark_assists as f64, 1.0, 0),
+            gc_ranged(g, |g| g.cycles as f64, 1.0, 0),
+            gc_ranged(g, |g| g.pauses as f64, 1.0, 0),
+            gc_ranged(g, |g| g.pause_max_ns as f64, 1e6, 2),
+            gc_ranged(g, |g| g.mark_assists as f64, 1.0, 0),
             ranged_values(&worst, |v| format!("{:.2}", v / 1e6)),
             g.ranged("cpu.per_op", |v| format!("{v:.1}")),
             against("cpu.per_op"),
