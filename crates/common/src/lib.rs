@@ -137,9 +137,13 @@ pub mod maps {
     pub const PY_PROCS: &str = "PY_PROCS";
     /// `LruHashMap<u32 tid, u64>`: each Python thread's `PyThreadState` address, once found.
     pub const PY_TSTATES: &str = "PY_TSTATES";
-    /// `LruHashMap<PyCodeKey, PyCode>`: code objects' names, files and line tables, by address,
-    /// copied the first time a stack holds them (the process may be gone by the end).
+    /// `LruHashMap<PyCodeKey, PyCode>`: code objects' names, files and line tables, by address
+    /// and generation there ([`crate::python::GEN_MASK`]), copied the first time a stack holds
+    /// them (the process may be gone by the end).
     pub const PY_CODES: &str = "PY_CODES";
+    /// `LruHashMap<PyCodeKey, PyGen>`: which code object an address held when last seen, and
+    /// its generation there (kernel side only).
+    pub const PY_GENS: &str = "PY_GENS";
     /// `PerCpuArray<PyCode>` indexed by [`crate::unwind::SLOTS`]: a code object being copied.
     pub const PY_SCRATCH: &str = "PY_SCRATCH";
     /// `PerCpuArray<[u64; 10]>` indexed by [`crate::unwind::SLOTS`]: a frame being read.
@@ -200,6 +204,7 @@ pub mod maps {
         PY_PROCS,
         PY_TSTATES,
         PY_CODES,
+        PY_GENS,
         PY_SCRATCH,
         PY_FRAME,
     ];
