@@ -226,22 +226,40 @@ fn check_gil_is_a_cause(run_path: &Path) {
     );
 }
 
+/// Debian's `/usr/bin/python3.11`, or `None` with the skip said (under CI=true, a failure).
+fn debian_python() -> Option<&'static Path> {
+    let python = Path::new("/usr/bin/python3.11");
+    if python.exists() {
+        return Some(python);
+    }
+    let reason = "skipping: /usr/bin/python3.11 is not installed";
+    assert!(
+        std::env::var("CI").is_err(),
+        "{reason}; CI=true turns a skip into a failure"
+    );
+    eprintln!("{reason}");
+    None
+}
+
+/// pyenv's `python3.MINOR` (`minor` "3.12"), when the host has one.
+fn pyenv_python(minor: &str) -> Option<PathBuf> {
+    let root = std::env::var("PYENV_ROOT").unwrap_or_else(|_| "/root/.pyenv".into());
+    std::fs::read_dir(Path::new(&root).join("versions"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join(format!("bin/python{minor}")))
+        .find(|p| p.exists())
+}
+
 #[test]
 fn debian_python_3_11_frames_in_every_profile() {
     if !privileged("debian_python_3_11_frames_in_every_profile") {
         return;
     }
-    let python = Path::new("/usr/bin/python3.11");
-    if !python.exists() {
-        let reason = "skipping: /usr/bin/python3.11 is not installed";
-        assert!(
-            std::env::var("CI").is_err(),
-            "{reason}; CI=true turns a skip into a failure"
-        );
-        eprintln!("{reason}");
-        return;
+    if let Some(python) = debian_python() {
+        check_interpreter(python);
     }
-    check_interpreter(python);
 }
 
 /// pyenv's 3.12 and 3.13 (a shared libpython, position-independent; 3.13's layout read from
@@ -251,15 +269,8 @@ fn pyenv_python_3_12_and_3_13_frames_in_every_profile() {
     if !privileged("pyenv_python_3_12_and_3_13_frames_in_every_profile") {
         return;
     }
-    let root = std::env::var("PYENV_ROOT").unwrap_or_else(|_| "/root/.pyenv".into());
     for minor in ["3.12", "3.13"] {
-        let found = std::fs::read_dir(Path::new(&root).join("versions"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path().join(format!("bin/python{minor}")))
-            .find(|p| p.exists());
-        match found {
+        match pyenv_python(minor) {
             Some(python) => check_interpreter(&python),
             None => eprintln!("no pyenv {minor} on this host: not checked"),
         }
@@ -277,16 +288,9 @@ fn debian_python_3_11_gil_fight_is_the_first_finding() {
     if !privileged("debian_python_3_11_gil_fight_is_the_first_finding") {
         return;
     }
-    let python = Path::new("/usr/bin/python3.11");
-    if !python.exists() {
-        let reason = "skipping: /usr/bin/python3.11 is not installed";
-        assert!(
-            std::env::var("CI").is_err(),
-            "{reason}; CI=true turns a skip into a failure"
-        );
-        eprintln!("{reason}");
+    let Some(python) = debian_python() else {
         return;
-    }
+    };
     let dir = tempdir("python-gil");
     let script = script().with_file_name("gil.py");
     let run_path = dir.join("run.json");
@@ -397,27 +401,11 @@ fn a_code_objects_address_reused_names_each_one() {
     if !privileged("a_code_objects_address_reused_names_each_one") {
         return;
     }
-    let mut pythons = vec![PathBuf::from("/usr/bin/python3.11")];
-    let root = std::env::var("PYENV_ROOT").unwrap_or_else(|_| "/root/.pyenv".into());
-    for minor in ["3.12", "3.13"] {
-        pythons.extend(
-            std::fs::read_dir(Path::new(&root).join("versions"))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| e.path().join(format!("bin/python{minor}")))
-                .find(|p| p.exists()),
-        );
-    }
-    if !pythons[0].exists() {
-        let reason = "skipping: /usr/bin/python3.11 is not installed";
-        assert!(
-            std::env::var("CI").is_err(),
-            "{reason}; CI=true turns a skip into a failure"
-        );
-        eprintln!("{reason}");
+    let Some(debian) = debian_python() else {
         return;
-    }
+    };
+    let mut pythons = vec![debian.to_path_buf()];
+    pythons.extend(["3.12", "3.13"].iter().filter_map(|m| pyenv_python(m)));
     let script = script().with_file_name("reuse.py");
     for python in pythons {
         let dir = tempdir(&format!(

@@ -166,7 +166,7 @@ pub fn gogc_table(groups: &[Group]) -> String {
 /// The GOGC every other is judged against: the runtime's default.
 const GOGC_BASE: &str = "gogc-100";
 
-/// The GOGC story's lead: P99, the worst window and CPU per request at GOGC 50 and 400
+/// The GOGC story's lead: P99, P99.9 and CPU per request at GOGC 50 and 400
 /// against 100, and the collector's cycles at each.
 pub fn gogc_lead(groups: &[Group]) -> String {
     let ms = |v: f64| format!("{:.2}", v / 1e3);
@@ -258,14 +258,9 @@ fn gc_table(
             Some(b) => format!(" {} |", g.against(b, name)),
             None => String::new(),
         };
-        let worst: Vec<f64> = g
-            .runs
-            .iter()
-            .filter_map(|(run, _)| worst_window(run))
-            .collect();
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} |{} {} | {} | {} | {} | {} | {} | {} | {} |{} {} |",
+            "| {} | {} | {} | {} |{} {} | {} | {} | {} |{} {} |",
             label(g),
             runs_text(g),
             g.ranged("latency.p50", |v| format!("{v:.0}")),
@@ -273,11 +268,7 @@ fn gc_table(
             vs("latency.p99"),
             g.ranged("latency.p99_9", ms),
             g.ranged("latency.max", ms),
-            gc_ranged(g, |g| g.cycles as f64, 1.0, 0),
-            gc_ranged(g, |g| g.pauses as f64, 1.0, 0),
-            gc_ranged(g, |g| g.pause_max_ns as f64, 1e6, 2),
-            gc_ranged(g, |g| g.mark_assists as f64, 1.0, 0),
-            ranged_values(&worst, |v| format!("{:.2}", v / 1e6)),
+            gc_cells(g),
             g.ranged("cpu.per_op", |v| format!("{v:.1}")),
             vs("cpu.per_op"),
             g.ranged("memory.max_rss", |v| format!("{v:.0}")),
@@ -393,6 +384,25 @@ fn gc_ranged(
         .filter_map(|(run, _)| run.gc.as_ref().map(f))
         .collect();
     ranged_values(&values, |v| format!("{:.digits$}", v / scale))
+}
+
+/// A GC table's cells from its recorded runs: cycles, stop-the-world pauses, the longest
+/// pause (ms), mark assists and the worst window's P99 (ms), each ranged, joined as table
+/// cells.
+fn gc_cells(g: &Group) -> String {
+    let worst: Vec<f64> = g
+        .runs
+        .iter()
+        .filter_map(|(run, _)| worst_window(run))
+        .collect();
+    [
+        gc_ranged(g, |g| g.cycles as f64, 1.0, 0),
+        gc_ranged(g, |g| g.pauses as f64, 1.0, 0),
+        gc_ranged(g, |g| g.pause_max_ns as f64, 1e6, 2),
+        gc_ranged(g, |g| g.mark_assists as f64, 1.0, 0),
+        ranged_values(&worst, |v| format!("{:.2}", v / 1e6)),
+    ]
+    .join(" | ")
 }
 
 /// The largest P99 of a run's 100 ms windows, ns.
@@ -571,14 +581,9 @@ pub fn go_rust_table(groups: &[Group]) -> String {
     for g in groups {
         let base = find(groups, &g.config, "go").filter(|b| b.build != g.build);
         let against = |name: &str| base.map_or_else(|| "–".into(), |b| g.against(b, name));
-        let worst: Vec<f64> = g
-            .runs
-            .iter()
-            .filter_map(|(run, _)| worst_window(run))
-            .collect();
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             g.build,
             runs_text(g),
             g.ranged("latency.p50", |v| format!("{v:.0}")),
@@ -587,11 +592,7 @@ pub fn go_rust_table(groups: &[Group]) -> String {
             g.ranged("latency.p99_9", ms),
             g.ranged("latency.p99_99", ms),
             g.ranged("latency.max", ms),
-            gc_ranged(g, |g| g.cycles as f64, 1.0, 0),
-            gc_ranged(g, |g| g.pauses as f64, 1.0, 0),
-            gc_ranged(g, |g| g.pause_max_ns as f64, 1e6, 2),
-            gc_ranged(g, |g| g.mark_assists as f64, 1.0, 0),
-            ranged_values(&worst, |v| format!("{:.2}", v / 1e6)),
+            gc_cells(g),
             g.ranged("cpu.per_op", |v| format!("{v:.1}")),
             against("cpu.per_op"),
             g.ranged("switches.total.per_op", |v| format!("{v:.2}")),
