@@ -378,11 +378,7 @@ fn gc_ranged(
     scale: f64,
     digits: usize,
 ) -> String {
-    let values: Vec<f64> = g
-        .runs
-        .iter()
-        .filter_map(|(run, _)| run.gc.as_ref().map(f))
-        .collect();
+    let values = g.per_run(|run| run.gc.as_ref().map(f));
     ranged_values(&values, |v| format!("{:.digits$}", v / scale))
 }
 
@@ -390,11 +386,7 @@ fn gc_ranged(
 /// pause (ms), mark assists and the worst window's P99 (ms), each ranged, joined as table
 /// cells.
 fn gc_cells(g: &Group) -> String {
-    let worst: Vec<f64> = g
-        .runs
-        .iter()
-        .filter_map(|(run, _)| worst_window(run))
-        .collect();
+    let worst = g.per_run(worst_window);
     [
         gc_ranged(g, |g| g.cycles as f64, 1.0, 0),
         gc_ranged(g, |g| g.pauses as f64, 1.0, 0),
@@ -433,16 +425,8 @@ pub fn cache_size_table(groups: &[Group]) -> String {
     let mut out = header(&head);
     let ms = |v: f64| format!("{:.2}", v / 1e3);
     for g in groups {
-        let hits: Vec<f64> = g
-            .runs
-            .iter()
-            .filter_map(|(run, _)| hit_ratio(run))
-            .collect();
-        let worst: Vec<f64> = g
-            .runs
-            .iter()
-            .filter_map(|(run, _)| worst_window(run))
-            .collect();
+        let hits = g.per_run(hit_ratio);
+        let worst = g.per_run(worst_window);
         let vs = match find(groups, CACHE_SIZE_BASE, g.build) {
             Some(b) if b.config != g.config => g.against(b, "latency.p99"),
             _ => "–".into(),
@@ -525,11 +509,7 @@ pub fn cache_size_lead(groups: &[Group]) -> String {
         .iter()
         .filter_map(|(config, title)| {
             let g = find(groups, config, "go")?;
-            let v: Vec<f64> = g
-                .runs
-                .iter()
-                .filter_map(|(run, _)| hit_ratio(run))
-                .collect();
+            let v = g.per_run(hit_ratio);
             Some(format!(
                 "{title} {}%",
                 ranged_values(&v, |v| format!("{v:.1}"))
@@ -632,12 +612,7 @@ pub fn go_rust_lead(groups: &[Group]) -> String {
         line("memory.max_rss", &|v| format!("{v:.0}"))
     );
     if let Some(go) = find(groups, "capacity-2000000", "go") {
-        let gc = |f: fn(&switchyard_model::GoGc) -> f64| -> Vec<f64> {
-            go.runs
-                .iter()
-                .filter_map(|(run, _)| run.gc.as_ref().map(f))
-                .collect()
-        };
+        let gc = |f: fn(&switchyard_model::GoGc) -> f64| go.per_run(|run| run.gc.as_ref().map(f));
         let _ = writeln!(
             out,
             "- **Go's collector, recorded:** {} cycles a run, its longest stop-the-world pause {} ms, {} mark assists.",

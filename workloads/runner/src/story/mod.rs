@@ -247,6 +247,11 @@ impl Group {
         switchyard_compare::spread(&values).map_or(0.0, |s| s.median)
     }
 
+    /// A figure each recorded run computes with `f`, one value a run that has it.
+    pub(crate) fn per_run(&self, f: impl Fn(&Run) -> Option<f64>) -> Vec<f64> {
+        self.runs.iter().filter_map(|(run, _)| f(run)).collect()
+    }
+
     /// The named figure of each run, one value a run: from the untraced runs for a figure
     /// the recorder's probes bend ([`UNTRACED_FIGURES`]) where the story has them, else from
     /// the recorded runs.

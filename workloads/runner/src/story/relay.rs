@@ -86,14 +86,10 @@ pub fn relay_table(groups: &[Group]) -> String {
             })
             .collect();
         // Runs from before the driver counted datagrams have none: "–".
-        let datagrams: Vec<f64> = g
-            .runs
-            .iter()
-            .filter_map(|(run, _)| {
-                let sent = number(run, "packets_sent")?;
-                (sent > 0.0).then_some(number(run, "datagrams_received")? / sent)
-            })
-            .collect();
+        let datagrams = g.per_run(|run| {
+            let sent = number(run, "packets_sent")?;
+            (sent > 0.0).then_some(number(run, "datagrams_received")? / sent)
+        });
         let lost: u64 = g
             .runs
             .iter()
