@@ -5,13 +5,17 @@
 //! **The idle rule.** A wait is idle when the thread was waiting for work to arrive, not for
 //! a resource its work needs:
 //! - an event-wait call: `epoll_wait`, `poll`, `select` (and their `p` forms), `accept`;
+//! - a datagram server's receive: blocked on a datagram socket (UDP, unix) in a receive that
+//!   takes the next datagram from any sender and says who sent it (`recvfrom`, `recvmmsg`,
+//!   Rust's `UdpSocket::recv_from`). A client that knows its peer connects and calls `recv`;
+//!   its wait for a reply stays a network wait;
 //! - a park: a condition variable (`pthread_cond_*wait`, Rust's `Condvar`), a thread park,
 //!   a channel receive, joining a thread, or the Go scheduler looking for work or putting a
 //!   thread to sleep (`runtime.findRunnable`, `runtime.stopm`, `runtime.notesleep`), and its
 //!   monitor (`runtime.sysmon`).
 //!
-//! A socket read or write that blocks is a network wait, a mutex is a lock, whatever woke
-//! them. The rule needs stacks; without them no wait is called idle.
+//! Any other socket read or write that blocks is a network wait, a mutex is a lock, whatever
+//! woke them. The rule needs stacks; without them no wait is called idle.
 
 use switchyard_model::{Frame, FrameKind, Label};
 use switchyard_runtimes as runtimes;
@@ -145,6 +149,21 @@ pub fn classify(label: &Label, frames: &[&Frame]) -> Reading {
                 None => reading(Kind::Lock, name),
             };
         }
+        Some((Kind::Net, name)) => {
+            // A datagram server blocked for whichever sender comes next: waiting for work.
+            // Its peer-less receive says so: a client that knows its peer connects.
+            let datagram = frames
+                .iter()
+                .any(|f| f.kind == FrameKind::Kernel && runtimes::is_datagram_receive(&f.name));
+            return match user
+                .iter()
+                .rev()
+                .find(|f| runtimes::receives_from_any_sender(&f.name))
+            {
+                Some(f) if datagram => reading(Kind::Idle, &f.name),
+                _ => reading(Kind::Net, name),
+            };
+        }
         Some((kind, name)) => return reading(kind, name),
         None => {}
     }
@@ -254,7 +273,7 @@ mod tests {
             .iter()
             .map(|n| {
                 // `function (file:line)` is a Python frame.
-                let kind = if n.ends_with(')') && n.contains(".py:") {
+                let kind = if n.ends_with(')') && (n.contains(".py:") || n.contains("(<frozen ")) {
                     FrameKind::Python
                 } else {
                     FrameKind::User
@@ -262,6 +281,16 @@ mod tests {
                 let mut f = frame(n, kind);
                 if n.contains("(threading.py:") {
                     f.file = Some("/usr/lib/python3.11/threading.py".into());
+                }
+                // `name (/path/file.py:N)` and `name (<frozen module>:N)` carry their file.
+                if let Some(file) = n
+                    .strip_suffix(')')
+                    .and_then(|n| n.rsplit_once(" ("))
+                    .and_then(|(_, at)| at.rsplit_once(':'))
+                    .map(|(file, _)| file)
+                    .filter(|file| file.starts_with('/') || file.starts_with("<frozen "))
+                {
+                    f.file = Some(file.into());
                 }
                 f
             })
@@ -337,6 +366,46 @@ mod tests {
             ),
             Kind::Net
         );
+        // A datagram server's receive from any sender is idle; a connected client's is not,
+        // nor a stream socket's receive-from.
+        let udp = [
+            "__sys_recvfrom",
+            "udp_recvmsg",
+            "__skb_recv_udp",
+            "__skb_wait_for_more_packets",
+            "schedule_timeout",
+        ];
+        assert_eq!(
+            k(
+                "S",
+                &[
+                    "main",
+                    "relay::receive",
+                    "<std::net::udp::UdpSocket>::recv_from",
+                    "recvfrom"
+                ],
+                &udp
+            ),
+            Kind::Idle
+        );
+        assert_eq!(
+            k("S", &["main", "serve", "__libc_recvfrom"], &udp),
+            Kind::Idle
+        );
+        assert_eq!(k("S", &["main", "ask", "recv"], &udp), Kind::Net);
+        assert_eq!(
+            k(
+                "S",
+                &["main", "ask", "recvfrom"],
+                &["__sys_recvfrom", "tcp_recvmsg", "sk_wait_data", "schedule"]
+            ),
+            Kind::Net
+        );
+        // Without kernel frames no socket is known to be a datagram one.
+        assert_eq!(
+            k("recvfrom", &["main", "serve", "recvfrom"], &[]),
+            Kind::Net
+        );
         assert_eq!(k("W", &["main", "nap"], &["do_nanosleep"]), Kind::Runqueue);
         assert_eq!(
             k(
@@ -377,6 +446,29 @@ mod tests {
         );
         assert_eq!(r.site, "wait_for_lock");
         assert_eq!(r.because, "futex_wait");
+    }
+
+    /// `python -m http.server`: every Python frame is the standard library's, the modules
+    /// frozen into the interpreter that run `-m` among them, so the site is the innermost.
+    #[test]
+    fn a_stdlib_only_python_stack_is_placed_at_its_innermost_frame_not_at_runpy() {
+        let r = read(
+            "S",
+            &[
+                "_run_module_as_main (<frozen runpy>:198)",
+                "_run_code (<frozen runpy>:88)",
+                "<module> (/usr/lib/python3.11/http/server.py:1314)",
+                "test (/usr/lib/python3.11/http/server.py:1271)",
+                "BaseServer.serve_forever (/usr/lib/python3.11/socketserver.py:233)",
+                "select_poll_poll",
+                "__poll",
+            ],
+            &["do_sys_poll", "schedule_hrtimeout_range"],
+        );
+        assert_eq!(
+            r.site,
+            "BaseServer.serve_forever (/usr/lib/python3.11/socketserver.py:233)"
+        );
     }
 
     /// A CPython thread: taking the GIL back is a lock wait, whatever condition variable

@@ -11,8 +11,9 @@ use crate::ProfileKind;
 /// The rule, in one sentence, for the page.
 pub(crate) const RULE: &str = "An idle wait is a thread waiting for work to arrive: an event \
      wait (<code>epoll_wait</code>, <code>poll</code>, <code>select</code>, <code>accept</code>), \
+     a datagram server's receive from any sender (<code>recvfrom</code> on a UDP socket), \
      or a park (a condition variable, a thread park or join, a channel receive, the Go \
-     scheduler's sleep); a lock, I/O, a socket read or a sleep is never idle \
+     scheduler's sleep); a lock, I/O, another socket read or a sleep is never idle \
      (<code>switchyard explain</code> says more).";
 
 /// Whether the flame graph of `kind` hides idle waits.

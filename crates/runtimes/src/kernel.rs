@@ -114,6 +114,16 @@ const FRAMES: Frames = Frames {
         ("connect", Kind::Net),
         ("futex", Kind::Lock),
     ],
+    // UDP's and the unix datagram socket's receive, down to its wait.
+    datagram_receives: &[
+        "udp_recvmsg",
+        "udpv6_recvmsg",
+        "__skb_recv_udp",
+        "unix_dgram_recvmsg",
+        "__skb_recv_datagram",
+        "skb_recv_datagram",
+        "__skb_wait_for_more_packets",
+    ],
     // The single-step trap of a probed instruction, the return trampoline.
     probe_frames: &[
         UPROBES,

@@ -160,6 +160,13 @@ pub struct Frames {
     pub syscall_waits: &'static [(&'static str, Kind)],
     /// Frames of the recorder's own uprobe machinery (exact names).
     pub probe_frames: &'static [&'static str],
+    /// Kernel frames of a datagram socket's receive (a match as in `kernel_waits`).
+    pub datagram_receives: &'static [&'static str],
+    /// User frames (by prefix of the name's last `::` segment) of a receive that takes the
+    /// next datagram from whichever sender comes and says who sent it (`recvfrom`, Rust's
+    /// `UdpSocket::recv_from`): blocked on a datagram socket, a server waiting for its next
+    /// request. A client that knows its peer connects and calls `recv`.
+    pub any_sender_receives: &'static [&'static str],
 }
 
 impl Frames {
@@ -180,6 +187,8 @@ impl Frames {
             self.library_names,
             self.wrapping,
             self.probe_frames,
+            self.datagram_receives,
+            self.any_sender_receives,
         ];
         let kinds = [self.kernel_waits, self.syscall_waits];
         lists
@@ -208,6 +217,8 @@ impl Frames {
         kernel_waits: &[],
         syscall_waits: &[],
         probe_frames: &[],
+        datagram_receives: &[],
+        any_sender_receives: &[],
     };
 }
 
@@ -310,6 +321,22 @@ pub fn kernel_wait(name: &str) -> Option<(Kind, &'static str)> {
             .is_some_and(|rest| rest.starts_with('.'));
         (name == rule || clone).then_some((kind, rule))
     })
+}
+
+/// Whether kernel frame `name` (or its compiler clone) is a datagram socket's receive.
+pub fn is_datagram_receive(name: &str) -> bool {
+    all(|f| f.datagram_receives).any(|rule| {
+        name == rule
+            || name
+                .strip_prefix(rule)
+                .is_some_and(|rest| rest.starts_with('.'))
+    })
+}
+
+/// Whether user frame `name` receives from any sender and says who sent it.
+pub fn receives_from_any_sender(name: &str) -> bool {
+    let last = name.rsplit("::").next().unwrap_or(name);
+    all(|f| f.any_sender_receives).any(|p| last.starts_with(p))
 }
 
 /// The wait a blocked syscall named `name` means.

@@ -80,6 +80,8 @@ const FRAMES: Frames = Frames {
         "syscall",
         "main",
     ],
+    // glibc's `recvfrom` and `recvmmsg` (its `recv` passes no address: a connected socket's).
+    any_sender_receives: &["recvfrom", "__libc_recvfrom", "recvmmsg", "__recvmmsg"],
     wrapping: &[
         "nanosleep",
         "clock_nanosleep",

@@ -47,7 +47,8 @@ const FRAMES: Frames = Frames {
 };
 
 /// Whether a Python frame's `file` is the interpreter's standard library (not a package
-/// installed beside it).
+/// installed beside it): a file under `lib/python3.X`, or a module frozen into the
+/// interpreter (`<frozen runpy>`, which runs `python -m`, `<frozen importlib._bootstrap>`).
 pub fn is_stdlib(file: &str) -> bool {
-    file.contains("/lib/python3") && !file.contains("-packages/")
+    (file.contains("/lib/python3") && !file.contains("-packages/")) || file.starts_with("<frozen ")
 }

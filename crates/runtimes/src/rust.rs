@@ -47,6 +47,8 @@ const FRAMES: Frames = Frames {
         "<parking_lot",
         "libc::",
     ],
+    // `UdpSocket::recv_from`, and std's socket under it (`recv_from_with_flags`).
+    any_sender_receives: &["recv_from"],
     ..Frames::NONE
 };
 
