@@ -91,6 +91,7 @@ pub fn assemble(r: Recording) -> Run {
             runqueue_holders = c.runqueue_holders;
             otel_spans = c.otel;
             meta.probe_costs = c.probe_costs;
+            meta.program_times = c.program_times;
             if let (Some(g), Some((binary, events))) = (c.gc, &r.go_gc) {
                 let lost = dropped(DropKind::GcEventsFull);
                 gc = Some(go_gc_summary(&g, binary, events, meta.start_mono_ns, lost));
@@ -418,6 +419,7 @@ mod tests {
             redaction: Default::default(),
             syscall_timing: None,
             probe_costs: None,
+            program_times: None,
         }
     }
 

@@ -275,6 +275,7 @@ impl<'p> Live<'p> {
             redaction: self.plan.redaction.clone(),
             syscall_timing: Some(self.plan.syscall_timing),
             probe_costs: None,
+            program_times: None,
         }
     }
 

@@ -61,11 +61,12 @@ pub fn render(run: &Run, top: usize) -> String {
     }
 
     // What recording cost the target through its own probes, before any figure it bends.
-    let probes = run.probe_cost_lines();
-    if !probes.is_empty() {
-        out.push('\n');
-        for line in &probes {
-            let _ = writeln!(out, "{}", escape(line));
+    for lines in [run.probe_cost_lines(), run.program_time_lines()] {
+        if !lines.is_empty() {
+            out.push('\n');
+            for line in &lines {
+                let _ = writeln!(out, "{}", escape(line));
+            }
         }
     }
 

@@ -163,6 +163,64 @@ fn syscalls_are_timed_by_budget_by_default() {
     );
 }
 
+#[test]
+fn the_programs_own_run_time_is_sampled_and_scaled_to_the_recording() {
+    if !privileged("the_programs_own_run_time_is_sampled_and_scaled_to_the_recording") {
+        return;
+    }
+    let dir = tempdir("program-times");
+    // A call a millisecond for a minute, recorded by pid for 3 s and killed after.
+    let stamps = dir.join("stamps.bin");
+    let target = stamped_getppid_loop("60000", "1000", &stamps);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let run_path = dir.join("run.json");
+    let out = Command::new(switchyard())
+        .args([
+            "record",
+            "-d",
+            "3s",
+            "--pid",
+            &target.id().to_string(),
+            "-o",
+        ])
+        .arg(&run_path)
+        .output()
+        .unwrap();
+    let stderr = text(&out).1;
+    assert!(out.status.success(), "{stderr}");
+    drop(target);
+    let run = load_run(&run_path);
+    let times = &run["meta"]["program_times"];
+    // 100 ms of each second, at a random point: a tenth of the recording, less the last
+    // second's slice where the stop came first.
+    let covered = times["covered"].as_f64().expect("program_times.covered");
+    assert!(covered > 0.0 && covered <= 0.2, "{times}");
+    let programs = times["programs"]
+        .as_array()
+        .expect("program_times.programs");
+    let sys_enter = programs
+        .iter()
+        .find(|p| p["name"] == "sys_enter")
+        .unwrap_or_else(|| panic!("no sys_enter among {times}"));
+    let runs = sys_enter["runs"].as_u64().unwrap();
+    assert!(
+        runs > 0 && sys_enter["run_ns"].as_u64().unwrap() > 0,
+        "{sys_enter}"
+    );
+    // The program runs for every syscall on the host, the target's among them: scaled to the
+    // whole recording, its runs are at least most of the target's calls. Counted only while
+    // the statistics were on, unscaled, they would be about a tenth.
+    let calls = syscall_count(&run, "getppid");
+    assert!(
+        runs as f64 / covered >= calls as f64 * 0.5,
+        "{runs} runs counted over {covered} of the recording, against {calls} getppid calls"
+    );
+    assert!(
+        stderr.contains("the recorder's BPF programs ran") && stderr.contains("sys_enter: "),
+        "{stderr}"
+    );
+}
+
 /// The demo's loop of `calls` getppid calls, one every `gap_us` µs, each return's time
 /// written to `stamps` when it ends.
 fn stamped_getppid_loop(calls: &str, gap_us: &str, stamps: &std::path::Path) -> Reaped {

@@ -90,6 +90,8 @@ impl Probes {
             windows: None,
             evicted: Evicted::default(),
             attach_steps: steps.done,
+            program_stats: None,
+            program_covered: None,
             span_events,
             trap_costs,
             span_placements,

@@ -91,6 +91,7 @@ pub(crate) fn collected(
         offcpu_sampling,
         otel: None,
         probe_costs: None,
+        program_times: None,
     }
 }
 

@@ -17,6 +17,7 @@ pub mod otel;
 mod placement;
 mod probecost;
 mod probes;
+mod progstats;
 mod python;
 mod read;
 mod spans;
@@ -219,6 +220,10 @@ pub struct Probes {
     span_procs: std::collections::BTreeSet<u32>,
     /// Where attaching spent its time, step by step ([`Probes::attach_steps`]).
     attach_steps: Vec<(String, std::time::Duration)>,
+    /// The programs' run-time statistics, turned on a tenth of the recording.
+    program_stats: Option<progstats::Sampler>,
+    /// The share of the recording they were on, once it stopped.
+    program_covered: Option<progstats::Covered>,
 }
 
 /// What the kernel side collected.
@@ -245,4 +250,6 @@ pub struct Collected {
     pub otel: Option<switchyard_model::OtelSpans>,
     /// What the span probes cost the target, when spans are probed.
     pub probe_costs: Option<switchyard_model::ProbeCosts>,
+    /// The BPF programs' own run time, sampled (a whole recording's, read at its end).
+    pub program_times: Option<switchyard_model::ProgramTimes>,
 }

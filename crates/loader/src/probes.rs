@@ -318,6 +318,7 @@ impl Probes {
         let start = switchyard_model::driver::monotonic_ns();
         self.set_start(start)?;
         self.started = start;
+        self.program_stats = crate::progstats::Sampler::start();
         Ok(start)
     }
 
@@ -330,6 +331,10 @@ impl Probes {
         self.set_start(u64::MAX)?;
         let end = switchyard_model::driver::monotonic_ns();
         self.stopped = Some(end);
+        self.program_covered = self
+            .program_stats
+            .take()
+            .map(crate::progstats::Sampler::stop);
         // Each thread's state and place now: a wait still open has its kernel stack here.
         self.bounds.end = crate::bounds::tasks(&self.followed(), self.stacks_on);
         Ok(end)
@@ -358,6 +363,12 @@ impl Probes {
 
     /// Detaches every program and reads the maps (counting stopped at [`Probes::stop`]).
     pub fn finish(mut self, target: u32) -> Result<Collected, Error> {
+        // The programs' run times, read while they are loaded: a whole recording's only (a
+        // continuous recording's last window would be given the whole one's).
+        let program_times = match (self.program_covered, &self.windows) {
+            (Some(covered), None) => Some(crate::progstats::read(&self.ebpf, covered)),
+            _ => None,
+        };
         for name in [
             programs::GO_GC,
             programs::SPAN_ENTER,
@@ -387,7 +398,9 @@ impl Probes {
                 };
             }
         }
-        self.read(target, self.stopped)
+        let mut collected = self.read(target, self.stopped)?;
+        collected.program_times = program_times;
+        Ok(collected)
     }
 
     /// Cuts a window of a continuous recording (`record --every`): what the maps added since

@@ -607,6 +607,49 @@ pub struct Meta {
     /// What the recorder's own uprobes cost the target (spans' probes); `None` without them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_costs: Option<ProbeCosts>,
+    /// The recorder's BPF programs' own run time, sampled; `None` where it was not measured
+    /// (another collector, a continuous recording's windows, runs from before it was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program_times: Option<ProgramTimes>,
+}
+
+/// The recorder's BPF programs' own run time. The kernel counts a program's runs and their
+/// time only while its run-time statistics are on (`BPF_ENABLE_STATS`), which adds two clock
+/// reads to every run of every program; so the recorder turns them on for a tenth of the
+/// recording, 100 ms at a random point of each second, and the counts are scaled by the share
+/// of the recording they covered. A host that keeps them on (`kernel.bpf_stats_enabled`)
+/// covers all of it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProgramTimes {
+    /// The share of the recording the statistics were on, 0 to 1.
+    pub covered: f64,
+    /// Each program that ran while they were on, the longest first.
+    pub programs: Vec<ProgramTime>,
+}
+
+/// One BPF program's runs and their time while the statistics were on.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProgramTime {
+    pub name: String,
+    pub runs: u64,
+    pub run_ns: u64,
+}
+
+impl ProgramTimes {
+    /// The programs' time over the whole recording, ns: what was counted, scaled by the share
+    /// it covered.
+    pub fn total_ns(&self) -> f64 {
+        self.scaled(self.programs.iter().map(|p| p.run_ns).sum())
+    }
+
+    /// A count taken while the statistics were on, scaled to the whole recording.
+    pub fn scaled(&self, counted: u64) -> f64 {
+        if self.covered > 0.0 {
+            counted as f64 / self.covered
+        } else {
+            0.0
+        }
+    }
 }
 
 /// What a breakpoint costs on this host, measured as the recording started: switchyard
@@ -1129,6 +1172,53 @@ impl Run {
         lines
     }
 
+    /// What the recorder's BPF programs ran for, for the summary and the page: their time
+    /// over the recording against the target's time on CPU, then a line per program (its
+    /// runs, their mean and their time). Empty where it was not measured.
+    pub fn program_time_lines(&self) -> Vec<String> {
+        let Some(pt) = &self.meta.program_times else {
+            return Vec::new();
+        };
+        if pt.programs.is_empty() || pt.covered <= 0.0 {
+            return Vec::new();
+        }
+        let total = pt.total_ns();
+        let oncpu = self.totals().oncpu_ns;
+        let share = if oncpu > 0 {
+            format!(
+                ", {} of the target's time on CPU",
+                units::percent(total / oncpu as f64)
+            )
+        } else {
+            String::new()
+        };
+        let how = if pt.covered >= 0.999 {
+            "counted throughout (the host keeps BPF statistics on)".to_string()
+        } else {
+            format!(
+                "counted for {} of the recording, 100 ms at a random point of each second, and \
+                 scaled",
+                units::percent(pt.covered)
+            )
+        };
+        let mut lines = vec![format!(
+            "the recorder's BPF programs ran {}{share}; host-wide programs run for every task, \
+             so that is the most of it the target paid ({how})",
+            units::ns(total.round() as u64)
+        )];
+        for p in &pt.programs {
+            let each = p.run_ns.checked_div(p.runs).unwrap_or(0);
+            lines.push(format!(
+                "  {}: {} runs × {} = {}",
+                p.name,
+                units::thousands(pt.scaled(p.runs).round() as u64),
+                units::ns_latency(each),
+                units::ns(pt.scaled(p.run_ns).round() as u64)
+            ));
+        }
+        lines
+    }
+
     /// How the syscall latencies were taken, when not from every call: one line for the
     /// summary and the page, naming the syscalls whose timing was sampled. `None`: every call
     /// was timed, and the times are exact.
@@ -1305,6 +1395,7 @@ pub(crate) mod tests {
                 redaction: Redaction::default(),
                 syscall_timing: None,
                 probe_costs: None,
+                program_times: None,
             },
             missing: vec![],
             counters: vec![Counter {
@@ -1362,6 +1453,45 @@ pub(crate) mod tests {
         assert_eq!(syscall_nr("getppid"), Some(110));
         assert_eq!(errno_name(11), "EAGAIN");
         assert_eq!(errno_name(2), "ENOENT");
+    }
+
+    #[test]
+    fn the_programs_times_are_scaled_to_the_recording_and_set_against_its_cpu() {
+        let mut run = sample_run();
+        assert!(run.program_time_lines().is_empty());
+        let oncpu = run.totals().oncpu_ns;
+        // Counted over a tenth of the recording: 20,000 runs of 250 ns and 1,000 of 2 µs.
+        run.meta.program_times = Some(ProgramTimes {
+            covered: 0.1,
+            programs: vec![
+                ProgramTime {
+                    name: "sched_switch".into(),
+                    runs: 1_000,
+                    run_ns: 2_000_000,
+                },
+                ProgramTime {
+                    name: "sys_enter".into(),
+                    runs: 20_000,
+                    run_ns: 5_000_000,
+                },
+            ],
+        });
+        let lines = run.program_time_lines();
+        let total = 70_000_000.0;
+        assert_eq!(
+            lines,
+            [
+                format!(
+                    "the recorder's BPF programs ran 70.0 ms, {} of the target's time on CPU; \
+                     host-wide programs run for every task, so that is the most of it the \
+                     target paid (counted for 10.0% of the recording, 100 ms at a random point \
+                     of each second, and scaled)",
+                    units::percent(total / oncpu as f64)
+                ),
+                "  sched_switch: 10,000 runs × 2.0 µs = 20.0 ms".to_string(),
+                "  sys_enter: 200,000 runs × 250 ns = 50.0 ms".to_string(),
+            ]
+        );
     }
 
     #[test]

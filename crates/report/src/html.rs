@@ -353,13 +353,18 @@ fn totals_table(out: &mut String, run: &Run, t: &Totals, idle: u64) {
 
 /// What the recorder's own probes cost the target, where any figure above includes it.
 fn probe_costs(out: &mut String, run: &Run) {
-    let probes = run.probe_cost_lines();
-    if let Some((head, rest)) = probes.split_first() {
-        let _ = writeln!(
-            out,
-            "<p class=\"note\" id=\"probe-costs\">{}.</p>",
-            Esc(head)
-        );
+    for (id, lines) in [
+        ("probe-costs", run.probe_cost_lines()),
+        ("program-times", run.program_time_lines()),
+    ] {
+        noted_list(out, id, &lines);
+    }
+}
+
+/// A note (the first line) and a list of the rest.
+fn noted_list(out: &mut String, id: &str, lines: &[String]) {
+    if let Some((head, rest)) = lines.split_first() {
+        let _ = writeln!(out, "<p class=\"note\" id=\"{id}\">{}.</p>", Esc(head));
         if !rest.is_empty() {
             out.push_str("<ul class=\"probe-costs\">\n");
             for line in rest {
