@@ -125,6 +125,12 @@ check-html html="reports/latest/index.html" png="reports/screenshot.png":
 compare-assets *flags: build
     {{runner}} compare-assets {{flags}}
 
+# The asset story's compression figures as files: each gzip and zstd level's ratio and speed
+# over the models (reports/asset-server/ratios.txt), and the models' parts against the real
+# glTF samples of Debian's assimp-testmodels (samples.txt)
+asset-ratios: build
+    bash scripts/asset-ratios.sh
+
 # The asset server under concurrent downloads: each build with 2, 4 and 8 always in flight
 # (closed loop), 150 requests a run, REPEATS runs each (2; about 12 minutes); table and chart
 # under reports/asset-server/concurrency

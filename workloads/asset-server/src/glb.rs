@@ -1,6 +1,8 @@
 //! GLB, the binary glTF 2.0 container: a 12-byte header (`glTF`, version 2, total length),
 //! then chunks of (length, type, data): the JSON chunk first, then the binary buffer.
 
+use std::ops::Range;
+
 use crate::LICENCE_PLACEHOLDER;
 
 pub const MAGIC: &[u8; 4] = b"glTF";
@@ -42,9 +44,9 @@ fn u32_at(b: &[u8], at: usize) -> Result<u32, GlbError> {
         .ok_or(GlbError::Chunk)
 }
 
-/// Parses a GLB: its header and chunk table, and its JSON (fully, as a server must to know
-/// the document is sound), and finds the licence field.
-pub fn parse(b: &[u8]) -> Result<Glb, GlbError> {
+/// A GLB's header and chunk table: where its JSON chunk is, and its binary chunk when there
+/// is one.
+pub fn chunks(b: &[u8]) -> Result<(Range<usize>, Option<Range<usize>>), GlbError> {
     if b.get(0..4) != Some(MAGIC.as_slice()) {
         return Err(GlbError::Magic);
     }
@@ -80,6 +82,13 @@ pub fn parse(b: &[u8]) -> Result<Glb, GlbError> {
         .iter()
         .find(|(k, _)| *k == CHUNK_BIN)
         .map(|(_, r)| r.clone());
+    Ok((json, bin))
+}
+
+/// Parses a GLB: its header and chunk table, and its JSON (fully, as a server must to know
+/// the document is sound), and finds the licence field.
+pub fn parse(b: &[u8]) -> Result<Glb, GlbError> {
+    let (json, bin) = chunks(b)?;
     let doc: serde_json::Value =
         serde_json::from_slice(&b[json.clone()]).map_err(|e| GlbError::Json(e.to_string()))?;
     if doc["asset"]["extras"]["licence"] != LICENCE_PLACEHOLDER {
@@ -97,6 +106,27 @@ pub fn parse(b: &[u8]) -> Result<Glb, GlbError> {
         bin,
         licence: start..start + LICENCE_PLACEHOLDER.len(),
     })
+}
+
+/// The byte ranges of a glTF document's embedded images within its binary buffer: the buffer
+/// views its `images` point at (buffer 0, the GLB's own), each clipped to `bin_len`.
+pub fn image_ranges(doc: &serde_json::Value, bin_len: usize) -> Vec<Range<usize>> {
+    let views = doc["bufferViews"].as_array().cloned().unwrap_or_default();
+    let mut out: Vec<Range<usize>> = doc["images"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|img| views.get(img["bufferView"].as_u64()? as usize))
+        .filter(|v| v["buffer"].as_u64().unwrap_or(0) == 0)
+        .filter_map(|v| {
+            let start = v["byteOffset"].as_u64().unwrap_or(0) as usize;
+            let end = start.checked_add(v["byteLength"].as_u64()? as usize)?;
+            (start < bin_len).then(|| start..end.min(bin_len))
+        })
+        .collect();
+    out.sort_by_key(|r| r.start);
+    out.dedup();
+    out
 }
 
 /// The model as served to a client: a copy with its licence field set.
