@@ -187,10 +187,10 @@ pub fn asset_table(groups: &[Group]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
             g.build,
             runs_text(g),
-            cpu_ms,
+            g.ranged("cpu.per_op", |v| format!("{:.0}", v / 1000.0)),
             if served > 0.0 { cpu_ms / served } else { 0.0 },
             share(0),
             share(1),
@@ -199,16 +199,16 @@ pub fn asset_table(groups: &[Group]) -> String {
             g.figure("syscalls.total.per_op"),
             bytes(if writes > 0.0 { wire / writes } else { 0.0 }.round() as u64),
             g.figure("switches.total.per_op"),
-            ns_f(param(g, "mean_latency_ns")),
+            ranged_values(&g.per_run(|run| number(run, "mean_latency_ns")), ns_f),
             // Under 100 requests a run, P99 is its maximum: not given as a percentile.
             if g.figure("operations") < 100.0 {
                 "–".to_string()
             } else {
                 Unit::Micros.human(g.figure("latency.p99"))
             },
-            Unit::Micros.human(g.figure("latency.max")),
+            g.ranged("latency.max", |v| Unit::Micros.human(v)),
             bytes(wire.round() as u64),
-            Unit::MiB.human(g.figure("memory.max_rss")),
+            g.ranged("memory.max_rss", |v| Unit::MiB.human(v)),
             heap("heap.allocs.per_op", Unit::PerOp),
             heap("heap.bytes.per_op", Unit::BytesPerOp),
         );
