@@ -733,6 +733,19 @@ impl TrapCosts {
     }
 }
 
+/// ", 9.9% of the target's time on CPU": `total` ns against the target's `oncpu` ns; empty
+/// when it had none.
+fn oncpu_share(total: f64, oncpu: u64) -> String {
+    if oncpu > 0 {
+        format!(
+            ", {} of the target's time on CPU",
+            units::percent(total / oncpu as f64)
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// How syscalls were timed (`record --syscall-latency`, `--syscall-budget`).
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SyscallTiming {
@@ -1146,14 +1159,7 @@ impl Run {
             };
             let cost = match (p.ns_per_call, p.total_ns()) {
                 (Some(each), Some(total)) => {
-                    let share = if oncpu > 0 {
-                        format!(
-                            ", {} of the target's time on CPU",
-                            units::percent(total / oncpu as f64)
-                        )
-                    } else {
-                        String::new()
-                    };
+                    let share = oncpu_share(total, oncpu);
                     format!(
                         " × {} = {}{share}",
                         units::ns_latency(each.round() as u64),
@@ -1183,15 +1189,7 @@ impl Run {
             return Vec::new();
         }
         let total = pt.total_ns();
-        let oncpu = self.totals().oncpu_ns;
-        let share = if oncpu > 0 {
-            format!(
-                ", {} of the target's time on CPU",
-                units::percent(total / oncpu as f64)
-            )
-        } else {
-            String::new()
-        };
+        let share = oncpu_share(total, self.totals().oncpu_ns);
         let how = if pt.covered >= 0.999 {
             "counted throughout (the host keeps BPF statistics on)".to_string()
         } else {
