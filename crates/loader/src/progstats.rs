@@ -35,8 +35,8 @@ const NAP: Duration = Duration::from_millis(20);
 /// (dropped without it, it stops its thread all the same).
 pub struct Sampler {
     started: Instant,
-    /// The host keeps the statistics on, and there is nothing to turn on.
-    always: bool,
+    /// The thread turning the statistics on, and its stop flag; `None` where the host keeps
+    /// them on and there is nothing to turn on.
     thread: Option<(Arc<AtomicBool>, JoinHandle<Duration>)>,
 }
 
@@ -53,7 +53,6 @@ impl Sampler {
         if host_keeps_stats_on() {
             return Some(Sampler {
                 started,
-                always: true,
                 thread: None,
             });
         }
@@ -67,7 +66,6 @@ impl Sampler {
             .ok()?;
         Some(Sampler {
             started,
-            always: false,
             thread: Some((stop, thread)),
         })
     }
@@ -75,11 +73,9 @@ impl Sampler {
     /// Stops sampling: the share of the recording the statistics were on.
     pub fn stop(mut self) -> Covered {
         let whole = self.started.elapsed();
-        if self.always {
-            return Covered(1.0);
-        }
+        // No thread: the host kept the statistics on throughout.
         let Some((stop, thread)) = self.thread.take() else {
-            return Covered(0.0);
+            return Covered(1.0);
         };
         stop.store(true, Ordering::Relaxed);
         let on = thread.join().unwrap_or_default();

@@ -315,22 +315,22 @@ pub fn is_library(name: &str, module: &str) -> bool {
 
 /// The wait kernel frame `name` means, with the rule's name.
 pub fn kernel_wait(name: &str) -> Option<(Kind, &'static str)> {
-    all(|f| f.kernel_waits).find_map(|(rule, kind)| {
-        let clone = name
+    all(|f| f.kernel_waits)
+        .find_map(|(rule, kind)| is_kernel_frame(name, rule).then_some((kind, rule)))
+}
+
+/// Whether kernel frame `name` is `rule`'s function: itself, or a compiler clone of it
+/// (`name.isra.0`).
+fn is_kernel_frame(name: &str, rule: &str) -> bool {
+    name == rule
+        || name
             .strip_prefix(rule)
-            .is_some_and(|rest| rest.starts_with('.'));
-        (name == rule || clone).then_some((kind, rule))
-    })
+            .is_some_and(|rest| rest.starts_with('.'))
 }
 
 /// Whether kernel frame `name` (or its compiler clone) is a datagram socket's receive.
 pub fn is_datagram_receive(name: &str) -> bool {
-    all(|f| f.datagram_receives).any(|rule| {
-        name == rule
-            || name
-                .strip_prefix(rule)
-                .is_some_and(|rest| rest.starts_with('.'))
-    })
+    all(|f| f.datagram_receives).any(|rule| is_kernel_frame(name, rule))
 }
 
 /// Whether user frame `name` receives from any sender and says who sent it.
