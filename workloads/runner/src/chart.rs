@@ -133,9 +133,16 @@ impl Chart {
             None if self.x_log => Axis::of(all().map(|p| p.0)),
             None => Axis::linear(0.0, all().map(|p| p.0).fold(1.0, f64::max) * 1.1),
         };
+        // The shared y axis is the panels' that have no axis of their own.
+        let shared = || {
+            panels
+                .iter()
+                .filter(|p| p.y_desc.is_none())
+                .flat_map(|p| p.series.iter().flat_map(|s| s.points.iter().copied()))
+        };
         let y = match self.y_range {
             Some((lo, hi)) => Axis::linear(lo, hi),
-            None => Axis::of(all().map(|p| p.1)),
+            None => Axis::of(shared().map(|p| p.1)),
         };
         let draw = |e: &dyn std::fmt::Display| Failure::new(format!("drawing the chart: {e}"));
         let mut svg = String::new();
