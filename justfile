@@ -132,8 +132,8 @@ asset-ratios: build
     bash scripts/asset-ratios.sh
 
 # The asset server under concurrent downloads: each build with 2, 4 and 8 always in flight
-# (closed loop), 150 requests a run, REPEATS runs each (2; about 12 minutes); table and chart
-# under reports/asset-server/concurrency
+# (closed loop), 150 requests a run, REPEATS runs each recorded and as many untraced (5; about
+# an hour); table, lead and chart under reports/asset-server/concurrency
 story-assets-concurrency *flags: build
     {{runner}} story-assets-concurrency {{flags}}
 

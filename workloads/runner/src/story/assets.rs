@@ -47,7 +47,7 @@ pub fn assets_concurrency() -> Story {
         chart: Some(|_, g| asset_concurrency_chart(g)),
         keeps_oncpu: false,
         untraced: true,
-        lead: None,
+        lead: Some(asset_concurrency_lead),
         configs: ASSET_CONCURRENCY
             .iter()
             .map(|n| Config {
@@ -288,9 +288,9 @@ fn asset_colour(build: &str) -> usize {
     build_colour(build).unwrap_or(6)
 }
 
-/// The concurrency story's table: per level of concurrency and build, medians of the
-/// responses served, responses/s, the server's CPU (per request, and in cores' worth), and the
-/// latency's mean, P50, P99 and maximum.
+/// The concurrency story's table: per level of concurrency and build, the responses served,
+/// responses/s, the server's CPU (per request, and in cores' worth), the latency's mean, P50,
+/// P99 and maximum, and peak memory; a figure the untraced runs give is ranged over them.
 pub fn asset_concurrency_table(groups: &[Group]) -> String {
     let head = [
         "in flight",
@@ -306,6 +306,7 @@ pub fn asset_concurrency_table(groups: &[Group]) -> String {
         "max ms",
         "peak RSS MiB",
     ];
+    let ms = |v: f64| grouped(v / 1e3, 0);
     let mut out = header(&head);
     for g in groups {
         let mean = g.median(|run, _| {
@@ -314,22 +315,79 @@ pub fn asset_concurrency_table(groups: &[Group]) -> String {
         });
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.0} | {:.2} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.0} | {} | {} | {:.0} | {} | {} | {} | {} | {} |",
             g.parameter("concurrency").unwrap_or("?"),
             g.build,
             runs_text(g),
             g.figure("operations"),
-            g.figure("throughput"),
-            g.figure("cpu.per_op") / 1e3,
+            g.ranged("throughput", |v| format!("{v:.2}")),
+            g.ranged("cpu.per_op", |v| format!("{:.0}", v / 1e3)),
             g.figure("cpu.utilisation"),
             grouped(mean / 1e6, 0),
-            grouped(g.figure("latency.p50") / 1e3, 0),
-            grouped(g.figure("latency.p99") / 1e3, 0),
-            grouped(g.figure("latency.max") / 1e3, 0),
+            g.ranged("latency.p50", ms),
+            g.ranged("latency.p99", ms),
+            g.ranged("latency.max", ms),
             g.ranged("memory.max_rss", |v| format!("{v:.0}")),
         );
     }
-    out.push_str(&sources(groups, &["latency", "CPU", "peak RSS"]));
+    out.push_str(&sources(
+        groups,
+        &["responses/s", "CPU ms/req", "P50", "P99", "max", "peak RSS"],
+    ));
+    out
+}
+
+/// The concurrency story's lead: at each level of downloads in flight, rust-zstd's P99, its
+/// longest response and its throughput against node-gzip's, the runtime's part of the tail
+/// (rust-gzip against node-gzip), and the peak memory, each ranged and judged.
+pub fn asset_concurrency_lead(groups: &[Group]) -> String {
+    let levels: Vec<(String, String)> = ASSET_CONCURRENCY
+        .iter()
+        .map(|n| (format!("c{n:02}"), format!("{n} in flight")))
+        .collect();
+    let configs: Vec<(&str, &str)> = levels
+        .iter()
+        .map(|(dir, title)| (dir.as_str(), title.as_str()))
+        .collect();
+    let ms = |v: f64| grouped(v / 1e3, 0);
+    let per_s = |v: f64| format!("{v:.2}");
+    let mib = |v: f64| format!("{v:.0}");
+    let mut out = String::new();
+    for (title, pair, name, write) in [
+        (
+            "rust-zstd against node-gzip, P99 ms",
+            ("rust-zstd", "node-gzip"),
+            "latency.p99",
+            &ms as &dyn Fn(f64) -> String,
+        ),
+        (
+            "rust-zstd against node-gzip, the longest response, ms",
+            ("rust-zstd", "node-gzip"),
+            "latency.max",
+            &ms,
+        ),
+        (
+            "rust-zstd against node-gzip, responses/s",
+            ("rust-zstd", "node-gzip"),
+            "throughput",
+            &per_s,
+        ),
+        (
+            "the runtime: rust-gzip against node-gzip, P99 ms",
+            ("rust-gzip", "node-gzip"),
+            "latency.p99",
+            &ms,
+        ),
+        (
+            "rust-zstd against node-gzip, peak RSS MiB",
+            ("rust-zstd", "node-gzip"),
+            "memory.max_rss",
+            &mib,
+        ),
+    ] {
+        let line = each_against(groups, &configs, pair, name, write).join("; ");
+        let _ = writeln!(out, "- **{title}:** {line}.");
+    }
     out
 }
 
@@ -382,11 +440,12 @@ pub fn asset_concurrency_chart(groups: &[Group]) -> Result<String, Failure> {
         }
     })
     .collect();
-    let mut chart = Chart::new(
-        "asset server: latency and peak memory against downloads in flight; a dot per run, a line through the medians",
-        "downloads in flight",
-        "latency s",
-    );
+    let title = if groups.iter().any(|g| !g.untraced.is_empty()) {
+        "asset server: latency and peak memory against downloads in flight; a dot per untraced run, a line through the medians"
+    } else {
+        "asset server: latency and peak memory against downloads in flight; a dot per run, a line through the medians"
+    };
+    let mut chart = Chart::new(title, "downloads in flight", "latency s");
     chart.grid = (1, panels.len());
     chart.size = (1100, 360);
     let most = ASSET_CONCURRENCY.iter().copied().max().unwrap_or(1);
