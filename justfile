@@ -56,6 +56,12 @@ lint: setup
 bench-overhead: build
     {{runner}} bench-overhead
 
+# `just bench-thread-state [REPEATS] [ROUNDS]`: the switch program's way of finding a thread's
+# entry (an array by tid) against task storage, each as a program on sched_switch timed by the
+# kernel's run-time statistics on a pinned ping-pong, next to the empty program
+bench-thread-state repeats="5" rounds="200000": build
+    bash scripts/bench-thread-state.sh {{repeats}} {{rounds}}
+
 # `just bench-broker [REPEATS] [SECONDS] [SWITCHYARD…]`: REPEATS runs of SECONDS, untraced and
 # recorded (default settings) by each binary named (default: target/release/switchyard),
 # interleaved; name two for a before/after:

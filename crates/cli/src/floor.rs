@@ -1,6 +1,8 @@
 //! `switchyard floor`: empty programs on the recording's attach points, attached until Ctrl-C.
 //! What they add to a syscall or a context switch is the least any tracer with these attach
 //! points can cost; a benchmark measures the recording against it (`just bench-overhead`).
+//! Two more kinds measure what finding a thread's entry costs a switch, in an array by tid or
+//! in task storage (`just bench-thread-state`).
 
 use std::{io::Write as _, process::ExitCode};
 
@@ -13,9 +15,16 @@ use crate::preflight::take_ready_fd;
 #[derive(clap::Args, Debug)]
 pub struct FloorArgs {
     /// Which attach points: `syscalls` (raw tracepoints sys_enter and sys_exit, as `record`
-    /// uses) or `switch` (the BTF tracepoint sched_switch).
+    /// uses) or `switch` (the BTF tracepoint sched_switch); `switch-array` and
+    /// `switch-task-storage` are the switch floor finding both threads' entries, in an array
+    /// by tid (as `record` does) or in task storage.
     #[arg(value_enum)]
     pub what: FloorWhat,
+    /// Keep the kernel's run-time statistics on while attached, and print each program's runs
+    /// and mean time a run when detached. They cost every BPF program on the host two clock
+    /// reads a run.
+    #[arg(long)]
+    pub program_time: bool,
     /// Write `floor <what>` and a newline to this open descriptor once the programs are
     /// attached (for scripts: the write end of a pipe).
     #[arg(long, value_name = "FD")]
@@ -26,6 +35,8 @@ pub struct FloorArgs {
 pub enum FloorWhat {
     Syscalls,
     Switch,
+    SwitchArray,
+    SwitchTaskStorage,
 }
 
 impl FloorWhat {
@@ -33,6 +44,8 @@ impl FloorWhat {
         match self {
             FloorWhat::Syscalls => "syscalls",
             FloorWhat::Switch => "switch",
+            FloorWhat::SwitchArray => "switch-array",
+            FloorWhat::SwitchTaskStorage => "switch-task-storage",
         }
     }
 
@@ -40,13 +53,21 @@ impl FloorWhat {
         match self {
             FloorWhat::Syscalls => FloorKind::Syscalls,
             FloorWhat::Switch => FloorKind::Switch,
+            FloorWhat::SwitchArray => FloorKind::SwitchArray,
+            FloorWhat::SwitchTaskStorage => FloorKind::SwitchTaskStorage,
         }
     }
 
     fn attach_points(self) -> &'static str {
         match self {
-            FloorWhat::Syscalls => "raw tracepoints sys_enter and sys_exit",
-            FloorWhat::Switch => "BTF tracepoint sched_switch",
+            FloorWhat::Syscalls => "empty programs on the raw tracepoints sys_enter and sys_exit",
+            FloorWhat::Switch => "an empty program on the BTF tracepoint sched_switch",
+            FloorWhat::SwitchArray => {
+                "a program on sched_switch finding both threads' entries in an array by tid"
+            }
+            FloorWhat::SwitchTaskStorage => {
+                "a program on sched_switch finding both threads' entries in task storage"
+            }
         }
     }
 }
@@ -60,9 +81,12 @@ pub fn run(args: FloorArgs) -> Result<ExitCode> {
     signals.add(Signal::SIGTERM);
     pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&signals), None)
         .context("blocking SIGINT and SIGTERM")?;
-    let floor = Floor::attach(args.what.kind())?;
+    let mut floor = Floor::attach(args.what.kind())?;
+    if args.program_time {
+        floor.keep_program_times()?;
+    }
     say!(
-        "switchyard: floor {}: empty programs on the {} attached; Ctrl-C to detach",
+        "switchyard: floor {}: {} attached; Ctrl-C to detach",
         args.what.name(),
         args.what.attach_points()
     );
@@ -72,6 +96,17 @@ pub fn run(args: FloorArgs) -> Result<ExitCode> {
     }
     // Sleeps until the signal: the floor itself takes no CPU while it is measured.
     signals.wait().context("waiting for SIGINT or SIGTERM")?;
+    if args.program_time {
+        // One line a program that ran, for scripts: `program NAME: RUNS runs, NS ns a run`.
+        for p in floor.program_times().programs {
+            println!(
+                "program {}: {} runs, {:.1} ns a run",
+                p.name,
+                p.runs,
+                p.run_ns as f64 / p.runs.max(1) as f64
+            );
+        }
+    }
     drop(floor);
     Ok(ExitCode::SUCCESS)
 }

@@ -1,5 +1,6 @@
 //! `switchyard floor`: the empty programs are attached when the ready line arrives, and a
-//! SIGINT detaches them and ends the process with exit 0. Needs root.
+//! SIGINT detaches them and ends the process with exit 0; the two lookup floors run at every
+//! switch of a pinned ping-pong and say so. Needs root.
 
 mod common;
 
@@ -39,6 +40,12 @@ fn attached_tracepoints(pid: u32) -> Vec<String> {
 /// Runs `switchyard floor WHAT --ready-fd 3` with fd 3 the write end of a pipe, checks the
 /// ready line and the links it holds then, SIGINTs it and checks how it ends.
 fn floor_attaches_and_detaches(what: &str, expected: &[&str]) {
+    floor_around(what, &[], expected, || ());
+}
+
+/// [`floor_attaches_and_detaches`] with more flags, running `meanwhile` once the floor is
+/// attached; the floor's stdout.
+fn floor_around(what: &str, flags: &[&str], expected: &[&str], meanwhile: impl FnOnce()) -> String {
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two descriptors into the array.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
@@ -48,7 +55,8 @@ fn floor_attaches_and_detaches(what: &str, expected: &[&str]) {
     let write_fd = write_end.as_raw_fd();
     let mut cmd = Command::new(switchyard());
     cmd.args(["floor", what, "--ready-fd", "3"])
-        .stdout(Stdio::null())
+        .args(flags)
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // SAFETY: dup2 is async-signal-safe; the copy at 3 is not close-on-exec.
     unsafe {
@@ -70,6 +78,9 @@ fn floor_attaches_and_detaches(what: &str, expected: &[&str]) {
     let line = rx.recv_timeout(Duration::from_secs(30));
     let pid = child.id();
     let attached = attached_tracepoints(pid);
+    if line.is_ok() {
+        meanwhile();
+    }
     // SAFETY: signalling our own child.
     unsafe { libc::kill(pid as i32, libc::SIGINT) };
     let mut stderr = String::new();
@@ -78,6 +89,13 @@ fn floor_attaches_and_detaches(what: &str, expected: &[&str]) {
         .take()
         .unwrap()
         .read_to_string(&mut stderr)
+        .unwrap();
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
         .unwrap();
     let status = child.wait().unwrap();
     assert_eq!(
@@ -96,6 +114,54 @@ fn floor_attaches_and_detaches(what: &str, expected: &[&str]) {
         lines[0].contains(&format!("floor {what}")) && lines[0].contains("Ctrl-C"),
         "{stderr}"
     );
+    stdout
+}
+
+/// A lookup floor with `--program-time`, around a ping-pong of `ROUNDS` round trips pinned to
+/// one CPU: each round trip is two switches at least, each a run of the program, which the
+/// floor prints (`program NAME: RUNS runs, NS ns a run`).
+fn lookup_floor_runs_at_every_switch(what: &str, program: &str) {
+    const ROUNDS: u64 = 20_000;
+    let stdout = floor_around(what, &["--program-time"], &["sched_switch"], || {
+        let out = Command::new("taskset")
+            .args(["-c", "1"])
+            .arg(demo())
+            .args(["pingpong", "--rounds", &ROUNDS.to_string()])
+            .output()
+            .expect("running the ping-pong under taskset");
+        assert!(out.status.success(), "ping-pong: {out:?}");
+    });
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("program {program}: ")))
+        .unwrap_or_else(|| panic!("no line for {program} in:\n{stdout}"));
+    let runs: u64 = line
+        .split(": ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no runs in {line}"));
+    assert!(
+        runs >= 2 * ROUNDS,
+        "{runs} runs for {ROUNDS} round trips: {line}"
+    );
+    assert!(line.ends_with(" ns a run"), "{line}");
+}
+
+#[test]
+fn the_array_lookup_floor_runs_at_every_switch() {
+    if !privileged("the_array_lookup_floor_runs_at_every_switch") {
+        return;
+    }
+    lookup_floor_runs_at_every_switch("switch-array", "floor_switch_array");
+}
+
+#[test]
+fn the_task_storage_floor_loads_and_runs_at_every_switch() {
+    if !privileged("the_task_storage_floor_loads_and_runs_at_every_switch") {
+        return;
+    }
+    lookup_floor_runs_at_every_switch("switch-task-storage", "floor_switch_task_storage");
 }
 
 #[test]

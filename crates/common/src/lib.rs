@@ -125,6 +125,10 @@ pub mod maps {
     pub const FOLLOWED: &str = "FOLLOWED";
     /// `PerCpuArray` indexed by [`crate::unwind::SLOTS`]: recently walked pcs' rules.
     pub const RULE_CACHE: &str = "RULE_CACHE";
+    /// `Array<FloorEntry>` and a task storage map of the same entries: the two lookup floors'
+    /// (`switchyard floor switch-array`, `switch-task-storage`), never used by a recording.
+    pub const FLOOR_THREADS: &str = "FLOOR_THREADS";
+    pub const FLOOR_TASKS: &str = "FLOOR_TASKS";
     /// `PerCpuArray<i32>` indexed by [`crate::unwind::SLOTS`]: a walked user stack's id,
     /// handed from a tail-called walk program to the next.
     pub const WALKED: &str = "WALKED";
@@ -198,6 +202,8 @@ pub mod maps {
         UNWIND_GENERATION,
         FOLLOWED,
         RULE_CACHE,
+        FLOOR_THREADS,
+        FLOOR_TASKS,
         WALKED,
         LAST_SWITCH,
         SWITCH_OUT,
@@ -393,6 +399,9 @@ pub mod programs {
     pub const FLOOR_SYS_ENTER: &str = "floor_sys_enter";
     pub const FLOOR_SYS_EXIT: &str = "floor_sys_exit";
     pub const FLOOR_SCHED_SWITCH: &str = "floor_sched_switch";
+    /// The switch floor finding both threads' entries, in an array by tid or in task storage.
+    pub const FLOOR_SWITCH_ARRAY: &str = "floor_switch_array";
+    pub const FLOOR_SWITCH_TASK_STORAGE: &str = "floor_switch_task_storage";
 }
 
 /// Indexes of the `DROPS` array: every event the kernel side could not record.

@@ -256,6 +256,8 @@ impl Settings {
         let task = &self.task;
         let otel_on = self.otel_on();
         EbpfLoader::new()
+            // The lookup floor's task storage map: aya creates it, and has no type to read it by.
+            .allow_unsupported_maps()
             .override_global(globals::TARGET_TGID, &self.tgid, true)
             .override_global(globals::FOLLOW_CHILDREN, &self.follow, true)
             .override_global(globals::INFLIGHT_MASK, &mask, true)
@@ -295,6 +297,8 @@ impl Settings {
             .map_max_entries(maps::SPAN_EVENTS, self.span_bytes)
             .map_max_entries(maps::INFLIGHT, self.slots)
             .map_max_entries(maps::THREADS, self.thread_slots)
+            // The lookup floor's, never used by a recording.
+            .map_max_entries(maps::FLOOR_THREADS, 1)
             .map_max_entries(maps::THREAD_CLAIMS, self.thread_slots)
             .map_max_entries(maps::LOCK_INFLIGHT, self.slots)
             .map_max_entries(maps::USER_STACKS, self.map_size)
@@ -923,6 +927,8 @@ mod tests {
             programs::FLOOR_SYS_ENTER,
             programs::FLOOR_SYS_EXIT,
             programs::FLOOR_SCHED_SWITCH,
+            programs::FLOOR_SWITCH_ARRAY,
+            programs::FLOOR_SWITCH_TASK_STORAGE,
             programs::OTEL_SWITCH,
         ]
         .into_iter()

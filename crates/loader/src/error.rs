@@ -56,6 +56,8 @@ pub enum Error {
     Cpus(#[source] std::io::Error),
     #[error("kernel BTF: {0}")]
     Btf(String),
+    #[error("turning the BPF programs' run-time statistics on")]
+    Stats(#[source] aya::sys::SyscallError),
     #[error("reading map `{name}`")]
     Map {
         name: &'static str,

@@ -1,17 +1,23 @@
 //! The floor: the object's empty programs attached on their own (`switchyard floor`), so a
-//! benchmark can measure what the attach points cost before any program does anything.
+//! benchmark can measure what the attach points cost before any program does anything; and
+//! the same switch floor with a thread's entry found one way or another, to measure what each
+//! way costs a switch.
 
+use aya::sys::{Stats, enable_stats};
 use aya::{
     Ebpf, EbpfLoader,
     programs::{BtfTracePoint, RawTracePoint},
 };
-use switchyard_common::{maps, programs};
+use switchyard_common::{globals, maps, programs};
+use switchyard_model::ProgramTimes;
 
 use crate::{
     Error,
     attach::OBJECT,
+    btf::TaskOffsets,
     error::program,
     error::{load_error, program_error},
+    progstats::{self, Covered},
 };
 
 /// Which attach points the floor takes.
@@ -21,11 +27,18 @@ pub enum FloorKind {
     Syscalls,
     /// A BTF tracepoint on `sched_switch`, as the recording's switch program.
     Switch,
+    /// The switch floor finding both threads' entries in an array by tid, as the recording
+    /// does, and counting the switch there.
+    SwitchArray,
+    /// The same, the entries in task storage (`BPF_MAP_TYPE_TASK_STORAGE`).
+    SwitchTaskStorage,
 }
 
 /// Empty programs, attached; dropping it detaches them.
 pub struct Floor {
-    _ebpf: Ebpf,
+    ebpf: Ebpf,
+    /// Held while the programs' run-time statistics are kept ([`Floor::keep_program_times`]).
+    stats: Option<std::os::fd::OwnedFd>,
 }
 
 impl Floor {
@@ -35,7 +48,13 @@ impl Floor {
         if OBJECT.is_empty() {
             return Err(Error::NotBuilt);
         }
+        // The lookup floors read a task's tid where the recording does.
+        let task = TaskOffsets::from_kernel()?;
         let mut ebpf = EbpfLoader::new()
+            // The lookup floor's task storage map: aya creates it, and has no type to read it by.
+            .allow_unsupported_maps()
+            .override_global(globals::TASK_PID_OFFSET, &task.pid, true)
+            .override_global(globals::TASK_TGID_OFFSET, &task.tgid, true)
             // The smallest sizes the maps can have: only the programs matter here.
             .map_max_entries(maps::USER_STACKS, 1)
             .map_max_entries(maps::KERNEL_STACKS, 1)
@@ -53,15 +72,32 @@ impl Floor {
                     p.attach(event).map_err(program_error(name))?;
                 }
             }
-            FloorKind::Switch => {
+            FloorKind::Switch | FloorKind::SwitchArray | FloorKind::SwitchTaskStorage => {
                 let btf = aya::Btf::from_sys_fs().map_err(|e| Error::Btf(e.to_string()))?;
-                let name = programs::FLOOR_SCHED_SWITCH;
+                let name = match kind {
+                    FloorKind::SwitchArray => programs::FLOOR_SWITCH_ARRAY,
+                    FloorKind::SwitchTaskStorage => programs::FLOOR_SWITCH_TASK_STORAGE,
+                    _ => programs::FLOOR_SCHED_SWITCH,
+                };
                 let p: &mut BtfTracePoint = program(&mut ebpf, name)?;
                 p.load("sched_switch", &btf)
                     .map_err(|e| load_error(name, e))?;
                 p.attach().map_err(program_error(name))?;
             }
         }
-        Ok(Floor { _ebpf: ebpf })
+        Ok(Floor { ebpf, stats: None })
+    }
+
+    /// Turns the kernel's run-time statistics on until the floor is dropped, so that
+    /// [`Floor::program_times`] can say what each run cost. They add two clock reads to every
+    /// run of every program on the host: for a measurement, not for a floor left running.
+    pub fn keep_program_times(&mut self) -> Result<(), Error> {
+        self.stats = Some(enable_stats(Stats::RunTime).map_err(Error::Stats)?);
+        Ok(())
+    }
+
+    /// Each attached program's runs and their time since [`Floor::keep_program_times`].
+    pub fn program_times(&self) -> ProgramTimes {
+        progstats::read(&self.ebpf, Covered(1.0))
     }
 }
