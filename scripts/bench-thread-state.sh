@@ -40,7 +40,7 @@ trap cleanup EXIT
 # One kind, once: the floor attached, the ping-pong run, the floor detached; prints
 # "NS_A_RUN RUNS NS_A_ROUND_TRIP".
 measure() {
-    local kind=$1 program=$2
+    local kind=$1
     mkfifo "$work/ready"
     "$switchyard" floor "$kind" --program-time --ready-fd 3 3> "$work/ready" \
         > "$work/out" 2> "$work/err" &
@@ -57,27 +57,19 @@ measure() {
     kill -INT "$floor_pid"
     wait "$floor_pid"
     floor_pid=
-    # program NAME: RUNS runs, NS ns a run
-    awk -v p="program $program:" -v t="$trip" \
-        'index($0, p) == 1 { print $(NF-3), $3, t; found = 1 } END { exit !found }' "$work/out" || {
-        echo "error: no run time for $program in: $(cat "$work/out")" >&2
+    # "program NAME: RUNS runs, NS ns a run": each of these floors attaches one program.
+    awk -v t="$trip" \
+        'index($0, "program ") == 1 { print $(NF-3), $3, t; found++ } END { exit found != 1 }' "$work/out" || {
+        echo "error: not one program's run time from switchyard floor $kind: $(cat "$work/out")" >&2
         exit 1
     }
-}
-
-program_of() {
-    case $1 in
-        switch) echo floor_sched_switch ;;
-        switch-array) echo floor_switch_array ;;
-        switch-task-storage) echo floor_switch_task_storage ;;
-    esac
 }
 
 for ((r = 0; r < repeats; r++)); do
     for ((i = 0; i < ${#kinds[@]}; i++)); do
         kind=${kinds[$(((i + r) % ${#kinds[@]}))]}
         echo "repeat $((r + 1)): $kind" >&2
-        read -r ns runs trip < <(measure "$kind" "$(program_of "$kind")")
+        read -r ns runs trip < <(measure "$kind")
         echo "$r $kind $ns $runs $trip" >> "$work/results"
     done
 done

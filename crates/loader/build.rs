@@ -1,5 +1,5 @@
 //! Builds the kernel-side crate (`ebpf/`) with the nightly toolchain and bpf-linker, and puts
-//! the object in OUT_DIR for `include_bytes_aligned!`. `AYA_BUILD_SKIP=1` skips it (for
+//! its objects (the recording's and the floor's) in OUT_DIR for `include_bytes_aligned!`. `AYA_BUILD_SKIP=1` skips it (for
 //! `cargo check`/clippy on hosts without bpf-linker); the object is then empty and the loader
 //! reports that the probes were not built instead of failing to compile.
 //!
@@ -16,9 +16,10 @@ use std::{
 
 use anyhow::{Context as _, anyhow, bail};
 
-/// The kernel-side package and its binary (the object's name).
+/// The kernel-side package and its binaries (the objects' names): the recording's, and the
+/// floor's (`switchyard floor`), which a recording never loads.
 const PACKAGE: &str = "switchyard-ebpf";
-const BINARY: &str = "switchyard-probes";
+const BINARIES: [&str; 2] = ["switchyard-probes", "switchyard-floor"];
 /// Lines of the nested build's log shown when it fails.
 const TAIL: usize = 60;
 
@@ -33,7 +34,6 @@ fn main() {
 
 fn build() -> anyhow::Result<()> {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or_else(|| anyhow!("OUT_DIR not set"))?);
-    let object = out_dir.join(BINARY);
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);
     let ebpf_dir = manifest_dir.join("../../ebpf").canonicalize()?;
     let common_dir = manifest_dir.join("../common").canonicalize()?;
@@ -43,7 +43,10 @@ fn build() -> anyhow::Result<()> {
 
     if env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true")) {
         println!("cargo:warning=AYA_BUILD_SKIP is set: the probes are not built into this binary");
-        fs::write(&object, []).with_context(|| format!("creating {}", object.display()))?;
+        for binary in BINARIES {
+            let object = out_dir.join(binary);
+            fs::write(&object, []).with_context(|| format!("creating {}", object.display()))?;
+        }
         return Ok(());
     }
 
@@ -110,9 +113,12 @@ fn build() -> anyhow::Result<()> {
         );
     }
 
-    let built = target_dir.join(target).join("release").join(BINARY);
-    fs::copy(&built, &object)
-        .with_context(|| format!("copying {} to {}", built.display(), object.display()))?;
+    for binary in BINARIES {
+        let built = target_dir.join(target).join("release").join(binary);
+        let object = out_dir.join(binary);
+        fs::copy(&built, &object)
+            .with_context(|| format!("copying {} to {}", built.display(), object.display()))?;
+    }
     Ok(())
 }
 

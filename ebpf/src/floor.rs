@@ -1,7 +1,7 @@
 //! The floor: empty programs on the attach points the recording uses, for `switchyard floor`.
 //! They read nothing and write nothing, so what they add to a syscall or a context switch is
 //! the least any tracer with these attach points can cost: the kernel's dispatch alone.
-//! Never attached by a recording.
+//! They live in an object of their own, which a recording never loads.
 //!
 //! Two more on `sched_switch` measure what finding a thread's entry costs a switch, one way
 //! or the other: in an array by tid (as the recording does) or in task storage.
@@ -16,7 +16,7 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, RawTracePointContext},
 };
 
-use crate::threads::task_ids;
+use crate::task::task_ids;
 
 #[raw_tracepoint(tracepoint = "sys_enter")]
 pub fn floor_sys_enter(_ctx: RawTracePointContext) -> i32 {

@@ -15,7 +15,6 @@
     reason = "map keys and values go by reference so they are not copied again on the 512-byte BPF stack"
 )]
 
-mod floor;
 mod follow;
 mod gc;
 mod goroutines;
@@ -30,6 +29,7 @@ mod shared;
 mod spans;
 mod stacks;
 mod syscalls;
+mod task;
 mod threads;
 mod timeline;
 mod unwind;

@@ -26,7 +26,8 @@ use switchyard_common::{OffCpuKey, OtelSampleKey, OtelSpan, OtelThread, otel};
 use crate::{
     shared::{is_target, start_ns},
     stacks::{KEYS, add},
-    threads::{task_ids, thread},
+    task::task_ids,
+    threads::thread,
 };
 
 #[map]

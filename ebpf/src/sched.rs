@@ -43,7 +43,8 @@ use crate::{
     shared::{current_comm, drop_event, is_target, start_ns},
     spans,
     stacks::{KEYS, add, blocked_kernel_stack, stacks_on, user_stack},
-    threads::{LAST_SWITCH, task_ids, thread, thread_entry},
+    task::task_ids,
+    threads::{LAST_SWITCH, thread, thread_entry},
     timeline,
 };
 

@@ -11,27 +11,6 @@ use switchyard_common::{MAX_THREADS, ThreadStats, drops};
 
 use crate::shared::{drop_event, recording, start_ns};
 
-/// Byte offsets of `pid` and `tgid` in the kernel's `struct task_struct`, set by the loader
-/// before load (from the kernel's BTF).
-#[unsafe(no_mangle)]
-pub(crate) static TASK_PID_OFFSET: u32 = 0;
-#[unsafe(no_mangle)]
-static TASK_TGID_OFFSET: u32 = 0;
-
-/// A task's (pid, tgid), `task` being one of a tracepoint's own task pointers.
-#[inline(always)]
-pub fn task_ids(task: *mut core::ffi::c_void) -> (u32, u32) {
-    // SAFETY: the tracepoint's task pointers are trusted by the verifier; the offsets are the
-    // loader's, from the kernel's BTF, and the verifier checks each load.
-    unsafe {
-        let base = task as *const u8;
-        (
-            *(base.add(core::ptr::read_volatile(&TASK_PID_OFFSET) as usize) as *const u32),
-            *(base.add(core::ptr::read_volatile(&TASK_TGID_OFFSET) as usize) as *const u32),
-        )
-    }
-}
-
 /// Each thread's state, in the slot `tid & THREAD_MASK`. An array, not a hash: its lookup is
 /// inlined by the verifier, where a hash lookup cost ~60 ns here, and a switch between two
 /// target threads makes two. The loader sizes it to cover pid_max up to `MAX_THREAD_SLOTS`:

@@ -29,7 +29,8 @@ use crate::{
     shared::{current_comm, recording, start_ns},
     spans,
     stacks::{add, stack_ids, stacks_on},
-    threads::{TASK_PID_OFFSET, thread},
+    task::TASK_PID_OFFSET,
+    threads::thread,
     timeline,
 };
 

@@ -125,10 +125,6 @@ pub mod maps {
     pub const FOLLOWED: &str = "FOLLOWED";
     /// `PerCpuArray` indexed by [`crate::unwind::SLOTS`]: recently walked pcs' rules.
     pub const RULE_CACHE: &str = "RULE_CACHE";
-    /// `Array<FloorEntry>` and a task storage map of the same entries: the two lookup floors'
-    /// (`switchyard floor switch-array`, `switch-task-storage`), never used by a recording.
-    pub const FLOOR_THREADS: &str = "FLOOR_THREADS";
-    pub const FLOOR_TASKS: &str = "FLOOR_TASKS";
     /// `PerCpuArray<i32>` indexed by [`crate::unwind::SLOTS`]: a walked user stack's id,
     /// handed from a tail-called walk program to the next.
     pub const WALKED: &str = "WALKED";
@@ -153,7 +149,14 @@ pub mod maps {
     /// `PerCpuArray<[u64; 10]>` indexed by [`crate::unwind::SLOTS`]: a frame being read.
     pub const PY_FRAME: &str = "PY_FRAME";
 
-    /// Every map of the kernel-side object, each once.
+    /// `Array<FloorEntry>` and a task storage map of the same entries: the two lookup floors'
+    /// (`switchyard floor switch-array`, `switch-task-storage`), in the floor's own object.
+    pub const FLOOR_THREADS: &str = "FLOOR_THREADS";
+    pub const FLOOR_TASKS: &str = "FLOOR_TASKS";
+    /// Every map of the floor's object.
+    pub const FLOOR_ALL: &[&str] = &[FLOOR_THREADS, FLOOR_TASKS];
+
+    /// Every map of the recording's object, each once.
     pub const ALL: &[&str] = &[
         OTEL_THREADS,
         OTEL_SPANS,
@@ -202,8 +205,6 @@ pub mod maps {
         UNWIND_GENERATION,
         FOLLOWED,
         RULE_CACHE,
-        FLOOR_THREADS,
-        FLOOR_TASKS,
         WALKED,
         LAST_SWITCH,
         SWITCH_OUT,
@@ -395,13 +396,21 @@ pub mod programs {
     pub const GO_SCHED: &str = "go_sched";
     /// `runtime.ready`, apart: it walks the waker's stack.
     pub const GO_READY: &str = "go_ready";
-    /// Empty programs on the same attach points, for `switchyard floor` only.
+    /// Empty programs on the same attach points, in the floor's own object (`switchyard floor`).
     pub const FLOOR_SYS_ENTER: &str = "floor_sys_enter";
     pub const FLOOR_SYS_EXIT: &str = "floor_sys_exit";
     pub const FLOOR_SCHED_SWITCH: &str = "floor_sched_switch";
     /// The switch floor finding both threads' entries, in an array by tid or in task storage.
     pub const FLOOR_SWITCH_ARRAY: &str = "floor_switch_array";
     pub const FLOOR_SWITCH_TASK_STORAGE: &str = "floor_switch_task_storage";
+    /// Every program of the floor's object.
+    pub const FLOOR_ALL: &[&str] = &[
+        FLOOR_SYS_ENTER,
+        FLOOR_SYS_EXIT,
+        FLOOR_SCHED_SWITCH,
+        FLOOR_SWITCH_ARRAY,
+        FLOOR_SWITCH_TASK_STORAGE,
+    ];
 }
 
 /// Indexes of the `DROPS` array: every event the kernel side could not record.

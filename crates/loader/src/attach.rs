@@ -256,8 +256,6 @@ impl Settings {
         let task = &self.task;
         let otel_on = self.otel_on();
         EbpfLoader::new()
-            // The lookup floor's task storage map: aya creates it, and has no type to read it by.
-            .allow_unsupported_maps()
             .override_global(globals::TARGET_TGID, &self.tgid, true)
             .override_global(globals::FOLLOW_CHILDREN, &self.follow, true)
             .override_global(globals::INFLIGHT_MASK, &mask, true)
@@ -297,8 +295,6 @@ impl Settings {
             .map_max_entries(maps::SPAN_EVENTS, self.span_bytes)
             .map_max_entries(maps::INFLIGHT, self.slots)
             .map_max_entries(maps::THREADS, self.thread_slots)
-            // The lookup floor's, never used by a recording.
-            .map_max_entries(maps::FLOOR_THREADS, 1)
             .map_max_entries(maps::THREAD_CLAIMS, self.thread_slots)
             .map_max_entries(maps::LOCK_INFLIGHT, self.slots)
             .map_max_entries(maps::USER_STACKS, self.map_size)
@@ -862,15 +858,20 @@ fn attach_raw(ebpf: &mut Ebpf, name: &'static str, event: &str) -> Result<(), Er
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
 
-    /// The embedded object, parsed; `None` (with the reason printed) when build.rs skipped the
-    /// kernel side, which CI must not.
+    /// The recording's object, parsed (see [`parsed`]).
     fn object() -> Option<aya_obj::Object> {
-        if OBJECT.is_empty() {
+        parsed(OBJECT)
+    }
+
+    /// An embedded object, parsed; `None` (with the reason printed) when build.rs skipped the
+    /// kernel side, which CI must not.
+    pub(crate) fn parsed(object: &[u8]) -> Option<aya_obj::Object> {
+        if object.is_empty() {
             assert!(
                 std::env::var("CI").as_deref() != Ok("true"),
                 "the probes were not built (AYA_BUILD_SKIP): CI must check the real object"
@@ -878,7 +879,7 @@ mod tests {
             println!("skipped: the probes were not built into this binary (AYA_BUILD_SKIP)");
             return None;
         }
-        Some(aya_obj::Object::parse(OBJECT).expect("the embedded object parses"))
+        Some(aya_obj::Object::parse(object).expect("the embedded object parses"))
     }
 
     #[test]
@@ -924,11 +925,6 @@ mod tests {
             programs::SPAN_EXIT_GO,
             programs::GO_SCHED,
             programs::GO_READY,
-            programs::FLOOR_SYS_ENTER,
-            programs::FLOOR_SYS_EXIT,
-            programs::FLOOR_SCHED_SWITCH,
-            programs::FLOOR_SWITCH_ARRAY,
-            programs::FLOOR_SWITCH_TASK_STORAGE,
             programs::OTEL_SWITCH,
         ]
         .into_iter()

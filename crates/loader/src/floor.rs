@@ -1,24 +1,27 @@
-//! The floor: the object's empty programs attached on their own (`switchyard floor`), so a
+//! The floor: empty programs on the recording's attach points (`switchyard floor`), so a
 //! benchmark can measure what the attach points cost before any program does anything; and
 //! the same switch floor with a thread's entry found one way or another, to measure what each
-//! way costs a switch.
+//! way costs a switch. They are an object of their own, which a recording never loads.
 
 use aya::sys::{Stats, enable_stats};
 use aya::{
     Ebpf, EbpfLoader,
     programs::{BtfTracePoint, RawTracePoint},
 };
-use switchyard_common::{globals, maps, programs};
+use switchyard_common::{globals, programs};
 use switchyard_model::ProgramTimes;
 
 use crate::{
     Error,
-    attach::OBJECT,
     btf::TaskOffsets,
     error::program,
     error::{load_error, program_error},
     progstats::{self, Covered},
 };
+
+/// The floor's object, built by build.rs (empty when the build was skipped).
+pub(crate) static FLOOR_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switchyard-floor"));
 
 /// Which attach points the floor takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,10 +45,11 @@ pub struct Floor {
 }
 
 impl Floor {
-    /// Loads the object and attaches only the empty programs of `kind`. Nothing else in the
-    /// object is loaded (its maps are created, small, and never touched).
+    /// Loads the floor's object and attaches only the programs of `kind`. The lookup floors'
+    /// two maps are created whatever the kind: one array, and a task storage map that holds
+    /// nothing until a program stores in it.
     pub fn attach(kind: FloorKind) -> Result<Floor, Error> {
-        if OBJECT.is_empty() {
+        if FLOOR_OBJECT.is_empty() {
             return Err(Error::NotBuilt);
         }
         // The lookup floors read a task's tid where the recording does.
@@ -55,11 +59,7 @@ impl Floor {
             .allow_unsupported_maps()
             .override_global(globals::TASK_PID_OFFSET, &task.pid, true)
             .override_global(globals::TASK_TGID_OFFSET, &task.tgid, true)
-            // The smallest sizes the maps can have: only the programs matter here.
-            .map_max_entries(maps::USER_STACKS, 1)
-            .map_max_entries(maps::KERNEL_STACKS, 1)
-            .map_max_entries(maps::UNWIND_ROWS, 512)
-            .load(OBJECT)
+            .load(FLOOR_OBJECT)
             .map_err(|e| Error::Load(Box::new(e)))?;
         match kind {
             FloorKind::Syscalls => {
@@ -99,5 +99,31 @@ impl Floor {
     /// Each attached program's runs and their time since [`Floor::keep_program_times`].
     pub fn program_times(&self) -> ProgramTimes {
         progstats::read(&self.ebpf, Covered(1.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use switchyard_common::maps;
+
+    use super::*;
+    use crate::attach::tests::parsed;
+
+    #[test]
+    fn the_floor_object_has_exactly_its_programs_and_maps() {
+        let Some(object) = parsed(FLOOR_OBJECT) else {
+            return;
+        };
+        let found: BTreeSet<&str> = object.programs.keys().map(String::as_str).collect();
+        assert_eq!(found, programs::FLOOR_ALL.iter().copied().collect());
+        let found: BTreeSet<&str> = object
+            .maps
+            .keys()
+            .map(String::as_str)
+            .filter(|name| !name.starts_with('.'))
+            .collect();
+        assert_eq!(found, maps::FLOOR_ALL.iter().copied().collect());
     }
 }
