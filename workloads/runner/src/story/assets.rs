@@ -240,45 +240,42 @@ pub fn asset_lead(groups: &[Group]) -> String {
     let config = [("1rps", "1 request/s")];
     let ms = |v: f64| format!("{:.0}", v / 1e3);
     let mib = |v: f64| format!("{v:.0}");
-    let line = |pair: (&str, &str), name: &str, write: &dyn Fn(f64) -> String| {
-        each_against(groups, &config, pair, name, write).join("; ")
-    };
-    let mut out = String::new();
-    for (title, pair, name, write) in [
-        (
-            "rust-zstd against node-gzip, CPU ms per request",
-            ("rust-zstd", "node-gzip"),
-            "cpu.per_op",
-            &ms as &dyn Fn(f64) -> String,
-        ),
-        (
-            "the runtime: rust-gzip against node-gzip, CPU ms per request",
-            ("rust-gzip", "node-gzip"),
-            "cpu.per_op",
-            &ms,
-        ),
-        (
-            "the codec: rust-zstd against rust-gzip, CPU ms per request",
-            ("rust-zstd", "rust-gzip"),
-            "cpu.per_op",
-            &ms,
-        ),
-        (
-            "rust-zstd against node-gzip, the longest response, ms",
-            ("rust-zstd", "node-gzip"),
-            "latency.max",
-            &ms,
-        ),
-        (
-            "rust-zstd against node-gzip, peak RSS MiB",
-            ("rust-zstd", "node-gzip"),
-            "memory.max_rss",
-            &mib,
-        ),
-    ] {
-        let _ = writeln!(out, "- **{title}:** {}.", line(pair, name, write));
-    }
-    out
+    lead_lines(
+        groups,
+        &config,
+        &[
+            (
+                "rust-zstd against node-gzip, CPU ms per request",
+                ("rust-zstd", "node-gzip"),
+                "cpu.per_op",
+                &ms as &dyn Fn(f64) -> String,
+            ),
+            (
+                "the runtime: rust-gzip against node-gzip, CPU ms per request",
+                ("rust-gzip", "node-gzip"),
+                "cpu.per_op",
+                &ms,
+            ),
+            (
+                "the codec: rust-zstd against rust-gzip, CPU ms per request",
+                ("rust-zstd", "rust-gzip"),
+                "cpu.per_op",
+                &ms,
+            ),
+            (
+                "rust-zstd against node-gzip, the longest response, ms",
+                ("rust-zstd", "node-gzip"),
+                "latency.max",
+                &ms,
+            ),
+            (
+                "rust-zstd against node-gzip, peak RSS MiB",
+                ("rust-zstd", "node-gzip"),
+                "memory.max_rss",
+                &mib,
+            ),
+        ],
+    )
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -352,43 +349,42 @@ pub fn asset_concurrency_lead(groups: &[Group]) -> String {
     let ms = |v: f64| grouped(v / 1e3, 0);
     let per_s = |v: f64| format!("{v:.2}");
     let mib = |v: f64| format!("{v:.0}");
-    let mut out = String::new();
-    for (title, pair, name, write) in [
-        (
-            "rust-zstd against node-gzip, P99 ms",
-            ("rust-zstd", "node-gzip"),
-            "latency.p99",
-            &ms as &dyn Fn(f64) -> String,
-        ),
-        (
-            "rust-zstd against node-gzip, the longest response, ms",
-            ("rust-zstd", "node-gzip"),
-            "latency.max",
-            &ms,
-        ),
-        (
-            "rust-zstd against node-gzip, responses/s",
-            ("rust-zstd", "node-gzip"),
-            "throughput",
-            &per_s,
-        ),
-        (
-            "the runtime: rust-gzip against node-gzip, P99 ms",
-            ("rust-gzip", "node-gzip"),
-            "latency.p99",
-            &ms,
-        ),
-        (
-            "rust-zstd against node-gzip, peak RSS MiB",
-            ("rust-zstd", "node-gzip"),
-            "memory.max_rss",
-            &mib,
-        ),
-    ] {
-        let line = each_against(groups, &configs, pair, name, write).join("; ");
-        let _ = writeln!(out, "- **{title}:** {line}.");
-    }
-    out
+    lead_lines(
+        groups,
+        &configs,
+        &[
+            (
+                "rust-zstd against node-gzip, P99 ms",
+                ("rust-zstd", "node-gzip"),
+                "latency.p99",
+                &ms as &dyn Fn(f64) -> String,
+            ),
+            (
+                "rust-zstd against node-gzip, the longest response, ms",
+                ("rust-zstd", "node-gzip"),
+                "latency.max",
+                &ms,
+            ),
+            (
+                "rust-zstd against node-gzip, responses/s",
+                ("rust-zstd", "node-gzip"),
+                "throughput",
+                &per_s,
+            ),
+            (
+                "the runtime: rust-gzip against node-gzip, P99 ms",
+                ("rust-gzip", "node-gzip"),
+                "latency.p99",
+                &ms,
+            ),
+            (
+                "rust-zstd against node-gzip, peak RSS MiB",
+                ("rust-zstd", "node-gzip"),
+                "memory.max_rss",
+                &mib,
+            ),
+        ],
+    )
 }
 
 /// The concurrency story's chart, SVG: P50, P99 and maximum latency against downloads in

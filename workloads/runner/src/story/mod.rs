@@ -405,6 +405,26 @@ pub(crate) fn each_against(
         .collect()
 }
 
+/// One line of a lead: its title, the builds compared (build, base), the figure and how its
+/// values read.
+pub(crate) type LeadLine<'a> = (
+    &'a str,
+    (&'a str, &'a str),
+    &'a str,
+    &'a dyn Fn(f64) -> String,
+);
+
+/// A lead's lines, one per [`LeadLine`]: "- **TITLE:** " and each configuration's
+/// [`each_against`], joined.
+pub(crate) fn lead_lines(groups: &[Group], configs: &[(&str, &str)], lines: &[LeadLine]) -> String {
+    let mut out = String::new();
+    for (title, pair, name, write) in lines {
+        let line = each_against(groups, configs, *pair, name, *write).join("; ");
+        let _ = writeln!(out, "- **{title}:** {line}.");
+    }
+    out
+}
+
 /// A group's runs: "5", or with untraced runs "5 + 5 untraced".
 pub(crate) fn runs_text(g: &Group) -> String {
     match g.untraced.len() {
