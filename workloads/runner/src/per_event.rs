@@ -365,7 +365,9 @@ fn switch_rows(sy: &Path) -> Vec<Row> {
 }
 
 /// Host-wide, per syscall of a loop no one traces while a tool records another process:
-/// switchyard `--pid`, bpftrace and perf trace, each over bpftrace's enter and exit probes.
+/// switchyard `--pid`, bpftrace, perf trace and the floor (what any program on these
+/// tracepoints costs that loop, before it can turn it away), each over bpftrace's enter and
+/// exit probes.
 fn host_wide_rows(sy: &Path) -> Vec<Row> {
     let mut t = SectionRows::new(Section::HostWide);
     let both = Some(("bpftrace-both", ""));
@@ -415,6 +417,13 @@ fn host_wide_rows(sy: &Path) -> Vec<Row> {
         Some(Tool::Perf {
             args: words("trace -s -o /dev/null"),
         }),
+        both,
+    );
+    t.add(
+        "floor",
+        "floor: empty raw tracepoints sys_enter + sys_exit (no filter)",
+        Wrap::Plain,
+        floor_tool(sy, "syscalls"),
         both,
     );
     t.rows
@@ -876,7 +885,9 @@ every block, as bpftrace does (the default samples them)."
 attaches. Syscall tracepoints are host-wide: while one is enabled every task takes the kernel's \
 slower syscall path, and each attached program runs and turns away the tasks it does not \
 record; a list of syscalls filters inside the programs, so it pays the same. --syscalls none \
-attaches none. perf trace pays less here because its events are per task; a per-task perf \
+attaches none. The floor's programs turn nobody away: no program on these tracepoints can cost \
+that process less. perf trace pays less because its per-task events run no program for other \
+tasks; a BPF program on the same per-task event would run for every task, and a per-task perf \
 event costs the traced task at every context switch."
         }
         Section::Sample => {
