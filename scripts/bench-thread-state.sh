@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# What finding a thread's entry costs a context switch, two ways: in an array by tid (what the
-# switch program does) or in task storage (BPF_MAP_TYPE_TASK_STORAGE). Each is a program on
-# sched_switch that finds the entries of both threads of the switch and counts the switch in
-# them (`switchyard floor switch-array`, `switch-task-storage`), next to the empty program
-# (`switchyard floor switch`). The kernel's run-time statistics time each run
+# What a switch program's parts cost a context switch: one exact clock read kept per CPU
+# (`switchyard floor switch-clock`; the switch program reads one at every switch), and finding a
+# thread's entry two ways, in an array by tid (what the switch program does) or in task storage
+# (BPF_MAP_TYPE_TASK_STORAGE): programs on sched_switch that find the entries of both threads of
+# the switch and count the switch in them (`switch-array`, `switch-task-storage`). Each is next
+# to the empty program (`switchyard floor switch`). The kernel's run-time statistics time each run
 # (`--program-time`) while a pipe ping-pong pinned to CPU 1 switches ROUNDS round trips.
 # REPEATS repeats, each kind once a repeat, in rotated order.
 #   bash scripts/bench-thread-state.sh [REPEATS] [ROUNDS]
@@ -12,7 +13,7 @@ repeats=${1:-5}
 rounds=${2:-200000}
 switchyard=${SWITCHYARD:-target/release/switchyard}
 demo=${DEMO:-target/release/switchyard-demo}
-kinds=(switch switch-array switch-task-storage)
+kinds=(switch switch-clock switch-array switch-task-storage)
 
 if [[ $(id -u) != 0 ]]; then
     echo "error: the floor's programs need root; hint: sudo just bench-thread-state" >&2
@@ -94,4 +95,4 @@ for kind in "${kinds[@]}"; do
     echo "| floor $kind | $(awk -v k="$kind" '$2 == k { print $3 }' "$work/results" | spread) | $added | $(awk -v k="$kind" '$2 == k { print $4 }' "$work/results" | spread 0) | $(awk -v k="$kind" '$2 == k { print $5 }' "$work/results" | spread 0) |"
 done
 echo
-echo "The statistics add two clock reads to every run of every program, the same for each row; the differences are the lookups'."
+echo "The statistics add two clock reads to every run of every program, the same for each row; the differences are the clock read's and the lookups'."

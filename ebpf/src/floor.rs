@@ -3,16 +3,18 @@
 //! the least any tracer with these attach points can cost: the kernel's dispatch alone.
 //! They live in an object of their own, which a recording never loads.
 //!
-//! Two more on `sched_switch` measure what finding a thread's entry costs a switch, one way
-//! or the other: in an array by tid (as the recording does) or in task storage.
+//! Three more on `sched_switch` measure what a switch program's parts cost: one exact clock
+//! read kept per CPU (the recording's switch program reads one at every switch), and finding
+//! a thread's entry one way or the other: in an array by tid (as the recording does) or in
+//! task storage.
 
 use core::ffi::c_void;
 
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_LOCAL_STORAGE_GET_F_CREATE, bpf_map_type, task_struct},
-    helpers::generated::bpf_task_storage_get,
+    helpers::{bpf_ktime_get_ns, generated::bpf_task_storage_get},
     macros::{btf_tracepoint, map, raw_tracepoint},
-    maps::Array,
+    maps::{Array, PerCpuArray},
     programs::{BtfTracePointContext, RawTracePointContext},
 };
 
@@ -30,6 +32,24 @@ pub fn floor_sys_exit(_ctx: RawTracePointContext) -> i32 {
 
 #[btf_tracepoint(function = "sched_switch")]
 pub fn floor_sched_switch(_ctx: BtfTracePointContext) -> i32 {
+    0
+}
+
+/// Each CPU's last switch, as the clock floor keeps it.
+#[map]
+static FLOOR_LAST_SWITCH: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// The floor plus one exact clock read, kept per CPU: what the recording's switch program pays
+/// at every switch before it looks at either thread, and what no exact timing of switches can
+/// go without (a count alone, as bpftrace's, reads no clock).
+#[btf_tracepoint(function = "sched_switch")]
+pub fn floor_switch_clock(_ctx: BtfTracePointContext) -> i32 {
+    // SAFETY: a helper with no arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if let Some(slot) = FLOOR_LAST_SWITCH.get_ptr_mut(0) {
+        // SAFETY: the per-CPU slot; switches on one CPU do not run concurrently.
+        unsafe { *slot = now };
+    }
     0
 }
 

@@ -1,8 +1,8 @@
 //! `switchyard floor`: empty programs on the recording's attach points, attached until Ctrl-C.
 //! What they add to a syscall or a context switch is the least any tracer with these attach
 //! points can cost; a benchmark measures the recording against it (`just bench-overhead`).
-//! Two more kinds measure what finding a thread's entry costs a switch, in an array by tid or
-//! in task storage (`just bench-thread-state`).
+//! Three more kinds measure what a switch program's parts cost: one exact clock read, and
+//! finding a thread's entry in an array by tid or in task storage (`just bench-thread-state`).
 
 use std::{io::Write as _, process::ExitCode};
 
@@ -15,7 +15,8 @@ use crate::preflight::take_ready_fd;
 #[derive(clap::Args, Debug)]
 pub struct FloorArgs {
     /// Which attach points: `syscalls` (raw tracepoints sys_enter and sys_exit, as `record`
-    /// uses) or `switch` (the BTF tracepoint sched_switch); `switch-array` and
+    /// uses) or `switch` (the BTF tracepoint sched_switch); `switch-clock` is the switch floor
+    /// reading the exact clock once, as `record` does at every switch; `switch-array` and
     /// `switch-task-storage` are the switch floor finding both threads' entries, in an array
     /// by tid (as `record` does) or in task storage.
     #[arg(value_enum)]
@@ -35,6 +36,7 @@ pub struct FloorArgs {
 pub enum FloorWhat {
     Syscalls,
     Switch,
+    SwitchClock,
     SwitchArray,
     SwitchTaskStorage,
 }
@@ -44,6 +46,7 @@ impl FloorWhat {
         match self {
             FloorWhat::Syscalls => "syscalls",
             FloorWhat::Switch => "switch",
+            FloorWhat::SwitchClock => "switch-clock",
             FloorWhat::SwitchArray => "switch-array",
             FloorWhat::SwitchTaskStorage => "switch-task-storage",
         }
@@ -53,6 +56,7 @@ impl FloorWhat {
         match self {
             FloorWhat::Syscalls => FloorKind::Syscalls,
             FloorWhat::Switch => FloorKind::Switch,
+            FloorWhat::SwitchClock => FloorKind::SwitchClock,
             FloorWhat::SwitchArray => FloorKind::SwitchArray,
             FloorWhat::SwitchTaskStorage => FloorKind::SwitchTaskStorage,
         }
@@ -62,6 +66,9 @@ impl FloorWhat {
         match self {
             FloorWhat::Syscalls => "empty programs on the raw tracepoints sys_enter and sys_exit",
             FloorWhat::Switch => "an empty program on the BTF tracepoint sched_switch",
+            FloorWhat::SwitchClock => {
+                "a program on sched_switch reading the exact clock once, kept per CPU"
+            }
             FloorWhat::SwitchArray => {
                 "a program on sched_switch finding both threads' entries in an array by tid"
             }

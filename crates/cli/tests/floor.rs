@@ -117,7 +117,7 @@ fn floor_around(what: &str, flags: &[&str], expected: &[&str], meanwhile: impl F
     stdout
 }
 
-/// A lookup floor with `--program-time`, around a ping-pong of `ROUNDS` round trips pinned to
+/// A switch floor with `--program-time`, around a ping-pong of `ROUNDS` round trips pinned to
 /// one CPU: each round trip is two switches at least, each a run of the program, which the
 /// floor prints (`program NAME: RUNS runs, NS ns a run`).
 fn lookup_floor_runs_at_every_switch(what: &str, program: &str) {
@@ -146,6 +146,14 @@ fn lookup_floor_runs_at_every_switch(what: &str, program: &str) {
         "{runs} runs for {ROUNDS} round trips: {line}"
     );
     assert!(line.ends_with(" ns a run"), "{line}");
+}
+
+#[test]
+fn the_clock_floor_runs_at_every_switch() {
+    if !privileged("the_clock_floor_runs_at_every_switch") {
+        return;
+    }
+    lookup_floor_runs_at_every_switch("switch-clock", "floor_switch_clock");
 }
 
 #[test]

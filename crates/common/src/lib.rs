@@ -153,8 +153,11 @@ pub mod maps {
     /// (`switchyard floor switch-array`, `switch-task-storage`), in the floor's own object.
     pub const FLOOR_THREADS: &str = "FLOOR_THREADS";
     pub const FLOOR_TASKS: &str = "FLOOR_TASKS";
+    /// `PerCpuArray<u64>` of one entry: each CPU's last switch, the clock floor's
+    /// (`switchyard floor switch-clock`).
+    pub const FLOOR_LAST_SWITCH: &str = "FLOOR_LAST_SWITCH";
     /// Every map of the floor's object.
-    pub const FLOOR_ALL: &[&str] = &[FLOOR_THREADS, FLOOR_TASKS];
+    pub const FLOOR_ALL: &[&str] = &[FLOOR_THREADS, FLOOR_TASKS, FLOOR_LAST_SWITCH];
 
     /// Every map of the recording's object, each once.
     pub const ALL: &[&str] = &[
@@ -400,6 +403,8 @@ pub mod programs {
     pub const FLOOR_SYS_ENTER: &str = "floor_sys_enter";
     pub const FLOOR_SYS_EXIT: &str = "floor_sys_exit";
     pub const FLOOR_SCHED_SWITCH: &str = "floor_sched_switch";
+    /// The switch floor reading the clock once, kept per CPU.
+    pub const FLOOR_SWITCH_CLOCK: &str = "floor_switch_clock";
     /// The switch floor finding both threads' entries, in an array by tid or in task storage.
     pub const FLOOR_SWITCH_ARRAY: &str = "floor_switch_array";
     pub const FLOOR_SWITCH_TASK_STORAGE: &str = "floor_switch_task_storage";
@@ -408,6 +413,7 @@ pub mod programs {
         FLOOR_SYS_ENTER,
         FLOOR_SYS_EXIT,
         FLOOR_SCHED_SWITCH,
+        FLOOR_SWITCH_CLOCK,
         FLOOR_SWITCH_ARRAY,
         FLOOR_SWITCH_TASK_STORAGE,
     ];

@@ -30,6 +30,9 @@ pub enum FloorKind {
     Syscalls,
     /// A BTF tracepoint on `sched_switch`, as the recording's switch program.
     Switch,
+    /// The switch floor reading the exact clock once and keeping it per CPU, as the
+    /// recording's switch program does at every switch.
+    SwitchClock,
     /// The switch floor finding both threads' entries in an array by tid, as the recording
     /// does, and counting the switch there.
     SwitchArray,
@@ -72,9 +75,13 @@ impl Floor {
                     p.attach(event).map_err(program_error(name))?;
                 }
             }
-            FloorKind::Switch | FloorKind::SwitchArray | FloorKind::SwitchTaskStorage => {
+            FloorKind::Switch
+            | FloorKind::SwitchClock
+            | FloorKind::SwitchArray
+            | FloorKind::SwitchTaskStorage => {
                 let btf = aya::Btf::from_sys_fs().map_err(|e| Error::Btf(e.to_string()))?;
                 let name = match kind {
+                    FloorKind::SwitchClock => programs::FLOOR_SWITCH_CLOCK,
                     FloorKind::SwitchArray => programs::FLOOR_SWITCH_ARRAY,
                     FloorKind::SwitchTaskStorage => programs::FLOOR_SWITCH_TASK_STORAGE,
                     _ => programs::FLOOR_SCHED_SWITCH,

@@ -361,6 +361,13 @@ fn switch_rows(sy: &Path) -> Vec<Row> {
         floor_tool(sy, "switch"),
         None,
     );
+    t.add(
+        "floor-clock",
+        "floor + one exact clock read (what timing a switch cannot go without)",
+        Wrap::Plain,
+        floor_tool(sy, "switch-clock"),
+        count,
+    );
     t.rows
 }
 
@@ -876,7 +883,9 @@ sys_exit (`switchyard floor syscalls`), what being called at every syscall costs
             "anchors: count = bpftrace counting switches by thread and state; stacks = bpftrace \
 taking the same stacks at every switch (kernel + user, at switch-out and at wakeup, frame \
 pointers); floor: switchyard's own empty tp_btf sched_switch program (`switchyard floor \
-switch`). --syscalls none attaches no syscall tracepoint, so those rows cost the switches alone; \
+switch`), and the same reading the exact clock once and keeping it per CPU (`switchyard floor \
+switch-clock`), as switchyard's switch program does at every switch; bpftrace's count reads no \
+clock. --syscalls none attaches no syscall tracepoint, so those rows cost the switches alone; \
 the defaults row also counts the ping-pong's readv/writev. --offcpu-period 0 takes the stacks at \
 every block, as bpftrace does (the default samples them)."
         }
