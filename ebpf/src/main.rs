@@ -20,6 +20,7 @@ mod gc;
 mod goroutines;
 mod inflight;
 mod locks;
+mod object;
 mod oncpu;
 mod otelctx;
 mod python;
@@ -34,15 +35,3 @@ mod threads;
 mod timeline;
 mod unwind;
 mod wakeup;
-
-#[cfg(not(test))]
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo) -> ! {
-    // SAFETY: the verifier rejects any program that could reach a panic.
-    unsafe { core::hint::unreachable_unchecked() }
-}
-
-// Helpers such as bpf_probe_read_kernel are GPL-only.
-#[unsafe(link_section = "license")]
-#[unsafe(no_mangle)]
-static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

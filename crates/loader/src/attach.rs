@@ -868,6 +868,17 @@ pub(crate) mod tests {
         parsed(OBJECT)
     }
 
+    /// An object's maps by name. `.rodata`, `.bss` and `.data` hold the globals: sections, not
+    /// maps of ours.
+    pub(crate) fn map_names(object: &aya_obj::Object) -> BTreeSet<&str> {
+        object
+            .maps
+            .keys()
+            .map(String::as_str)
+            .filter(|name| !name.starts_with('.'))
+            .collect()
+    }
+
     /// An embedded object, parsed; `None` (with the reason printed) when build.rs skipped the
     /// kernel side, which CI must not.
     pub(crate) fn parsed(object: &[u8]) -> Option<aya_obj::Object> {
@@ -885,13 +896,7 @@ pub(crate) mod tests {
     #[test]
     fn the_object_has_exactly_the_maps_common_names() {
         let Some(object) = object() else { return };
-        // `.rodata`, `.bss` and `.data` hold the globals: sections, not maps of ours.
-        let found: BTreeSet<&str> = object
-            .maps
-            .keys()
-            .map(String::as_str)
-            .filter(|name| !name.starts_with('.'))
-            .collect();
+        let found = map_names(&object);
         let named: BTreeSet<&str> = maps::ALL.iter().copied().collect();
         assert_eq!(
             named.len(),

@@ -116,7 +116,7 @@ mod tests {
     use switchyard_common::maps;
 
     use super::*;
-    use crate::attach::tests::parsed;
+    use crate::attach::tests::{map_names, parsed};
 
     #[test]
     fn the_floor_object_has_exactly_its_programs_and_maps() {
@@ -125,12 +125,9 @@ mod tests {
         };
         let found: BTreeSet<&str> = object.programs.keys().map(String::as_str).collect();
         assert_eq!(found, programs::FLOOR_ALL.iter().copied().collect());
-        let found: BTreeSet<&str> = object
-            .maps
-            .keys()
-            .map(String::as_str)
-            .filter(|name| !name.starts_with('.'))
-            .collect();
-        assert_eq!(found, maps::FLOOR_ALL.iter().copied().collect());
+        assert_eq!(
+            map_names(&object),
+            maps::FLOOR_ALL.iter().copied().collect()
+        );
     }
 }
