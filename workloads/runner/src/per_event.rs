@@ -127,6 +127,9 @@ pub enum Wrap {
     Record(Vec<String>),
     /// Under `bpftrace -e SCRIPT -c LOOP` (`cpid`: the loop's pid).
     Bpftrace(String),
+    /// Under `perf stat -e EVENTS -- LOOP`: per-task counting events on the loop, inherited
+    /// by its threads, and no program.
+    PerfStat(String),
 }
 
 /// One row of a table.
@@ -368,6 +371,13 @@ fn switch_rows(sy: &Path) -> Vec<Row> {
         floor_tool(sy, "switch-clock"),
         count,
     );
+    t.add(
+        "per-task",
+        "a per-task perf event the loop never hits (perf stat -e sched:sched_process_exec): what per-task attach costs a switch",
+        Wrap::PerfStat("sched:sched_process_exec".into()),
+        None,
+        count,
+    );
     t.rows
 }
 
@@ -543,7 +553,9 @@ fn missing(row: &Row, record_help: &str, floor: bool, perf: bool) -> Option<Stri
         (_, Some(Tool::Floor { .. })) if !floor => {
             return Some("`switchyard floor`".into());
         }
-        (_, Some(Tool::Perf { .. })) if !perf => return Some("perf".into()),
+        (_, Some(Tool::Perf { .. })) | (Wrap::PerfStat(_), _) if !perf => {
+            return Some("perf".into());
+        }
         _ => Vec::new(),
     };
     flags
@@ -655,6 +667,14 @@ pub fn measure(row: &Row, knobs: &Knobs, target: u32, out: &Path) -> Result<f64,
         Wrap::Bpftrace(script) => {
             let mut c = Command::new("bpftrace");
             c.arg("-e").arg(script).arg("-c").arg(pinned.join(" "));
+            c
+        }
+        Wrap::PerfStat(events) => {
+            let mut c = Command::new("perf");
+            c.args(["stat", "-x,", "-o"])
+                .arg(out.join("perf.stat"))
+                .args(["-e", events, "--"])
+                .args(&pinned);
             c
         }
     };
@@ -885,7 +905,9 @@ taking the same stacks at every switch (kernel + user, at switch-out and at wake
 pointers); floor: switchyard's own empty tp_btf sched_switch program (`switchyard floor \
 switch`), and the same reading the exact clock once and keeping it per CPU (`switchyard floor \
 switch-clock`), as switchyard's switch program does at every switch; bpftrace's count reads no \
-clock. --syscalls none attaches no syscall tracepoint, so those rows cost the switches alone; \
+clock. The per-task event counts an exec the loop never makes: its cost is the kernel switching \
+the task's perf context out and in at each switch, which any per-task event, a syscall \
+tracepoint's included, adds. --syscalls none attaches no syscall tracepoint, so those rows cost the switches alone; \
 the defaults row also counts the ping-pong's readv/writev. --offcpu-period 0 takes the stacks at \
 every block, as bpftrace does (the default samples them)."
         }
