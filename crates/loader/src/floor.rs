@@ -1,7 +1,8 @@
 //! The floor: empty programs on the recording's attach points (`switchyard floor`), so a
 //! benchmark can measure what the attach points cost before any program does anything; and
-//! the same switch floor with a thread's entry found one way or another, to measure what each
-//! way costs a switch. They are an object of their own, which a recording never loads.
+//! the same switch floor with one clock read, or with a thread's entry found one way or
+//! another, to measure what each costs a switch. They are an object of their own, which a
+//! recording never loads.
 
 use aya::sys::{Stats, enable_stats};
 use aya::{
@@ -48,9 +49,9 @@ pub struct Floor {
 }
 
 impl Floor {
-    /// Loads the floor's object and attaches only the programs of `kind`. The lookup floors'
-    /// two maps are created whatever the kind: one array, and a task storage map that holds
-    /// nothing until a program stores in it.
+    /// Loads the floor's object and attaches only the programs of `kind`. Its small maps are
+    /// created whatever the kind: the clock floor's per-CPU slot, the array lookup's array,
+    /// and a task storage map that holds nothing until a program stores in it.
     pub fn attach(kind: FloorKind) -> Result<Floor, Error> {
         if FLOOR_OBJECT.is_empty() {
             return Err(Error::NotBuilt);
