@@ -145,8 +145,10 @@ fn syscalls_are_timed_by_budget_by_default() {
         .as_u64()
         .expect("a sampled row says how many were timed");
     let drawn = row["drawn"].as_u64().expect("and how many were drawn");
-    // The budget's calls (200 a 100-ms period) and about one in 16 of the rest.
-    assert!(drawn > 0 && drawn < timed, "{row}");
+    // The budget's calls (200 a 100-ms period) and about one in 16 of the rest. The program's
+    // start (some 200 calls) may have spent the first period's budget already: on a host where
+    // the loop ends inside that period, every timed call of the loop was drawn.
+    assert!(drawn > 0 && drawn <= timed, "{row}");
     assert!(
         timed.abs_diff(n / 16) <= n / 16 / 5 + (timed - drawn),
         "{timed} timed of {n}: {row}"
