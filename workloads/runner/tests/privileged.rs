@@ -301,7 +301,10 @@ fn broker_messages_found_by_their_span_ids() {
         "spinlock-broker",
         &["--lock", "spin", "--dir", scratch.path().to_str().unwrap()],
         "spinlock-broker-driver",
-        &["--producers", "6", "--duration", "3s"],
+        // A number of messages, not a time: every message is a span, and the kernel keeps at
+        // most otel::MAX_SPANS of them in a recording (65,536). Three seconds of a 6-producer
+        // broker were 183,000 messages on a host where getppid takes 76 ns.
+        &["--producers", "6", "--ops", "60000"],
     );
     let [.., waited, wait_own] = assert_spans_found(&t, "spinlock-broker", 1_000_000, 300_000, 10);
     // Blocked against waiting for a CPU is the wakeup's to tell: a preempted spinner waits for
