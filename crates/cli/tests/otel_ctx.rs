@@ -48,8 +48,11 @@ fn each_requests_time_off_cpu_is_found_by_its_span_id() {
     // Stacks on: the wakeup probe is what tells blocked from waiting for a CPU.
     // The worker runs on CPU 0: what the hypervisor took from it there is the most its
     // requests can have measured as off CPU with no switch to show for it.
+    // Every block's stacks walked (`--offcpu-period 0`): the off-CPU time linked to spans by
+    // stack is then exact, as their own is, and the two are compared for the linking alone
+    // (sampling's own error is sampling.rs's to bound).
     let stolen_before = stolen_ns(0);
-    let (run, stderr) = record_spawned(&dir, &[], &command);
+    let (run, stderr) = record_spawned(&dir, &["--offcpu-period", "0"], &command);
     let stolen = stolen_ns(0) - stolen_before;
     assert!(
         stderr.contains("OpenTelemetry spans (thread context, otel_thread_ctx_v1 in "),
