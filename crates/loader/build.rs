@@ -1,7 +1,8 @@
 //! Builds the kernel-side crate (`ebpf/`) with the nightly toolchain and bpf-linker, and puts
-//! its objects (the recording's and the floor's) in OUT_DIR for `include_bytes_aligned!`. `AYA_BUILD_SKIP=1` skips it (for
-//! `cargo check`/clippy on hosts without bpf-linker); the object is then empty and the loader
-//! reports that the probes were not built instead of failing to compile.
+//! its objects (the recording's and the floor's) in OUT_DIR for `include_bytes_aligned!`.
+//! `AYA_BUILD_SKIP=1` skips it (for `cargo check`/clippy on hosts without bpf-linker); the
+//! objects are then empty and the loader reports that the probes were not built instead of
+//! failing to compile.
 //!
 //! The nested build runs as aya-build's `build_ebpf` runs it (same flags, same target
 //! directory), but its output goes to `OUT_DIR/ebpf-build.log` instead of being replayed as

@@ -120,7 +120,7 @@ fn floor_around(what: &str, flags: &[&str], expected: &[&str], meanwhile: impl F
 /// A switch floor with `--program-time`, around a ping-pong of `ROUNDS` round trips pinned to
 /// one CPU: each round trip is two switches at least, each a run of the program, which the
 /// floor prints (`program NAME: RUNS runs, NS ns a run`).
-fn lookup_floor_runs_at_every_switch(what: &str, program: &str) {
+fn switch_floor_runs_at_every_switch(what: &str, program: &str) {
     const ROUNDS: u64 = 20_000;
     let stdout = floor_around(what, &["--program-time"], &["sched_switch"], || {
         let out = Command::new("taskset")
@@ -153,15 +153,15 @@ fn the_clock_floor_runs_at_every_switch() {
     if !privileged("the_clock_floor_runs_at_every_switch") {
         return;
     }
-    lookup_floor_runs_at_every_switch("switch-clock", "floor_switch_clock");
+    switch_floor_runs_at_every_switch("switch-clock", "floor_switch_clock");
 }
 
 #[test]
-fn the_array_lookup_floor_runs_at_every_switch() {
-    if !privileged("the_array_lookup_floor_runs_at_every_switch") {
+fn the_array_switch_floor_runs_at_every_switch() {
+    if !privileged("the_array_switch_floor_runs_at_every_switch") {
         return;
     }
-    lookup_floor_runs_at_every_switch("switch-array", "floor_switch_array");
+    switch_floor_runs_at_every_switch("switch-array", "floor_switch_array");
 }
 
 #[test]
@@ -169,7 +169,7 @@ fn the_task_storage_floor_loads_and_runs_at_every_switch() {
     if !privileged("the_task_storage_floor_loads_and_runs_at_every_switch") {
         return;
     }
-    lookup_floor_runs_at_every_switch("switch-task-storage", "floor_switch_task_storage");
+    switch_floor_runs_at_every_switch("switch-task-storage", "floor_switch_task_storage");
 }
 
 #[test]

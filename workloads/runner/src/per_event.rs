@@ -907,8 +907,8 @@ switch`), and the same reading the exact clock once and keeping it per CPU (`swi
 switch-clock`), as switchyard's switch program does at every switch; bpftrace's count reads no \
 clock. The per-task event counts an exec the loop never makes: its cost is the kernel switching \
 the task's perf context out and in at each switch, which any per-task event, a syscall \
-tracepoint's included, adds. --syscalls none attaches no syscall tracepoint, so those rows cost the switches alone; \
-the defaults row also counts the ping-pong's readv/writev. --offcpu-period 0 takes the stacks at \
+tracepoint's included, adds. --syscalls none attaches no syscall tracepoint, so those rows cost \
+the switches alone; the defaults row also counts the ping-pong's readv/writev. --offcpu-period 0 takes the stacks at \
 every block, as bpftrace does (the default samples them)."
         }
         Section::HostWide => {
